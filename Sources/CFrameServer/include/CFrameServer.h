@@ -1,0 +1,449 @@
+/*
+ * CFrameServer.h: the framesrv shared-memory layout and wire format, protocol version 1.
+ *
+ * This header is the single source of truth for every byte that crosses a process
+ * boundary. protocol/PROTOCOL.md quotes these tables; the Swift library, the C client
+ * and the Python client (which checks its own offsets against the FS_OFF_* values
+ * below) all use the same numbers. If a _Static_assert here fails, the wire layout
+ * changed: bump FS_PROTOCOL_VERSION and update PROTOCOL.md and protocol/vectors/.
+ *
+ * Rules the layout follows (after PipeWire's spa ring buffer):
+ *   - plain fixed-width little-endian fields, no pointers (each process maps the
+ *     segments at a different address, so only offsets are stored);
+ *   - no _Atomic qualifiers: the static inline accessors below do every access that
+ *     races with another process through __atomic_* builtins with an explicit order,
+ *     so any language that can do the same atomic operation on the same bytes can
+ *     take part;
+ *   - every ordering-sensitive access carries a "SYNC:" comment naming its pair.
+ *
+ * The header is C99 + GNU atomics builtins and compiles cleanly with GCC and Clang.
+ * GNU-only system calls that Swift's Glibc module cannot see are declared at the end
+ * and implemented in shim.c (prefix fs_sys_).
+ */
+#ifndef CFRAMESERVER_H
+#define CFRAMESERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Clang's nullability marks (so Swift imports these pointers as non-optional). */
+#if defined(__clang__)
+#define FS_NONNULL _Nonnull
+#else
+#define FS_NONNULL
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Constants                                                                  */
+/* ------------------------------------------------------------------------- */
+
+#define FS_PROTOCOL_VERSION 1u
+
+/* Magics are four ASCII bytes, stored little-endian: "FSCT" reads as F,S,C,T. */
+#define FS_MAGIC_CONTROL  0x54435346u /* "FSCT": control segment            */
+#define FS_MAGIC_FRAME    0x52465346u /* "FSFR": frame header in a pool slot */
+#define FS_MAGIC_ANNOUNCE 0x4E415346u /* "FSAN": ZeroMQ announcement        */
+
+#define FS_MAX_CONSUMERS 63u          /* holder bits 0..62                        */
+#define FS_MAX_SLOTS     64u
+#define FS_MAX_PLANES    4u
+#define FS_NAME_MAX      48u          /* stream names: [A-Za-z0-9._-]{1,48}       */
+#define FS_HOLDER_WRITER (1ull << 63) /* holder bit 63: the producer is writing   */
+#define FS_LATENCY_BUCKETS 16u        /* bucket i counts latencies < 2^i us; 15 = rest */
+
+/* fs_control.state */
+#define FS_STREAM_RUNNING 1u
+#define FS_STREAM_ENDED   2u
+
+/* fs_control.flags */
+#define FS_CONTROL_LIVE_SOURCE 1u     /* producer drops at the source instead of waiting */
+
+/* fs_consumer.state */
+#define FS_CONSUMER_FREE    0u
+#define FS_CONSUMER_CLAIMED 1u        /* pid written, rest being filled in        */
+#define FS_CONSUMER_ACTIVE  2u
+#define FS_CONSUMER_CLOSING 3u        /* asked the producer to detach it          */
+
+/* fs_consumer.mode */
+#define FS_MODE_LIVE     1u
+#define FS_MODE_LOSSLESS 2u
+#define FS_MODE_MONITOR  3u
+
+/* fs_frame.flags and fs_announce.flags */
+#define FS_FRAME_KEY           1u
+#define FS_FRAME_END_OF_STREAM 2u
+#define FS_FRAME_DISCONTINUITY 4u
+
+/* fs_announce.kind */
+#define FS_ANNOUNCE_FRAME 1u
+#define FS_ANNOUNCE_END   2u
+#define FS_ANNOUNCE_EPOCH 3u
+
+/* Pixel formats. Codes are protocol constants (not AVPixelFormat values, which
+ * change between FFmpeg versions); fs_frame.pix_fmt_name carries FFmpeg's name too,
+ * and code 0 means "see the name". */
+#define FS_PIX_OTHER        0u
+#define FS_PIX_GRAY8        1u
+#define FS_PIX_NV12         2u
+#define FS_PIX_YUV420P      3u
+#define FS_PIX_YUV422P      4u
+#define FS_PIX_YUV444P      5u
+#define FS_PIX_YUV420P10LE  6u
+#define FS_PIX_RGB24        7u
+#define FS_PIX_BGRA         8u
+#define FS_PIX_RGBA         9u
+#define FS_PIX_P010LE      10u
+#define FS_PIX_YUV422P10LE 11u
+#define FS_PIX_YUV444P10LE 12u
+#define FS_PIX_GRAY16LE    13u
+#define FS_PIX_BGR24       14u
+#define FS_PIX_GBRP        15u
+
+/* Colour description: ITU-T H.273 code points (the values FFmpeg's AVColorSpace,
+ * AVColorPrimaries and AVColorTransferCharacteristic use). Range: 0 unspecified,
+ * 1 limited ("tv", "mpeg"), 2 full ("pc", "jpeg"), as AVColorRange. */
+#define FS_MATRIX_RGB         0u
+#define FS_MATRIX_BT709       1u
+#define FS_MATRIX_UNSPECIFIED 2u
+#define FS_MATRIX_BT470BG     5u  /* BT.601 625-line */
+#define FS_MATRIX_SMPTE170M   6u  /* BT.601 525-line */
+#define FS_MATRIX_BT2020_NCL  9u
+#define FS_RANGE_UNSPECIFIED  0u
+#define FS_RANGE_LIMITED      1u
+#define FS_RANGE_FULL         2u
+
+#define FS_PTS_NONE INT64_MIN
+
+/* ------------------------------------------------------------------------- */
+/* The control segment: <dir>/<name>.ctl, mode 0600, mapped read-write by all */
+/*                                                                            */
+/*   offset 0                      fs_control            (512 bytes)          */
+/*   offset slot_ctl_offset        fs_slot_ctl[slot_count]   (64 bytes each)  */
+/*   offset consumer_offset        fs_consumer[max_consumers] (256 bytes each)*/
+/* ------------------------------------------------------------------------- */
+
+typedef struct fs_control {
+    uint32_t magic;               /*   0 FS_MAGIC_CONTROL                          */
+    uint32_t version;             /*   4 FS_PROTOCOL_VERSION                       */
+    uint32_t header_size;         /*   8 sizeof(fs_control) = 512                  */
+    uint32_t slot_count;          /*  12 number of slots, 1..FS_MAX_SLOTS          */
+    uint32_t max_consumers;       /*  16 FS_MAX_CONSUMERS                          */
+    uint32_t slot_ctl_size;       /*  20 sizeof(fs_slot_ctl) = 64                  */
+    uint32_t consumer_size;       /*  24 sizeof(fs_consumer) = 256                 */
+    uint32_t slot_ctl_offset;     /*  28 = 512                                     */
+    uint32_t consumer_offset;     /*  32 = 512 + 64 * slot_count                   */
+    int32_t  producer_pid;        /*  36                                           */
+    uint64_t producer_start_time; /*  40 field 22 of /proc/<pid>/stat (clock ticks) */
+    uint64_t created_ns;          /*  48 CLOCK_REALTIME when the stream was created */
+    uint64_t epoch;               /*  56 current pool epoch (atomic)               */
+    uint64_t slot_stride;         /*  64 bytes per slot in the current pool         */
+    uint64_t latest;              /*  72 (seq << 8) | slot of newest frame, 0 = none (atomic) */
+    uint64_t published;           /*  80 frames published (atomic)                 */
+    uint64_t dropped;             /*  88 frames dropped at the source (atomic)     */
+    uint64_t blocked_ns;          /*  96 time the producer waited for a slot       */
+    uint64_t lossless_mask;       /* 104 consumers that receive reservations (atomic) */
+    uint32_t wake;                /* 112 futex word, bumped on release/attach/detach */
+    uint32_t state;               /* 116 FS_STREAM_* (atomic)                       */
+    uint64_t end_seq;             /* 120 last sequence number once ENDED            */
+    uint32_t attach_seq;          /* 128 futex word, bumped when a consumer entry changes */
+    uint32_t producer_waiting;    /* 132 1 while the producer sleeps on `wake`      */
+    uint64_t min_free;            /* 136 fewest free slots ever seen at a publish   */
+    uint64_t reclaimed;           /* 144 consumers reclaimed after they died         */
+    uint32_t live_max_held;       /* 152 frames a live consumer may hold at once      */
+    uint32_t flags;               /* 156 FS_CONTROL_*                                */
+    char     name[64];            /* 160 stream name, NUL-terminated                 */
+    uint64_t pool_size;           /* 224 bytes of the current pool segment           */
+    uint64_t last_publish_ns;     /* 232 CLOCK_MONOTONIC of the newest publish        */
+    uint64_t rate_milli;          /* 240 nominal frame rate x 1000, 0 = unknown/max   */
+    uint8_t  reserved[264];       /* 248 .. 512 zero                                  */
+} fs_control;
+
+typedef struct fs_slot_ctl {
+    uint64_t holders;             /*   0 bit i: consumer i holds; bit 63: producer writing (atomic) */
+    uint64_t seq;                 /*   8 sequence number of the frame in the slot, 0 = never used */
+    uint64_t epoch;               /*  16 pool epoch the frame lives in              */
+    uint64_t publish_ns;          /*  24 CLOCK_MONOTONIC at publish                  */
+    uint64_t reserved[4];         /*  32 .. 64                                       */
+} fs_slot_ctl;
+
+typedef struct fs_consumer {
+    int32_t  pid;                 /*   0 claim word: 0 = free; CAS 0 -> pid claims (atomic) */
+    uint32_t state;               /*   4 FS_CONSUMER_* (atomic)                       */
+    uint64_t start_time;          /*   8 field 22 of /proc/<pid>/stat                 */
+    uint32_t mode;                /*  16 FS_MODE_*                                    */
+    uint32_t flags;               /*  20 reserved, 0                                  */
+    uint64_t first_seq;           /*  24 lossless: first reserved seq, 0 = not yet (atomic) */
+    uint64_t attached_ns;         /*  32 CLOCK_MONOTONIC at attach                     */
+    uint64_t delivered;           /*  40 frames handed to the application               */
+    uint64_t missed;              /*  48 frames skipped (live mode) or seen stale        */
+    uint64_t last_seq;            /*  56 newest delivered sequence number               */
+    uint64_t held;                /*  64 frames held right now                           */
+    uint64_t hold_since_ns;       /*  72 CLOCK_MONOTONIC when the oldest current hold began, 0 = none */
+    uint64_t latency_hist[FS_LATENCY_BUCKETS]; /* 80 publish-to-acquire latency histogram */
+    char     name[32];            /* 208 what the consumer calls itself (argv[0], ...) */
+    uint64_t latency_sum_ns;      /* 240 sum of all latencies                           */
+    uint64_t stale;               /* 248 acquisitions refused because the slot was recycled */
+} fs_consumer;
+
+/* ------------------------------------------------------------------------- */
+/* The pool segment: <dir>/<name>.pool.<epoch>, mode 0600.                    */
+/* The producer maps it read-write; consumers map it PROT_READ.                */
+/* Slot i starts at i * slot_stride with an fs_frame, planes follow.          */
+/* ------------------------------------------------------------------------- */
+
+typedef struct fs_frame {
+    uint32_t magic;               /*   0 FS_MAGIC_FRAME                  */
+    uint32_t version;             /*   4 FS_PROTOCOL_VERSION             */
+    uint64_t seq;                 /*   8                                 */
+    uint64_t epoch;               /*  16                                 */
+    uint32_t width;               /*  24                                 */
+    uint32_t height;              /*  28                                 */
+    uint32_t pix_fmt;             /*  32 FS_PIX_*                        */
+    uint32_t plane_count;         /*  36 1..4                            */
+    uint32_t plane_offset[FS_MAX_PLANES]; /* 40 from the slot's start    */
+    uint32_t plane_stride[FS_MAX_PLANES]; /* 56 bytes per row            */
+    uint32_t plane_size[FS_MAX_PLANES];   /* 72 bytes (stride x rows)    */
+    uint32_t color_matrix;        /*  88 H.273 MatrixCoefficients        */
+    uint32_t color_range;         /*  92 FS_RANGE_*                      */
+    uint32_t color_primaries;     /*  96 H.273 ColourPrimaries           */
+    uint32_t color_transfer;      /* 100 H.273 TransferCharacteristics   */
+    int32_t  sar_num;             /* 104 sample aspect ratio, 0/1 = unknown */
+    int32_t  sar_den;             /* 108                                 */
+    int64_t  pts;                 /* 112 FS_PTS_NONE if unknown          */
+    int32_t  time_base_num;       /* 120                                 */
+    int32_t  time_base_den;       /* 124                                 */
+    int64_t  duration;            /* 128 in time_base units, 0 = unknown */
+    uint64_t capture_ns;          /* 136 producer's CLOCK_MONOTONIC at capture/decode */
+    uint32_t flags;               /* 144 FS_FRAME_*                      */
+    uint32_t payload_size;        /* 148 bytes from offset 256 to the end of the last plane */
+    char     pix_fmt_name[32];    /* 152 FFmpeg's name, NUL-terminated   */
+    uint8_t  reserved[72];        /* 184 .. 256                          */
+} fs_frame;
+
+/* ------------------------------------------------------------------------- */
+/* The announcement: one ZeroMQ message (one part) on the PUB socket          */
+/* ipc://<dir>/<name>.sock, little-endian, 64 bytes + name_len bytes of name. */
+/* ------------------------------------------------------------------------- */
+
+typedef struct fs_announce {
+    uint32_t magic;               /*   0 FS_MAGIC_ANNOUNCE               */
+    uint16_t version;             /*   4 FS_PROTOCOL_VERSION             */
+    uint16_t kind;                /*   6 FS_ANNOUNCE_*                   */
+    uint64_t seq;                 /*   8                                 */
+    uint32_t slot;                /*  16                                 */
+    uint32_t flags;               /*  20 FS_FRAME_*                      */
+    uint64_t epoch;               /*  24                                 */
+    uint64_t capture_ns;          /*  32                                 */
+    int64_t  pts;                 /*  40                                 */
+    uint64_t publish_ns;          /*  48                                 */
+    uint16_t name_len;            /*  56 bytes of stream name after the struct */
+    uint16_t reserved0;           /*  58 0                               */
+    uint32_t reserved1;           /*  60 0                               */
+} fs_announce;
+
+/* Offsets the Python client and the spec check against. */
+#define FS_OFF_CONTROL_EPOCH        56
+#define FS_OFF_CONTROL_LATEST       72
+#define FS_OFF_CONTROL_WAKE        112
+#define FS_OFF_CONTROL_STATE       116
+#define FS_OFF_CONTROL_ATTACH_SEQ  128
+#define FS_OFF_CONTROL_NAME        160
+#define FS_OFF_FRAME_CAPTURE_NS    136
+#define FS_OFF_CONSUMER_FIRST_SEQ   24
+
+_Static_assert(sizeof(fs_control) == 512, "wire layout changed: bump FS_PROTOCOL_VERSION");
+_Static_assert(offsetof(fs_control, epoch) == FS_OFF_CONTROL_EPOCH, "layout");
+_Static_assert(offsetof(fs_control, latest) == FS_OFF_CONTROL_LATEST, "layout");
+_Static_assert(offsetof(fs_control, wake) == FS_OFF_CONTROL_WAKE, "layout");
+_Static_assert(offsetof(fs_control, state) == FS_OFF_CONTROL_STATE, "layout");
+_Static_assert(offsetof(fs_control, attach_seq) == FS_OFF_CONTROL_ATTACH_SEQ, "layout");
+_Static_assert(offsetof(fs_control, name) == FS_OFF_CONTROL_NAME, "layout");
+_Static_assert(offsetof(fs_control, pool_size) == 224, "layout");
+_Static_assert(offsetof(fs_control, reserved) == 248, "layout");
+_Static_assert(sizeof(fs_slot_ctl) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
+_Static_assert(sizeof(fs_consumer) == 256, "wire layout changed: bump FS_PROTOCOL_VERSION");
+_Static_assert(offsetof(fs_consumer, first_seq) == FS_OFF_CONSUMER_FIRST_SEQ, "layout");
+_Static_assert(offsetof(fs_consumer, latency_hist) == 80, "layout");
+_Static_assert(offsetof(fs_consumer, name) == 208, "layout");
+_Static_assert(offsetof(fs_consumer, stale) == 248, "layout");
+_Static_assert(sizeof(fs_frame) == 256, "wire layout changed: bump FS_PROTOCOL_VERSION");
+_Static_assert(offsetof(fs_frame, color_matrix) == 88, "layout");
+_Static_assert(offsetof(fs_frame, capture_ns) == FS_OFF_FRAME_CAPTURE_NS, "layout");
+_Static_assert(offsetof(fs_frame, pix_fmt_name) == 152, "layout");
+_Static_assert(sizeof(fs_announce) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
+_Static_assert(offsetof(fs_announce, name_len) == 56, "layout");
+
+/* ------------------------------------------------------------------------- */
+/* Segment addressing                                                         */
+/* ------------------------------------------------------------------------- */
+
+static inline fs_slot_ctl *FS_NONNULL fs_control_slot(fs_control *FS_NONNULL c, uint32_t i)
+{ return (fs_slot_ctl *)((uint8_t *)c + c->slot_ctl_offset + (size_t)i * sizeof(fs_slot_ctl)); }
+
+static inline fs_consumer *FS_NONNULL fs_control_consumer(fs_control *FS_NONNULL c, uint32_t i)
+{ return (fs_consumer *)((uint8_t *)c + c->consumer_offset + (size_t)i * sizeof(fs_consumer)); }
+
+static inline size_t fs_control_size(uint32_t slot_count)
+{ return sizeof(fs_control) + (size_t)slot_count * sizeof(fs_slot_ctl) + FS_MAX_CONSUMERS * sizeof(fs_consumer); }
+
+/* ------------------------------------------------------------------------- */
+/* Atomic accessors. Every cross-process access goes through one of these.   */
+/* ------------------------------------------------------------------------- */
+
+static inline uint64_t fs_load_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline uint32_t fs_load_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline int32_t  fs_load_i32(const int32_t *p)  { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void fs_store_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline void fs_store_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline void fs_store_i32(int32_t *p, int32_t v)   { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+/* Statistics counters: relaxed, they order nothing. */
+static inline void fs_count(uint64_t *p, uint64_t n) { __atomic_fetch_add(p, n, __ATOMIC_RELAXED); }
+static inline void fs_count_max(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+static inline uint64_t fs_peek_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+
+/* --- producer: reserve a slot for writing ---------------------------------
+ * SYNC: succeeds only when no consumer holds the slot. Pairs with the consumer's
+ * release (fs_slot_release): the acquire here sees every read the last holder made
+ * finished before its release, so overwriting the pixels cannot tear a read. */
+static inline int fs_slot_try_reserve(fs_slot_ctl *s)
+{
+    uint64_t expected = 0;
+    return __atomic_compare_exchange_n(&s->holders, &expected, FS_HOLDER_WRITER, 0,
+                                       __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+/* --- producer: publish a written slot ---------------------------------------
+ * SYNC: the release store of `holders` publishes the pixels, the fs_frame header and
+ * slot->seq/epoch written before it. Pairs with the acquire in fs_slot_try_acquire
+ * (live) and fs_slot_held_by (lossless). `reserved` is the set of lossless consumers
+ * this frame is reserved for; it replaces FS_HOLDER_WRITER in one store. */
+static inline void fs_slot_publish(fs_slot_ctl *s, uint64_t seq, uint64_t epoch,
+                                   uint64_t publish_ns, uint64_t reserved)
+{
+    __atomic_store_n(&s->seq, seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->epoch, epoch, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->publish_ns, publish_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->holders, reserved, __ATOMIC_RELEASE);
+}
+
+/* --- producer: give up a reservation without publishing --------------------- */
+static inline void fs_slot_abandon(fs_slot_ctl *s)
+{ __atomic_store_n(&s->holders, 0, __ATOMIC_RELEASE); }
+
+/* --- live consumer: acquire a published frame -------------------------------
+ * Returns 1 when `bit` now holds the slot and it still carries frame `seq`;
+ * 0 when the slot is being rewritten or already holds a newer frame (a stale
+ * announcement: count a miss), in which case nothing is held.
+ * SYNC: the acq_rel fetch_or pairs with fs_slot_publish's release store (we see the
+ * frame's bytes) and blocks fs_slot_try_reserve (which needs holders == 0) from then
+ * on, so the seq check after it is stable. */
+static inline int fs_slot_try_acquire(fs_slot_ctl *s, uint64_t bit, uint64_t seq)
+{
+    uint64_t old = __atomic_fetch_or(&s->holders, bit, __ATOMIC_ACQ_REL);
+    if ((old & FS_HOLDER_WRITER) == 0 && __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == seq)
+        return 1;
+    /* Undo. If the producer's publish store already replaced our bit this is a no-op. */
+    if ((old & bit) == 0)
+        __atomic_fetch_and(&s->holders, ~bit, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* --- lossless consumer: is frame `seq` in this slot reserved for `bit`? -----
+ * SYNC: the acquire load of holders pairs with fs_slot_publish's release store. */
+static inline int fs_slot_held_by(fs_slot_ctl *s, uint64_t bit, uint64_t seq)
+{
+    uint64_t h = __atomic_load_n(&s->holders, __ATOMIC_ACQUIRE);
+    return (h & bit) != 0 && (h & FS_HOLDER_WRITER) == 0 &&
+           __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == seq;
+}
+
+/* --- consumer: release a held slot ------------------------------------------
+ * SYNC: the release orders every read of the frame before the bit clears; pairs with
+ * fs_slot_try_reserve's acquire. Then bump `wake` (seq_cst, so a producer that went to
+ * sleep on the old value is woken: see fs_producer_wait_begin) and return whether the
+ * producer is waiting, in which case the caller must futex-wake `wake`. */
+static inline int fs_slot_release(fs_control *c, fs_slot_ctl *s, uint64_t bit)
+{
+    __atomic_fetch_and(&s->holders, ~bit, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&c->wake, 1, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&c->producer_waiting, __ATOMIC_SEQ_CST) != 0;
+}
+
+/* --- producer: prepare to sleep on `wake` ------------------------------------
+ * Returns the value to pass to futex-wait. The caller rescans the slots after this
+ * call and sleeps only if still nothing is free; any release after this point
+ * changes `wake`, so the futex wait returns at once (no lost wake-up). */
+static inline uint32_t fs_producer_wait_begin(fs_control *c)
+{
+    uint32_t w = __atomic_load_n(&c->wake, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&c->producer_waiting, 1, __ATOMIC_SEQ_CST);
+    return w;
+}
+static inline void fs_producer_wait_end(fs_control *c)
+{ __atomic_store_n(&c->producer_waiting, 0, __ATOMIC_SEQ_CST); }
+
+/* Bump a futex word (wake or attach_seq) before futex-waking it. */
+static inline void fs_bump(uint32_t *word) { __atomic_fetch_add(word, 1, __ATOMIC_SEQ_CST); }
+
+/* --- consumer table ---------------------------------------------------------- */
+/* Claim entry i for `pid`: CAS 0 -> pid. SYNC: acquire, pairs with fs_consumer_free. */
+static inline int fs_consumer_claim(fs_consumer *e, int32_t pid)
+{
+    int32_t expected = 0;
+    return __atomic_compare_exchange_n(&e->pid, &expected, pid, 0,
+                                       __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+/* SYNC: release, so the next claimer sees the entry's fields reset. */
+static inline void fs_consumer_free(fs_consumer *e)
+{
+    __atomic_store_n(&e->state, FS_CONSUMER_FREE, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->pid, 0, __ATOMIC_RELEASE);
+}
+
+/* Clear consumer `bit` from every slot (reclaim or detach). Returns how many it held. */
+static inline uint32_t fs_control_clear_holder(fs_control *c, uint64_t bit)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < c->slot_count; i++) {
+        uint64_t old = __atomic_fetch_and(&fs_control_slot(c, i)->holders, ~bit, __ATOMIC_SEQ_CST);
+        if (old & bit) n++;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------- */
+/* System calls Swift's Glibc module does not expose (implemented in shim.c) */
+/* ------------------------------------------------------------------------- */
+
+/* futex(FUTEX_WAIT) on a shared word; timeout_ns < 0 waits forever.
+ * Returns 0 when woken, -1 with errno EAGAIN (value changed), ETIMEDOUT or EINTR. */
+int fs_sys_futex_wait(uint32_t *word, uint32_t expected, int64_t timeout_ns);
+/* futex(FUTEX_WAKE) all waiters. Returns the number woken or -1. */
+int fs_sys_futex_wake(uint32_t *word);
+/* pidfd_open(2): a descriptor that polls readable when the process exits. */
+int fs_sys_pidfd_open(int32_t pid);
+/* eventfd(2) wrappers. */
+int fs_sys_eventfd(void);
+int fs_sys_eventfd_signal(int fd);
+int fs_sys_eventfd_drain(int fd);
+/* inotify on a directory for created/renamed-in entries; returns the fd. */
+int fs_sys_inotify_dir(const char *path);
+int fs_sys_inotify_drain(int fd);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t fs_sys_monotonic_ns(void);
+uint64_t fs_sys_realtime_ns(void);
+/* Sleep until an absolute CLOCK_MONOTONIC time. */
+void fs_sys_sleep_until_ns(uint64_t deadline_ns);
+/* Field 22 (starttime) of /proc/<pid>/stat, 0 if the process does not exist. */
+uint64_t fs_sys_process_start_time(int32_t pid);
+/* Field 14+15 (utime+stime, clock ticks) of /proc/<pid>/stat, -1 if gone. */
+int64_t fs_sys_process_cpu_ticks(int32_t pid);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CFRAMESERVER_H */

@@ -1,0 +1,434 @@
+import CFrameServer
+import CZMQ
+import Glibc
+
+/// How a consumer receives a stream. Each consumer of one stream chooses its own.
+public enum DeliveryMode: String, Sendable {
+    /// Never slows the producer: always takes the newest frame and counts what it missed.
+    case live
+    /// Every frame published after attaching, exactly once, in order; the producer waits
+    /// for this consumer when the pool is full.
+    case lossless
+}
+
+/// How a consumer attaches.
+public struct ConsumerOptions: Sendable {
+    public var mode: DeliveryMode = .lossless
+    /// How long to wait for the stream to appear (nil: forever).
+    public var waitSeconds: Double? = nil
+    /// After the producer exits without ending the stream, wait for a new one and re-attach.
+    public var reattach = true
+    /// What the consumer calls itself in `ls`/`top`/`inspect`.
+    public var name = "consumer"
+    /// ZeroMQ receive high-water mark, in messages.
+    public var receiveHighWaterMark: Int32 = 1000
+
+    public init(mode: DeliveryMode = .lossless) { self.mode = mode }
+}
+
+/// Something that happened to a consumer's attachment, for the application to report.
+public enum ConsumerEvent: Sendable {
+    /// Attached to a producer (its pid).
+    case attached(producerPID: Int32)
+    /// The producer exited without ending the stream; the consumer waits for a new one.
+    case producerGone(producerPID: Int32)
+}
+
+/// The reading side of a stream.
+///
+/// ```swift
+/// let consumer = try Consumer(stream: "cam", options: .init(mode: .lossless))
+/// while let frame = try consumer.next() {
+///     use(frame.plane(0))      // read in place; released at the end of the iteration
+/// }
+/// ```
+/// Use it from one thread (its ZeroMQ socket is not thread-safe).
+public final class Consumer {
+    public let stream: String
+    public let options: ConsumerOptions
+    public let directory: RuntimeDirectory
+    /// Called on attach and when the producer goes away.
+    public var onEvent: ((ConsumerEvent) -> Void)?
+    private var attachment: Attachment?
+    /// Frames delivered, across re-attachments.
+    public private(set) var delivered: UInt64 = 0
+    /// Frames a live consumer skipped because newer ones were there (or that were recycled under it).
+    public private(set) var missed: UInt64 = 0
+    private let inotifyFD: Int32
+
+    public init(stream: String, options: ConsumerOptions = ConsumerOptions(),
+                directory: RuntimeDirectory? = nil) throws(FrameServerError) {
+        try validateStreamName(stream)
+        self.stream = stream
+        self.options = options
+        if let directory { self.directory = directory } else { self.directory = try RuntimeDirectory() }
+        inotifyFD = fs_sys_inotify_dir(self.directory.path)
+        guard inotifyFD >= 0 else { throw .system("watch directory", path: self.directory.path, .current) }
+    }
+
+    deinit {
+        attachment?.detach()
+        close(inotifyFD)
+    }
+
+    /// The attached producer's pid, if attached.
+    public var producerPID: Int32? { attachment?.producerPID }
+    /// This consumer's index in the stream's consumer table (its holder bit), if attached.
+    public var consumerIndex: Int? { attachment?.index }
+
+    /// Attaches now (waiting for the stream as `waitSeconds` says) instead of at the first `next()`.
+    public func attach() throws(FrameServerError) {
+        if attachment == nil { attachment = try waitAndAttach() }
+    }
+
+    /// The next frame, or nil once the stream has ended and every frame owed was delivered.
+    ///
+    /// Blocks without using CPU: in `zmq_poll` on the doorbell socket and the producer's pidfd.
+    public func next() throws(FrameServerError) -> Frame? {
+        while true {
+            if attachment == nil { attachment = try waitAndAttach() }
+            let a = attachment!
+            switch try a.nextFrame() {
+            case .frame(let f):
+                delivered += 1
+                missed = a.missedTotal + missedBefore
+                return f
+            case .ended:
+                return nil
+            case .nothingYet:
+                return nil
+            case .producerGone:
+                missedBefore += a.missedTotal
+                let pid = a.producerPID
+                a.detach()
+                attachment = nil
+                onEvent?(.producerGone(producerPID: pid))
+                if !options.reattach { throw .producerGone(stream) }
+            }
+        }
+    }
+    private var missedBefore: UInt64 = 0
+
+    /// Waits until the stream's control segment exists and belongs to a live producer, then attaches.
+    private func waitAndAttach() throws(FrameServerError) -> Attachment {
+        let start = monotonicNanos()
+        let deadline = options.waitSeconds.map { start + UInt64(max(0, $0) * 1e9) }
+        while true {
+            _ = fs_sys_inotify_drain(inotifyFD)
+            if let a = try Attachment.open(stream: stream, directory: directory, options: options) {
+                onEvent?(.attached(producerPID: a.producerPID))
+                return a
+            }
+            var timeout: Int32 = -1
+            if let deadline {
+                let now = monotonicNanos()
+                if now >= deadline {
+                    throw .streamNotFound(stream, directory: directory.path, waitedSeconds: options.waitSeconds ?? 0)
+                }
+                timeout = Int32(min(UInt64(Int32.max), (deadline - now + 999_999) / 1_000_000))
+            }
+            // inotify fires when a producer renames its control segment into place.
+            _ = waitReadable([inotifyFD], timeoutMillis: timeout)
+        }
+    }
+}
+
+/// One attachment to one producer's instance of a stream. Frames keep it alive, so a
+/// frame stays readable even after its producer exited and the consumer re-attached.
+final class Attachment {
+    enum Outcome: ~Copyable { case frame(Frame), ended, producerGone, nothingYet }
+
+    let stream: String
+    let mode: DeliveryMode
+    let control: MappedFile
+    let ctl: UnsafeMutablePointer<fs_control>
+    let index: Int
+    let bit: UInt64
+    let producerPID: Int32
+    private let producerFD: Int32
+    private let socket: ZMQSocket
+    private let directory: RuntimeDirectory
+    private var pools: [UInt64: (file: MappedFile, held: Int)] = [:]
+    private var producerExited = false
+    private var detached = false
+    private var expected: UInt64 = 0
+    private var lastDelivered: UInt64 = 0
+    private(set) var missedTotal: UInt64 = 0
+    private var heldCount = 0
+    private let liveMaxHeld: Int
+    private let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 8)
+    private let entry: UnsafeMutablePointer<fs_consumer>
+
+    /// Opens and validates the control segment and claims a consumer entry; nil when
+    /// there is no stream yet or only a dead producer's leftovers.
+    static func open(stream: String, directory: RuntimeDirectory, options: ConsumerOptions) throws(FrameServerError) -> Attachment? {
+        let path = directory.controlPath(stream)
+        let control: MappedFile
+        do { control = try MappedFile.openExisting(path, writable: true) } catch {
+            if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { return nil }
+            throw error
+        }
+        try validateControl(control)
+        let ctl = control.base.assumingMemoryBound(to: fs_control.self)
+        let producer = ProcessIdentity(pid: ctl.pointee.producer_pid, startTime: ctl.pointee.producer_start_time)
+        guard let pidfd = producer.openExitDescriptor() else { return nil }   // a dead producer's leftover
+        let socket: ZMQSocket
+        do {
+            socket = try ZMQSocket(type: ZMQ_SUB)
+            socket.setOption(ZMQ_RCVHWM, options.receiveHighWaterMark)
+            socket.subscribeAll()
+            try socket.connect(directory.endpoint(stream))
+        } catch {
+            Glibc.close(pidfd)
+            throw error
+        }
+        // Claim a consumer entry (CAS pid 0 -> our pid), fill it in, then activate it.
+        let me = ProcessIdentity.current
+        var index = -1
+        for i in 0..<Int(FS_MAX_CONSUMERS) where fs_consumer_claim(fs_control_consumer(ctl, UInt32(i)), me.pid) != 0 {
+            index = i
+            break
+        }
+        guard index >= 0 else { Glibc.close(pidfd); throw .tooManyConsumers(stream, max: Int(FS_MAX_CONSUMERS)) }
+        let e = fs_control_consumer(ctl, UInt32(index))
+        fs_store_u32(&e.pointee.state, FS_CONSUMER_CLAIMED)
+        e.pointee.start_time = me.startTime
+        e.pointee.mode = options.mode == .live ? FS_MODE_LIVE : FS_MODE_LOSSLESS
+        e.pointee.first_seq = 0
+        e.pointee.attached_ns = monotonicNanos()
+        e.pointee.delivered = 0; e.pointee.missed = 0; e.pointee.last_seq = 0; e.pointee.held = 0
+        e.pointee.hold_since_ns = 0; e.pointee.latency_sum_ns = 0; e.pointee.stale = 0
+        withUnsafeMutableBytes(of: &e.pointee.latency_hist) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        withUnsafeMutableBytes(of: &e.pointee.name) { b in
+            b.initializeMemory(as: UInt8.self, repeating: 0)
+            for (i, c) in options.name.utf8.prefix(31).enumerated() { b[i] = c }
+        }
+        // SYNC: release; the producer's watcher reads the fields above after seeing ACTIVE.
+        fs_store_u32(&e.pointee.state, FS_CONSUMER_ACTIVE)
+        fs_bump(&ctl.pointee.attach_seq)
+        _ = fs_sys_futex_wake(&ctl.pointee.attach_seq)
+        return Attachment(stream: stream, mode: options.mode, control: control, index: index, producerPID: producer.pid,
+                          producerFD: pidfd, socket: socket, directory: directory)
+    }
+
+    static func validateControl(_ control: MappedFile) throws(FrameServerError) {
+        guard control.size >= MemoryLayout<fs_control>.size else { throw .corruptSegment(control.path, "it is too small") }
+        let c = control.base.assumingMemoryBound(to: fs_control.self).pointee
+        guard c.magic == FS_MAGIC_CONTROL else { throw .badMagic(what: "control segment \(control.path)", found: c.magic) }
+        guard c.version == FS_PROTOCOL_VERSION else {
+            throw .versionMismatch(what: "control segment \(control.path)", found: c.version, expected: FS_PROTOCOL_VERSION)
+        }
+        guard c.slot_count >= 1, c.slot_count <= FS_MAX_SLOTS, c.max_consumers == FS_MAX_CONSUMERS,
+              control.size >= fs_control_size(c.slot_count) else {
+            throw .corruptSegment(control.path, "its header describes \(c.slot_count) slots in \(control.size) bytes")
+        }
+    }
+
+    private init(stream: String, mode: DeliveryMode, control: MappedFile, index: Int, producerPID: Int32,
+                 producerFD: Int32, socket: ZMQSocket, directory: RuntimeDirectory) {
+        self.stream = stream; self.mode = mode; self.control = control
+        self.ctl = control.base.assumingMemoryBound(to: fs_control.self)
+        self.index = index; self.bit = 1 << UInt64(index)
+        self.producerPID = producerPID; self.producerFD = producerFD; self.socket = socket; self.directory = directory
+        self.entry = fs_control_consumer(ctl, UInt32(index))
+        self.liveMaxHeld = max(1, Int(ctl.pointee.live_max_held))
+    }
+
+    deinit {
+        detach()
+        Glibc.close(producerFD)
+        receiveBuffer.deallocate()
+    }
+
+    /// Asks the producer to take this consumer out (it clears every reservation still
+    /// pending). Frames already handed out stay valid until released.
+    func detach() {
+        guard !detached else { return }
+        detached = true
+        guard !producerExited else { return }
+        fs_store_u32(&entry.pointee.state, FS_CONSUMER_CLOSING)
+        fs_bump(&ctl.pointee.attach_seq)
+        _ = fs_sys_futex_wake(&ctl.pointee.attach_seq)
+    }
+
+    private func slotCtl(_ i: UInt32) -> UnsafeMutablePointer<fs_slot_ctl> { fs_control_slot(ctl, i) }
+
+    /// Reads every pending announcement; they only say "look again".
+    private func drainDoorbell() {
+        while socket.receive(into: receiveBuffer) != nil {}
+    }
+
+    private var ended: Bool { fs_load_u32(&ctl.pointee.state) == FS_STREAM_ENDED }
+
+    func nextFrame() throws(FrameServerError) -> Outcome {
+        while true {
+            drainDoorbell()
+            switch try mode == .lossless ? nextLossless() : nextLive() {
+            case .frame(let f): return .frame(f)
+            case .ended: return .ended
+            case .producerGone: break
+            case .nothingYet: break
+            }
+            // Nothing to deliver now.
+            if ended, mode == .live || producerExited { return .ended }
+            if producerExited { return .producerGone }
+            if detached { return .ended }
+            // Sleep until a doorbell rings or the producer exits (its pidfd becomes readable).
+            if socket.wait(orReadable: [producerFD], timeoutMillis: -1) == producerFD {
+                producerExited = true
+            }
+        }
+    }
+
+    /// Lossless: the frame with sequence `expected`, reserved for us by the producer.
+    private func nextLossless() throws(FrameServerError) -> Outcome {
+        if expected == 0 {
+            let first = fs_load_u64(&entry.pointee.first_seq)
+            if first == 0 {
+                return ended ? .ended : .nothingYet
+            }
+            expected = first
+        }
+        if ended && expected > ctl.pointee.end_seq { return .ended }
+        let n = ctl.pointee.slot_count
+        for i in 0..<n where fs_slot_held_by(slotCtl(i), bit, expected) != 0 {
+            let f = try deliver(slot: i, seq: expected)
+            expected += 1
+            return .frame(f)
+        }
+        return .nothingYet
+    }
+
+    /// Live: the newest published frame, if newer than the last one delivered.
+    private func nextLive() throws(FrameServerError) -> Outcome {
+        guard heldCount < liveMaxHeld else { throw .holdLimit(max: liveMaxHeld) }
+        while true {
+            let latest = fs_load_u64(&ctl.pointee.latest)
+            let seq = latest >> 8
+            guard latest != 0, seq > lastDelivered else { return .nothingYet }
+            let slot = UInt32(latest & 0xFF)
+            if fs_slot_try_acquire(slotCtl(slot), bit, seq) != 0 {
+                if lastDelivered > 0 {
+                    let skipped = seq - lastDelivered - 1
+                    missedTotal += skipped
+                    fs_count(&entry.pointee.missed, skipped)
+                }
+                return .frame(try deliver(slot: slot, seq: seq))
+            }
+            // Stale announcement: the slot was recycled between reading `latest` and acquiring.
+            fs_count(&entry.pointee.stale, 1)
+            wakeProducerIfWaiting()
+        }
+    }
+
+    private func wakeProducerIfWaiting() {
+        fs_bump(&ctl.pointee.wake)
+        if fs_load_u32(&ctl.pointee.producer_waiting) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
+    }
+
+    /// Hands out a held slot as a Frame, mapping its pool epoch (read-only) if needed.
+    private func deliver(slot: UInt32, seq: UInt64) throws(FrameServerError) -> Frame {
+        let epoch = slotCtl(slot).pointee.epoch
+        if pools[epoch] == nil {
+            let file: MappedFile
+            do { file = try MappedFile.openExisting(directory.poolPath(stream, epoch: epoch), writable: false) } catch {
+                release(slot: slot, epoch: epoch, mapped: false)
+                throw error
+            }
+            pools[epoch] = (file, 0)
+        }
+        // Each epoch's pool has its own slot size: derive it from the mapping, not the header.
+        let pool = pools[epoch]!.file
+        let slotBytes = pool.size / Int(ctl.pointee.slot_count)
+        let base = UnsafeRawPointer(pool.base + Int(slot) * slotBytes)
+        let header = base.assumingMemoryBound(to: fs_frame.self)
+        guard header.pointee.magic == FS_MAGIC_FRAME else {
+            release(slot: slot, epoch: epoch, mapped: true)
+            throw .badMagic(what: "frame header", found: header.pointee.magic)
+        }
+        guard header.pointee.version == FS_PROTOCOL_VERSION else {
+            let v = header.pointee.version
+            release(slot: slot, epoch: epoch, mapped: true)
+            throw .versionMismatch(what: "frame header", found: v, expected: FS_PROTOCOL_VERSION)
+        }
+        pools[epoch]!.held += 1
+        heldCount += 1
+        let now = monotonicNanos()
+        let capture = header.pointee.capture_ns
+        let latency = now > capture ? now - capture : 0
+        recordLatency(latency)
+        fs_count(&entry.pointee.delivered, 1)
+        fs_store_u64(&entry.pointee.last_seq, seq)
+        fs_store_u64(&entry.pointee.held, UInt64(heldCount))
+        if heldCount == 1 { fs_store_u64(&entry.pointee.hold_since_ns, now) }
+        lastDelivered = seq
+        return Frame(owner: Unmanaged.passRetained(self), slot: slot, sequence: seq, epoch: epoch, base: base,
+                     latencyNanos: latency)
+    }
+
+    private func recordLatency(_ ns: UInt64) {
+        let us = ns / 1000
+        let bucket = us == 0 ? 0 : min(Int(FS_LATENCY_BUCKETS) - 1, 64 - us.leadingZeroBitCount)
+        withUnsafeMutablePointer(to: &entry.pointee.latency_hist) { p in
+            p.withMemoryRebound(to: UInt64.self, capacity: Int(FS_LATENCY_BUCKETS)) { fs_count($0 + bucket, 1) }
+        }
+        fs_count(&entry.pointee.latency_sum_ns, ns)
+    }
+
+    /// Gives a slot back to the producer. SYNC: fs_slot_release (release ordering).
+    func release(slot: UInt32, epoch: UInt64, mapped: Bool = true) {
+        if fs_slot_release(ctl, slotCtl(slot), bit) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
+        guard mapped else { return }
+        heldCount -= 1
+        fs_store_u64(&entry.pointee.held, UInt64(max(0, heldCount)))
+        fs_store_u64(&entry.pointee.hold_since_ns, heldCount == 0 ? 0 : monotonicNanos())
+        if var p = pools[epoch] {
+            p.held -= 1
+            if p.held <= 0, epoch != fs_load_u64(&ctl.pointee.epoch) { pools[epoch] = nil } else { pools[epoch] = p }
+        }
+    }
+}
+
+/// A frame held by this consumer: read it in place, then let it go.
+///
+/// Noncopyable, so it is released exactly once: explicitly with `release()`, or when it
+/// goes out of scope. The pixels are mapped read-only; a write through a cast pointer
+/// faults instead of corrupting what other consumers read.
+public struct Frame: ~Copyable {
+    let owner: Unmanaged<Attachment>
+    /// Slot index in the pool.
+    public let slot: UInt32
+    /// The frame's sequence number (1, 2, 3, ... per producer run).
+    public let sequence: UInt64
+    let epoch: UInt64
+    let base: UnsafeRawPointer
+    /// Publish-to-acquire latency, measured through the capture clock in the header.
+    public let latencyNanos: UInt64
+
+    init(owner: Unmanaged<Attachment>, slot: UInt32, sequence: UInt64, epoch: UInt64, base: UnsafeRawPointer, latencyNanos: UInt64) {
+        self.owner = owner; self.slot = slot; self.sequence = sequence; self.epoch = epoch; self.base = base
+        self.latencyNanos = latencyNanos
+    }
+
+    /// The frame header (format, plane layout, timestamps, colour, flags).
+    public var header: FrameHeader { FrameHeader(base.load(as: fs_frame.self)) }
+
+    /// Plane `i`'s bytes, in place in shared memory (stride x rows).
+    public func plane(_ i: Int) -> UnsafeRawBufferPointer {
+        let h = base.assumingMemoryBound(to: fs_frame.self)
+        let raw = FrameHeader(h.pointee)
+        return UnsafeRawBufferPointer(start: base + raw.offset(plane: i), count: raw.size(plane: i))
+    }
+
+    /// Gives the slot back now.
+    public consuming func release() {
+        owner.takeUnretainedValue().release(slot: slot, epoch: epoch)
+        owner.release()
+        discard self
+    }
+
+    deinit {
+        owner.takeUnretainedValue().release(slot: slot, epoch: epoch)
+        owner.release()
+    }
+}

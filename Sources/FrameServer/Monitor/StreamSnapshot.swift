@@ -1,0 +1,177 @@
+import CFrameServer
+import Glibc
+
+/// One consumer as the stream's shared statistics describe it.
+public struct ConsumerSnapshot: Sendable, Encodable {
+    public let index: Int
+    public let pid: Int32
+    public let name: String
+    public let mode: String
+    public let state: String
+    public let delivered: UInt64
+    public let missed: UInt64
+    public let stale: UInt64
+    public let lastSequence: UInt64
+    /// Frames published that this consumer has not been handed yet.
+    public let lag: UInt64
+    public let held: UInt64
+    /// How long the oldest current hold has lasted, in ms (0 when holding nothing).
+    public let holdMillis: Double
+    public let heldSlots: [Int]
+    public let latencyHistogramMicros: [UInt64]
+    public let meanLatencyMicros: Double
+}
+
+/// One slot of the pool.
+public struct SlotSnapshot: Sendable, Encodable {
+    public let index: Int
+    /// free, writing, held or ready (published, held by nobody).
+    public let state: String
+    public let sequence: UInt64
+    public let epoch: UInt64
+    public let holders: [Int]
+    public let ageMillis: Double
+}
+
+/// Everything the shared memory says about one stream, read without attaching.
+///
+/// A monitor maps the control segment read-only: it takes no consumer entry, holds no
+/// slot and never slows the pipeline.
+public struct StreamSnapshot: Sendable, Encodable {
+    public let name: String
+    public let producerPID: Int32
+    /// running, ended, or dead (the producer is gone and left its files).
+    public let state: String
+    public let liveSource: Bool
+    public let slots: Int
+    public let slotBytes: UInt64
+    public let epoch: UInt64
+    public let published: UInt64
+    public let dropped: UInt64
+    public let minFreeSlots: UInt64
+    public let freeSlots: Int
+    public let reclaimedConsumers: UInt64
+    public let blockedMillis: Double
+    public let nominalRate: Double
+    public let format: String?
+    public let lastSequence: UInt64
+    public let consumers: [ConsumerSnapshot]
+    public let slotTable: [SlotSnapshot]
+
+    /// Reads stream `name` from `directory`.
+    public static func read(_ name: String, in directory: RuntimeDirectory) throws(FrameServerError) -> StreamSnapshot {
+        let control = try MappedFile.openExisting(directory.controlPath(name), writable: false)
+        try Attachment.validateControl(control)
+        let ctl = UnsafeMutablePointer(mutating: control.base.assumingMemoryBound(to: fs_control.self))
+        let alive = FileLock.isHeld(directory.lockPath(name))
+            && ProcessIdentity(pid: ctl.pointee.producer_pid, startTime: ctl.pointee.producer_start_time).isAlive
+        let now = monotonicNanos()
+        let n = Int(ctl.pointee.slot_count)
+        let latest = fs_load_u64(&ctl.pointee.latest)
+        let lastSeq = latest >> 8
+
+        var slotTable: [SlotSnapshot] = []
+        var heldBy: [Int: [Int]] = [:]
+        var free = 0
+        for i in 0..<n {
+            let s = fs_control_slot(ctl, UInt32(i))
+            let h = fs_load_u64(&s.pointee.holders)
+            let holders = (0..<Int(FS_MAX_CONSUMERS)).filter { h & (1 << UInt64($0)) != 0 }
+            for c in holders { heldBy[c, default: []].append(i) }
+            let seq = s.pointee.seq
+            let state = h & (1 << 63) != 0 ? "writing" : !holders.isEmpty ? "held" : seq != 0 ? "ready" : "free"
+            if h == 0 { free += 1 }
+            let published = s.pointee.publish_ns
+            slotTable.append(SlotSnapshot(index: i, state: state, sequence: seq, epoch: s.pointee.epoch, holders: holders,
+                                          ageMillis: published == 0 || published > now ? 0 : Double(now - published) / 1e6))
+        }
+
+        var consumers: [ConsumerSnapshot] = []
+        for i in 0..<Int(FS_MAX_CONSUMERS) {
+            let e = fs_control_consumer(ctl, UInt32(i))
+            let pid = fs_load_i32(&e.pointee.pid)
+            guard pid != 0 else { continue }
+            let c = e.pointee
+            let hist = withUnsafeBytes(of: c.latency_hist) { Array($0.bindMemory(to: UInt64.self)) }
+            let name = withUnsafeBytes(of: c.name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let mode = c.mode == FS_MODE_LIVE ? "live" : c.mode == FS_MODE_LOSSLESS ? "lossless" : "monitor"
+            let state = ["free", "attaching", "active", "closing"][Int(min(c.state, 3))]
+            let expectedNext = c.mode == FS_MODE_LOSSLESS && c.last_seq == 0 && c.first_seq > 0 ? c.first_seq - 1 : c.last_seq
+            consumers.append(ConsumerSnapshot(
+                index: i, pid: pid, name: name, mode: mode, state: state, delivered: c.delivered, missed: c.missed,
+                stale: c.stale, lastSequence: c.last_seq, lag: lastSeq > expectedNext ? lastSeq - expectedNext : 0,
+                held: c.held, holdMillis: c.hold_since_ns == 0 || c.hold_since_ns > now ? 0 : Double(now - c.hold_since_ns) / 1e6,
+                heldSlots: heldBy[i] ?? [], latencyHistogramMicros: hist,
+                meanLatencyMicros: c.delivered == 0 ? 0 : Double(c.latency_sum_ns) / Double(c.delivered) / 1e3))
+        }
+
+        var format: String?
+        if latest != 0 {
+            let slot = Int(latest & 0xFF)
+            let epoch = fs_control_slot(ctl, UInt32(slot)).pointee.epoch
+            if let pool = try? MappedFile.openExisting(directory.poolPath(name, epoch: epoch), writable: false) {
+                let slotBytes = pool.size / n
+                // A monitor's read of a header may race with a rewrite; it is display only.
+                let h = FrameHeader((pool.base + slot * slotBytes).load(as: fs_frame.self))
+                if h.magic == FS_MAGIC_FRAME {
+                    let c = h.description.color
+                    format = "\(h.width)x\(h.height) \(h.pixelFormatName) \(c.matrixName)/\(c.rangeName)"
+                }
+            }
+        }
+
+        let streamName = withUnsafeBytes(of: ctl.pointee.name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let ended = fs_load_u32(&ctl.pointee.state) == FS_STREAM_ENDED
+        return StreamSnapshot(
+            name: streamName, producerPID: ctl.pointee.producer_pid,
+            state: !alive ? "dead" : ended ? "ended" : "running",
+            liveSource: ctl.pointee.flags & FS_CONTROL_LIVE_SOURCE != 0, slots: n,
+            slotBytes: ctl.pointee.slot_stride, epoch: fs_load_u64(&ctl.pointee.epoch),
+            published: fs_peek_u64(&ctl.pointee.published), dropped: fs_peek_u64(&ctl.pointee.dropped),
+            minFreeSlots: fs_peek_u64(&ctl.pointee.min_free), freeSlots: free,
+            reclaimedConsumers: fs_peek_u64(&ctl.pointee.reclaimed),
+            blockedMillis: Double(fs_peek_u64(&ctl.pointee.blocked_ns)) / 1e6,
+            nominalRate: Double(ctl.pointee.rate_milli) / 1000, format: format, lastSequence: lastSeq,
+            consumers: consumers, slotTable: slotTable)
+    }
+
+    /// Snapshots of every stream in `directory` (unreadable ones are skipped).
+    public static func all(in directory: RuntimeDirectory) -> [StreamSnapshot] {
+        directory.streamNames().compactMap { try? read($0, in: directory) }
+    }
+}
+
+extension RuntimeDirectory {
+    /// Removes the files of every stream whose producer is gone; returns what it removed.
+    public func removeOrphans() -> [String] {
+        var removed: [String] = []
+        var names = Set(streamNames())
+        guard let d = opendir(path) else { return [] }
+        while let entry = readdir(d) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            for suffix in [".lock", ".sock"] where name.hasSuffix(suffix) { names.insert(String(name.dropLast(suffix.count))) }
+            for marker in [".pool.", ".ctl.tmp"] {
+                if let stream = name.prefix(before: marker) { names.insert(stream) }
+            }
+        }
+        closedir(d)
+        for stream in names.sorted() where !FileLock.isHeld(lockPath(stream)) {
+            for f in files(of: stream) where unlink(f) == 0 { removed.append(f) }
+        }
+        return removed
+    }
+}
+
+extension String {
+    /// The part before the first occurrence of `marker`, or nil if it does not occur.
+    func prefix(before marker: String) -> String? {
+        let m = Array(marker.utf8), u = Array(utf8)
+        guard u.count >= m.count else { return nil }
+        for i in 0...(u.count - m.count) where Array(u[i..<(i + m.count)]) == m {
+            return String(decoding: u[..<i], as: UTF8.self)
+        }
+        return nil
+    }
+}

@@ -1,0 +1,476 @@
+import CFrameServer
+import CZMQ
+import Glibc
+import Synchronization
+
+/// How a producer runs its stream.
+public struct ProducerOptions: Sendable {
+    /// Slots in the pool (1 to 64). Memory is slots x slot size, allocated once per epoch.
+    public var slots = 8
+    /// A live source (camera, screen, `-re`) never waits for a slot: when none is free the
+    /// frame is dropped at the source and counted. Otherwise the producer waits (backpressure).
+    public var liveSource = false
+    /// ZeroMQ send high-water mark, in messages. Announcements past it are dropped by
+    /// ZeroMQ; consumers recover from shared memory.
+    public var sendHighWaterMark: Int32 = 1000
+    /// Frames a live consumer may hold at once.
+    public var liveMaxHeld = 2
+    /// Nominal frame rate, shown by `ls`/`top` (nil: unknown or as fast as possible).
+    public var nominalRate: Double? = nil
+    /// Minimum bytes per slot (a later, larger format still starts a new epoch).
+    public var minimumSlotBytes = 0
+
+    public init() {}
+}
+
+/// State shared between the publishing thread and the consumer watcher threads.
+struct ProducerShared {
+    var nextSeq: UInt64 = 1
+    /// Consumers that get every new frame reserved for them.
+    var losslessMask: UInt64 = 0
+    /// Consumer index -> (pidfd, identity) for every consumer being watched.
+    var watched: [Int: (fd: Int32, identity: ProcessIdentity)] = [:]
+    /// pidfds the reaper thread must close (only it closes them, so it never polls a reused number).
+    var toClose: [Int32] = []
+    var running = true
+}
+
+/// The writing side of a stream: owns the control segment, the pool and the PUB socket.
+///
+/// Use it from one thread. Internally two watcher threads block in the kernel (one on
+/// the `attach_seq` futex, one in `poll` on consumers' pidfds) to admit new consumers
+/// and to reclaim the slots of consumers that exit or die; they touch only atomics in
+/// shared memory and the mutex-protected `ProducerShared`.
+public final class Producer: @unchecked Sendable {
+    // @unchecked Sendable: see above; everything the watcher threads share is behind `shared`.
+    public let stream: String
+    public let directory: RuntimeDirectory
+    public let options: ProducerOptions
+
+    private let lock: FileLock
+    private let control: MappedFile
+    let ctl: UnsafeMutablePointer<fs_control>
+    private var pool: MappedFile?
+    private var slotStride = 0
+    private(set) var epoch: UInt64 = 0
+    private let socket: ZMQSocket
+    let shared = Mutex(ProducerShared())
+    private var nextSlotHint: UInt32 = 0
+    private let announceBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 128, alignment: 8)
+    private var templateFormat: FrameFormat?
+    private var template = fs_frame()
+    private let wakeFD: Int32
+    private var threads: [pthread_t] = []
+    private var closed = false
+
+    /// Creates stream `stream` in the runtime directory, cleaning any leftovers of a dead producer.
+    ///
+    /// Throws `.streamBusy` when a live producer already owns the name.
+    public init(stream: String, options: ProducerOptions = ProducerOptions(),
+                directory: RuntimeDirectory? = nil) throws(FrameServerError) {
+        try validateStreamName(stream)
+        guard (1...Int(FS_MAX_SLOTS)).contains(options.slots) else {
+            throw .invalidArgument("--slots must be between 1 and \(FS_MAX_SLOTS), not \(options.slots)")
+        }
+        let dir: RuntimeDirectory
+        if let directory { dir = directory } else { dir = try RuntimeDirectory() }
+        self.stream = stream
+        self.directory = dir
+        self.options = options
+
+        guard let lock = try FileLock.tryExclusive(dir.lockPath(stream)) else {
+            let pid = (try? StreamSnapshot.read(stream, in: dir))?.producerPID ?? 0
+            throw .streamBusy(stream, producerPID: pid)
+        }
+        self.lock = lock
+        // Holding the lock proves every other file of this stream is a dead producer's leftover.
+        for f in dir.files(of: stream) where f != dir.lockPath(stream) { unlink(f) }
+
+        let tmp = dir.controlPath(stream) + ".tmp.\(getpid())"
+        control = try MappedFile.create(tmp, size: fs_control_size(UInt32(options.slots)))
+        ctl = control.base.assumingMemoryBound(to: fs_control.self)
+        let me = ProcessIdentity.current
+        ctl.pointee.magic = FS_MAGIC_CONTROL
+        ctl.pointee.version = FS_PROTOCOL_VERSION
+        ctl.pointee.header_size = UInt32(MemoryLayout<fs_control>.size)
+        ctl.pointee.slot_count = UInt32(options.slots)
+        ctl.pointee.max_consumers = FS_MAX_CONSUMERS
+        ctl.pointee.slot_ctl_size = UInt32(MemoryLayout<fs_slot_ctl>.size)
+        ctl.pointee.consumer_size = UInt32(MemoryLayout<fs_consumer>.size)
+        ctl.pointee.slot_ctl_offset = UInt32(MemoryLayout<fs_control>.size)
+        ctl.pointee.consumer_offset = UInt32(MemoryLayout<fs_control>.size + options.slots * MemoryLayout<fs_slot_ctl>.size)
+        ctl.pointee.producer_pid = me.pid
+        ctl.pointee.producer_start_time = me.startTime
+        ctl.pointee.created_ns = fs_sys_realtime_ns()
+        ctl.pointee.state = FS_STREAM_RUNNING
+        ctl.pointee.min_free = UInt64(options.slots)
+        ctl.pointee.live_max_held = UInt32(options.liveMaxHeld)
+        ctl.pointee.flags = options.liveSource ? FS_CONTROL_LIVE_SOURCE : 0
+        ctl.pointee.rate_milli = UInt64((options.nominalRate ?? 0) * 1000)
+        withUnsafeMutableBytes(of: &ctl.pointee.name) { b in
+            for (i, c) in stream.utf8.enumerated() { b[i] = c }
+        }
+
+        socket = try ZMQSocket(type: ZMQ_PUB)
+        socket.setOption(ZMQ_SNDHWM, options.sendHighWaterMark)
+        do {
+            try socket.bind(dir.endpoint(stream))
+        } catch {
+            unlink(tmp)
+            throw error
+        }
+        if chmod(dir.socketPath(stream), 0o600) != 0 { /* the directory is 0700 anyway */ }
+        wakeFD = fs_sys_eventfd()
+        // Publishing the control segment under its real name is the moment the stream exists.
+        guard rename(tmp, dir.controlPath(stream)) == 0 else {
+            let e = Errno.current
+            unlink(tmp)
+            throw .system("publish control segment", path: dir.controlPath(stream), e)
+        }
+        threads.append(spawnThread { [unowned self] in self.watchAttachments() })
+        threads.append(spawnThread { [unowned self] in self.reapExitedConsumers() })
+    }
+
+    deinit {
+        close()
+        announceBuffer.deallocate()
+    }
+
+    /// Ends the stream (if not already ended), stops the watcher threads and removes the
+    /// stream's files. Consumers keep their mappings and read what they still hold.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        if fs_load_u32(&ctl.pointee.state) != FS_STREAM_ENDED { finish() }
+        shared.withLock { $0.running = false }
+        fs_bump(&ctl.pointee.attach_seq)
+        _ = fs_sys_futex_wake(&ctl.pointee.attach_seq)
+        _ = fs_sys_eventfd_signal(wakeFD)
+        for t in threads { pthread_join(t, nil) }
+        shared.withLock { s in
+            for (_, w) in s.watched { Glibc.close(w.fd) }
+            for fd in s.toClose { Glibc.close(fd) }
+            s.watched.removeAll(); s.toClose.removeAll()
+        }
+        Glibc.close(wakeFD)
+        unlink(directory.controlPath(stream))
+        unlink(directory.socketPath(stream))
+        if epoch > 0 { unlink(directory.poolPath(stream, epoch: epoch)) }
+    }
+
+    // MARK: Writing frames
+
+    /// Reserves a free slot for a frame of `format`.
+    ///
+    /// Waits while every slot is held (backpressure), unless the stream is a live source:
+    /// then it returns nil and counts a drop. A format larger than the current slots starts
+    /// a new pool epoch once every slot is free.
+    public func reserve(_ format: FrameFormat) throws(FrameServerError) -> WritableFrame? {
+        try format.validate()
+        if pool == nil || format.slotBytes > slotStride {
+            try startEpoch(for: format)
+        }
+        if templateFormat != format { prepareTemplate(format) }
+        guard let slot = takeFreeSlot(wait: !options.liveSource) else {
+            fs_count(&ctl.pointee.dropped, 1)
+            return nil
+        }
+        let base = pool!.base + Int(slot) * slotStride
+        return WritableFrame(producer: Unmanaged.passRetained(self), slot: slot, base: base, format: format)
+    }
+
+    /// Waits until at least `count` lossless consumers are attached (for deterministic
+    /// scripted pipelines). Returns false if `timeoutSeconds` passed first (nil: forever).
+    public func waitForLosslessConsumers(_ count: Int, timeoutSeconds: Double? = nil) -> Bool {
+        let deadline = timeoutSeconds.map { monotonicNanos() + UInt64($0 * 1e9) }
+        while true {
+            let w = fs_producer_wait_begin(ctl)
+            if losslessConsumerCount >= count { fs_producer_wait_end(ctl); return true }
+            var timeout: Int64 = -1
+            if let deadline {
+                let now = monotonicNanos()
+                if now >= deadline { fs_producer_wait_end(ctl); return false }
+                timeout = Int64(deadline - now)
+            }
+            _ = fs_sys_futex_wait(&ctl.pointee.wake, w, timeout)
+            fs_producer_wait_end(ctl)
+        }
+    }
+
+    /// Lossless consumers currently attached.
+    public var losslessConsumerCount: Int { shared.withLock { $0.losslessMask.nonzeroBitCount } }
+
+    /// Marks the stream ended: consumers deliver what they hold and then stop.
+    public func finish() {
+        let last = shared.withLock { $0.nextSeq - 1 }
+        ctl.pointee.end_seq = last
+        fs_store_u32(&ctl.pointee.state, FS_STREAM_ENDED)   // SYNC: release, publishes end_seq
+        announce(Announcement(kind: .end, stream: stream, sequence: last, epoch: epoch, publishNanos: monotonicNanos()))
+        fs_bump(&ctl.pointee.wake)
+        _ = fs_sys_futex_wake(&ctl.pointee.wake)
+    }
+
+    /// Frames published so far.
+    public var publishedCount: UInt64 { fs_peek_u64(&ctl.pointee.published) }
+    /// Frames dropped at the source.
+    public var droppedCount: UInt64 { fs_peek_u64(&ctl.pointee.dropped) }
+
+    // MARK: Slots
+
+    private func slotCtl(_ i: UInt32) -> UnsafeMutablePointer<fs_slot_ctl> { fs_control_slot(ctl, i) }
+
+    /// Finds and reserves a slot nobody holds, starting after the last one used so frames
+    /// rotate through the pool (a live consumer then finds recent frames intact longer).
+    private func tryTakeFreeSlot() -> UInt32? {
+        let n = ctl.pointee.slot_count
+        var free: UInt64 = 0
+        var taken: UInt32?
+        for k in 0..<n {
+            let i = (nextSlotHint + k) % n
+            let s = slotCtl(i)
+            if fs_peek_u64(&s.pointee.holders) == 0 {
+                free += 1
+                if taken == nil, fs_slot_try_reserve(s) != 0 { taken = i }
+            }
+        }
+        if let taken {
+            nextSlotHint = (taken + 1) % n
+            if free - 1 < fs_peek_u64(&ctl.pointee.min_free) { fs_count_max(&ctl.pointee.min_free, free - 1) }
+        }
+        return taken
+    }
+
+    private func takeFreeSlot(wait: Bool) -> UInt32? {
+        if let s = tryTakeFreeSlot() { return s }
+        guard wait else { return nil }
+        let start = monotonicNanos()
+        defer { fs_count(&ctl.pointee.blocked_ns, monotonicNanos() - start) }
+        while true {
+            // SYNC: see fs_producer_wait_begin: any release after this changes `wake`.
+            let w = fs_producer_wait_begin(ctl)
+            if let s = tryTakeFreeSlot() { fs_producer_wait_end(ctl); return s }
+            _ = fs_sys_futex_wait(&ctl.pointee.wake, w, -1)
+            fs_producer_wait_end(ctl)
+        }
+    }
+
+    /// Starts pool epoch N+1 sized for `format`: waits until every slot is free, reserves
+    /// them all, maps a new pool, then frees them again.
+    private func startEpoch(for format: FrameFormat) throws(FrameServerError) {
+        let n = ctl.pointee.slot_count
+        var reserved: [UInt32] = []
+        if pool != nil {
+            while reserved.count < n, let s = takeFreeSlot(wait: true) { reserved.append(s) }
+        }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let stride = (max(format.slotBytes, options.minimumSlotBytes) + page - 1) / page * page
+        let newEpoch = epoch + 1
+        let newPool = try MappedFile.create(directory.poolPath(stream, epoch: newEpoch), size: stride * Int(n))
+        if epoch > 0 { unlink(directory.poolPath(stream, epoch: epoch)) }
+        pool = newPool
+        slotStride = stride
+        epoch = newEpoch
+        ctl.pointee.slot_stride = UInt64(stride)
+        ctl.pointee.pool_size = UInt64(stride * Int(n))
+        // No slot may point into the old pool any more: a live consumer must not try to map it.
+        fs_store_u64(&ctl.pointee.latest, 0)
+        for i in reserved { slotCtl(i).pointee.seq = 0 }
+        fs_store_u64(&ctl.pointee.epoch, newEpoch)   // SYNC: release, after stride and size
+        for i in reserved { fs_slot_abandon(slotCtl(i)) }
+        let next = shared.withLock { $0.nextSeq }
+        announce(Announcement(kind: .epoch, stream: stream, sequence: next, epoch: newEpoch, publishNanos: monotonicNanos()))
+    }
+
+    /// Precomputes the header fields that depend only on the format, so publishing
+    /// allocates nothing.
+    private func prepareTemplate(_ format: FrameFormat) {
+        template = fs_frame(seq: 0, epoch: 0, format: format, description: FrameDescription())
+        templateFormat = format
+    }
+
+    func abandon(_ slot: UInt32) {
+        fs_slot_abandon(slotCtl(slot))
+        fs_bump(&ctl.pointee.wake)
+    }
+
+    /// Publishes a written slot: header, reservation for every lossless consumer, then
+    /// the doorbell.
+    func commit(_ slot: UInt32, format: FrameFormat, description d: FrameDescription) {
+        if templateFormat != format { prepareTemplate(format) }
+        var header = template
+        header.epoch = epoch
+        header.color_matrix = d.color.matrix
+        header.color_range = d.color.range
+        header.color_primaries = d.color.primaries
+        header.color_transfer = d.color.transfer
+        header.sar_num = d.sampleAspectRatio.num
+        header.sar_den = d.sampleAspectRatio.den
+        header.pts = d.pts ?? Int64.min
+        header.time_base_num = d.timeBase.num
+        header.time_base_den = d.timeBase.den
+        header.duration = d.duration
+        header.capture_ns = d.captureNanos == 0 ? monotonicNanos() : d.captureNanos
+        header.flags = d.flags.rawValue
+        let s = slotCtl(slot)
+        let base = pool!.base + Int(slot) * slotStride
+        let now = monotonicNanos()
+        let seq = shared.withLock { st -> UInt64 in
+            let seq = st.nextSeq
+            st.nextSeq += 1
+            header.seq = seq
+            base.storeBytes(of: header, as: fs_frame.self)
+            // SYNC: release store of holders publishes header and pixels (fs_slot_publish).
+            fs_slot_publish(s, seq, epoch, now, st.losslessMask)
+            fs_store_u64(&ctl.pointee.latest, seq << 8 | UInt64(slot))
+            return seq
+        }
+        fs_count(&ctl.pointee.published, 1)
+        fs_store_u64(&ctl.pointee.last_publish_ns, now)
+        announce(Announcement(kind: .frame, stream: stream, sequence: seq, slot: slot, flags: d.flags, epoch: epoch,
+                              captureNanos: header.capture_ns, pts: d.pts, publishNanos: now))
+    }
+
+    private func announce(_ a: Announcement) {
+        let n = a.encode(into: announceBuffer)
+        socket.send(UnsafeRawBufferPointer(rebasing: announceBuffer[..<n]))
+    }
+
+    // MARK: Consumer admission and reclaim (watcher threads)
+
+    private func consumerEntry(_ i: Int) -> UnsafeMutablePointer<fs_consumer> { fs_control_consumer(ctl, UInt32(i)) }
+
+    /// Thread A: sleeps on `attach_seq`; on every change admits new consumers and
+    /// detaches the ones that asked to leave.
+    private func watchAttachments() {
+        while shared.withLock({ $0.running }) {
+            let seen = fs_load_u32(&ctl.pointee.attach_seq)
+            scanConsumers()
+            _ = fs_sys_futex_wait(&ctl.pointee.attach_seq, seen, -1)
+        }
+    }
+
+    private func scanConsumers() {
+        var changed = false
+        for i in 0..<Int(FS_MAX_CONSUMERS) {
+            let e = consumerEntry(i)
+            let pid = fs_load_i32(&e.pointee.pid)
+            guard pid != 0 else { continue }
+            let state = fs_load_u32(&e.pointee.state)
+            let known = shared.withLock { $0.watched[i] != nil }
+            switch state {
+            case FS_CONSUMER_ACTIVE where !known:
+                let identity = ProcessIdentity(pid: pid, startTime: e.pointee.start_time)
+                guard let fd = identity.openExitDescriptor() else { reclaim(i, identity: identity); changed = true; continue }
+                let lossless = e.pointee.mode == FS_MODE_LOSSLESS
+                shared.withLock { st in
+                    st.watched[i] = (fd, identity)
+                    if lossless {
+                        // SYNC: first_seq is stored before any frame carrying the bit is published.
+                        fs_store_u64(&e.pointee.first_seq, st.nextSeq)
+                        st.losslessMask |= 1 << UInt64(i)
+                        fs_store_u64(&ctl.pointee.lossless_mask, st.losslessMask)
+                    }
+                }
+                changed = true
+            case FS_CONSUMER_CLOSING:
+                reclaim(i, identity: ProcessIdentity(pid: pid, startTime: e.pointee.start_time), died: false)
+                changed = true
+            case FS_CONSUMER_CLAIMED where fs_sys_process_start_time(pid) == 0:
+                // Died between claiming the entry and finishing its registration.
+                reclaim(i, identity: ProcessIdentity(pid: pid, startTime: 0))
+                changed = true
+            default:
+                break
+            }
+        }
+        if changed {
+            _ = fs_sys_eventfd_signal(wakeFD)
+            fs_bump(&ctl.pointee.wake)
+            _ = fs_sys_futex_wake(&ctl.pointee.wake)
+        }
+    }
+
+    /// Thread B: polls every watched consumer's pidfd; a readable pidfd is a consumer
+    /// that exited, whatever the way (SIGKILL included), and its holds are reclaimed at once.
+    private func reapExitedConsumers() {
+        while true {
+            let (running, fds, closing) = shared.withLock { st -> (Bool, [(Int, Int32)], [Int32]) in
+                let c = st.toClose
+                st.toClose.removeAll()
+                return (st.running, st.watched.map { ($0.key, $0.value.fd) }, c)
+            }
+            for fd in closing { Glibc.close(fd) }
+            guard running else { return }
+            var pfds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            pfds += fds.map { pollfd(fd: $0.1, events: Int16(POLLIN), revents: 0) }
+            let r = poll(&pfds, nfds_t(pfds.count), -1)
+            guard r > 0 else { continue }
+            if pfds[0].revents != 0 { _ = fs_sys_eventfd_drain(wakeFD) }
+            for (k, (index, fd)) in fds.enumerated() where pfds[k + 1].revents != 0 {
+                let identity = shared.withLock { st -> ProcessIdentity? in
+                    st.watched[index]?.fd == fd ? st.watched[index]!.identity : nil
+                }
+                if let identity { reclaim(index, identity: identity) }
+            }
+        }
+    }
+
+    /// Takes consumer `i` out of the stream: no more reservations, every hold cleared,
+    /// entry freed. Runs for dead consumers and for clean detaches alike.
+    func reclaim(_ i: Int, identity: ProcessIdentity, died: Bool = true) {
+        let e = consumerEntry(i)
+        let bit: UInt64 = 1 << UInt64(i)
+        shared.withLock { st in
+            // Under the lock: no publish can be between reading the mask and storing holders.
+            st.losslessMask &= ~bit
+            fs_store_u64(&ctl.pointee.lossless_mask, st.losslessMask)
+            _ = fs_control_clear_holder(ctl, bit)
+            if let w = st.watched.removeValue(forKey: i) { st.toClose.append(w.fd) }
+            // Only free the entry if it still belongs to the process we reclaim.
+            if fs_load_i32(&e.pointee.pid) == identity.pid {
+                e.pointee.first_seq = 0
+                e.pointee.held = 0
+                e.pointee.hold_since_ns = 0
+                fs_consumer_free(e)
+            }
+        }
+        if died { fs_count(&ctl.pointee.reclaimed, 1) }
+        _ = fs_sys_eventfd_signal(wakeFD)
+        fs_bump(&ctl.pointee.wake)
+        _ = fs_sys_futex_wake(&ctl.pointee.wake)
+    }
+}
+
+/// A reserved slot the producer is filling. Publish it, or let it go out of scope to
+/// give the slot back unpublished.
+public struct WritableFrame: ~Copyable {
+    let producer: Unmanaged<Producer>
+    /// Index of the slot in the pool.
+    public let slot: UInt32
+    let base: UnsafeMutableRawPointer
+    /// The frame's size and pixel format.
+    public let format: FrameFormat
+    /// Timestamps, colour and flags written into the header at publish.
+    public var description = FrameDescription()
+
+    init(producer: Unmanaged<Producer>, slot: UInt32, base: UnsafeMutableRawPointer, format: FrameFormat) {
+        self.producer = producer; self.slot = slot; self.base = base; self.format = format
+    }
+
+    /// Plane `i`'s bytes (stride x rows, rows padded to `format.stride(plane:)`).
+    public func plane(_ i: Int) -> UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(start: base + format.planeOffset(i), count: format.stride(plane: i) * format.rows(plane: i))
+    }
+
+    /// Publishes the frame to every consumer.
+    public consuming func publish() {
+        producer.takeUnretainedValue().commit(slot, format: format, description: description)
+        producer.release()
+        discard self
+    }
+
+    deinit {
+        producer.takeUnretainedValue().abandon(slot)
+        producer.release()
+    }
+}

@@ -1,0 +1,131 @@
+import CFrameServer
+import Glibc
+
+// The one internal layer that talks to the C library for files, mappings, locks and
+// futexes. Everything above it speaks Swift and FrameServerError.
+
+/// A file mapped into this process with `mmap(MAP_SHARED)`; unmapped on deinit.
+///
+/// The corresponding C functions are `open`, `ftruncate` and `mmap`.
+final class MappedFile: @unchecked Sendable {
+    // Sendable: the mapping's address and size never change; what the bytes mean and
+    // who may touch them is the protocol's business (atomics in CFrameServer.h).
+    let path: String
+    let fd: Int32
+    let base: UnsafeMutableRawPointer
+    let size: Int
+    let writable: Bool
+
+    private init(path: String, fd: Int32, base: UnsafeMutableRawPointer, size: Int, writable: Bool) {
+        self.path = path; self.fd = fd; self.base = base; self.size = size; self.writable = writable
+    }
+
+    /// Creates a new file of `size` zero bytes with mode 0600 (fails if it exists) and maps it read-write.
+    static func create(_ path: String, size: Int) throws(FrameServerError) -> MappedFile {
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .system("create", path: path, .current) }
+        if case .failure(let e) = retryOnInterrupt({ ftruncate(fd, off_t(size)) }) {
+            close(fd); unlink(path)
+            throw .system("size", path: path, e)
+        }
+        return try map(path, fd: fd, size: size, writable: true)
+    }
+
+    /// Maps an existing file, read-write or read-only (`PROT_READ`: writes fault).
+    static func openExisting(_ path: String, writable: Bool) throws(FrameServerError) -> MappedFile {
+        let fd = Glibc.open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC)
+        guard fd >= 0 else { throw .system("open", path: path, .current) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { let e = Errno.current; close(fd); throw .system("stat", path: path, e) }
+        return try map(path, fd: fd, size: Int(st.st_size), writable: writable)
+    }
+
+    private static func map(_ path: String, fd: Int32, size: Int, writable: Bool) throws(FrameServerError) -> MappedFile {
+        guard size > 0 else { close(fd); throw .corruptSegment(path, "it is empty") }
+        let prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
+        let p = mmap(nil, size, prot, MAP_SHARED, fd, 0)
+        guard let p, p != MAP_FAILED else { let e = Errno.current; close(fd); throw .system("map", path: path, e) }
+        return MappedFile(path: path, fd: fd, base: p, size: size, writable: writable)
+    }
+
+    deinit {
+        munmap(base, size)
+        close(fd)
+    }
+}
+
+/// An exclusive `flock` on a lock file, held for the life of the object.
+///
+/// The kernel drops the lock when the holder dies, which is how a stream's producer
+/// is known to be alive regardless of PID reuse. The corresponding C function is `flock`.
+final class FileLock {
+    let fd: Int32
+    let path: String
+
+    /// Takes the lock or returns nil when another process holds it.
+    static func tryExclusive(_ path: String) throws(FrameServerError) -> FileLock? {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .system("open lock", path: path, .current) }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let e = Errno.current
+            close(fd)
+            if e == .wouldBlock { return nil }
+            throw .system("lock", path: path, e)
+        }
+        return FileLock(fd: fd, path: path)
+    }
+
+    /// Whether some process holds `path` locked (a live producer). Missing file: false.
+    static func isHeld(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 { flock(fd, LOCK_UN); return false }
+        return Errno.current == .wouldBlock
+    }
+
+    private init(fd: Int32, path: String) { self.fd = fd; self.path = path }
+    deinit { close(fd) }
+}
+
+/// A process named by pid plus start time, so a recycled pid is never mistaken for it.
+struct ProcessIdentity: Hashable, Sendable {
+    let pid: Int32
+    let startTime: UInt64
+
+    static var current: ProcessIdentity {
+        let pid = getpid()
+        return ProcessIdentity(pid: pid, startTime: fs_sys_process_start_time(pid))
+    }
+
+    /// Opens a pidfd that polls readable when this process exits, or nil when it is
+    /// already gone (or the pid now belongs to another process).
+    ///
+    /// The start time is read after the pidfd is open: the pidfd pins the process, so a
+    /// matching start time proves the descriptor refers to the right one.
+    /// The corresponding C function is `pidfd_open`.
+    func openExitDescriptor() -> Int32? {
+        let fd = fs_sys_pidfd_open(pid)
+        guard fd >= 0 else { return nil }
+        if fs_sys_process_start_time(pid) != startTime { close(fd); return nil }
+        return fd
+    }
+
+    var isAlive: Bool { pid > 0 && fs_sys_process_start_time(pid) == startTime }
+}
+
+/// Nanoseconds on CLOCK_MONOTONIC, the clock every timestamp in the protocol uses.
+@inline(__always) public func monotonicNanos() -> UInt64 { fs_sys_monotonic_ns() }
+
+/// Waits until `fd` is readable or `timeoutMillis` passes (-1: forever). True when readable.
+///
+/// The corresponding C function is `poll`.
+func waitReadable(_ fds: [Int32], timeoutMillis: Int32) -> Int32? {
+    var pfds = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+    while true {
+        let r = poll(&pfds, nfds_t(pfds.count), timeoutMillis)
+        if r > 0 { return pfds.first { $0.revents != 0 }?.fd }
+        if r == 0 { return nil }
+        if Errno.current != .interrupted { return nil }
+    }
+}

@@ -1,0 +1,84 @@
+import CZMQ
+import Glibc
+
+// The thin layer over libzmq. framesrv uses one PUB socket per stream (the doorbell)
+// and one SUB socket per consumer; everything that matters is in shared memory.
+
+/// A ZeroMQ context. Thread-safe, as libzmq's contexts are; one per process.
+final class ZMQContext: @unchecked Sendable {
+    // Sendable: libzmq documents contexts as thread-safe.
+    let handle: UnsafeMutableRawPointer
+
+    static let shared = ZMQContext()
+
+    private init() {
+        handle = zmq_ctx_new()
+        // Announcements go over ipc:// only; one I/O thread is plenty.
+        zmq_ctx_set(handle, ZMQ_IO_THREADS, 1)
+    }
+}
+
+func zmqErrorText() -> String { String(cString: zmq_strerror(zmq_errno())) }
+
+/// A ZeroMQ socket. Not thread-safe (as libzmq's sockets are not): one thread uses it.
+///
+/// The corresponding C functions are `zmq_socket`, `zmq_bind`, `zmq_connect`,
+/// `zmq_send`, `zmq_recv` and `zmq_close`.
+final class ZMQSocket {
+    let handle: UnsafeMutableRawPointer
+
+    init(type: Int32) throws(FrameServerError) {
+        guard let h = zmq_socket(ZMQContext.shared.handle, type) else {
+            throw .zeromq("create a socket", zmqErrorText())
+        }
+        handle = h
+        setOption(ZMQ_LINGER, 0)
+    }
+
+    deinit { zmq_close(handle) }
+
+    func setOption(_ option: Int32, _ value: Int32) {
+        var v = value
+        zmq_setsockopt(handle, option, &v, MemoryLayout<Int32>.size)
+    }
+
+    func subscribeAll() { zmq_setsockopt(handle, ZMQ_SUBSCRIBE, "", 0) }
+
+    func bind(_ endpoint: String) throws(FrameServerError) {
+        guard zmq_bind(handle, endpoint) == 0 else { throw .zeromq("bind \(endpoint)", zmqErrorText()) }
+    }
+
+    func connect(_ endpoint: String) throws(FrameServerError) {
+        guard zmq_connect(handle, endpoint) == 0 else { throw .zeromq("connect to \(endpoint)", zmqErrorText()) }
+    }
+
+    /// Sends one message without blocking; false when it was dropped (high-water mark).
+    @discardableResult
+    func send(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        zmq_send(handle, bytes.baseAddress, bytes.count, ZMQ_DONTWAIT) >= 0
+    }
+
+    /// Receives one message without blocking into `buffer`; its full length, or nil if none is waiting.
+    func receive(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+        let n = zmq_recv(handle, buffer.baseAddress, buffer.count, ZMQ_DONTWAIT)
+        return n >= 0 ? Int(n) : nil
+    }
+
+    /// Waits until this socket has a message or one of `fds` is readable.
+    /// Returns the readable fd, -1 for the socket, nil on timeout (`timeoutMillis` -1: forever).
+    ///
+    /// The corresponding C function is `zmq_poll`.
+    func wait(orReadable fds: [Int32], timeoutMillis: Int) -> Int32? {
+        var items = [zmq_pollitem_t(socket: handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0)]
+        for fd in fds { items.append(zmq_pollitem_t(socket: nil, fd: fd, events: Int16(ZMQ_POLLIN), revents: 0)) }
+        while true {
+            let r = zmq_poll(&items, Int32(items.count), timeoutMillis)
+            if r > 0 {
+                if items[0].revents != 0 { return -1 }
+                return items.dropFirst().first { $0.revents != 0 }?.fd
+            }
+            if r == 0 { return nil }
+            if zmq_errno() != EINTR { return nil }
+        }
+    }
+}
