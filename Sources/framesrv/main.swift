@@ -1,1 +1,48 @@
-print("framesrv")
+import FrameServer
+import Glibc
+
+/// Every subcommand, in the order `framesrv --help` lists them.
+let commands: [CommandEntry] = [
+    DemoCommand.entry, ProduceCommand.entry, SinkCommand.entry, ListCommand.entry, InspectCommand.entry,
+    CleanCommand.entry, BenchCommand.entry,
+]
+
+func rootHelp(_ commands: [CommandEntry]) -> String {
+    var s = """
+    framesrv: a frame server. Producers put video frames into reference-counted shared-memory
+    slots and announce them over ZeroMQ; consumers in other processes read them in place.
+
+    usage: framesrv <command> [options]    (framesrv <command> --help for its options)
+
+    commands:
+
+    """
+    for c in commands { s += "  " + c.name.padding(8) + c.summary + "\n" }
+    s += "\nruntime directory: \(RuntimeDirectory.defaultPath) (set FRAMESRV_DIR to change it)\n"
+    return s
+}
+
+let argv = Array(CommandLine.arguments.dropFirst())
+guard let name = argv.first, name != "--help", name != "-h", name != "help" else {
+    print(rootHelp(commands), terminator: "")
+    exit(argv.isEmpty ? 2 : 0)
+}
+guard let command = commands.first(where: { $0.name == name }) else {
+    fail("unknown command '\(name)'; commands are: \(commands.map(\.name).joined(separator: ", "))", status: 2)
+}
+var args = Arguments(Array(argv.dropFirst()), command: name)
+if args.wantsHelp {
+    print(command.help)
+    exit(0)
+}
+let status: Int32
+do {
+    status = try command.run(&args)
+} catch let e as UsageError {
+    fail(e.description, status: 2)
+} catch let e as FrameServerError {
+    fail(e.description, status: 1)
+} catch {
+    fail("\(error)", status: 1)
+}
+exit(status)

@@ -49,6 +49,9 @@ public final class Consumer {
     public let directory: RuntimeDirectory
     /// Called on attach and when the producer goes away.
     public var onEvent: ((ConsumerEvent) -> Void)?
+    /// Asked whenever a signal interrupts a wait; returning true makes `next()` return nil
+    /// (for example after SIGINT, so a command can print its statistics and exit).
+    public var shouldStop: (() -> Bool)?
     private var attachment: Attachment?
     /// Frames delivered, across re-attachments.
     public private(set) var delivered: UInt64 = 0
@@ -81,14 +84,16 @@ public final class Consumer {
         if attachment == nil { attachment = try waitAndAttach() }
     }
 
+    private func stopping() -> Bool { shouldStop?() ?? false }
+
     /// The next frame, or nil once the stream has ended and every frame owed was delivered.
     ///
     /// Blocks without using CPU: in `zmq_poll` on the doorbell socket and the producer's pidfd.
     public func next() throws(FrameServerError) -> Frame? {
         while true {
             if attachment == nil { attachment = try waitAndAttach() }
-            let a = attachment!
-            switch try a.nextFrame() {
+            guard let a = attachment else { return nil }   // stopped while waiting
+            switch try a.nextFrame(stop: stopping) {
             case .frame(let f):
                 delivered += 1
                 missed = a.missedTotal + missedBefore
@@ -110,7 +115,7 @@ public final class Consumer {
     private var missedBefore: UInt64 = 0
 
     /// Waits until the stream's control segment exists and belongs to a live producer, then attaches.
-    private func waitAndAttach() throws(FrameServerError) -> Attachment {
+    private func waitAndAttach() throws(FrameServerError) -> Attachment? {
         let start = monotonicNanos()
         let deadline = options.waitSeconds.map { start + UInt64(max(0, $0) * 1e9) }
         while true {
@@ -128,7 +133,7 @@ public final class Consumer {
                 timeout = Int32(min(UInt64(Int32.max), (deadline - now + 999_999) / 1_000_000))
             }
             // inotify fires when a producer renames its control segment into place.
-            _ = waitReadable([inotifyFD], timeoutMillis: timeout)
+            if waitReadable([inotifyFD], timeoutMillis: timeout) == nil, stopping() { return nil }
         }
     }
 }
@@ -260,7 +265,7 @@ final class Attachment {
 
     private var ended: Bool { fs_load_u32(&ctl.pointee.state) == FS_STREAM_ENDED }
 
-    func nextFrame() throws(FrameServerError) -> Outcome {
+    func nextFrame(stop: () -> Bool) throws(FrameServerError) -> Outcome {
         while true {
             drainDoorbell()
             switch try mode == .lossless ? nextLossless() : nextLive() {
@@ -274,8 +279,10 @@ final class Attachment {
             if producerExited { return .producerGone }
             if detached { return .ended }
             // Sleep until a doorbell rings or the producer exits (its pidfd becomes readable).
-            if socket.wait(orReadable: [producerFD], timeoutMillis: -1) == producerFD {
-                producerExited = true
+            switch socket.wait(orReadable: [producerFD], timeoutMillis: -1) {
+            case producerFD: producerExited = true
+            case nil: if stop() { return .ended }
+            default: break
             }
         }
     }

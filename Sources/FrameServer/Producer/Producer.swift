@@ -474,3 +474,8 @@ public struct WritableFrame: ~Copyable {
         producer.release()
     }
 }
+
+extension Producer {
+    /// The sequence number the next published frame will carry (1 for the first).
+    public var nextSequence: UInt64 { shared.withLock { $0.nextSeq } }
+}

@@ -117,15 +117,12 @@ struct ProcessIdentity: Hashable, Sendable {
 /// Nanoseconds on CLOCK_MONOTONIC, the clock every timestamp in the protocol uses.
 @inline(__always) public func monotonicNanos() -> UInt64 { fs_sys_monotonic_ns() }
 
-/// Waits until `fd` is readable or `timeoutMillis` passes (-1: forever). True when readable.
+/// Waits until one of `fds` is readable; returns it, or nil on timeout (`timeoutMillis`
+/// -1: forever) or when a signal interrupted the wait.
 ///
 /// The corresponding C function is `poll`.
 func waitReadable(_ fds: [Int32], timeoutMillis: Int32) -> Int32? {
     var pfds = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-    while true {
-        let r = poll(&pfds, nfds_t(pfds.count), timeoutMillis)
-        if r > 0 { return pfds.first { $0.revents != 0 }?.fd }
-        if r == 0 { return nil }
-        if Errno.current != .interrupted { return nil }
-    }
+    let r = poll(&pfds, nfds_t(pfds.count), timeoutMillis)
+    return r > 0 ? pfds.first { $0.revents != 0 }?.fd : nil
 }

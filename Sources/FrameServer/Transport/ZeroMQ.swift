@@ -65,20 +65,16 @@ final class ZMQSocket {
     }
 
     /// Waits until this socket has a message or one of `fds` is readable.
-    /// Returns the readable fd, -1 for the socket, nil on timeout (`timeoutMillis` -1: forever).
+    /// Returns the readable fd, -1 for the socket, nil on timeout or when a signal
+    /// interrupted the wait (`timeoutMillis` -1: forever).
     ///
     /// The corresponding C function is `zmq_poll`.
     func wait(orReadable fds: [Int32], timeoutMillis: Int) -> Int32? {
         var items = [zmq_pollitem_t(socket: handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0)]
         for fd in fds { items.append(zmq_pollitem_t(socket: nil, fd: fd, events: Int16(ZMQ_POLLIN), revents: 0)) }
-        while true {
-            let r = zmq_poll(&items, Int32(items.count), timeoutMillis)
-            if r > 0 {
-                if items[0].revents != 0 { return -1 }
-                return items.dropFirst().first { $0.revents != 0 }?.fd
-            }
-            if r == 0 { return nil }
-            if zmq_errno() != EINTR { return nil }
-        }
+        let r = zmq_poll(&items, Int32(items.count), timeoutMillis)
+        guard r > 0 else { return nil }
+        if items[0].revents != 0 { return -1 }
+        return items.dropFirst().first { $0.revents != 0 }?.fd
     }
 }

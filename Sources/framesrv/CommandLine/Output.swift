@@ -1,0 +1,53 @@
+import Glibc
+
+/// Prints one error line to standard error and exits.
+func fail(_ message: String, status: Int32) -> Never {
+    warn("error: " + message)
+    exit(status)
+}
+
+/// One line to standard error, prefixed with the program name.
+func warn(_ message: String) {
+    // write(2) on fd 2: one unbuffered line, and no shared FILE* to reason about.
+    var line = "framesrv: \(message)\n"
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+}
+
+/// Whether standard error is a terminal (progress lines are shown only there).
+var stderrIsTerminal: Bool { isatty(2) != 0 }
+
+extension String {
+    func padding(_ width: Int) -> String {
+        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
+    }
+    func leftPadding(_ width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}
+
+func formatDouble(_ v: Double, _ decimals: Int = 1) -> String {
+    var p: Double = 1
+    for _ in 0..<decimals { p *= 10 }
+    let r = (v * p).rounded() / p
+    var s = "\(r)"
+    if decimals == 0, s.hasSuffix(".0") { s.removeLast(2) }
+    return s
+}
+
+/// SIGINT/SIGTERM set this; long-running commands poll it between frames and stop cleanly.
+nonisolated(unsafe) var stopRequested: sig_atomic_t = 0
+
+func installStopHandlers() {
+    signal(SIGINT) { _ in stopRequested = 1 }
+    signal(SIGTERM) { _ in stopRequested = 1 }
+    signal(SIGPIPE, SIG_IGN)
+}
+
+/// One table row: each cell padded to its column's width, the last cell as is.
+func row(_ widths: [Int], _ cells: [String]) -> String {
+    var line = ""
+    for (i, cell) in cells.enumerated() {
+        line += i < widths.count ? cell.padding(widths[i]) : cell
+    }
+    return line
+}

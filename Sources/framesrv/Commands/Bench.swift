@@ -1,0 +1,140 @@
+import Foundation
+import FrameServer
+
+/// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
+enum BenchCommand: Command {
+    static let name = "bench"
+    static let summary = "measure: 'bench transport' (latency, fan-out, versus a pipe)"
+    static let help = """
+    usage: framesrv bench transport [--frames N] [--quick]
+
+    transport: announce-to-acquire latency p50/p99 through the capture clock in the frame
+    header, for 64x64 and 3840x2160 yuv420p frames (one lossless consumer process, paced
+    at 200 fps); fan-out throughput with 1, 4 and 8 lossless consumer processes (64x64,
+    --rate max); and the same frames pushed through a pipe to one reader process, the peer
+    that copies. Every consumer is a separate process.
+      --frames N   frames per fan-out run (default 20000; latency runs use N/20)
+      --quick      a short run (2000 frames) for smoke tests
+    """
+
+    static func run(_ args: inout Arguments) throws -> Int32 {
+        let quick = args.flag("--quick")
+        let frames = try args.int("--frames", range: 100...10_000_000) ?? (quick ? 2000 : 20_000)
+        let what = args.positionals()
+        try args.finish()
+        guard what == ["transport"] else {
+            throw UsageError("say what to measure: framesrv bench transport")
+        }
+        try transport(frames: frames)
+        return 0
+    }
+
+    struct RunResult { var fps: Double; var p50: Double; var p99: Double; var corrupt: Int }
+
+    /// One producer in this process, `consumers` sink processes; returns throughput and the
+    /// first consumer's latency percentiles.
+    static func run(size: (Int, Int), frames: Int, consumers: Int, rate: Double?) throws -> RunResult {
+        let scratch = ScratchDirectory(prefix: "framesrv-bench")
+        let dir = try RuntimeDirectory(path: scratch.path)
+        let env = ["FRAMESRV_DIR": scratch.path]
+        var options = ProducerOptions()
+        options.slots = 8
+        options.nominalRate = rate
+        let producer = try Producer(stream: "bench", options: options, directory: dir)
+        let sinks = try (0..<consumers).map { i in
+            try Child(["sink", "--in", "bench", "--null", "--lossless", "--stats-json", "--quiet", "--name", "bench-\(i)"],
+                      label: "sink \(i)", environment: env)
+        }
+        guard producer.waitForLosslessConsumers(consumers, timeoutSeconds: 30) else {
+            throw FrameServerError.invalidArgument("bench: consumers did not attach within 30 s")
+        }
+        let format = FrameFormat(.yuv420p, width: size.0, height: size.1)
+        var painted = Set<UInt32>()
+        let start = monotonicNanos()
+        for i in 0..<frames {
+            if let rate { sleepUntil(start + UInt64(Double(i) * 1e9 / rate)) }
+            guard var frame = try producer.reserve(format) else { continue }
+            // Paint each slot once: the benchmark measures the transport, not the painter.
+            if painted.insert(frame.slot).inserted { TestPattern.fill(frame, sequence: producer.nextSequence) }
+            frame.description.flags = [.keyframe]
+            frame.publish()
+        }
+        producer.finish()
+        var result = RunResult(fps: 0, p50: 0, p99: 0, corrupt: 0)
+        for (i, sink) in sinks.enumerated() {
+            let (status, out) = sink.finish()
+            guard status == 0, let line = out.split(separator: "\n").last,
+                  let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+                throw FrameServerError.invalidArgument("bench: consumer \(i) failed (status \(status)): \(out)")
+            }
+            if (json["received"] as? Int) != frames {
+                throw FrameServerError.invalidArgument("bench: consumer \(i) received \(json["received"] ?? 0) of \(frames) frames")
+            }
+            if i == 0 {
+                result.p50 = json["latency_p50_us"] as? Double ?? 0
+                result.p99 = json["latency_p99_us"] as? Double ?? 0
+            }
+        }
+        let seconds = Double(monotonicNanos() - start) / 1e9
+        result.fps = Double(frames) / seconds
+        producer.close()
+        return result
+    }
+
+    /// The peer: `frames` frames of `bytes` each written through a pipe to a reader process.
+    static func pipePeer(bytes: Int, frames: Int) throws -> Double {
+        let reader = Process()
+        reader.executableURL = URL(fileURLWithPath: "/bin/sh")
+        reader.arguments = ["-c", "cat > /dev/null"]
+        let pipe = Pipe()
+        reader.standardInput = pipe
+        try reader.run()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes, alignment: 64)
+        defer { buffer.deallocate() }
+        memset(buffer.baseAddress!, 0x80, bytes)
+        let fd = pipe.fileHandleForWriting.fileDescriptor
+        let start = monotonicNanos()
+        for _ in 0..<frames {
+            var off = 0
+            while off < bytes {
+                let n = write(fd, buffer.baseAddress! + off, bytes - off)
+                guard n > 0 else { throw FrameServerError.system("write to pipe", path: nil, .current) }
+                off += n
+            }
+        }
+        try pipe.fileHandleForWriting.close()
+        reader.waitUntilExit()
+        return Double(frames) / (Double(monotonicNanos() - start) / 1e9)
+    }
+
+    static func transport(frames: Int) throws {
+        print("framesrv bench transport: \(ProcessInfo.processInfo.activeProcessorCount) cores, every consumer a separate process")
+        let latencyFrames = max(100, frames / 20)
+        print("latency, publish -> acquire by a lossless consumer (\(latencyFrames) frames at 200 fps, yuv420p):")
+        let small = try run(size: (64, 64), frames: latencyFrames, consumers: 1, rate: 200)
+        print("  64x64       p50 \(formatDouble(small.p50)) us   p99 \(formatDouble(small.p99)) us")
+        let big = try run(size: (3840, 2160), frames: latencyFrames, consumers: 1, rate: 200)
+        print("  3840x2160   p50 \(formatDouble(big.p50)) us   p99 \(formatDouble(big.p99)) us   "
+              + "(4K/64x64 p50 ratio \(formatDouble(big.p50 / max(small.p50, 0.001), 2)); zero copy: latency does not grow with size)")
+
+        print("fan-out throughput (64x64 yuv420p, --rate max, \(frames) frames, every consumer gets every frame):")
+        var fanout: [Int: Double] = [:]
+        for n in [1, 4, 8] {
+            let r = try run(size: (64, 64), frames: frames, consumers: n, rate: nil)
+            fanout[n] = r.fps
+            print("  \(n) consumer\(n == 1 ? " " : "s") \(formatDouble(r.fps, 0).leftPadding(9)) frames/s")
+        }
+
+        print("peer: the same frames through a pipe to one reader process (a copy per frame):")
+        let smallBytes = FrameFormat(.yuv420p, width: 64, height: 64).slotBytes - FrameFormat.headerSize
+        let pipeSmall = try pipePeer(bytes: smallBytes, frames: frames)
+        print("  64x64       framesrv \(formatDouble(fanout[1] ?? 0, 0)) fps, pipe \(formatDouble(pipeSmall, 0)) fps, "
+              + "ratio \(formatDouble((fanout[1] ?? 0) / pipeSmall, 2))")
+        let bigFrames = max(50, frames / 40)
+        let bigFramesrv = try run(size: (3840, 2160), frames: bigFrames, consumers: 1, rate: nil)
+        let bigBytes = 3840 * 2160 * 3 / 2
+        let pipeBig = try pipePeer(bytes: bigBytes, frames: bigFrames)
+        print("  3840x2160   framesrv \(formatDouble(bigFramesrv.fps, 0)) fps, pipe \(formatDouble(pipeBig, 0)) fps, "
+              + "ratio \(formatDouble(bigFramesrv.fps / pipeBig, 2)) (\(bigFrames) frames)")
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import FrameServer
+
+func encodeJSON<T: Encodable>(_ value: T) throws -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return String(decoding: try encoder.encode(value), as: UTF8.self)
+}
+
+/// `framesrv ls`: every stream in the runtime directory.
+enum ListCommand: Command {
+    static let name = "ls"
+    static let summary = "list the streams in the runtime directory"
+    static let help = """
+    usage: framesrv ls [--json]
+
+    One line per stream: name, state (running, ended, dead), producer pid, format,
+    free/total slots, consumers, frames published and dropped, nominal rate.
+      --json    one JSON array of stream snapshots
+    """
+
+    static func run(_ args: inout Arguments) throws -> Int32 {
+        let json = args.flag("--json")
+        try args.finish()
+        let dir = try RuntimeDirectory()
+        let streams = StreamSnapshot.all(in: dir)
+        if json {
+            print(try encodeJSON(streams))
+            return 0
+        }
+        if streams.isEmpty {
+            print("no streams in \(dir.path)")
+            return 0
+        }
+        let widths = [20, 8, 8, 30, 7, 5, 10, 8]
+        print(row(widths, ["STREAM", "STATE", "PID", "FORMAT", "SLOTS", "CONS", "PUBLISHED", "DROPPED", "RATE"]))
+        for s in streams {
+            let rate = s.nominalRate > 0 ? formatDouble(s.nominalRate, 2) : "max"
+            print(row(widths, [s.name, s.state, "\(s.producerPID)", s.format ?? "-", "\(s.freeSlots)/\(s.slots)",
+                               "\(s.consumers.count)", "\(s.published)", "\(s.dropped)", rate]))
+        }
+        return 0
+    }
+}
+
+/// `framesrv inspect STREAM`: everything about one stream.
+enum InspectCommand: Command {
+    static let name = "inspect"
+    static let summary = "show one stream: slots, consumers, counters"
+    static let help = """
+    usage: framesrv inspect STREAM [--json]
+
+    Reads the stream's shared statistics without attaching (holds no slot, never slows
+    the pipeline): producer, pool, per-slot table (state, sequence, holders, age) and
+    per-consumer table (mode, delivered, missed, lag, held slots, hold time, latency).
+      --json    one JSON object
+    """
+
+    static func run(_ args: inout Arguments) throws -> Int32 {
+        let json = args.flag("--json")
+        let names = args.positionals()
+        try args.finish()
+        guard names.count == 1, let name = names.first else { throw UsageError("name one stream: framesrv inspect STREAM") }
+        try validateStreamName(name)
+        let dir = try RuntimeDirectory()
+        let s: StreamSnapshot
+        do { s = try StreamSnapshot.read(name, in: dir) } catch {
+            if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory {
+                throw FrameServerError.invalidArgument("no stream named '\(name)' in \(dir.path) (see 'framesrv ls')")
+            }
+            throw error
+        }
+        if json {
+            print(try encodeJSON(s))
+            return 0
+        }
+        print("stream \(s.name): \(s.state), producer pid \(s.producerPID)\(s.liveSource ? ", live source" : "")")
+        print("  format \(s.format ?? "-"), epoch \(s.epoch), \(s.slots) slots of \(s.slotBytes) bytes")
+        print("  published \(s.published) (last seq \(s.lastSequence)), dropped \(s.dropped), "
+              + "free slots \(s.freeSlots) (min ever \(s.minFreeSlots)), waited \(formatDouble(s.blockedMillis)) ms, "
+              + "reclaimed consumers \(s.reclaimedConsumers)")
+        print("  slots:")
+        let widths = [4, 6, 9, 10, 7, 10]
+        print(row(widths, ["", "SLOT", "STATE", "SEQ", "EPOCH", "AGE ms", "HOLDERS"]))
+        for t in s.slotTable {
+            let holders = t.holders.isEmpty ? "-" : t.holders.map(String.init).joined(separator: ",")
+            print(row(widths, ["", "\(t.index)", t.state, "\(t.sequence)", "\(t.epoch)", formatDouble(t.ageMillis), holders]))
+        }
+        print("  consumers:")
+        if s.consumers.isEmpty { print("    none") }
+        for c in s.consumers {
+            print("    #\(c.index) \(c.name) pid \(c.pid) \(c.mode) \(c.state): delivered \(c.delivered), missed \(c.missed), "
+                  + "stale \(c.stale), lag \(c.lag), holds \(c.held) (slots \(c.heldSlots.map(String.init).joined(separator: ","))) "
+                  + "for \(formatDouble(c.holdMillis)) ms, mean latency \(formatDouble(c.meanLatencyMicros)) us")
+        }
+        return 0
+    }
+}
+
+/// `framesrv clean`: remove what dead producers left behind.
+enum CleanCommand: Command {
+    static let name = "clean"
+    static let summary = "remove the files of streams whose producer is gone"
+    static let help = """
+    usage: framesrv clean
+
+    Removes control segments, pools, sockets and lock files of every stream in the
+    runtime directory whose producer no longer runs. Running streams are untouched.
+    """
+
+    static func run(_ args: inout Arguments) throws -> Int32 {
+        try args.finish()
+        let dir = try RuntimeDirectory()
+        let removed = dir.removeOrphans()
+        for f in removed { print("removed \(f)") }
+        if removed.isEmpty { print("nothing to clean in \(dir.path)") }
+        return 0
+    }
+}

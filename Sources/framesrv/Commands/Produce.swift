@@ -1,0 +1,147 @@
+import FrameServer
+import Glibc
+
+/// `framesrv produce`: publishes a stream.
+enum ProduceCommand: Command {
+    static let name = "produce"
+    static let summary = "publish a stream (--pattern: the built-in moving test pattern)"
+    static let help = """
+    usage: framesrv produce --pattern --out NAME [options]
+
+    Publishes frames into shared memory as stream NAME and announces each over ZeroMQ.
+
+      --pattern            the built-in moving test pattern (every byte derived from the
+                           frame's sequence number, so consumers can verify it)
+      --out NAME           the stream to create
+      --size WxH           frame size (default 640x360)
+      --pix-fmt FMT        pixel format (default yuv420p): \(PixelFormat.allCases.map { $0.name }.joined(separator: ", "))
+      --rate FPS|max       frames per second, or as fast as consumers allow (default 30)
+      --frames N           stop after N frames and end the stream (default: until SIGINT)
+      --slots N            slots in the pool, 1..64 (default 8)
+      --live-source        never wait for consumers: drop a frame when no slot is free
+      --wait-for N         publish nothing until N lossless consumers are attached
+      --fill once          paint each slot once and republish it (benchmarks: no verifiable content)
+      --sndhwm N           ZeroMQ send high-water mark in messages (default 1000)
+      --size-change-at K:WxH  switch to size WxH from frame K on (repeatable as K:WxH,K:WxH)
+      --quiet              no summary line
+    """
+
+    static func run(_ args: inout Arguments) throws -> Int32 {
+        let pattern = args.flag("--pattern")
+        let out = try args.value("--out", "-o")
+        let size = try parseSize(try args.value("--size", "-s") ?? "640x360", option: "--size")
+        let fmtName = try args.value("--pix-fmt", "-pix_fmt") ?? "yuv420p"
+        let rateText = try args.value("--rate", "-r") ?? "30"
+        let frames = try args.int("--frames", "-frames", range: 1...Int(Int32.max))
+        let slots = try args.int("--slots", range: 1...64) ?? 8
+        let liveSource = args.flag("--live-source")
+        let waitFor = try args.int("--wait-for", range: 0...63) ?? 0
+        let fillOnce = try args.value("--fill").map { v throws(UsageError) -> Bool in
+            guard v == "once" || v == "every" else { throw UsageError("--fill must be 'once' or 'every', not '\(v)'") }
+            return v == "once"
+        } ?? false
+        let hwm = try args.int("--sndhwm", range: 1...1_000_000) ?? 1000
+        let changes = try parseSizeChanges(try args.value("--size-change-at"))
+        let quiet = args.flag("--quiet", "-q")
+        try args.finish()
+
+        guard pattern else {
+            throw UsageError("say what to produce: --pattern (media inputs with -i come with the media producer)")
+        }
+        guard let out else { throw UsageError("missing --out NAME: the stream to create") }
+        guard let pixelFormat = PixelFormat(name: fmtName) else {
+            throw UsageError("unknown pixel format '\(fmtName)'; known: \(PixelFormat.allCases.map(\.name).joined(separator: ", "))")
+        }
+        var rate: Double?
+        if rateText != "max" {
+            guard let r = Double(rateText), r > 0, r <= 1_000_000 else {
+                throw UsageError("--rate must be frames per second (0 < FPS <= 1000000) or 'max', not '\(rateText)'")
+            }
+            rate = r
+        }
+
+        var options = ProducerOptions()
+        options.slots = slots
+        options.liveSource = liveSource
+        options.sendHighWaterMark = Int32(hwm)
+        options.nominalRate = rate
+        installStopHandlers()
+        let producer = try Producer(stream: out, options: options)
+        defer { producer.close() }
+        if waitFor > 0 {
+            while !producer.waitForLosslessConsumers(waitFor, timeoutSeconds: 0.5) {
+                if stopRequested != 0 { return 130 }
+            }
+        }
+
+        var format = FrameFormat(pixelFormat, width: size.0, height: size.1)
+        var painted = Set<UInt32>()
+        let start = monotonicNanos()
+        var index: UInt64 = 0
+        while stopRequested == 0 {
+            if let frames, index >= UInt64(frames) { break }
+            if let change = changes.last(where: { $0.frame <= index + 1 }) {
+                format = FrameFormat(pixelFormat, width: change.size.0, height: change.size.1)
+            }
+            if let rate {
+                sleepUntil(start + UInt64(Double(index) * 1e9 / rate))
+            }
+            index += 1
+            guard var frame = try producer.reserve(format) else { continue }   // dropped at the source
+            let seq = producer.nextSequence
+            if !fillOnce || !painted.contains(frame.slot) {
+                TestPattern.fill(frame, sequence: seq)
+                painted.insert(frame.slot)
+            }
+            frame.description = patternDescription(format: format, index: index, rate: rate,
+                                                   last: frames.map { index == UInt64($0) } ?? false)
+            frame.publish()
+        }
+        producer.finish()
+        if !quiet {
+            let secs = Double(monotonicNanos() - start) / 1e9
+            print("produce: \(out): published \(producer.publishedCount) frames of \(format) in \(formatDouble(secs, 2)) s"
+                  + " (\(formatDouble(Double(producer.publishedCount) / max(secs, 1e-9), 0)) fps), dropped \(producer.droppedCount)")
+        }
+        return 0
+    }
+
+    static func patternDescription(format: FrameFormat, index: UInt64, rate: Double?, last: Bool) -> FrameDescription {
+        var d = FrameDescription()
+        d.color = format.pixelFormat.isRGB
+            ? ColorDescription(matrix: 0, range: 2, primaries: 1, transfer: 1)
+            : .bt709Limited
+        d.sampleAspectRatio = Rational(1, 1)
+        if let rate, rate == rate.rounded(), rate <= Double(Int32.max) {
+            d.timeBase = Rational(1, Int32(rate))
+            d.pts = Int64(index - 1)
+            d.duration = 1
+        } else {
+            d.timeBase = Rational(1, 1_000_000)
+            d.pts = Int64((index - 1) * UInt64(1_000_000 / (rate ?? 1_000_000)))
+            d.duration = 0
+        }
+        d.flags = last ? [.keyframe, .endOfStream] : [.keyframe]
+        return d
+    }
+
+    static func parseSizeChanges(_ text: String?) throws(UsageError) -> [(frame: UInt64, size: (Int, Int))] {
+        guard let text else { return [] }
+        var out: [(frame: UInt64, size: (Int, Int))] = []
+        for item in text.split(separator: ",") {
+            let parts = item.split(separator: ":")
+            guard parts.count == 2, let k = UInt64(parts[0]), k >= 1 else {
+                throw UsageError("--size-change-at takes FRAME:WxH[,FRAME:WxH...], not '\(text)'")
+            }
+            out.append((k, try parseSize(String(parts[1]), option: "--size-change-at")))
+        }
+        return out.sorted { $0.frame < $1.frame }
+    }
+}
+
+func sleepUntil(_ ns: UInt64) {
+    let now = monotonicNanos()
+    guard ns > now else { return }
+    var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
+    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR, stopRequested == 0 {}
+}
