@@ -30,11 +30,10 @@
 extern "C" {
 #endif
 
-/* Clang's nullability marks (so Swift imports these pointers as non-optional). */
+/* Under Clang every pointer in this header is non-null (so Swift imports them as
+ * non-optional); GCC ignores the pragma. */
 #if defined(__clang__)
-#define FS_NONNULL _Nonnull
-#else
-#define FS_NONNULL
+#pragma clang assume_nonnull begin
 #endif
 
 /* ------------------------------------------------------------------------- */
@@ -281,10 +280,10 @@ _Static_assert(offsetof(fs_announce, name_len) == 56, "layout");
 /* Segment addressing                                                         */
 /* ------------------------------------------------------------------------- */
 
-static inline fs_slot_ctl *FS_NONNULL fs_control_slot(fs_control *FS_NONNULL c, uint32_t i)
+static inline fs_slot_ctl *fs_control_slot(fs_control *c, uint32_t i)
 { return (fs_slot_ctl *)((uint8_t *)c + c->slot_ctl_offset + (size_t)i * sizeof(fs_slot_ctl)); }
 
-static inline fs_consumer *FS_NONNULL fs_control_consumer(fs_control *FS_NONNULL c, uint32_t i)
+static inline fs_consumer *fs_control_consumer(fs_control *c, uint32_t i)
 { return (fs_consumer *)((uint8_t *)c + c->consumer_offset + (size_t)i * sizeof(fs_consumer)); }
 
 static inline size_t fs_control_size(uint32_t slot_count)
@@ -300,9 +299,9 @@ static inline int32_t  fs_load_i32(const int32_t *p)  { return __atomic_load_n(p
 static inline void fs_store_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 static inline void fs_store_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 static inline void fs_store_i32(int32_t *p, int32_t v)   { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-/* Statistics counters: relaxed, they order nothing. */
+/* Statistics: relaxed, they order nothing. A statistic has one writer (fs_stat_set). */
 static inline void fs_count(uint64_t *p, uint64_t n) { __atomic_fetch_add(p, n, __ATOMIC_RELAXED); }
-static inline void fs_count_max(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+static inline void fs_stat_set(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 static inline uint64_t fs_peek_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 
 /* --- producer: reserve a slot for writing ---------------------------------
@@ -330,9 +329,15 @@ static inline void fs_slot_publish(fs_slot_ctl *s, uint64_t seq, uint64_t epoch,
     __atomic_store_n(&s->holders, reserved, __ATOMIC_RELEASE);
 }
 
-/* --- producer: give up a reservation without publishing --------------------- */
+/* --- producer: give up a reservation without publishing ---------------------
+ * The slot's pixels may be half-overwritten, so its old sequence number is cleared
+ * first: no live consumer can then match a stale announcement of the old frame.
+ * SYNC: the release store of holders orders the seq store before it. */
 static inline void fs_slot_abandon(fs_slot_ctl *s)
-{ __atomic_store_n(&s->holders, 0, __ATOMIC_RELEASE); }
+{
+    __atomic_store_n(&s->seq, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->holders, 0, __ATOMIC_RELEASE);
+}
 
 /* --- live consumer: acquire a published frame -------------------------------
  * Returns 1 when `bit` now holds the slot and it still carries frame `seq`;
@@ -365,12 +370,18 @@ static inline int fs_slot_held_by(fs_slot_ctl *s, uint64_t bit, uint64_t seq)
  * SYNC: the release orders every read of the frame before the bit clears; pairs with
  * fs_slot_try_reserve's acquire. Then bump `wake` (seq_cst, so a producer that went to
  * sleep on the old value is woken: see fs_producer_wait_begin) and return whether the
- * producer is waiting, in which case the caller must futex-wake `wake`. */
+ * producer is waiting, in which case the caller must futex-wake `wake`.
+ * fs_notify_producer is the second half alone, for any other change a waiting
+ * producer must see (a failed live acquire that briefly set a bit, an attach). */
+static inline int fs_notify_producer(fs_control *c)
+{
+    __atomic_fetch_add(&c->wake, 1, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&c->producer_waiting, __ATOMIC_SEQ_CST) != 0;
+}
 static inline int fs_slot_release(fs_control *c, fs_slot_ctl *s, uint64_t bit)
 {
     __atomic_fetch_and(&s->holders, ~bit, __ATOMIC_SEQ_CST);
-    __atomic_fetch_add(&c->wake, 1, __ATOMIC_SEQ_CST);
-    return __atomic_load_n(&c->producer_waiting, __ATOMIC_SEQ_CST) != 0;
+    return fs_notify_producer(c);
 }
 
 /* --- producer: prepare to sleep on `wake` ------------------------------------
@@ -442,6 +453,10 @@ void fs_sys_sleep_until_ns(uint64_t deadline_ns);
 uint64_t fs_sys_process_start_time(int32_t pid);
 /* Field 14+15 (utime+stime, clock ticks) of /proc/<pid>/stat, -1 if gone. */
 int64_t fs_sys_process_cpu_ticks(int32_t pid);
+
+#if defined(__clang__)
+#pragma clang assume_nonnull end
+#endif
 
 #ifdef __cplusplus
 }

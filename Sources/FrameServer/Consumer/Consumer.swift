@@ -250,6 +250,12 @@ final class Attachment {
     func detach() {
         guard !detached else { return }
         detached = true
+        // Frames still out keep their slots until released: detach when the last one goes.
+        guard heldCount == 0 else { return }
+        sendDetach()
+    }
+
+    private func sendDetach() {
         guard !producerExited else { return }
         fs_store_u32(&entry.pointee.state, FS_CONSUMER_CLOSING)
         fs_bump(&ctl.pointee.attach_seq)
@@ -260,14 +266,22 @@ final class Attachment {
 
     /// Reads every pending announcement; they only say "look again".
     private func drainDoorbell() {
-        while socket.receive(into: receiveBuffer) != nil {}
+        while socket.receive(into: receiveBuffer) != nil { doorbellConfirmed = true }
     }
+
+    /// ZeroMQ drops what a PUB socket sends before a new subscription reaches it, so until
+    /// the first announcement arrives the consumer also rechecks shared memory on a
+    /// timer (10 ms, doubling to 1 s). After that it sleeps until a doorbell or the
+    /// producer's exit, using no CPU.
+    private var doorbellConfirmed = false
+    private var recheckMillis = 10
 
     private var ended: Bool { fs_load_u32(&ctl.pointee.state) == FS_STREAM_ENDED }
 
     func nextFrame(stop: () -> Bool) throws(FrameServerError) -> Outcome {
         while true {
             drainDoorbell()
+            mapCurrentPool()
             switch try mode == .lossless ? nextLossless() : nextLive() {
             case .frame(let f): return .frame(f)
             case .ended: return .ended
@@ -279,9 +293,11 @@ final class Attachment {
             if producerExited { return .producerGone }
             if detached { return .ended }
             // Sleep until a doorbell rings or the producer exits (its pidfd becomes readable).
-            switch socket.wait(orReadable: [producerFD], timeoutMillis: -1) {
+            switch socket.wait(orReadable: [producerFD], timeoutMillis: doorbellConfirmed ? -1 : recheckMillis) {
             case producerFD: producerExited = true
-            case nil: if stop() { return .ended }
+            case nil:
+                if stop() { return .ended }
+                recheckMillis = min(recheckMillis * 2, 1000)
             default: break
             }
         }
@@ -325,12 +341,25 @@ final class Attachment {
             // Stale announcement: the slot was recycled between reading `latest` and acquiring.
             fs_count(&entry.pointee.stale, 1)
             wakeProducerIfWaiting()
+            // Still the same newest frame: its slot is being rewritten. Wait for the doorbell
+            // of the frame being written instead of spinning.
+            if fs_load_u64(&ctl.pointee.latest) == latest { return .nothingYet }
         }
     }
 
     private func wakeProducerIfWaiting() {
-        fs_bump(&ctl.pointee.wake)
-        if fs_load_u32(&ctl.pointee.producer_waiting) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
+        if fs_notify_producer(ctl) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
+    }
+
+    /// Maps the producer's current pool as soon as it exists, so frames owed to this
+    /// consumer stay readable even if the producer exits and removes the file before
+    /// they are delivered.
+    private func mapCurrentPool() {
+        let epoch = fs_load_u64(&ctl.pointee.epoch)
+        guard epoch != 0, pools[epoch] == nil,
+              let file = try? MappedFile.openExisting(directory.poolPath(stream, epoch: epoch), writable: false) else { return }
+        pools[epoch] = (file, 0)
+        for old in pools.keys where old != epoch && pools[old]!.held <= 0 { pools[old] = nil }
     }
 
     /// Hands out a held slot as a Frame, mapping its pool epoch (read-only) if needed.
@@ -387,6 +416,7 @@ final class Attachment {
         if fs_slot_release(ctl, slotCtl(slot), bit) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
         guard mapped else { return }
         heldCount -= 1
+        if detached, heldCount == 0 { sendDetach() }
         fs_store_u64(&entry.pointee.held, UInt64(max(0, heldCount)))
         fs_store_u64(&entry.pointee.hold_since_ns, heldCount == 0 ? 0 : monotonicNanos())
         if var p = pools[epoch] {

@@ -63,8 +63,7 @@ public struct StreamSnapshot: Sendable, Encodable {
         let control = try MappedFile.openExisting(directory.controlPath(name), writable: false)
         try Attachment.validateControl(control)
         let ctl = UnsafeMutablePointer(mutating: control.base.assumingMemoryBound(to: fs_control.self))
-        let alive = FileLock.isHeld(directory.lockPath(name))
-            && ProcessIdentity(pid: ctl.pointee.producer_pid, startTime: ctl.pointee.producer_start_time).isAlive
+        let alive = ProcessIdentity(pid: ctl.pointee.producer_pid, startTime: ctl.pointee.producer_start_time).isAlive
         let now = monotonicNanos()
         let n = Int(ctl.pointee.slot_count)
         let latest = fs_load_u64(&ctl.pointee.latest)
@@ -143,35 +142,19 @@ public struct StreamSnapshot: Sendable, Encodable {
 
 extension RuntimeDirectory {
     /// Removes the files of every stream whose producer is gone; returns what it removed.
+    ///
+    /// A stream is orphaned when its lock file can be taken; `clean` then holds that lock
+    /// while it removes the files, so a producer starting at the same moment either
+    /// waits for it or finds a clean slate.
     public func removeOrphans() -> [String] {
         var removed: [String] = []
-        var names = Set(streamNames())
-        guard let d = opendir(path) else { return [] }
-        while let entry = readdir(d) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            for suffix in [".lock", ".sock"] where name.hasSuffix(suffix) { names.insert(String(name.dropLast(suffix.count))) }
-            for marker in [".pool.", ".ctl.tmp"] {
-                if let stream = name.prefix(before: marker) { names.insert(stream) }
-            }
-        }
-        closedir(d)
-        for stream in names.sorted() where !FileLock.isHeld(lockPath(stream)) {
-            for f in files(of: stream) where unlink(f) == 0 { removed.append(f) }
+        let names = Set(entries().compactMap { Self.stream(ofFile: $0) })
+        for stream in names.sorted() {
+            guard let lock = try? FileLock.tryExclusive(lockPath(stream)) else { continue }
+            for f in files(of: stream) where f != lockPath(stream) && unlink(f) == 0 { removed.append(f) }
+            removed.append(lockPath(stream))
+            lock.unlinkAndRelease()
         }
         return removed
-    }
-}
-
-extension String {
-    /// The part before the first occurrence of `marker`, or nil if it does not occur.
-    func prefix(before marker: String) -> String? {
-        let m = Array(marker.utf8), u = Array(utf8)
-        guard u.count >= m.count else { return nil }
-        for i in 0...(u.count - m.count) where Array(u[i..<(i + m.count)]) == m {
-            return String(decoding: u[..<i], as: UTF8.self)
-        }
-        return nil
     }
 }

@@ -78,11 +78,7 @@ public final class Producer: @unchecked Sendable {
         self.directory = dir
         self.options = options
 
-        guard let lock = try FileLock.tryExclusive(dir.lockPath(stream)) else {
-            let pid = (try? StreamSnapshot.read(stream, in: dir))?.producerPID ?? 0
-            throw .streamBusy(stream, producerPID: pid)
-        }
-        self.lock = lock
+        self.lock = try Self.takeStreamLock(stream, in: dir)
         // Holding the lock proves every other file of this stream is a dead producer's leftover.
         for f in dir.files(of: stream) where f != dir.lockPath(stream) { unlink(f) }
 
@@ -136,6 +132,21 @@ public final class Producer: @unchecked Sendable {
         announceBuffer.deallocate()
     }
 
+    /// The stream's lock proves this process is its only producer. When it is taken but
+    /// no live producer is behind it, `framesrv clean` holds it for a moment: retry for 1 s.
+    private static func takeStreamLock(_ stream: String, in dir: RuntimeDirectory) throws(FrameServerError) -> FileLock {
+        let deadline = monotonicNanos() + 1_000_000_000
+        while true {
+            if let lock = try FileLock.tryExclusive(dir.lockPath(stream)) { return lock }
+            let snapshot = try? StreamSnapshot.read(stream, in: dir)
+            if let snapshot, snapshot.state != "dead" || monotonicNanos() > deadline {
+                throw .streamBusy(stream, producerPID: snapshot.producerPID)
+            }
+            if snapshot == nil, monotonicNanos() > deadline { throw .streamBusy(stream, producerPID: 0) }
+            usleep(10_000)
+        }
+    }
+
     /// Ends the stream (if not already ended), stops the watcher threads and removes the
     /// stream's files. Consumers keep their mappings and read what they still hold.
     public func close() {
@@ -155,7 +166,10 @@ public final class Producer: @unchecked Sendable {
         Glibc.close(wakeFD)
         unlink(directory.controlPath(stream))
         unlink(directory.socketPath(stream))
-        if epoch > 0 { unlink(directory.poolPath(stream, epoch: epoch)) }
+        // A consumer that still holds (or is owed) frames but has not mapped the pool yet
+        // must still find it: leave it for the next producer of this name or 'framesrv clean'.
+        let held = (0..<ctl.pointee.slot_count).contains { fs_load_u64(&slotCtl($0).pointee.holders) != 0 }
+        if epoch > 0, !held { unlink(directory.poolPath(stream, epoch: epoch)) }
     }
 
     // MARK: Writing frames
@@ -235,7 +249,7 @@ public final class Producer: @unchecked Sendable {
         }
         if let taken {
             nextSlotHint = (taken + 1) % n
-            if free - 1 < fs_peek_u64(&ctl.pointee.min_free) { fs_count_max(&ctl.pointee.min_free, free - 1) }
+            if free - 1 < fs_peek_u64(&ctl.pointee.min_free) { fs_stat_set(&ctl.pointee.min_free, free - 1) }
         }
         return taken
     }
@@ -249,6 +263,10 @@ public final class Producer: @unchecked Sendable {
             // SYNC: see fs_producer_wait_begin: any release after this changes `wake`.
             let w = fs_producer_wait_begin(ctl)
             if let s = tryTakeFreeSlot() { fs_producer_wait_end(ctl); return s }
+            // Ring the doorbell again before sleeping: a consumer whose subscription reached
+            // ZeroMQ after the original announcements (a late joiner) then still wakes up
+            // and finds the frames reserved for it.
+            reannounceLatest()
             _ = fs_sys_futex_wait(&ctl.pointee.wake, w, -1)
             fs_producer_wait_end(ctl)
         }
@@ -330,6 +348,14 @@ public final class Producer: @unchecked Sendable {
                               captureNanos: header.capture_ns, pts: d.pts, publishNanos: now))
     }
 
+    /// Sends the newest frame's announcement again (consumers treat repeats as doorbells).
+    private func reannounceLatest() {
+        let latest = fs_load_u64(&ctl.pointee.latest)
+        guard latest != 0 else { return }
+        announce(Announcement(kind: .frame, stream: stream, sequence: latest >> 8, slot: UInt32(latest & 0xFF),
+                              epoch: epoch, publishNanos: monotonicNanos()))
+    }
+
     private func announce(_ a: Announcement) {
         let n = a.encode(into: announceBuffer)
         socket.send(UnsafeRawBufferPointer(rebasing: announceBuffer[..<n]))
@@ -373,10 +399,10 @@ public final class Producer: @unchecked Sendable {
                 }
                 changed = true
             case FS_CONSUMER_CLOSING:
-                reclaim(i, identity: ProcessIdentity(pid: pid, startTime: e.pointee.start_time), died: false)
+                reclaim(i, identity: ProcessIdentity(pid: pid, startTime: e.pointee.start_time))
                 changed = true
-            case FS_CONSUMER_CLAIMED where fs_sys_process_start_time(pid) == 0:
-                // Died between claiming the entry and finishing its registration.
+            case FS_CONSUMER_FREE, FS_CONSUMER_CLAIMED where fs_sys_process_start_time(pid) == 0:
+                // Died between claiming the entry (CAS on pid) and finishing its registration.
                 reclaim(i, identity: ProcessIdentity(pid: pid, startTime: 0))
                 changed = true
             default:
@@ -417,9 +443,11 @@ public final class Producer: @unchecked Sendable {
 
     /// Takes consumer `i` out of the stream: no more reservations, every hold cleared,
     /// entry freed. Runs for dead consumers and for clean detaches alike.
-    func reclaim(_ i: Int, identity: ProcessIdentity, died: Bool = true) {
+    func reclaim(_ i: Int, identity: ProcessIdentity) {
         let e = consumerEntry(i)
         let bit: UInt64 = 1 << UInt64(i)
+        // A consumer that asked to leave (CLOSING) and then exited did not die.
+        let died = fs_load_u32(&e.pointee.state) != FS_CONSUMER_CLOSING
         shared.withLock { st in
             // Under the lock: no publish can be between reading the mask and storing holders.
             st.losslessMask &= ~bit

@@ -48,20 +48,11 @@ public struct RuntimeDirectory: Sendable, Hashable {
 
     /// Names of the streams that have a control segment in this directory.
     public func streamNames() -> [String] {
-        guard let d = opendir(path) else { return [] }
-        defer { closedir(d) }
-        var names: [String] = []
-        while let entry = readdir(d) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name.hasSuffix(".ctl") { names.append(String(name.dropLast(4))) }
-        }
-        return names.sorted()
+        entries().compactMap { $0.hasSuffix(".ctl") ? String($0.dropLast(4)) : nil }.sorted()
     }
 
-    /// Every file in the directory that belongs to `stream` (control, pools, socket, lock).
-    func files(of stream: String) -> [String] {
+    /// The names of the directory's entries.
+    func entries() -> [String] {
         guard let d = opendir(path) else { return [] }
         defer { closedir(d) }
         var out: [String] = []
@@ -69,12 +60,33 @@ public struct RuntimeDirectory: Sendable, Hashable {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
             }
-            if name == stream + ".ctl" || name == stream + ".sock" || name == stream + ".lock"
-                || name.hasPrefix(stream + ".pool.") || name.hasPrefix(stream + ".ctl.tmp") {
-                out.append(path + "/" + name)
-            }
+            if name != ".", name != ".." { out.append(name) }
         }
         return out
+    }
+
+    /// The stream a file of this directory belongs to: `NAME.ctl`, `NAME.sock`, `NAME.lock`,
+    /// `NAME.pool.<digits>` or `NAME.ctl.tmp.<digits>`; nil for anything else. Names may
+    /// contain dots, so the suffix is matched exactly from the end.
+    static func stream(ofFile file: String) -> String? {
+        for suffix in [".ctl", ".sock", ".lock"] where file.hasSuffix(suffix) {
+            let s = String(file.dropLast(suffix.count))
+            return s.isEmpty ? nil : s
+        }
+        // NAME.pool.<digits> / NAME.ctl.tmp.<digits>
+        let digits = file.reversed().prefix { $0.isASCII && $0.isNumber }.count
+        guard digits > 0 else { return nil }
+        let head = file.dropLast(digits)
+        for marker in [".pool.", ".ctl.tmp."] where head.hasSuffix(marker) {
+            let s = String(head.dropLast(marker.count))
+            return s.isEmpty ? nil : s
+        }
+        return nil
+    }
+
+    /// Every file in the directory that belongs to `stream` (control, pools, socket, lock, temporaries).
+    func files(of stream: String) -> [String] {
+        entries().filter { Self.stream(ofFile: $0) == stream }.map { path + "/" + $0 }
     }
 }
 

@@ -63,26 +63,30 @@ final class FileLock {
     let path: String
 
     /// Takes the lock or returns nil when another process holds it.
+    ///
+    /// After locking it checks that `path` still names the locked file: `framesrv clean`
+    /// may have unlinked it in between, and a lock on an unlinked file protects nothing.
     static func tryExclusive(_ path: String) throws(FrameServerError) -> FileLock? {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .system("open lock", path: path, .current) }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let e = Errno.current
-            close(fd)
-            if e == .wouldBlock { return nil }
-            throw .system("lock", path: path, e)
+        while true {
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw .system("open lock", path: path, .current) }
+            if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+                let e = Errno.current
+                close(fd)
+                if e == .wouldBlock { return nil }
+                throw .system("lock", path: path, e)
+            }
+            var held = stat(), named = stat()
+            if fstat(fd, &held) == 0, stat(path, &named) == 0, held.st_ino == named.st_ino, held.st_dev == named.st_dev {
+                return FileLock(fd: fd, path: path)
+            }
+            close(fd)   // unlinked under us: try again with the file now at `path`
         }
-        return FileLock(fd: fd, path: path)
     }
 
-    /// Whether some process holds `path` locked (a live producer). Missing file: false.
-    static func isHeld(_ path: String) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        if flock(fd, LOCK_SH | LOCK_NB) == 0 { flock(fd, LOCK_UN); return false }
-        return Errno.current == .wouldBlock
-    }
+    /// Removes the lock file while holding the lock (so no producer can hold a lock on
+    /// the unlinked file: see `tryExclusive`), then releases it.
+    func unlinkAndRelease() { unlink(path) }
 
     private init(fd: Int32, path: String) { self.fd = fd; self.path = path }
     deinit { close(fd) }
@@ -105,13 +109,21 @@ struct ProcessIdentity: Hashable, Sendable {
     /// matching start time proves the descriptor refers to the right one.
     /// The corresponding C function is `pidfd_open`.
     func openExitDescriptor() -> Int32? {
+        guard pid > 0 else { return nil }
         let fd = fs_sys_pidfd_open(pid)
         guard fd >= 0 else { return nil }
-        if fs_sys_process_start_time(pid) != startTime { close(fd); return nil }
+        // A pidfd is readable once the process exited, even while it is an unreaped zombie.
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        if fs_sys_process_start_time(pid) != startTime || poll(&p, 1, 0) != 0 { close(fd); return nil }
         return fd
     }
 
-    var isAlive: Bool { pid > 0 && fs_sys_process_start_time(pid) == startTime }
+    /// Whether the process still runs (a zombie, exited but not yet reaped, does not).
+    var isAlive: Bool {
+        guard let fd = openExitDescriptor() else { return false }
+        close(fd)
+        return true
+    }
 }
 
 /// Nanoseconds on CLOCK_MONOTONIC, the clock every timestamp in the protocol uses.
