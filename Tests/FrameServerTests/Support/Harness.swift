@@ -1,0 +1,166 @@
+import Foundation
+import FrameServer
+import Glibc
+import Testing
+
+// Real processes, real ZeroMQ, real shared memory: the harness starts the framesrv
+// executable that SwiftPM built next to this test bundle, each test in its own runtime
+// directory (FRAMESRV_DIR), and kills whatever it started.
+
+/// The `framesrv` executable built alongside the tests.
+let framesrvPath: String = {
+    var buf = [CChar](repeating: 0, count: 4096)
+    let n = readlink("/proc/self/exe", &buf, buf.count - 1)
+    let exe = String(decoding: buf[..<max(0, n)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+    // The test binary lives in .build/<triple>/<config>/framesrvPackageTests.xctest (a file on Linux).
+    while !FileManager.default.isExecutableFile(atPath: dir.appendingPathComponent("framesrv").path), dir.path != "/" {
+        dir = dir.deletingLastPathComponent()
+    }
+    return dir.appendingPathComponent("framesrv").path
+}()
+
+/// The repository's root (for protocol/ and clients/).
+let repositoryRoot: URL = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// A private runtime directory under /dev/shm, removed with its contents at the end.
+final class Scratch: @unchecked Sendable {
+    let path: String
+    let directory: RuntimeDirectory
+    private var processes: [Proc] = []
+
+    init() throws {
+        var template = Array("/dev/shm/framesrv-test-XXXXXX".utf8CString)
+        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        directory = try RuntimeDirectory(path: path)
+    }
+
+    deinit {
+        for p in processes { p.kill() }
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// Starts `framesrv ARGS` with FRAMESRV_DIR set to this directory.
+    @discardableResult
+    func start(_ args: [String], executable: String = framesrvPath, environment: [String: String] = [:]) throws -> Proc {
+        let p = try Proc(executable: executable, args: args,
+                         environment: ["FRAMESRV_DIR": path].merging(environment) { $1 }, logDirectory: path)
+        processes.append(p)
+        return p
+    }
+
+    /// Runs `framesrv ARGS` to completion (with a timeout) and returns status and output.
+    func run(_ args: [String], timeout: Double = 60) throws -> (status: Int32, stdout: String, stderr: String) {
+        let p = try start(args)
+        let status = p.wait(timeout: timeout)
+        return (status, p.stdout, p.stderr)
+    }
+
+    func file(_ name: String) -> String { path + "/" + name }
+
+    /// The stream's shared statistics, or nil if it does not exist (yet).
+    func snapshot(_ stream: String) -> StreamSnapshot? { try? StreamSnapshot.read(stream, in: directory) }
+}
+
+/// A child process with its output captured to files (no pipe can fill up and block it).
+final class Proc: @unchecked Sendable {
+    let process = Process()
+    private let outPath: String
+    private let errPath: String
+
+    init(executable: String, args: [String], environment: [String: String], logDirectory: String) throws {
+        let id = UUID().uuidString.prefix(8)
+        outPath = "\(logDirectory)/.out-\(id)"
+        errPath = "\(logDirectory)/.err-\(id)"
+        FileManager.default.createFile(atPath: outPath, contents: nil)
+        FileManager.default.createFile(atPath: errPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = args
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle(forWritingAtPath: outPath)
+        process.standardError = FileHandle(forWritingAtPath: errPath)
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool { process.isRunning }
+    var stdout: String { (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
+
+    /// Waits for exit; SIGKILLs the process and returns -1 if it runs past `timeout` seconds.
+    @discardableResult
+    func wait(timeout: Double = 60) -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { usleep(5_000) }
+        if process.isRunning {
+            kill()
+            return -1
+        }
+        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    }
+
+    func signal(_ sig: Int32) { if process.isRunning { Glibc.kill(pid, sig) } }
+
+    func kill() {
+        guard process.isRunning else { return }
+        Glibc.kill(pid, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// CPU time (user + system) the process has used so far, in clock ticks.
+    var cpuTicks: Int64 {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return -1 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+        return (Int64(fields[11]) ?? 0) + (Int64(fields[12]) ?? 0)
+    }
+}
+
+/// Waits until `condition` holds, checking every 2 ms; false if `timeout` seconds pass first.
+/// (A deadline on an observable condition, never a sleep standing in for synchronisation.)
+func eventually(timeout: Double = 30, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(2_000)
+    }
+    return condition()
+}
+
+/// Parses the `--stats-json` line a sink prints.
+struct SinkStats: Decodable {
+    let received: Int
+    let first: UInt64
+    let last: UInt64
+    let missed: UInt64
+    let corrupt: Int
+    let latency_p50_us: Double
+
+    static func parse(_ output: String) -> SinkStats? {
+        for line in output.split(separator: "\n").reversed() where line.hasPrefix("{") {
+            if let s = try? JSONDecoder().decode(SinkStats.self, from: Data(line.utf8)) { return s }
+        }
+        return nil
+    }
+}
+
+/// Reads a sink's --seq-log: the 'frame N' sequence numbers, split at each 'attach'.
+func readSeqLog(_ path: String) -> (attachments: [[UInt64]], corrupt: [UInt64]) {
+    let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+    var runs: [[UInt64]] = []
+    var corrupt: [UInt64] = []
+    for line in text.split(separator: "\n") {
+        let parts = line.split(separator: " ")
+        guard parts.count == 2 else { continue }
+        switch parts[0] {
+        case "attach": runs.append([])
+        case "frame": if let n = UInt64(parts[1]) { if runs.isEmpty { runs.append([]) }; runs[runs.count - 1].append(n) }
+        case "corrupt": if let n = UInt64(parts[1]) { corrupt.append(n) }
+        default: break
+        }
+    }
+    return (runs, corrupt)
+}
