@@ -47,7 +47,7 @@ public final class Producer: @unchecked Sendable {
     public let directory: RuntimeDirectory
     public let options: ProducerOptions
 
-    private let lock: FileLock
+    private var lock: FileLock?
     private let control: MappedFile
     let ctl: UnsafeMutablePointer<fs_control>
     private var pool: MappedFile?
@@ -170,6 +170,7 @@ public final class Producer: @unchecked Sendable {
         // must still find it: leave it for the next producer of this name or 'framesrv clean'.
         let held = (0..<ctl.pointee.slot_count).contains { fs_load_u64(&slotCtl($0).pointee.holders) != 0 }
         if epoch > 0, !held { unlink(directory.poolPath(stream, epoch: epoch)) }
+        lock = nil   // the name is free for the next producer
     }
 
     // MARK: Writing frames

@@ -23,6 +23,7 @@ enum SinkCommand: Command {
       --stats-json         print the final statistics as one JSON line
       --no-reattach        exit with an error when the producer dies instead of waiting for it
       --name NAME          what this consumer is called in 'framesrv inspect' (default: sink)
+      --rcvhwm N           ZeroMQ receive high-water mark in messages (default 1000)
       --quiet              no summary line
     """
 
@@ -39,6 +40,7 @@ enum SinkCommand: Command {
         let statsJSON = args.flag("--stats-json")
         let noReattach = args.flag("--no-reattach")
         let name = try args.value("--name") ?? "sink"
+        let rcvhwm = try args.int("--rcvhwm", range: 1...1_000_000) ?? 1000
         let quiet = args.flag("--quiet", "-q")
         try args.finish()
 
@@ -63,6 +65,7 @@ enum SinkCommand: Command {
         options.waitSeconds = wait
         options.reattach = !noReattach
         options.name = name
+        options.receiveHighWaterMark = Int32(rcvhwm)
         installStopHandlers()
         let consumer = try Consumer(stream: input, options: options)
         consumer.shouldStop = { stopRequested != 0 }

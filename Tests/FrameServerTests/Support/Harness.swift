@@ -164,3 +164,28 @@ func readSeqLog(_ path: String) -> (attachments: [[UInt64]], corrupt: [UInt64]) 
     }
     return (runs, corrupt)
 }
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+/// Reserves a slot or fails the test (`#require` cannot hold a noncopyable value).
+func reserve(_ producer: Producer, _ format: FrameFormat) throws -> WritableFrame {
+    guard let frame = try producer.reserve(format) else { throw TestFailure("no slot for \(format)") }
+    return frame
+}
+
+/// The next frame, or a test failure if the stream ended.
+func nextFrame(_ consumer: Consumer) throws -> Frame {
+    guard let frame = try consumer.next() else { throw TestFailure("stream ended early") }
+    return frame
+}
+
+/// Whether `next()` reports the end of the stream.
+func reachesEnd(_ consumer: Consumer) throws -> Bool {
+    switch try consumer.next() {
+    case .none: return true
+    case .some(let frame): frame.release(); return false
+    }
+}

@@ -1,0 +1,164 @@
+import CFrameServer
+import Foundation
+@testable import FrameServer
+import Glibc
+import Testing
+
+/// Protocol properties checked with a producer and a consumer in this process: real shared
+/// memory, real ZeroMQ, real watcher threads; only the process boundary is missing (the
+/// pipeline tests add it).
+@Suite(.serialized) struct ProtocolTests {
+    /// Property 1: a stale announcement can never be acquired, and a slot being written
+    /// cannot be acquired at all.
+    @Test func staleAnnouncementIsRefusedAndCounted() throws {
+        let scratch = try Scratch()
+        var options = ProducerOptions()
+        options.slots = 2
+        let producer = try Producer(stream: "stale", options: options, directory: scratch.directory)
+        let format = FrameFormat(.gray8, width: 16, height: 16)
+        func publish() throws -> (slot: UInt32, seq: UInt64) {
+            var f = try reserve(producer, format)
+            let seq = producer.nextSequence
+            TestPattern.fill(f, sequence: seq)
+            f.description.flags = [.keyframe]
+            let slot = f.slot
+            f.publish()
+            return (slot, seq)
+        }
+        let first = try publish()
+        let bit: UInt64 = 1 << 40   // an unused consumer index
+        let s = fs_control_slot(producer.ctl, first.slot)
+        // Still current: acquirable, then released.
+        #expect(fs_slot_try_acquire(s, bit, first.seq) == 1)
+        _ = fs_slot_release(producer.ctl, s, bit)
+        // Recycle the slot: two more frames through a two-slot pool.
+        _ = try publish()
+        let third = try publish()
+        #expect(third.slot == first.slot)
+        #expect(fs_slot_try_acquire(s, bit, first.seq) == 0, "a recycled slot must refuse the old sequence number")
+        #expect(fs_load_u64(&s.pointee.holders) & bit == 0, "a refused acquire leaves no hold behind")
+        // A slot being written (writer bit) refuses everyone, even with the right number.
+        let writing = try reserve(producer, format)
+        let ws = fs_control_slot(producer.ctl, writing.slot)
+        let oldSeq = ws.pointee.seq
+        #expect(fs_slot_try_acquire(ws, bit, oldSeq) == 0)
+        #expect(fs_load_u64(&ws.pointee.holders) == FS_HOLDER_WRITER)
+        _ = consume writing   // abandoned: the slot is free again and its old number no longer matches
+        #expect(fs_load_u64(&ws.pointee.holders) == 0)
+        #expect(fs_slot_try_acquire(ws, bit, oldSeq) == 0, "an abandoned, half-written slot must not match its old frame")
+        producer.close()
+    }
+
+    /// Property 4: every header field a producer writes reaches the consumer, for every pixel format.
+    @Test func frameDescriptionRoundTripsForEveryFormat() throws {
+        let scratch = try Scratch()
+        let producer = try Producer(stream: "desc", directory: scratch.directory)
+        let consumer = try Consumer(stream: "desc", options: ConsumerOptions(mode: .lossless), directory: scratch.directory)
+        try consumer.attach()
+        #expect(producer.waitForLosslessConsumers(1, timeoutSeconds: 10))
+        for (n, f) in PixelFormat.allCases.enumerated() {
+            let format = FrameFormat(f, width: 33 + n, height: 17 + n)
+            var frame = try reserve(producer, format)
+            let seq = producer.nextSequence
+            TestPattern.fill(frame, sequence: seq)
+            var d = FrameDescription()
+            d.color = n % 2 == 0 ? .bt709Limited : .bt2020Limited
+            d.color.range = n % 3 == 0 ? FS_RANGE_FULL : FS_RANGE_LIMITED
+            d.sampleAspectRatio = Rational(4, 3)
+            d.pts = Int64(1000 + n)
+            d.timeBase = Rational(1001, 30000)
+            d.duration = 1001
+            d.captureNanos = 123_456_789 + UInt64(n)
+            d.flags = n % 2 == 0 ? [.keyframe] : [.discontinuity]
+            frame.description = d
+            frame.publish()
+
+            let got = try nextFrame(consumer)
+            let h = got.header
+            #expect(got.sequence == seq)
+            #expect(h.pixelFormat == f && h.pixelFormatName == f.name)
+            #expect(h.width == format.width && h.height == format.height)
+            #expect(h.planeCount == f.planes.count)
+            for i in f.planes.indices {
+                #expect(h.offset(plane: i) == format.planeOffset(i))
+                #expect(h.stride(plane: i) == format.stride(plane: i))
+            }
+            #expect(h.description == d)
+            let intact = TestPattern.verify(got)
+            #expect(intact)
+        }
+        producer.finish()
+        #expect(try reachesEnd(consumer), "end of stream after the last frame")
+    }
+
+    /// Property 4: a larger format mid-stream starts a new pool epoch that the consumer follows.
+    @Test func sizeChangeStartsAnEpochTheConsumerFollows() throws {
+        let scratch = try Scratch()
+        var options = ProducerOptions()
+        options.slots = 3
+        let producer = try Producer(stream: "epoch", options: options, directory: scratch.directory)
+        let consumer = try Consumer(stream: "epoch", directory: scratch.directory)
+        try consumer.attach()
+        #expect(producer.waitForLosslessConsumers(1, timeoutSeconds: 10))
+        let sizes = [(64, 48), (1280, 720), (320, 240), (1920, 1080)]
+        var epochs: [UInt64] = []
+        for (w, h) in sizes {
+            for _ in 0..<2 {
+                let frame = try reserve(producer, FrameFormat(.nv12, width: w, height: h))
+                TestPattern.fill(frame, sequence: producer.nextSequence)
+                frame.publish()
+                let got = try nextFrame(consumer)
+                #expect(got.header.width == w && got.header.height == h)
+                let intact = TestPattern.verify(got)
+            #expect(intact)
+                epochs.append(got.header.epoch)
+            }
+        }
+        // 64x48 -> 1280x720 grows (epoch 2), 320x240 fits, 1920x1080 grows again (epoch 3).
+        #expect(epochs == [1, 1, 2, 2, 2, 2, 3, 3])
+        #expect(!FileManager.default.fileExists(atPath: scratch.file("epoch.pool.1")), "an old epoch's pool is removed")
+        producer.close()
+    }
+
+    /// Property 7: a segment of another protocol version is refused with both versions named.
+    @Test func versionMismatchNamesBothVersions() throws {
+        let scratch = try Scratch()
+        let producer = try Producer(stream: "ver", directory: scratch.directory)
+        producer.ctl.pointee.version = 99
+        let consumer = try Consumer(stream: "ver", directory: scratch.directory)
+        #expect(throws: FrameServerError.versionMismatch(what: "control segment \(scratch.file("ver.ctl"))", found: 99, expected: 1)) {
+            try consumer.attach()
+        }
+        let message = FrameServerError.versionMismatch(what: "x", found: 99, expected: 1).description
+        #expect(message.contains("version 99") && message.contains("version 1"))
+        producer.ctl.pointee.version = FS_PROTOCOL_VERSION
+        producer.close()
+    }
+
+    /// A second producer of a live stream is refused; a held frame is released exactly once.
+    @Test func secondProducerIsRefused() throws {
+        let scratch = try Scratch()
+        let producer = try Producer(stream: "one", directory: scratch.directory)
+        #expect(throws: FrameServerError.streamBusy("one", producerPID: getpid())) {
+            _ = try Producer(stream: "one", directory: scratch.directory)
+        }
+        producer.close()
+        // After a clean close the name is free again.
+        let again = try Producer(stream: "one", directory: scratch.directory)
+        again.close()
+    }
+
+    @Test(arguments: ["", ".hidden", "a/b", "x y", String(repeating: "n", count: 49)])
+    func invalidStreamNamesAreRefused(_ name: String) {
+        #expect(throws: FrameServerError.invalidStreamName(name)) { try validateStreamName(name) }
+    }
+
+    @Test func fileNamesMapToTheirStreamExactly() {
+        #expect(RuntimeDirectory.stream(ofFile: "a.pool.12") == "a")
+        #expect(RuntimeDirectory.stream(ofFile: "a.pool.x.ctl") == "a.pool.x")
+        #expect(RuntimeDirectory.stream(ofFile: "a.pool.x") == nil)
+        #expect(RuntimeDirectory.stream(ofFile: "cam.ctl.tmp.4242") == "cam")
+        #expect(RuntimeDirectory.stream(ofFile: "cam.lock") == "cam")
+        #expect(RuntimeDirectory.stream(ofFile: ".out-1234") == nil)
+    }
+}
