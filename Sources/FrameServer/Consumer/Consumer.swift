@@ -266,15 +266,16 @@ final class Attachment {
 
     /// Reads every pending announcement; they only say "look again".
     private func drainDoorbell() {
-        while socket.receive(into: receiveBuffer) != nil { doorbellConfirmed = true }
+        while socket.receive(into: receiveBuffer) != nil {}
     }
 
-    /// ZeroMQ drops what a PUB socket sends before a new subscription reaches it, so until
-    /// the first announcement arrives the consumer also rechecks shared memory on a
-    /// timer (10 ms, doubling to 1 s). After that it sleeps until a doorbell or the
-    /// producer's exit, using no CPU.
-    private var doorbellConfirmed = false
-    private var recheckMillis = 10
+    /// ZeroMQ may drop a doorbell: a PUB socket drops what it sends before a new
+    /// subscription reaches it, and at its high-water mark (whose credit the subscriber
+    /// returns in batches, so a drained subscriber can still be seen as full). Shared
+    /// memory stays authoritative, so a lost doorbell may only delay a frame: after 100 ms
+    /// without one the consumer looks again, backing off to once a second while the
+    /// stream is idle (one wake-up per second, no CPU to speak of).
+    private var recheckMillis = 100
 
     private var ended: Bool { fs_load_u32(&ctl.pointee.state) == FS_STREAM_ENDED }
 
@@ -293,12 +294,12 @@ final class Attachment {
             if producerExited { return .producerGone }
             if detached { return .ended }
             // Sleep until a doorbell rings or the producer exits (its pidfd becomes readable).
-            switch socket.wait(orReadable: [producerFD], timeoutMillis: doorbellConfirmed ? -1 : recheckMillis) {
+            switch socket.wait(orReadable: [producerFD], timeoutMillis: recheckMillis) {
             case producerFD: producerExited = true
             case nil:
                 if stop() { return .ended }
                 recheckMillis = min(recheckMillis * 2, 1000)
-            default: break
+            default: recheckMillis = 100
             }
         }
     }

@@ -41,6 +41,13 @@ func installStopHandlers() {
     signal(SIGINT) { _ in stopRequested = 1 }
     signal(SIGTERM) { _ in stopRequested = 1 }
     signal(SIGPIPE, SIG_IGN)
+    // A parent may have started us with these blocked (posix_spawn inherits the mask):
+    // unblock them, or SIGINT would stay pending forever.
+    var set = sigset_t()
+    sigemptyset(&set)
+    sigaddset(&set, SIGINT)
+    sigaddset(&set, SIGTERM)
+    pthread_sigmask(SIG_UNBLOCK, &set, nil)
 }
 
 /// One table row: each cell padded to its column's width, the last cell as is.

@@ -189,3 +189,10 @@ func reachesEnd(_ consumer: Consumer) throws -> Bool {
     case .some(let frame): frame.release(); return false
     }
 }
+
+/// Reads a /proc file completely (their reported size is 0, so read until end of file).
+func procFile(_ path: String) -> String {
+    guard let handle = FileHandle(forReadingAtPath: path) else { return "" }
+    defer { try? handle.close() }
+    return String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+}
