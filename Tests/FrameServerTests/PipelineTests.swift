@@ -105,7 +105,7 @@ import Testing
         #expect(noticed < 0.25, "the consumer noticed the dead producer after \(noticed) s")
         // The dead producer's files are still there; the new producer cleans them up.
         #expect(FileManager.default.fileExists(atPath: scratch.file("p.ctl")))
-        let second = try scratch.start(["produce", "--pattern", "--out", "p", "--size", "64x48", "--rate", "500", "--frames", "50"])
+        let second = try scratch.start(["produce", "--pattern", "--out", "p", "--size", "64x48", "--rate", "500", "--frames", "50", "--wait-for", "1"])
         #expect(second.wait() == 0, "second producer: \(second.stderr)")
         #expect(sink.wait(timeout: 10) == 0)
         let (runs, corrupt) = readSeqLog(log)
