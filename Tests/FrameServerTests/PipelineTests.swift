@@ -147,9 +147,11 @@ import Testing
         #expect(eventually { scratch.snapshot("q")?.published ?? 0 > 100 })
         // Freeze one lossless consumer: the pool fills with frames reserved for it.
         lossless.signal(SIGSTOP)
+        // Stuck for good once every slot holds a frame reserved for the frozen consumer.
         #expect(eventually {
-            guard let s = scratch.snapshot("q") else { return false }
-            return s.slotTable.allSatisfy { $0.state == "held" }   // none free, none being written
+            guard let s = scratch.snapshot("q"),
+                  let frozen = s.consumers.first(where: { $0.pid == lossless.pid })?.index else { return false }
+            return s.slotTable.allSatisfy { $0.holders.contains(frozen) }
         })
         let stuckAt = scratch.snapshot("q")?.published ?? 0
         let p0 = producer.cpuTicks, e0 = early.cpuTicks

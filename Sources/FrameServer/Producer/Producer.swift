@@ -153,6 +153,7 @@ public final class Producer: @unchecked Sendable {
         guard !closed else { return }
         closed = true
         if fs_load_u32(&ctl.pointee.state) != FS_STREAM_ENDED { finish() }
+        waitForReleases(timeoutSeconds: 2)
         shared.withLock { $0.running = false }
         fs_bump(&ctl.pointee.attach_seq)
         _ = fs_sys_futex_wake(&ctl.pointee.attach_seq)
@@ -208,6 +209,20 @@ public final class Producer: @unchecked Sendable {
                 timeout = Int64(deadline - now)
             }
             _ = fs_sys_futex_wait(&ctl.pointee.wake, w, timeout)
+            fs_producer_wait_end(ctl)
+        }
+    }
+
+    /// Gives consumers up to `timeoutSeconds` to release what they hold (the last frames
+    /// of an ended stream), so the pool can be removed with the stream. Sleeps on `wake`.
+    private func waitForReleases(timeoutSeconds: Double) {
+        let deadline = monotonicNanos() + UInt64(timeoutSeconds * 1e9)
+        while true {
+            let w = fs_producer_wait_begin(ctl)
+            let held = (0..<ctl.pointee.slot_count).contains { fs_load_u64(&slotCtl($0).pointee.holders) & ~FS_HOLDER_WRITER != 0 }
+            let now = monotonicNanos()
+            guard held, now < deadline else { fs_producer_wait_end(ctl); return }
+            _ = fs_sys_futex_wait(&ctl.pointee.wake, w, Int64(deadline - now))
             fs_producer_wait_end(ctl)
         }
     }
@@ -402,7 +417,8 @@ public final class Producer: @unchecked Sendable {
             case FS_CONSUMER_CLOSING:
                 reclaim(i, identity: ProcessIdentity(pid: pid, startTime: e.pointee.start_time))
                 changed = true
-            case FS_CONSUMER_FREE, FS_CONSUMER_CLAIMED where fs_sys_process_start_time(pid) == 0:
+            case FS_CONSUMER_FREE where fs_sys_process_start_time(pid) == 0,
+                 FS_CONSUMER_CLAIMED where fs_sys_process_start_time(pid) == 0:
                 // Died between claiming the entry (CAS on pid) and finishing its registration.
                 reclaim(i, identity: ProcessIdentity(pid: pid, startTime: 0))
                 changed = true
