@@ -134,7 +134,7 @@ enum BenchCommand: Command {
         let pipeSmall = try pipePeer(bytes: smallBytes, frames: frames)
         print("  64x64       framesrv \(formatDouble(fanout[1] ?? 0, 0)) fps, pipe \(formatDouble(pipeSmall, 0)) fps, "
               + "ratio \(formatDouble((fanout[1] ?? 0) / pipeSmall, 2))")
-        let bigFrames = max(100, frames / 4)
+        let bigFrames = max(100, min(500, frames / 4))
         let bigFramesrv = try run(size: (3840, 2160), frames: bigFrames, consumers: 1, rate: nil)
         let bigBytes = 3840 * 2160 * 3 / 2
         let pipeBig = try pipePeer(bytes: bigBytes, frames: bigFrames)
