@@ -246,6 +246,8 @@ import Testing
         (["inspect"], "name one stream"),
         (["bench", "warp"], "bench transport"),
         (["ls", "--jsn"], "unknown option '--jsn'"),
+        (["top", "-n", "0"], "-n must be"),
+        (["top", "-b", "--json"], "choose one"),
     ])
     func badInputGetsOneClearLine(_ args: [String], _ expected: String) throws {
         let scratch = try Scratch()
@@ -259,7 +261,7 @@ import Testing
     @Test func helpIsAvailableEverywhere() throws {
         let scratch = try Scratch()
         for cmd in [["--help"], ["produce", "--help"], ["sink", "--help"], ["ls", "--help"], ["inspect", "--help"],
-                    ["clean", "--help"], ["bench", "--help"], ["demo", "--help"]] {
+                    ["clean", "--help"], ["bench", "--help"], ["demo", "--help"], ["top", "--help"]] {
             let (status, out, _) = try scratch.run(cmd)
             #expect(status == 0 && out.contains("usage: framesrv"), "\(cmd)")
         }

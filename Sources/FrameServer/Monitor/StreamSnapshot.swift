@@ -22,6 +22,38 @@ public struct ConsumerSnapshot: Sendable, Encodable {
     public let meanLatencyMicros: Double
 }
 
+extension ConsumerSnapshot {
+    /// What `latencyPercentileMicros` returns when the percentile falls in the histogram's
+    /// last bucket, which has no upper bound (latencies of 2^14 us = 16.4 ms and more).
+    public static let latencyUnbounded = UInt64.max
+    /// Where the last, open latency bucket begins, in microseconds.
+    public static let latencyUnboundedFromMicros: UInt64 = 1 << UInt64(FS_LATENCY_BUCKETS - 2)
+
+    /// The `p` quantile (0...1) of this consumer's publish -> acquire latency, as the upper
+    /// bound in microseconds of the histogram bucket that contains it (bucket i counts
+    /// latencies below 2^i us, so 64 means "under 64 us"); `latencyUnbounded` when it falls
+    /// in the last bucket; nil before the first frame.
+    public func latencyPercentileMicros(_ p: Double) -> UInt64? {
+        Self.latencyPercentileMicros(p, histogram: latencyHistogramMicros)
+    }
+
+    /// `latencyPercentileMicros` for any histogram laid out as `fs_consumer.latency_hist`.
+    public static func latencyPercentileMicros(_ p: Double, histogram: [UInt64]) -> UInt64? {
+        let total = histogram.reduce(0, &+)
+        guard total > 0 else { return nil }
+        // The rank of the sample at quantile p (1-based): at least the first sample.
+        let rank = max(1, UInt64((min(max(p, 0), 1) * Double(total)).rounded(.up)))
+        var seen: UInt64 = 0
+        for (bucket, count) in histogram.enumerated() {
+            seen += count
+            if seen >= rank {
+                return bucket == Int(FS_LATENCY_BUCKETS) - 1 ? latencyUnbounded : 1 << UInt64(bucket)
+            }
+        }
+        return latencyUnbounded
+    }
+}
+
 /// One slot of the pool.
 public struct SlotSnapshot: Sendable, Encodable {
     public let index: Int

@@ -15,15 +15,16 @@ enum ListCommand: Command {
     usage: framesrv ls [--json]
 
     One line per stream: name, state (running, ended, dead), producer pid, format,
-    free/total slots, consumers, frames published and dropped, nominal rate.
-      --json    one JSON array of stream snapshots
+    free/total slots, consumers, frames published and dropped, measured frames per second
+    (frames published during 250 ms between two readings), nominal rate.
+      --json    one JSON array of stream snapshots, each with its measured "fps"
     """
 
     static func run(_ args: inout Arguments) throws -> Int32 {
         let json = args.flag("--json")
         try args.finish()
         let dir = try RuntimeDirectory()
-        let streams = StreamSnapshot.all(in: dir)
+        let streams = measure(dir)
         if json {
             print(try encodeJSON(streams))
             return 0
@@ -32,14 +33,43 @@ enum ListCommand: Command {
             print("no streams in \(dir.path)")
             return 0
         }
-        let widths = [20, 8, 8, 30, 7, 5, 10, 8]
-        print(row(widths, ["STREAM", "STATE", "PID", "FORMAT", "SLOTS", "CONS", "PUBLISHED", "DROPPED", "RATE"]))
-        for s in streams {
+        let widths = [20, 8, 8, 30, 7, 5, 10, 8, 9]
+        print(row(widths, ["STREAM", "STATE", "PID", "FORMAT", "SLOTS", "CONS", "PUBLISHED", "DROPPED", "FPS", "RATE"]))
+        for m in streams {
+            let s = m.snapshot
             let rate = s.nominalRate > 0 ? formatDouble(s.nominalRate, 2) : "max"
             print(row(widths, [s.name, s.state, "\(s.producerPID)", s.format ?? "-", "\(s.freeSlots)/\(s.slots)",
-                               "\(s.consumers.count)", "\(s.published)", "\(s.dropped)", rate]))
+                               "\(s.consumers.count)", "\(s.published)", "\(s.dropped)", m.fps.map { formatDouble($0) } ?? "-", rate]))
         }
         return 0
+    }
+
+    /// Every stream read twice, 250 ms apart: the second snapshot with the frames per second
+    /// published in between (nil for a stream that appeared or was restarted meanwhile).
+    static func measure(_ dir: RuntimeDirectory) -> [MeasuredStream] {
+        let first = TopSample.take(dir)
+        guard !first.streams.isEmpty else { return [] }
+        usleep(250_000)
+        let second = TopSample.take(dir)
+        let seconds = Double(second.nanos - first.nanos) / 1e9
+        return second.streams.map { s in
+            MeasuredStream(snapshot: s, fps: measuredRate(s.published, since: first.stream(like: s)?.published, seconds: seconds))
+        }
+    }
+}
+
+/// A stream snapshot and its measured rate, encoded as the snapshot's fields plus "fps"
+/// (null when it could not be measured).
+struct MeasuredStream: Encodable {
+    let snapshot: StreamSnapshot
+    let fps: Double?
+
+    enum Keys: String, CodingKey { case fps }
+
+    func encode(to encoder: any Encoder) throws {
+        try snapshot.encode(to: encoder)
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(fps, forKey: .fps)
     }
 }
 

@@ -1,0 +1,192 @@
+import Foundation
+@testable import FrameServer
+import Glibc
+import Testing
+
+/// The monitoring client: `framesrv top` and `framesrv ls` against real pipelines, each
+/// test in its own FRAMESRV_DIR. The only waits are the monitor's own refresh intervals.
+@Suite(.serialized) struct MonitorTests {
+    // MARK: Latency percentiles
+
+    /// A percentile is the upper bound of the power-of-two bucket that contains it.
+    @Test func latencyPercentileIsTheUpperBoundOfItsBucket() {
+        func p(_ q: Double, _ hist: [UInt64]) -> UInt64? { ConsumerSnapshot.latencyPercentileMicros(q, histogram: hist) }
+        var hist = [UInt64](repeating: 0, count: 16)
+        #expect(p(0.5, hist) == nil, "no frame yet")
+        hist[6] = 99      // 32..63 us
+        hist[10] = 1      // 512..1023 us
+        #expect(p(0.5, hist) == 64)
+        #expect(p(0.99, hist) == 64, "the 99th of 100 samples is still in bucket 6")
+        #expect(p(1.0, hist) == 1024)
+        #expect(p(0, hist) == 64, "p0 is the first sample")
+        hist[0] = 100     // under 1 us
+        #expect(p(0.5, hist) == 1)
+        #expect(p(0.75, hist) == 64)
+        hist[15] = 1000   // 16384 us and more: no upper bound
+        #expect(p(0.99, hist) == ConsumerSnapshot.latencyUnbounded)
+        #expect(ConsumerSnapshot.latencyUnboundedFromMicros == 16384)
+    }
+
+    // MARK: top
+
+    /// A consumer stuck on a frame shows the slot it holds, and its hold time grows from one
+    /// refresh to the next.
+    @Test func stalledConsumerShowsAGrowingHold() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "st", "--size", "64x48", "--rate", "200", "--slots", "4"])
+        let stuck = try scratch.start(["sink", "--in", "st", "--null", "--lossless", "--hold-us", "10000000", "--name", "stuck"])
+        #expect(eventually { scratch.snapshot("st")?.consumers.first?.held ?? 0 >= 1 })
+        let refreshes = try top(scratch, ["--json", "-n", "2", "-d", "0.3"])
+        try #require(refreshes.count == 2)
+        let holds = try refreshes.map { try #require(consumer(stuck.pid, of: "st", in: $0)) }
+        #expect(holds.allSatisfy { ($0["held"] as? Int ?? 0) >= 1 }, "\(holds)")
+        let first = holds[0]["holdMillis"] as? Double ?? 0, second = holds[1]["holdMillis"] as? Double ?? 0
+        #expect(second > first, "the hold grew from \(first) to \(second) ms")
+        #expect(holds[0]["fps"] == nil && holds[1]["fps"] is Double, "fps from the second refresh on")
+        producer.signal(SIGINT)
+        stuck.kill()
+        #expect(producer.wait() == 0)
+    }
+
+    /// A consumer killed with SIGKILL is gone from the statistics top reads within 250 ms.
+    @Test func killedConsumerDisappearsFromTop() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "kt", "--size", "64x48", "--rate", "200", "--slots", "4"])
+        let victim = try scratch.start(["sink", "--in", "kt", "--null", "--lossless", "--hold-us", "10000000"])
+        #expect(eventually { scratch.snapshot("kt")?.consumers.first?.held ?? 0 >= 1 })
+        let before = try top(scratch, ["--json", "-n", "1"])
+        #expect(before.count == 1 && consumer(victim.pid, of: "kt", in: before[0]) != nil)
+        let start = Date()
+        victim.kill()
+        #expect(eventually(timeout: 2) { scratch.snapshot("kt").map { !$0.consumers.contains { $0.pid == victim.pid } } ?? false })
+        let elapsed = Date().timeIntervalSince(start)
+        #expect(elapsed < 0.25, "gone after \(elapsed) s")
+        let after = try top(scratch, ["--json", "-n", "1"])
+        #expect(after.count == 1 && consumer(victim.pid, of: "kt", in: after[0]) == nil)
+        #expect(streams(in: after[0]).first?["name"] as? String == "kt")
+        producer.signal(SIGINT)
+        #expect(producer.wait() == 0)
+    }
+
+    /// A live consumer slower than its producer shows misses, and both rates are measured.
+    @Test func slowLiveConsumerShowsMisses() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "lv", "--size", "64x48", "--rate", "1000"])
+        let slow = try scratch.start(["sink", "--in", "lv", "--null", "--live", "--hold-us", "5000", "--name", "slow"])
+        #expect(eventually { scratch.snapshot("lv")?.consumers.first?.missed ?? 0 > 0 })
+        let refreshes = try top(scratch, ["--json", "-n", "2", "-d", "0.3"])
+        try #require(refreshes.count == 2)
+        let last = try #require(consumer(slow.pid, of: "lv", in: refreshes[1]))
+        #expect(last["missed"] as? Int ?? 0 > 0, "\(last)")
+        #expect(last["mode"] as? String == "live")
+        let streamFPS = streams(in: refreshes[1]).first?["fps"] as? Double ?? 0
+        let consumerFPS = last["fps"] as? Double ?? 0
+        #expect(streamFPS > 0 && consumerFPS > 0 && consumerFPS < streamFPS, "stream \(streamFPS) fps, consumer \(consumerFPS) fps")
+        #expect(last["latencyP50"] as? String ?? "-" != "-")
+        producer.signal(SIGINT)
+        #expect(producer.wait() == 0 && slow.wait() == 0)
+    }
+
+    /// `ls --json` and `top --json` are valid JSON and agree with the shared statistics.
+    @Test func jsonOutputsMatchTheSnapshot() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "js", "--size", "64x48", "--rate", "200", "--slots", "6"])
+        let a = try scratch.start(["sink", "--in", "js", "--null", "--lossless"])
+        let b = try scratch.start(["sink", "--in", "js", "--null", "--live"])
+        #expect(eventually { scratch.snapshot("js")?.consumers.filter { $0.delivered > 0 }.count == 2 })
+        let known = try #require(scratch.snapshot("js")).published
+
+        let (status, ls, _) = try scratch.run(["ls", "--json"])
+        #expect(status == 0)
+        let listed = try #require(try JSONSerialization.jsonObject(with: Data(ls.utf8)) as? [[String: Any]])
+        #expect(listed.count == 1)
+        let stream = try #require(listed.first)
+        #expect(stream["name"] as? String == "js")
+        #expect(stream["slots"] as? Int == 6)
+        #expect((stream["consumers"] as? [Any])?.count == 2)
+        #expect(UInt64(stream["published"] as? Int ?? 0) >= known)
+        #expect(stream["fps"] as? Double ?? 0 > 0, "ls measures the rate: \(stream["fps"] ?? "none")")
+
+        let refreshes = try top(scratch, ["--json", "-n", "1"])
+        #expect(refreshes.count == 1)
+        let report = try #require(refreshes.first)
+        #expect(report["time"] is Double)
+        let top = try #require(streams(in: report).first)
+        #expect(streams(in: report).count == 1)
+        #expect(top["slots"] as? Int == 6)
+        #expect(UInt64(top["published"] as? Int ?? 0) >= known)
+        let consumers = try #require(top["consumers"] as? [[String: Any]])
+        #expect(Set(consumers.compactMap { $0["pid"] as? Int }) == [Int(a.pid), Int(b.pid)])
+        #expect(Set(consumers.compactMap { $0["mode"] as? String }) == ["lossless", "live"])
+        producer.signal(SIGINT)
+        #expect(producer.wait() == 0 && a.wait() == 0 && b.wait() == 0)
+    }
+
+    /// Without a terminal, top prints plain text blocks separated by a blank line, with or
+    /// without -b, and never an escape character.
+    @Test func batchOutputIsPlainText() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "plain", "--size", "64x48", "--rate", "100"])
+        #expect(eventually { scratch.snapshot("plain")?.published ?? 0 > 0 })
+        for args in [["top", "-b", "-n", "2", "-d", "0.2"], ["top", "-n", "2", "-d", "0.2"]] {
+            let (status, out, err) = try scratch.run(args)
+            #expect(status == 0, "\(args): \(err)")
+            #expect(!out.utf8.contains(0x1B), "\(args) printed an escape character")
+            let blocks = out.split(separator: "\n\n", omittingEmptySubsequences: false)
+            #expect(blocks.count == 2, "\(args): \(out)")
+            #expect(blocks.allSatisfy { $0.hasPrefix("NAME") && $0.contains("\nplain ") }, "\(args): \(out)")
+            let rates = blocks.map { $0.split(separator: "\n")[1].split(separator: " ", omittingEmptySubsequences: true)[3] }
+            #expect(rates.first == "-" && Double(rates.last ?? "") != nil, "fps from the second refresh on: \(rates)")
+        }
+        producer.signal(SIGINT)
+        #expect(producer.wait() == 0)
+    }
+
+    /// On a terminal (a pseudo-terminal from script(1)), top clears the screen, hides the
+    /// cursor and shows it again at the end, and cuts rows to the width (80 here: the
+    /// pseudo-terminal has no size).
+    @Test func terminalOutputRedrawsTheScreen() throws {
+        let script = "/usr/bin/script"
+        try #require(FileManager.default.isExecutableFile(atPath: script), "this test needs script(1) from util-linux at \(script)")
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "tty-stream-with-a-long-name", "--size", "64x48",
+                                          "--rate", "100"])
+        #expect(eventually { scratch.snapshot("tty-stream-with-a-long-name")?.published ?? 0 > 0 })
+        let command = "'\(framesrvPath)' top -n 2 -d 0.2"
+        let tty = try scratch.start(["-qfec", command, "/dev/null"], executable: script)
+        #expect(tty.wait(timeout: 20) == 0, "script: \(tty.stderr)")
+        let out = tty.stdout
+        let clearScreen = "\u{1B}[H\u{1B}[2J", hideCursor = "\u{1B}[?25l", showCursor = "\u{1B}[?25h"
+        #expect(out.components(separatedBy: clearScreen).count == 3, "two screens: \(out.debugDescription)")
+        #expect(out.contains(hideCursor) && out.hasSuffix(showCursor + "\r\n"))
+        #expect(out.contains("tty-stream-with-a-long-name"))
+        // Each screen ends without a newline (it would scroll a full screen): split at the redraws first.
+        let rows = out.components(separatedBy: clearScreen).flatMap { screen in
+            screen.replacingOccurrences(of: "\u{1B}\\[[0-9;?]*[A-Za-z]", with: "", options: .regularExpression)
+                .replacingOccurrences(of: "\r", with: "").split(separator: "\n")
+        }
+        let widest = rows.map(\.count).max() ?? 0
+        #expect(widest > 0 && widest <= 80, "rows cut to 80 columns, widest \(widest)")
+        producer.signal(SIGINT)
+        #expect(producer.wait() == 0)
+    }
+
+    // MARK: Helpers
+
+    /// Runs `framesrv top ARGS` and parses each line of its output as one JSON object.
+    func top(_ scratch: Scratch, _ args: [String]) throws -> [[String: Any]] {
+        let (status, out, err) = try scratch.run(["top"] + args)
+        #expect(status == 0, "top: \(err)")
+        return try out.split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not a JSON object: \(line)")
+        }
+    }
+
+    func streams(in report: [String: Any]) -> [[String: Any]] { report["streams"] as? [[String: Any]] ?? [] }
+
+    /// The consumer with process id `pid` of stream `name` in one top refresh.
+    func consumer(_ pid: Int32, of name: String, in report: [String: Any]) -> [String: Any]? {
+        let stream = streams(in: report).first { $0["name"] as? String == name }
+        return (stream?["consumers"] as? [[String: Any]])?.first { $0["pid"] as? Int == Int(pid) }
+    }
+}
