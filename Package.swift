@@ -5,6 +5,7 @@ let package = Package(
     name: "framesrv",
     products: [
         .library(name: "FrameServer", targets: ["FrameServer"]),
+        .library(name: "FrameMedia", targets: ["FrameMedia"]),
         .executable(name: "framesrv", targets: ["framesrv"]),
     ],
     targets: [
@@ -13,10 +14,15 @@ let package = Package(
         .target(name: "CFrameServer"),
         // libzmq, from Debian's libzmq3-dev.
         .systemLibrary(name: "CZMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
+        // FFmpeg's libavcodec, libavutil and libswscale, from Debian's -dev packages.
+        .systemLibrary(name: "CFFmpeg", pkgConfig: "libavcodec",
+                       providers: [.apt(["libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
         // The protocol: producer and consumer sides, no FFmpeg.
         .target(name: "FrameServer", dependencies: ["CFrameServer", "CZMQ"]),
+        // Everything that touches FFmpeg, behind a Swift API: no FFmpeg pointer leaves it.
+        .target(name: "FrameMedia", dependencies: ["FrameServer", "CFFmpeg"]),
         // The command-line tool.
-        .executableTarget(name: "framesrv", dependencies: ["FrameServer"]),
-        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "CFrameServer", "framesrv"]),
+        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia"]),
+        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "CFrameServer", "framesrv"]),
     ]
 )

@@ -1,4 +1,5 @@
 import Foundation
+import FrameMedia
 import FrameServer
 
 func encodeJSON<T: Encodable>(_ value: T) throws -> String {
@@ -78,20 +79,30 @@ enum InspectCommand: Command {
     static let name = "inspect"
     static let summary = "show one stream: slots, consumers, counters"
     static let help = """
-    usage: framesrv inspect STREAM [--json]
+    usage: framesrv inspect STREAM [--json | --snapshot FILE.png]
 
     Reads the stream's shared statistics without attaching (holds no slot, never slows
     the pipeline): producer, pool, per-slot table (state, sequence, holders, age) and
     per-consumer table (mode, delivered, missed, lag, held slots, hold time, latency).
-      --json    one JSON object
+      --json             one JSON object
+      --snapshot FILE    write the newest frame as a PNG (converted to RGB with the
+                         stream's own colour matrix and range): attaches briefly as a live
+                         consumer, holds that one frame while encoding, never slows the stream
+      --wait SECONDS     with --snapshot: how long to wait for a frame (default 5)
     """
 
     static func run(_ args: inout Arguments) throws -> Int32 {
         let json = args.flag("--json")
+        let snapshot = try args.value("--snapshot")
+        let wait = try args.double("--wait", range: 0...86400) ?? 5
         let names = args.positionals()
         try args.finish()
         guard names.count == 1, let name = names.first else { throw UsageError("name one stream: framesrv inspect STREAM") }
         try validateStreamName(name)
+        if let snapshot {
+            guard !json else { throw UsageError("choose one of --json and --snapshot") }
+            return try writeSnapshot(of: name, to: snapshot, waitSeconds: wait)
+        }
         let dir = try RuntimeDirectory()
         let s: StreamSnapshot
         do { s = try StreamSnapshot.read(name, in: dir) } catch {
@@ -123,6 +134,29 @@ enum InspectCommand: Command {
                   + "stale \(c.stale), lag \(c.lag), holds \(c.held) (slots \(c.heldSlots.map(String.init).joined(separator: ","))) "
                   + "for \(formatDouble(c.holdMillis)) ms, mean latency \(formatDouble(c.meanLatencyMicros)) us")
         }
+        return 0
+    }
+}
+
+extension InspectCommand {
+    /// Takes the newest frame as a live consumer (one slot, for as long as the encode takes)
+    /// and writes it as a PNG.
+    static func writeSnapshot(of stream: String, to path: String, waitSeconds: Double) throws -> Int32 {
+        var options = ConsumerOptions(mode: .live)
+        options.waitSeconds = waitSeconds
+        options.reattach = false
+        options.name = "snapshot"
+        let consumer = try Consumer(stream: stream, options: options)
+        let deadline = monotonicNanos() + UInt64(waitSeconds * 1e9)
+        consumer.shouldStop = { monotonicNanos() > deadline }
+        guard let frame = try consumer.next() else {
+            throw FrameServerError.invalidArgument("no frame from stream '\(stream)' within \(formatDouble(waitSeconds)) s (is it running? see 'framesrv ls')")
+        }
+        let h = frame.header
+        let what = "frame \(frame.sequence) (\(h.width)x\(h.height) \(h.pixelFormatName))"
+        try StillImage.writePNG(frame, to: path)
+        frame.release()
+        print("inspect: wrote \(what) of '\(stream)' to \(path)")
         return 0
     }
 }
