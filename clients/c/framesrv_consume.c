@@ -16,11 +16,6 @@
  * Exit status: 0, 1 if any frame failed --verify-pattern, 2 on an error.
  */
 #define _GNU_SOURCE
-/* CFrameServer.h marks some pointers _Nonnull under Clang (for Swift) but not all, which
- * Clang reports as -Wnullability-completeness on every other pointer of the header. */
-#if defined(__clang__)
-#pragma clang diagnostic ignored "-Wnullability-completeness"
-#endif
 #include "CFrameServer.h"
 
 #include <errno.h>
@@ -46,10 +41,13 @@
 #define SYS_pidfd_open 434
 #endif
 
-/* Look at shared memory again after this long even without a doorbell: ZeroMQ drops the
- * announcements published before our subscription reached the producer ("slow joiner"),
- * and shared memory, not the doorbell, is the truth. */
+/* Look at shared memory again after RECHECK_MS even without a doorbell, doubling on every
+ * silent timeout up to RECHECK_MAX_MS and back to RECHECK_MS when a doorbell arrives.
+ * ZeroMQ may drop announcements even for a subscriber that keeps up (before our
+ * subscription reaches the producer, and at the high-water mark), and shared memory,
+ * not the doorbell, is the truth (PROTOCOL.md section 11). */
 #define RECHECK_MS 100
+#define RECHECK_MAX_MS 1000
 
 /* ------------------------------------------------------------------------- */
 /* Small system helpers                                                       */
@@ -105,14 +103,16 @@ static uint64_t process_start_time(pid_t pid)
     return 0;
 }
 
-/* A pidfd that polls readable when process (pid, start_time) exits, or -1 when it is gone
- * or the pid was reused: the start time is read after the pidfd pins the process. */
+/* A pidfd that polls readable when process (pid, start_time) exits, or -1 when it is not
+ * alive: gone, the pid was reused (the start time is read after the pidfd pins the
+ * process), or it exited and is a zombie not yet reaped (its pidfd is already readable). */
 static int open_exit_descriptor(pid_t pid, uint64_t start_time)
 {
     if (pid <= 0) return -1;
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (fd < 0) return -1;
-    if (process_start_time(pid) != start_time) { close(fd); return -1; }
+    struct pollfd p = { fd, POLLIN, 0 };
+    if (process_start_time(pid) != start_time || poll(&p, 1, 0) != 0) { close(fd); return -1; }
     return fd;
 }
 
@@ -227,6 +227,7 @@ typedef struct consumer {
     uint64_t pool_epoch;         /* the one pool mapped (frames are released before the next) */
     uint8_t *pool;
     size_t pool_size;
+    int recheck_ms;              /* current doorbell timeout (RECHECK_MS .. RECHECK_MAX_MS) */
 } consumer;
 
 static void path_of(const consumer *c, char *out, size_t size, const char *suffix)
@@ -308,6 +309,7 @@ static bool try_attach(consumer *c)
     c->index = i;
     c->bit = 1ull << i;
     c->producer_fd = pfd;
+    c->recheck_ms = RECHECK_MS;
     return true;
 }
 
@@ -414,17 +416,34 @@ static next_result try_next(consumer *c, uint32_t *slot_out, const fs_frame **he
         /* Each epoch's pool has its own slot size: derive it from the file. */
         size_t slot_bytes = c->pool_size / n;
         const fs_frame *h = (const fs_frame *)(c->pool + (size_t)i * slot_bytes);
-        if (h->magic != FS_MAGIC_FRAME) die("frame header is not a framesrv frame header (magic 0x%08x)", h->magic);
-        if (h->version != FS_PROTOCOL_VERSION)
-            die("frame header speaks framesrv protocol version %u, but this client speaks version %u", h->version,
-                FS_PROTOCOL_VERSION);
-        if (h->seq != c->expected)
-            die("frame header carries frame %llu where the slot table says %llu", (unsigned long long)h->seq,
+        /* Any error about a held slot releases it before it is reported. */
+        uint32_t magic = h->magic, version = h->version, planes = h->plane_count;
+        uint64_t seq = h->seq;
+        if (magic != FS_MAGIC_FRAME) {
+            release_slot(c, i);
+            die("frame header is not a framesrv frame header (magic 0x%08x)", magic);
+        }
+        if (version != FS_PROTOCOL_VERSION) {
+            release_slot(c, i);
+            die("frame header speaks framesrv protocol version %u, but this client speaks version %u; "
+                "run the same framesrv version on both sides", version, FS_PROTOCOL_VERSION);
+        }
+        if (seq != c->expected) {
+            release_slot(c, i);
+            die("frame header carries frame %llu where the slot table says %llu", (unsigned long long)seq,
                 (unsigned long long)c->expected);
-        if (h->plane_count < 1 || h->plane_count > FS_MAX_PLANES) die("frame header has %u planes", h->plane_count);
-        for (uint32_t p = 0; p < h->plane_count; p++)
-            if (h->plane_offset[p] < sizeof(fs_frame) || (size_t)h->plane_offset[p] + h->plane_size[p] > slot_bytes)
-                die("plane %u of frame %llu lies outside its %zu-byte slot", p, (unsigned long long)h->seq, slot_bytes);
+        }
+        if (planes < 1 || planes > FS_MAX_PLANES) {
+            release_slot(c, i);
+            die("frame header has %u planes", planes);
+        }
+        for (uint32_t p = 0; p < planes; p++) {
+            uint64_t off = h->plane_offset[p], size = h->plane_size[p];
+            if (off < sizeof(fs_frame) || off + size > slot_bytes) {
+                release_slot(c, i);
+                die("plane %u of frame %llu lies outside its %zu-byte slot", p, (unsigned long long)seq, slot_bytes);
+            }
+        }
         /* Statistics for framesrv ls/top (relaxed counters, plain stores). */
         uint64_t now = monotonic_ns(), latency = now > h->capture_ns ? now - h->capture_ns : 0, us = latency / 1000;
         unsigned bucket = us == 0 ? 0 : (unsigned)(64 - __builtin_clzll(us));
@@ -446,12 +465,14 @@ static next_result try_next(consumer *c, uint32_t *slot_out, const fs_frame **he
 
 /* Blocks until a frame is held (NEXT_FRAME), the stream is over (NEXT_ENDED) or the
  * producer exited without ending it (NEXT_PRODUCER_GONE, once every frame still reserved
- * for us was delivered). Sleeps in zmq_poll on the doorbell and the producer's pidfd. */
+ * for us was delivered). Sleeps in zmq_poll on the doorbell and the producer's pidfd, with
+ * a timeout after which it looks at shared memory again (doorbells can be lost). */
 static next_result next_frame(consumer *c, uint32_t *slot, const fs_frame **header)
 {
     for (;;) {
         drain_doorbell(c);
-        /* Map the current pool early: a producer that exits unlinks it. */
+        /* Map the current pool as soon as it exists, so frames owed to us stay readable
+         * whatever happens to the file once the producer exits. */
         uint64_t epoch = fs_load_u64(&c->ctl->epoch);
         if (epoch) map_pool(c, epoch);
         next_result r = try_next(c, slot, header);
@@ -462,11 +483,15 @@ static next_result next_frame(consumer *c, uint32_t *slot, const fs_frame **head
             { c->sock, 0, ZMQ_POLLIN, 0 },
             { NULL, c->producer_fd, ZMQ_POLLIN, 0 },
         };
-        if (zmq_poll(items, 2, RECHECK_MS) > 0 && items[1].revents) c->producer_exited = true;
+        int n = zmq_poll(items, 2, c->recheck_ms);
+        if (n > 0 && items[1].revents) c->producer_exited = true;
+        else if (n > 0) c->recheck_ms = RECHECK_MS;                        /* a doorbell */
+        else c->recheck_ms = c->recheck_ms * 2 > RECHECK_MAX_MS ? RECHECK_MAX_MS : c->recheck_ms * 2;
     }
 }
 
-/* Asks the producer to take us out: state CLOSING, then ring attach_seq. */
+/* Asks the producer to take us out: state CLOSING, then ring attach_seq. Called only once
+ * this client holds no frame (it releases each before taking the next). */
 static void detach(consumer *c)
 {
     if (!c->producer_exited) {

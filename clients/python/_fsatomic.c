@@ -14,11 +14,6 @@
  * client's own layout.
  */
 #define _GNU_SOURCE
-/* CFrameServer.h marks some pointers _Nonnull under Clang (for Swift) but not all, which
- * Clang reports as -Wnullability-completeness on every other pointer of the header. */
-#if defined(__clang__)
-#pragma clang diagnostic ignored "-Wnullability-completeness"
-#endif
 #include "CFrameServer.h"
 
 #include <limits.h>
@@ -43,6 +38,7 @@ FSA_EXPORT int fsa_consumer_claim(fs_consumer *e, int32_t pid) { return fs_consu
 FSA_EXPORT int fsa_slot_try_acquire(fs_slot_ctl *s, uint64_t bit, uint64_t seq) { return fs_slot_try_acquire(s, bit, seq); }
 FSA_EXPORT int fsa_slot_held_by(fs_slot_ctl *s, uint64_t bit, uint64_t seq) { return fs_slot_held_by(s, bit, seq); }
 FSA_EXPORT int fsa_slot_release(fs_control *c, fs_slot_ctl *s, uint64_t bit) { return fs_slot_release(c, s, bit); }
+FSA_EXPORT int fsa_notify_producer(fs_control *c) { return fs_notify_producer(c); }
 FSA_EXPORT void fsa_bump(uint32_t *word) { fs_bump(word); }
 
 /* FUTEX_WAKE every waiter on a word of a MAP_SHARED segment (not _PRIVATE: the waiter
@@ -54,12 +50,12 @@ FSA_EXPORT int fsa_futex_wake(uint32_t *word)
 
 /* After a failed fs_slot_try_acquire (a stale announcement) the undo may have freed the
  * slot the producer is waiting for, but fs_slot_try_acquire bumps nothing.
- * SYNC: the same tail as fs_slot_release: bump `wake` (seq_cst), then a seq_cst load of
- * producer_waiting, pairing with fs_producer_wait_begin. */
+ * SYNC: fs_notify_producer (the tail of fs_slot_release: seq_cst bump of `wake`, then a
+ * seq_cst load of producer_waiting, pairing with fs_producer_wait_begin), then the futex
+ * wake it asks for. */
 FSA_EXPORT void fsa_wake_producer(fs_control *c)
 {
-    fs_bump(&c->wake);
-    if (__atomic_load_n(&c->producer_waiting, __ATOMIC_SEQ_CST) != 0)
+    if (fs_notify_producer(c))
         fsa_futex_wake(&c->wake);
 }
 

@@ -32,6 +32,7 @@ import hashlib
 import mmap
 import os
 import re
+import select
 import signal
 import stat
 import struct
@@ -566,6 +567,7 @@ def atomics(header_path: str | None = None):
         "fsa_slot_try_acquire": (ctypes.c_int, [vp, u64, u64]),
         "fsa_slot_held_by": (ctypes.c_int, [vp, u64, u64]),
         "fsa_slot_release": (ctypes.c_int, [vp, vp, u64]),
+        "fsa_notify_producer": (ctypes.c_int, [vp]),
         "fsa_bump": (None, [vp]), "fsa_futex_wake": (ctypes.c_int, [vp]),
         "fsa_wake_producer": (None, [vp]), "fsa_layout": (vp, [ctypes.POINTER(u32)]),
     }
@@ -649,18 +651,26 @@ def process_start_time(pid: int) -> int:
 
 def open_exit_descriptor(pid: int, start_time: int) -> int | None:
     """A pidfd that polls readable when process (pid, start_time) exits; None if it is
-    gone or the pid now names another process. The start time is read after the pidfd
-    is open: the pidfd pins the process, so a match proves it is the right one."""
+    not alive: gone, the pid now names another process, or it exited and is a zombie
+    not yet reaped (PROTOCOL.md 15.1). The start time is read after the pidfd is open:
+    the pidfd pins the process, so a match proves it is the right one."""
     if pid <= 0:
         return None
     try:
         fd = os.pidfd_open(pid)
     except (ProcessLookupError, OSError):
         return None
-    if process_start_time(pid) != start_time:
+    if process_start_time(pid) != start_time or _readable_now(fd):
         os.close(fd)
         return None
     return fd
+
+
+def _readable_now(fd: int) -> bool:
+    """Whether fd polls readable without waiting (a pidfd: the process has exited)."""
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return bool(p.poll(0))
 
 
 # --------------------------------------------------------------------------------------
@@ -780,10 +790,13 @@ class Consumer:
     Iterating yields frames and releases each one when the next is requested.
     """
 
-    #: Even with no doorbell, look at shared memory again after this long. ZeroMQ may
-    #: drop the announcements published before the subscription reached the producer
-    #: ("slow joiner"); shared memory is the truth, so a bounded sleep cannot hang.
+    #: Even with no doorbell, look at shared memory again after RECHECK_MS, doubling on
+    #: every silent timeout up to RECHECK_MAX_MS and back to RECHECK_MS when a doorbell
+    #: arrives. ZeroMQ may drop announcements even for a subscriber that keeps up (before
+    #: the subscription reaches the producer, and at the high-water mark); shared memory
+    #: is the truth, so a bounded sleep cannot hang (PROTOCOL.md section 11).
     RECHECK_MS = 100
+    RECHECK_MAX_MS = 1000
     #: How often to look for the control segment while waiting for the stream.
     DISCOVERY_POLL_S = 0.05
 
@@ -868,6 +881,7 @@ class Consumer:
             self._unmap()
             raise
         self._attached = True
+        self._refresh_pools()           # frames owed to us stay readable if the producer exits
         return True
 
     @staticmethod
@@ -940,6 +954,7 @@ class Consumer:
         self._pools: dict[int, _Pool] = {}
         self._producer_exited = False
         self._live_max_held = max(1, self._ctl.live_max_held)
+        self._recheck_ms = self.RECHECK_MS
 
     # --- receive ----------------------------------------------------------------------
 
@@ -1000,13 +1015,10 @@ class Consumer:
             raise FrameServerError(f"a live consumer may hold at most {self._live_max_held} frames at once; "
                                    f"release a frame before taking the next")
         lib = self._lib
-        failed = None
         while True:
             latest = lib.fsa_load_u64(self._base + OFF_CONTROL_LATEST)
             seq, slot = latest >> 8, latest & 0xFF
-            if latest == 0 or seq <= self._last_delivered or latest == failed:
-                # Nothing newer, or the newest slot is being rewritten: the next publish
-                # rings the doorbell (spinning on it would burn a core).
+            if latest == 0 or seq <= self._last_delivered:
                 return None
             if slot >= self._ctl.slot_count:
                 raise FrameServerError(f"control segment {self._path('.ctl')} is unusable: latest names slot "
@@ -1020,11 +1032,15 @@ class Consumer:
                     lib.fsa_count(self._entry_addr + FsConsumer.missed.offset, skipped)
                 return self._deliver(slot, seq)
             # Stale: the slot was recycled between reading `latest` and acquiring it. Our
-            # transient bit may have made the producer skip the slot: wake it if it waits.
+            # transient bit may have made the producer skip the slot: wake it if it waits
+            # (fs_notify_producer, then a futex wake if asked).
             self.stale += 1
             lib.fsa_count(self._entry_addr + FsConsumer.stale.offset, 1)
             lib.fsa_wake_producer(self._base)
-            failed = latest
+            if lib.fsa_load_u64(self._base + OFF_CONTROL_LATEST) == latest:
+                # Still the newest frame: its slot is being rewritten. The next publish
+                # rings the doorbell (retrying now would spin for a whole frame write).
+                return None
 
     def _deliver(self, slot: int, seq: int) -> Frame:
         """Hands out a held slot as a Frame (mapping its epoch's pool if needed)."""
@@ -1099,7 +1115,7 @@ class Consumer:
                 pass            # the application exported it further; its problem now
         self._held.discard(frame)
         if not self._attached:
-            return              # detached: the producer already dropped our holds
+            return              # cannot happen: we leave only once nothing is held
         self._held_count -= 1
         self._release_slot(frame.slot)
         ea = self._entry_addr
@@ -1109,13 +1125,17 @@ class Consumer:
         pool = self._pools.get(frame.epoch)
         if pool is not None:
             pool.held -= 1
+        if self._detached and self._held_count == 0:
+            self._leave()       # detach() was deferred until the last frame came back
 
     def next(self, timeout: float | None = None) -> Frame | None:
         """The next frame, or None once the stream ended and everything owed was delivered.
 
-        Blocks in zmq_poll on the doorbell and the producer's pidfd (plus a RECHECK_MS
-        safety tick). Raises TimeoutError after `timeout` seconds without a frame, and
-        ProducerGone if the producer exits without ending the stream.
+        Blocks in zmq_poll on the doorbell and the producer's pidfd, with a timeout
+        (RECHECK_MS after a doorbell, doubling up to RECHECK_MAX_MS while silent) after
+        which it looks at shared memory again. Raises TimeoutError after `timeout`
+        seconds without a frame, and ProducerGone if the producer exits without ending
+        the stream.
         """
         self.attach()
         if self._detached:
@@ -1134,15 +1154,21 @@ class Consumer:
             if self._producer_exited:
                 raise ProducerGone(f"the producer of stream '{self.stream}' (pid {self.producer_pid}) exited "
                                    f"without ending the stream")
-            wait_ms = self.RECHECK_MS
+            wait_ms = self._recheck_ms
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"no frame from stream '{self.stream}' within {timeout} s")
                 wait_ms = min(wait_ms, int(left * 1000) + 1)
+            # Sleep until a doorbell, the producer's exit (its pidfd polls readable) or the
+            # recheck timeout; whatever wakes us, shared memory is looked at again.
             events = dict(self._poller.poll(wait_ms))
             if self._pidfd in events:
                 self._producer_exited = True
+            elif events:
+                self._recheck_ms = self.RECHECK_MS                      # a doorbell
+            else:
+                self._recheck_ms = min(2 * self._recheck_ms, self.RECHECK_MAX_MS)
 
     def __iter__(self):
         return self
@@ -1160,23 +1186,28 @@ class Consumer:
     # --- detach -----------------------------------------------------------------------
 
     def detach(self):
-        """Releases every frame still held (their views stop working), asks the producer
-        to take this consumer out (state CLOSING + attach_seq doorbell) and unmaps."""
-        if not self._attached:
-            self._detached = True
+        """Stops receiving and leaves the stream (PROTOCOL.md 8.2).
+
+        Frames still held stay valid until they are released (or garbage-collected): the
+        producer's reclaim would let it overwrite them, so this consumer asks to be taken
+        out (state CLOSING + attach_seq doorbell) and unmaps only once the last one is
+        released; at once if it holds none."""
+        if self._detached:
             return
-        for f in list(self._held):
-            f.release()
-        self._iter_frame = None
-        lib = self._lib
+        self._detached = True
+        self._iter_frame = None             # the application may still hold it: not released here
+        if self._attached and self._held_count == 0:
+            self._leave()
+
+    def _leave(self):
         if not self._producer_exited:
             # SYNC: release store; the producer's watcher (woken through attach_seq) clears
             # our bit from every slot, stops reserving frames for us and frees the entry.
+            lib = self._lib
             lib.fsa_store_u32(self._entry_addr + OFF_CONSUMER_STATE, FS_CONSUMER_CLOSING)
             lib.fsa_bump(self._base + OFF_CONTROL_ATTACH_SEQ)
             lib.fsa_futex_wake(self._base + OFF_CONTROL_ATTACH_SEQ)
         self._attached = False
-        self._detached = True
         self._unmap()
 
     close = detach
