@@ -117,7 +117,7 @@ public final class Consumer {
     /// Waits until the stream's control segment exists and belongs to a live producer, then attaches.
     private func waitAndAttach() throws(FrameServerError) -> Attachment? {
         let start = monotonicNanos()
-        let deadline = options.waitSeconds.map { start + UInt64(max(0, $0) * 1e9) }
+        let deadline = options.waitSeconds.map { start + UInt64(min(max(0, $0), 1e9) * 1e9) }
         while true {
             _ = fs_sys_inotify_drain(inotifyFD)
             if let a = try Attachment.open(stream: stream, directory: directory, options: options) {
@@ -316,9 +316,9 @@ final class Attachment {
         if ended && expected > ctl.pointee.end_seq { return .ended }
         let n = ctl.pointee.slot_count
         for i in 0..<n where fs_slot_held_by(slotCtl(i), bit, expected) != 0 {
-            let f = try deliver(slot: i, seq: expected)
+            // Advance first: a frame that cannot be delivered (error thrown) is skipped, not retried forever.
             expected += 1
-            return .frame(f)
+            return .frame(try deliver(slot: i, seq: expected - 1))
         }
         return .nothingYet
     }
@@ -331,6 +331,9 @@ final class Attachment {
             let seq = latest >> 8
             guard latest != 0, seq > lastDelivered else { return .nothingYet }
             let slot = UInt32(latest & 0xFF)
+            guard slot < ctl.pointee.slot_count else {
+                throw .corruptSegment(control.path, "latest frame names slot \(slot) of \(ctl.pointee.slot_count)")
+            }
             if fs_slot_try_acquire(slotCtl(slot), bit, seq) != 0 {
                 if lastDelivered > 0 {
                     let skipped = seq - lastDelivered - 1
@@ -379,14 +382,19 @@ final class Attachment {
         let slotBytes = pool.size / Int(ctl.pointee.slot_count)
         let base = UnsafeRawPointer(pool.base + Int(slot) * slotBytes)
         let header = base.assumingMemoryBound(to: fs_frame.self)
+        // Nothing counted as held yet, so a refused header releases with mapped: false.
         guard header.pointee.magic == FS_MAGIC_FRAME else {
-            release(slot: slot, epoch: epoch, mapped: true)
+            release(slot: slot, epoch: epoch, mapped: false)
             throw .badMagic(what: "frame header", found: header.pointee.magic)
         }
         guard header.pointee.version == FS_PROTOCOL_VERSION else {
             let v = header.pointee.version
-            release(slot: slot, epoch: epoch, mapped: true)
+            release(slot: slot, epoch: epoch, mapped: false)
             throw .versionMismatch(what: "frame header", found: v, expected: FS_PROTOCOL_VERSION)
+        }
+        if let why = Self.headerProblem(header.pointee, seq: seq, slotBytes: slotBytes) {
+            release(slot: slot, epoch: epoch, mapped: false)
+            throw .corruptSegment(pool.path, "slot \(slot): \(why)")
         }
         pools[epoch]!.held += 1
         heldCount += 1
@@ -403,6 +411,18 @@ final class Attachment {
                      latencyNanos: latency)
     }
 
+    /// Why a frame header cannot be trusted (its planes must lie inside the slot, so reading
+    /// them cannot fault), or nil if it is sound.
+    static func headerProblem(_ h: fs_frame, seq: UInt64, slotBytes: Int) -> String? {
+        guard h.seq == seq else { return "header says frame \(h.seq), slot says \(seq)" }
+        guard (1...FS_MAX_PLANES).contains(h.plane_count) else { return "\(h.plane_count) planes" }
+        let header = FrameHeader(h)
+        for i in 0..<header.planeCount where header.offset(plane: i) + header.size(plane: i) > slotBytes {
+            return "plane \(i) ends past the slot's \(slotBytes) bytes"
+        }
+        return nil
+    }
+
     private func recordLatency(_ ns: UInt64) {
         let us = ns / 1000
         let bucket = us == 0 ? 0 : min(Int(FS_LATENCY_BUCKETS) - 1, 64 - us.leadingZeroBitCount)
@@ -417,9 +437,10 @@ final class Attachment {
         if fs_slot_release(ctl, slotCtl(slot), bit) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
         guard mapped else { return }
         heldCount -= 1
-        if detached, heldCount == 0 { sendDetach() }
-        fs_store_u64(&entry.pointee.held, UInt64(max(0, heldCount)))
+        fs_store_u64(&entry.pointee.held, UInt64(heldCount))
         fs_store_u64(&entry.pointee.hold_since_ns, heldCount == 0 ? 0 : monotonicNanos())
+        // Last: after CLOSING the entry may be freed and claimed by another consumer.
+        if detached, heldCount == 0 { sendDetach() }
         if var p = pools[epoch] {
             p.held -= 1
             if p.held <= 0, epoch != fs_load_u64(&ctl.pointee.epoch) { pools[epoch] = nil } else { pools[epoch] = p }

@@ -45,7 +45,7 @@ extension ConsumerSnapshot {
         let rank = max(1, UInt64((min(max(p, 0), 1) * Double(total)).rounded(.up)))
         var seen: UInt64 = 0
         for (bucket, count) in histogram.enumerated() {
-            seen += count
+            seen &+= count
             if seen >= rank {
                 return bucket == Int(FS_LATENCY_BUCKETS) - 1 ? latencyUnbounded : 1 << UInt64(bucket)
             }

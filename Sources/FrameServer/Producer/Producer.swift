@@ -37,7 +37,8 @@ struct ProducerShared {
 
 /// The writing side of a stream: owns the control segment, the pool and the PUB socket.
 ///
-/// Use it from one thread. Internally two watcher threads block in the kernel (one on
+/// Use it from one thread, and end it with `close()` (which also ends the stream): its
+/// watcher threads keep it alive until then. Internally two watcher threads block in the kernel (one on
 /// the `attach_seq` futex, one in `poll` on consumers' pidfds) to admit new consumers
 /// and to reclaim the slots of consumers that exit or die; they touch only atomics in
 /// shared memory and the mutex-protected `ProducerShared`.
@@ -62,6 +63,8 @@ public final class Producer: @unchecked Sendable {
     private let wakeFD: Int32
     private var threads: [pthread_t] = []
     private var closed = false
+    /// Reserved frames not yet published or dropped.
+    private var outstanding = 0
 
     /// Creates stream `stream` in the runtime directory, cleaning any leftovers of a dead producer.
     ///
@@ -102,7 +105,7 @@ public final class Producer: @unchecked Sendable {
         ctl.pointee.min_free = UInt64(options.slots)
         ctl.pointee.live_max_held = UInt32(options.liveMaxHeld)
         ctl.pointee.flags = options.liveSource ? FS_CONTROL_LIVE_SOURCE : 0
-        ctl.pointee.rate_milli = UInt64((options.nominalRate ?? 0) * 1000)
+        ctl.pointee.rate_milli = UInt64(min(max(options.nominalRate ?? 0, 0), 1e9) * 1000)
         withUnsafeMutableBytes(of: &ctl.pointee.name) { b in
             for (i, c) in stream.utf8.enumerated() { b[i] = c }
         }
@@ -123,8 +126,9 @@ public final class Producer: @unchecked Sendable {
             unlink(tmp)
             throw .system("publish control segment", path: dir.controlPath(stream), e)
         }
-        threads.append(spawnThread { [unowned self] in self.watchAttachments() })
-        threads.append(spawnThread { [unowned self] in self.reapExitedConsumers() })
+        // The watcher threads hold the producer until close() stops them.
+        threads.append(spawnThread { self.watchAttachments() })
+        threads.append(spawnThread { self.reapExitedConsumers() })
     }
 
     deinit {
@@ -184,6 +188,9 @@ public final class Producer: @unchecked Sendable {
     public func reserve(_ format: FrameFormat) throws(FrameServerError) -> WritableFrame? {
         try format.validate()
         if pool == nil || format.slotBytes > slotStride {
+            guard outstanding == 0 else {
+                throw .invalidArgument("publish or drop the \(outstanding) frame(s) you hold before reserving a larger format (\(format))")
+            }
             try startEpoch(for: format)
         }
         if templateFormat != format { prepareTemplate(format) }
@@ -192,13 +199,14 @@ public final class Producer: @unchecked Sendable {
             return nil
         }
         let base = pool!.base + Int(slot) * slotStride
+        outstanding += 1
         return WritableFrame(producer: Unmanaged.passRetained(self), slot: slot, base: base, format: format)
     }
 
     /// Waits until at least `count` lossless consumers are attached (for deterministic
     /// scripted pipelines). Returns false if `timeoutSeconds` passed first (nil: forever).
     public func waitForLosslessConsumers(_ count: Int, timeoutSeconds: Double? = nil) -> Bool {
-        let deadline = timeoutSeconds.map { monotonicNanos() + UInt64($0 * 1e9) }
+        let deadline = timeoutSeconds.map { monotonicNanos() + UInt64(min(max($0, 0), 1e9) * 1e9) }
         while true {
             let w = fs_producer_wait_begin(ctl)
             if losslessConsumerCount >= count { fs_producer_wait_end(ctl); return true }
@@ -299,7 +307,13 @@ public final class Producer: @unchecked Sendable {
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         let stride = (max(format.slotBytes, options.minimumSlotBytes) + page - 1) / page * page
         let newEpoch = epoch + 1
-        let newPool = try MappedFile.create(directory.poolPath(stream, epoch: newEpoch), size: stride * Int(n))
+        let newPool: MappedFile
+        do {
+            newPool = try MappedFile.create(directory.poolPath(stream, epoch: newEpoch), size: stride * Int(n))
+        } catch {
+            for i in reserved { fs_slot_abandon(slotCtl(i)) }   // the old epoch goes on
+            throw error
+        }
         if epoch > 0 { unlink(directory.poolPath(stream, epoch: epoch)) }
         pool = newPool
         slotStride = stride
@@ -323,6 +337,7 @@ public final class Producer: @unchecked Sendable {
     }
 
     func abandon(_ slot: UInt32) {
+        outstanding -= 1
         fs_slot_abandon(slotCtl(slot))
         fs_bump(&ctl.pointee.wake)
     }
@@ -330,6 +345,7 @@ public final class Producer: @unchecked Sendable {
     /// Publishes a written slot: header, reservation for every lossless consumer, then
     /// the doorbell.
     func commit(_ slot: UInt32, format: FrameFormat, description d: FrameDescription) {
+        outstanding -= 1
         if templateFormat != format { prepareTemplate(format) }
         var header = template
         header.epoch = epoch
@@ -384,8 +400,11 @@ public final class Producer: @unchecked Sendable {
     /// Thread A: sleeps on `attach_seq`; on every change admits new consumers and
     /// detaches the ones that asked to leave.
     private func watchAttachments() {
-        while shared.withLock({ $0.running }) {
+        while true {
+            // Read the futex word before `running`: close() clears `running` and then bumps
+            // the word, so either this sees running == false or the wait returns at once.
             let seen = fs_load_u32(&ctl.pointee.attach_seq)
+            guard shared.withLock({ $0.running }) else { return }
             scanConsumers()
             _ = fs_sys_futex_wait(&ctl.pointee.attach_seq, seen, -1)
         }
@@ -402,7 +421,12 @@ public final class Producer: @unchecked Sendable {
             switch state {
             case FS_CONSUMER_ACTIVE where !known:
                 let identity = ProcessIdentity(pid: pid, startTime: e.pointee.start_time)
-                guard let fd = identity.openExitDescriptor() else { reclaim(i, identity: identity); changed = true; continue }
+                let fd: Int32
+                switch identity.watch() {
+                case .running(let d): fd = d
+                case .exited: reclaim(i, identity: identity); changed = true; continue
+                case .unknown: continue   // cannot watch it now (no fds?): try again at the next scan
+                }
                 let lossless = e.pointee.mode == FS_MODE_LOSSLESS
                 shared.withLock { st in
                     st.watched[i] = (fd, identity)

@@ -24,9 +24,12 @@ final class MappedFile: @unchecked Sendable {
     static func create(_ path: String, size: Int) throws(FrameServerError) -> MappedFile {
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .system("create", path: path, .current) }
-        if case .failure(let e) = retryOnInterrupt({ ftruncate(fd, off_t(size)) }) {
+        // posix_fallocate, not just ftruncate: on tmpfs the memory is then really there, and a
+        // pool that does not fit fails here with ENOSPC instead of SIGBUS at first touch.
+        let r = posix_fallocate(fd, 0, off_t(size))
+        if r != 0 {
             close(fd); unlink(path)
-            throw .system("size", path: path, e)
+            throw .system("allocate \(size) bytes for", path: path, Errno(rawValue: r))
         }
         return try map(path, fd: fd, size: size, writable: true)
     }
@@ -109,20 +112,42 @@ struct ProcessIdentity: Hashable, Sendable {
     /// matching start time proves the descriptor refers to the right one.
     /// The corresponding C function is `pidfd_open`.
     func openExitDescriptor() -> Int32? {
-        guard pid > 0 else { return nil }
+        if case .running(let fd) = watch() { return fd }
+        return nil
+    }
+
+    /// What `pidfd_open` says about the process.
+    enum Watch {
+        /// Running; the descriptor polls readable when it exits.
+        case running(Int32)
+        /// Gone, a zombie, or the pid now names another process.
+        case exited
+        /// No descriptor (out of file descriptors, ...): nothing is known.
+        case unknown(Errno)
+    }
+
+    /// Opens a pidfd on the process (see `openExitDescriptor`), telling an exited process
+    /// apart from a failure to watch a live one.
+    func watch() -> Watch {
+        guard pid > 0 else { return .exited }
         let fd = fs_sys_pidfd_open(pid)
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else {
+            let e = Errno.current
+            return e == .noSuchProcess ? .exited : .unknown(e)
+        }
         // A pidfd is readable once the process exited, even while it is an unreaped zombie.
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        if fs_sys_process_start_time(pid) != startTime || poll(&p, 1, 0) != 0 { close(fd); return nil }
-        return fd
+        if fs_sys_process_start_time(pid) != startTime || poll(&p, 1, 0) != 0 { close(fd); return .exited }
+        return .running(fd)
     }
 
     /// Whether the process still runs (a zombie, exited but not yet reaped, does not).
     var isAlive: Bool {
-        guard let fd = openExitDescriptor() else { return false }
-        close(fd)
-        return true
+        switch watch() {
+        case .running(let fd): close(fd); return true
+        case .exited: return false
+        case .unknown: return fs_sys_process_start_time(pid) == startTime
+        }
     }
 }
 

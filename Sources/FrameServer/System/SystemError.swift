@@ -23,14 +23,3 @@ public struct Errno: RawRepresentable, Hashable, Sendable, Error, CustomStringCo
 
     public var description: String { String(cString: strerror(rawValue)) }
 }
-
-/// Retries a system call while it fails with `EINTR`; returns its result or throws the errno.
-@inline(__always)
-func retryOnInterrupt<T: BinaryInteger>(_ body: () -> T) -> Result<T, Errno> {
-    while true {
-        let r = body()
-        if r >= 0 { return .success(r) }
-        let e = Errno.current
-        if e != .interrupted { return .failure(e) }
-    }
-}
