@@ -6,6 +6,8 @@ import Glibc
 public enum MediaError: Error, CustomStringConvertible, Sendable {
     /// FFmpeg has no pixel format by this name.
     case unsupportedPixelFormat(String)
+    /// A frame's pixel format has no code in this build of framesrv.
+    case unreadablePixelFormat(String)
     /// An FFmpeg call failed (its name and FFmpeg's message).
     case ffmpeg(String, String)
     /// Writing the output failed.
@@ -14,6 +16,7 @@ public enum MediaError: Error, CustomStringConvertible, Sendable {
     public var description: String {
         switch self {
         case .unsupportedPixelFormat(let f): return "FFmpeg does not know pixel format '\(f)'"
+        case .unreadablePixelFormat(let f): return "frames are in pixel format '\(f)', which this framesrv cannot read"
         case .ffmpeg(let call, let message): return "FFmpeg's \(call) failed: \(message)"
         case .io(let path, let e): return "cannot write \(path): \(e)"
         }

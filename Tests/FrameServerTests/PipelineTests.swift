@@ -233,6 +233,7 @@ import Testing
         (["produce", "--pattern"], "missing --out"),
         (["produce", "--pattern", "--out", "x", "--size", "10"], "WIDTHxHEIGHT"),
         (["produce", "--pattern", "--out", "x", "--rate", "-3"], "--rate"),
+        (["produce", "--pattern", "--out", "x", "--rate", "1e-13"], "--rate"),
         (["produce", "--pattern", "--out", "x", "--pix-fmt", "yuv999"], "unknown pixel format"),
         (["produce", "--pattern", "--out", "x", "--slots", "0"], "--slots"),
         (["produce", "--pattern", "--out", "a/b"], "invalid stream name"),

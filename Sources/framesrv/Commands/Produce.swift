@@ -1,15 +1,24 @@
+import FrameMedia
 import FrameServer
 import Glibc
 
 /// `framesrv produce`: publishes a stream.
 enum ProduceCommand: Command {
     static let name = "produce"
-    static let summary = "publish a stream (--pattern: the built-in moving test pattern)"
+    static let summary = "publish a stream (-i INPUT: a decoded media file; --pattern: the built-in test pattern)"
     static let help = """
-    usage: framesrv produce --pattern --out NAME [options]
+    usage: framesrv produce -i INPUT --out NAME [-f FMT] [--frames N] [--slots N] [--threads N] [--wait-for N]
+           framesrv produce --pattern --out NAME [options]
 
     Publishes frames into shared memory as stream NAME and announces each over ZeroMQ.
 
+      -i, --input INPUT    decode the first video stream of INPUT (a file, or - for standard
+                           input) with FFmpeg and publish every frame, with its timestamps
+                           (rebased to start at 0, as ffmpeg does), colour, aspect ratio and
+                           key flag; ends the stream at the end of the input. Decode errors
+                           are counted and skipped, as ffmpeg does.
+      -f FMT               force the input format (ffmpeg's -f, e.g. yuv4mpegpipe for a pipe)
+      --threads N          decoder threads (default 0: FFmpeg decides, as ffmpeg does)
       --pattern            the built-in moving test pattern (every byte derived from the
                            frame's sequence number, so consumers can verify it)
       --out NAME           the stream to create
@@ -28,6 +37,9 @@ enum ProduceCommand: Command {
 
     static func run(_ args: inout Arguments) throws -> Int32 {
         let pattern = args.flag("--pattern")
+        let mediaInput = try args.value("--input", "-i")
+        let inputFormat = try args.value("-f", "--format")
+        let threads = try args.int("--threads", range: 0...256) ?? 0
         let out = try args.value("--out", "-o")
         let size = try parseSize(try args.value("--size", "-s") ?? "640x360", option: "--size")
         let fmtName = try args.value("--pix-fmt", "-pix_fmt") ?? "yuv420p"
@@ -45,34 +57,30 @@ enum ProduceCommand: Command {
         let quiet = args.flag("--quiet", "-q")
         try args.finish()
 
-        guard pattern else {
-            throw UsageError("say what to produce: --pattern (media inputs with -i come with the media producer)")
+        guard pattern != (mediaInput != nil) else {
+            throw UsageError("say what to produce: -i INPUT (a media file, - for standard input) or --pattern")
         }
         guard let out else { throw UsageError("missing --out NAME: the stream to create") }
+        if let mediaInput {
+            return try produceMedia(input: mediaInput, formatName: inputFormat, threads: threads, out: out,
+                                    frames: frames, slots: slots, liveSource: liveSource, waitFor: waitFor,
+                                    hwm: hwm, quiet: quiet)
+        }
+        guard inputFormat == nil else { throw UsageError("-f FMT goes with -i INPUT") }
         guard let pixelFormat = PixelFormat(name: fmtName) else {
             throw UsageError("unknown pixel format '\(fmtName)'; known: \(PixelFormat.allCases.map(\.name).joined(separator: ", "))")
         }
         var rate: Double?
         if rateText != "max" {
-            guard let r = Double(rateText), r > 0, r <= 1_000_000 else {
-                throw UsageError("--rate must be frames per second (0 < FPS <= 1000000) or 'max', not '\(rateText)'")
+            guard let r = Double(rateText), r >= 0.001, r <= 1_000_000 else {
+                throw UsageError("--rate must be frames per second (0.001 to 1000000) or 'max', not '\(rateText)'")
             }
             rate = r
         }
 
-        var options = ProducerOptions()
-        options.slots = slots
-        options.liveSource = liveSource
-        options.sendHighWaterMark = Int32(hwm)
-        options.nominalRate = rate
-        installStopHandlers()
-        let producer = try Producer(stream: out, options: options)
+        guard let producer = try openStream(out, slots: slots, liveSource: liveSource, hwm: hwm, rate: rate,
+                                            waitFor: waitFor) else { return 130 }
         defer { producer.close() }
-        if waitFor > 0 {
-            while !producer.waitForLosslessConsumers(waitFor, timeoutSeconds: 0.5) {
-                if stopRequested != 0 { return 130 }
-            }
-        }
 
         var format = FrameFormat(pixelFormat, width: size.0, height: size.1)
         var painted = Set<UInt32>()
@@ -104,6 +112,59 @@ enum ProduceCommand: Command {
                   + " (\(formatDouble(Double(producer.publishedCount) / max(secs, 1e-9), 0)) fps), dropped \(producer.droppedCount)")
         }
         return 0
+    }
+
+    /// Decodes `input` and publishes every frame (one copy per frame, into the reserved slot).
+    static func produceMedia(input: String, formatName: String?, threads: Int, out: String, frames: Int?,
+                             slots: Int, liveSource: Bool, waitFor: Int, hwm: Int, quiet: Bool) throws -> Int32 {
+        let decoder = try MediaDecoder(input: input, formatName: formatName, threads: threads)
+        let rate = decoder.frameRate.map { Double($0.num) / Double($0.den) }
+        guard let producer = try openStream(out, slots: slots, liveSource: liveSource, hwm: hwm, rate: rate,
+                                            waitFor: waitFor) else { return 130 }
+        defer { producer.close() }
+        let start = monotonicNanos()
+        var decoded = 0
+        var formats: [FrameFormat] = []
+        while stopRequested == 0, frames.map({ decoded < $0 }) ?? true, let picture = decoder.next() {
+            decoded += 1
+            let format = try picture.frameFormat()
+            if formats.last != format { formats.append(format) }
+            // A new size or pixel format is just a new reservation: the producer starts a new epoch.
+            guard var slot = try producer.reserve(format) else { continue }   // dropped at the source
+            picture.copyPlanes(into: slot)
+            slot.description = picture.description
+            slot.publish()
+        }
+        producer.finish()
+        if decoder.decodeErrors > 0 {
+            warn("\(decoder.decodeErrors) decode error\(decoder.decodeErrors == 1 ? "" : "s") in '\(input)' (decoding went on, as ffmpeg does)")
+        }
+        if !quiet {
+            let secs = Double(monotonicNanos() - start) / 1e9
+            let what = formats.map(\.description).joined(separator: ", then ")
+            print("produce: \(out): published \(producer.publishedCount) frames of \(what.isEmpty ? "nothing" : what)"
+                  + " (\(decoder.codecName), copy path) in \(formatDouble(secs, 2)) s"
+                  + " (\(formatDouble(Double(producer.publishedCount) / max(secs, 1e-9), 0)) fps),"
+                  + " dropped \(producer.droppedCount), decode errors \(decoder.decodeErrors)")
+        }
+        return 0
+    }
+
+    /// Creates the stream and, with --wait-for, waits for that many lossless consumers;
+    /// nil when SIGINT/SIGTERM came first.
+    static func openStream(_ out: String, slots: Int, liveSource: Bool, hwm: Int, rate: Double?,
+                           waitFor: Int) throws -> Producer? {
+        var options = ProducerOptions()
+        options.slots = slots
+        options.liveSource = liveSource
+        options.sendHighWaterMark = Int32(hwm)
+        options.nominalRate = rate
+        installStopHandlers()
+        let producer = try Producer(stream: out, options: options)
+        while waitFor > 0, !producer.waitForLosslessConsumers(waitFor, timeoutSeconds: 0.5) {
+            if stopRequested != 0 { producer.close(); return nil }
+        }
+        return producer
     }
 
     static func patternDescription(format: FrameFormat, index: UInt64, rate: Double?, last: Bool) -> FrameDescription {

@@ -1,18 +1,22 @@
+import FrameMedia
 import FrameServer
 import Glibc
 
 /// `framesrv sink`: consumes a stream.
 enum SinkCommand: Command {
     static let name = "sink"
-    static let summary = "consume a stream (--null: count, verify and print statistics)"
+    static let summary = "consume a stream (--null: count, verify and print statistics; --framemd5: checksums)"
     static let help = """
     usage: framesrv sink --in NAME --null [options]
+           framesrv sink --in NAME --framemd5 FILE|- [options]
 
     Attaches to stream NAME (waiting for it to appear), reads every frame in place and
     releases it. Exits 0 after the end of the stream.
 
       --in NAME            the stream to read
       --null               discard frames; count them and print statistics
+      --framemd5 FILE|-    write what 'ffmpeg -i INPUT -map 0:v:0 -f framemd5' writes for these
+                           frames (- for standard output; the summary line then goes to stderr)
       --lossless           every frame, in order; the producer waits for this consumer (default)
       --live               the newest frame only; never slows the producer, counts misses
       --wait SECONDS       give up if the stream has not appeared by then (default: wait forever)
@@ -30,6 +34,7 @@ enum SinkCommand: Command {
     static func run(_ args: inout Arguments) throws -> Int32 {
         let input = try args.value("--in", "-i")
         let null = args.flag("--null")
+        let framemd5 = try args.value("--framemd5")
         let live = args.flag("--live")
         let lossless = args.flag("--lossless")
         let wait = try args.double("--wait", range: 0...1e9)
@@ -45,7 +50,11 @@ enum SinkCommand: Command {
         try args.finish()
 
         guard let input else { throw UsageError("missing --in NAME: the stream to read") }
-        guard null else { throw UsageError("say where frames go: --null (more sinks come with the filter and sink issue)") }
+        guard null != (framemd5 != nil) else {
+            throw UsageError("say where frames go: --null or --framemd5 FILE|- (more sinks come with the filter and sink issue)")
+        }
+        guard framemd5 == nil || !verify else { throw UsageError("--verify goes with --null") }
+        let md5Writer = try framemd5.map { path throws(MediaError) in try FrameMD5Writer(path: path) }
         guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
 
         var logFD: Int32 = -1
@@ -81,9 +90,19 @@ enum SinkCommand: Command {
 
         var stats = SinkStatistics()
         var rng = SystemRandomNumberGenerator()
+        var frameRateRead = false
         let start = monotonicNanos()
         while stopRequested == 0, frames.map({ stats.received < $0 }) ?? true, let frame = try consumer.next() {
             stats.record(frame)
+            if let md5Writer {
+                if !frameRateRead {
+                    frameRateRead = true
+                    // ffmpeg's framemd5 time base is 1/frame rate: the producer's nominal rate.
+                    let rate = (try? StreamSnapshot.read(input, in: consumer.directory)).map(\.nominalRate)
+                    md5Writer.frameRate = rate.flatMap { $0 > 0 ? $0 : nil }
+                }
+                try md5Writer.write(frame)
+            }
             if verify, !TestPattern.verify(frame) {
                 stats.corrupt += 1
                 log("corrupt \(frame.sequence)")
@@ -95,11 +114,18 @@ enum SinkCommand: Command {
             }
             frame.release()
         }
+        try md5Writer?.flush()
         stats.missed = consumer.missed
         stats.seconds = Double(monotonicNanos() - start) / 1e9
-        if statsJSON { print(stats.json(stream: input, mode: options.mode)) }
+        // With checksums on standard output, statistics go to standard error.
+        let toStderr = framemd5 == "-"
+        if statsJSON {
+            let line = stats.json(stream: input, mode: options.mode)
+            if toStderr { warn(line) } else { print(line) }
+        }
         if !quiet {
-            print("sink: \(input) (\(options.mode.rawValue)): \(stats.summary)")
+            let line = "sink: \(input) (\(options.mode.rawValue)): \(stats.summary)"
+            if toStderr { warn(line) } else { print(line) }
         }
         return stats.corrupt == 0 ? 0 : 3
     }

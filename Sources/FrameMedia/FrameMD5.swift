@@ -1,0 +1,168 @@
+import CFFmpeg
+import FrameServer
+import Glibc
+
+/// Writes what `ffmpeg -i INPUT -map 0:v:0 -f framemd5 -` writes for the frames of a stream:
+/// the framehash header, then one line per frame with timestamps in ffmpeg's output time
+/// base and the MD5 of the tightly packed planes (row bytes only, in plane order).
+///
+/// ffmpeg's output time base is the inverse of the input's (guessed) frame rate. framesrv's
+/// frame header carries no frame rate: it is the stream's nominal rate when the caller passes
+/// it (`frameRate`, the producer's `av_guess_frame_rate`, recovered from its 1/1000 precision
+/// for integer and NTSC (N*1000/1001) rates), else the first frame's duration x time base.
+/// Timestamps are then mapped the way ffmpeg's variable-frame-rate sync does (`-vsync vfr`,
+/// the default for framemd5). Exact for constant-frame-rate inputs; variable-frame-rate
+/// inputs may differ in the timestamp columns.
+public final class FrameMD5Writer {
+    private let fd: Int32
+    private let path: String
+    private let ownsFD: Bool
+    private var outputTimeBase: Rational?
+    private var syncPts: Int64 = 0
+    private var buffer: [UInt8] = []
+    private let md5: OpaquePointer
+    /// Frame lines written (frames ffmpeg's sync would drop are not written).
+    public private(set) var frames = 0
+
+    /// The stream's nominal frame rate (set it before the first frame; see above).
+    public var frameRate: Double?
+
+    /// Writes to `path`, or to standard output for `-`. `frameRate`: the stream's nominal rate.
+    public init(path: String, frameRate: Double? = nil) throws(MediaError) {
+        self.path = path
+        self.frameRate = frameRate
+        if path == "-" {
+            fd = 1
+            ownsFD = false
+        } else {
+            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw .io(path, .current) }
+            ownsFD = true
+        }
+        guard let ctx = av_md5_alloc() else { throw .ffmpeg("av_md5_alloc", "out of memory") }
+        md5 = ctx
+    }
+
+    deinit {
+        if ownsFD { Glibc.close(fd) }
+        av_free(UnsafeMutableRawPointer(md5))
+    }
+
+    /// `Lavf59.27.100`: the libavformat that writes ffmpeg's `#software` line.
+    public static var libavformatIdent: String {
+        let v = avformat_version()
+        return "Lavf\(v >> 16).\((v >> 8) & 0xFF).\(v & 0xFF)"
+    }
+
+    /// Appends the line for `frame` (and the header, before the first frame).
+    public func write(_ frame: borrowing Frame) throws(MediaError) {
+        let header = frame.header
+        guard let format = header.format else { throw .unreadablePixelFormat(header.pixelFormatName) }
+        let d = header.description
+        let tb = outputTimeBase ?? Self.rateTimeBase(frameRate) ?? Self.outputTimeBase(d)
+        if outputTimeBase == nil {
+            outputTimeBase = tb
+            let sar = d.sampleAspectRatio
+            try emit("""
+                #format: frame checksums
+                #version: 2
+                #hash: MD5
+                #software: \(Self.libavformatIdent)
+                #tb 0: \(tb.num)/\(tb.den)
+                #media_type 0: video
+                #codec_id 0: rawvideo
+                #dimensions 0: \(format.width)x\(format.height)
+                #sar 0: \(sar.num)/\(sar.den)
+                #stream#, dts,        pts, duration,     size, hash
+
+                """)
+        }
+
+        // ffmpeg's VFR sync (fftools/ffmpeg.c do_video_out): the frame's time in the output
+        // time base, nudged off exact midpoints, is the next output pts unless it is within
+        // 0.6 frames of it; a frame more than 0.6 frames in the past is dropped.
+        var duration: Double = 1
+        if d.duration > 0, d.timeBase.den > 0 {
+            let frameDuration = (Double(d.duration) * Double(d.timeBase.num) * Double(tb.den)
+                                 / (Double(d.timeBase.den) * Double(tb.num))).rounded(.toNearestOrEven)
+            if frameDuration > 0 { duration = frameDuration }
+        }
+        let lineDuration = Int64(duration)
+        if let pts = d.pts, d.timeBase.den > 0 {
+            var syncIpts = Double(pts) * Double(d.timeBase.num) * Double(tb.den) / (Double(d.timeBase.den) * Double(tb.num))
+            syncIpts += (syncIpts > 0 ? 1 : syncIpts < 0 ? -1 : 0) / Double(1 << 17)
+            var delta0 = syncIpts - Double(syncPts)
+            let delta = delta0 + duration
+            if delta0 < 0, delta > 0 {
+                syncIpts = Double(syncPts)
+                duration += delta0
+                delta0 = 0
+            }
+            if delta <= -0.6 { return }
+            if delta > 0.6 { syncPts = Int64(syncIpts.rounded(.toNearestOrEven)) }
+        }
+        let pts = syncPts
+        syncPts += 1
+
+        // MD5 of the tightly packed planes.
+        av_md5_init(md5)
+        var size = 0
+        for i in format.pixelFormat.planes.indices {
+            let plane = frame.plane(i)
+            let rowBytes = format.rowBytes(plane: i), stride = format.stride(plane: i)
+            for y in 0..<format.rows(plane: i) {
+                av_md5_update(md5, plane.baseAddress!.assumingMemoryBound(to: UInt8.self) + y * stride, Int(rowBytes))
+            }
+            size += rowBytes * format.rows(plane: i)
+        }
+        var digest = [UInt8](repeating: 0, count: 16)
+        av_md5_final(md5, &digest)
+        let hex = digest.map { b in
+            let s = String(b, radix: 16)
+            return b < 16 ? "0" + s : s
+        }.joined()
+        try emit("0, \(pad(String(pts), 10)), \(pad(String(pts), 10)), \(pad(String(lineDuration), 8)), "
+                 + "\(pad(String(size), 8)), \(hex)\n")
+        frames += 1
+    }
+
+    /// Writes what is buffered (call at the end).
+    public func flush() throws(MediaError) {
+        var written = 0
+        while written < buffer.count {
+            let n = buffer.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { throw .io(path, .current) }
+            written += n
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    private func emit(_ text: String) throws(MediaError) {
+        buffer.append(contentsOf: text.utf8)
+        if buffer.count >= 1 << 16 { try flush() }
+    }
+
+    private func pad(_ s: String, _ width: Int) -> String {
+        s.count >= width ? s : String(repeating: " ", count: width - s.count) + s
+    }
+
+    /// 1/`rate` when `rate` is an integer or NTSC rate to the 1/1000 precision it is stored with.
+    static func rateTimeBase(_ rate: Double?) -> Rational? {
+        guard let rate, rate >= 1, rate < 1_000_000 else { return nil }
+        let tolerance = 0.0011
+        let whole = rate.rounded()
+        if abs(whole - rate) < tolerance { return Rational(1, Int32(whole)) }
+        let ntsc = (rate * 1.001).rounded()
+        if abs(ntsc / 1.001 - rate) < tolerance { return Rational(1001, Int32(ntsc * 1000)) }
+        return nil
+    }
+
+    /// 1/frame rate, from the first frame's duration; the frame's own time base without one.
+    static func outputTimeBase(_ d: FrameDescription) -> Rational {
+        guard d.duration > 0, d.timeBase.num > 0, d.timeBase.den > 0 else { return d.timeBase }
+        var num: Int32 = 0, den: Int32 = 0
+        _ = av_reduce(&num, &den, d.duration * Int64(d.timeBase.num), Int64(d.timeBase.den), Int64(Int32.max))
+        return Rational(num, den)
+    }
+}

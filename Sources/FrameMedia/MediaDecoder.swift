@@ -1,0 +1,251 @@
+import CFFmpeg
+import FrameServer
+import Glibc
+
+/// Why a media input cannot be decoded at all (one clear line each).
+public enum MediaInputError: Error, CustomStringConvertible, Sendable {
+    /// libavformat cannot open or read the input (missing file, unknown format, ...).
+    case cannotOpen(String, String)
+    /// `-f NAME` names no input format libavformat knows.
+    case unknownInputFormat(String)
+    /// The input has no video stream.
+    case noVideoStream(String)
+    /// libavcodec has no decoder for the video stream's codec.
+    case unsupportedCodec(String, String)
+    /// A decoded frame has a pixel format framesrv cannot carry.
+    case unsupportedPixelFormat(String)
+    /// An FFmpeg call failed (its name and FFmpeg's message).
+    case ffmpeg(String, String)
+
+    public var description: String {
+        switch self {
+        case .cannotOpen(let input, let message): return "cannot open '\(input)': \(message)"
+        case .unknownInputFormat(let name): return "FFmpeg knows no input format '\(name)'"
+        case .noVideoStream(let input): return "'\(input)' has no video stream"
+        case .unsupportedCodec(let input, let codec): return "no decoder for the video codec '\(codec)' of '\(input)'"
+        case .unsupportedPixelFormat(let name):
+            return "decoded frames are \(name), which framesrv cannot carry (known: "
+                + PixelFormat.allCases.map(\.name).joined(separator: ", ") + ", and yuvj420p/yuvj422p/yuvj444p)"
+        case .ffmpeg(let call, let message): return "FFmpeg's \(call) failed: \(message)"
+        }
+    }
+}
+
+/// Decodes the first video stream of a file or of standard input with libavformat and
+/// libavcodec, one frame at a time, as `ffmpeg -i INPUT -map 0:v:0` would.
+///
+/// Decode errors are counted (`decodeErrors`) and decoding goes on, as ffmpeg does; what
+/// makes decoding impossible (a missing file, no video stream, no decoder) throws at `init`.
+/// Timestamps are rebased so that the input starts at 0, as ffmpeg does without `-copyts`.
+/// Use it from one thread.
+public final class MediaDecoder {
+    /// What was opened: `-` for standard input.
+    public let input: String
+    /// The video stream's time base (the unit of every frame's pts and duration).
+    public let timeBase: Rational
+    /// FFmpeg's guess of the stream's frame rate (`av_guess_frame_rate`), nil if unknown.
+    public let frameRate: Rational?
+    /// The decoder's name (`h264`, `ffv1`, ...).
+    public let codecName: String
+    /// Packets or frames the decoder rejected, frames it concealed errors in, and read errors
+    /// (decoding went on).
+    public private(set) var decodeErrors = 0
+    /// Frames returned so far.
+    public private(set) var framesDecoded = 0
+
+    private var format: UnsafeMutablePointer<AVFormatContext>?
+    private var codec: UnsafeMutablePointer<AVCodecContext>?
+    private var packet: UnsafeMutablePointer<AVPacket>?
+    private var frame: UnsafeMutablePointer<AVFrame>?
+    private let streamIndex: Int32
+    private let startOffset: Int64
+    private var receiving = false
+    private var draining = false
+    private var finished = false
+
+    /// Opens `input` (a path or URL; `-` reads standard input), optionally forcing the
+    /// input format `formatName` (ffmpeg's `-f`), and prepares a decoder for its first
+    /// video stream running `threads` threads (0: as many as FFmpeg likes, ffmpeg's default).
+    public init(input: String, formatName: String? = nil, threads: Int = 0) throws(MediaInputError) {
+        self.input = input
+        av_log_set_level(AV_LOG_FATAL)   // errors are counted and reported by the caller
+        var inputFormat: UnsafePointer<AVInputFormat>?
+        if let formatName {
+            guard let f = av_find_input_format(formatName) else { throw .unknownInputFormat(formatName) }
+            inputFormat = f
+        }
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        var r = avformat_open_input(&ctx, input == "-" ? "pipe:0" : input, inputFormat, nil)
+        guard r >= 0, let ctx else { throw .cannotOpen(input, ffmpegMessage(r)) }
+        format = ctx
+        r = avformat_find_stream_info(ctx, nil)
+        guard r >= 0 else {
+            avformat_close_input(&format)
+            throw .cannotOpen(input, ffmpegMessage(r))
+        }
+        let index = av_find_best_stream(ctx, AVMEDIA_TYPE_VIDEO, -1, -1, nil, 0)
+        guard index >= 0 else {
+            avformat_close_input(&format)
+            if index == cffmpeg_decoder_not_found() { throw .unsupportedCodec(input, "?") }
+            throw .noVideoStream(input)
+        }
+        streamIndex = index
+        let stream = ctx.pointee.streams[Int(index)]!
+        let parameters = stream.pointee.codecpar!
+        let codecID = parameters.pointee.codec_id
+        guard let decoder = avcodec_find_decoder(codecID) else {
+            let name = String(cString: avcodec_get_name(codecID))
+            avformat_close_input(&format)
+            throw .unsupportedCodec(input, name)
+        }
+        codecName = String(cString: decoder.pointee.name)
+        let tb = stream.pointee.time_base
+        timeBase = Rational(tb.num, tb.den)
+        let fr = av_guess_frame_rate(ctx, stream, nil)
+        frameRate = fr.num > 0 && fr.den > 0 ? Rational(fr.num, fr.den) : nil
+        // ffmpeg (without -copyts) shifts the input so that its start time is 0.
+        let start = ctx.pointee.start_time
+        startOffset = start == cffmpeg_nopts() ? 0 : av_rescale_q(start, AVRational(num: 1, den: AV_TIME_BASE), tb)
+
+        codec = avcodec_alloc_context3(decoder)
+        packet = av_packet_alloc()
+        frame = av_frame_alloc()
+        guard let codec, packet != nil, frame != nil else {
+            close()
+            throw .ffmpeg("avcodec_alloc_context3", "out of memory")
+        }
+        r = avcodec_parameters_to_context(codec, parameters)
+        guard r >= 0 else { close(); throw .ffmpeg("avcodec_parameters_to_context", ffmpegMessage(r)) }
+        codec.pointee.pkt_timebase = tb
+        codec.pointee.thread_count = Int32(max(0, threads))
+        r = avcodec_open2(codec, decoder, nil)
+        guard r >= 0 else { close(); throw .unsupportedCodec(input, "\(codecName) (\(ffmpegMessage(r)))") }
+    }
+
+    deinit { close() }
+
+    /// Frees everything FFmpeg allocated (also done at deinit).
+    public func close() {
+        avcodec_free_context(&codec)
+        av_packet_free(&packet)
+        av_frame_free(&frame)
+        if format != nil { avformat_close_input(&format) }
+        finished = true
+    }
+
+    /// The next decoded frame, or nil at the end of the input (the decoder drained).
+    /// The frame is valid until the next call.
+    public func next() -> DecodedFrame? {
+        guard let codec, let packet, let frame, let format, !finished else { return nil }
+        var consecutiveErrors = 0
+        while true {
+            if receiving {
+                av_frame_unref(frame)
+                let r = avcodec_receive_frame(codec, frame)
+                if r == 0 {
+                    framesDecoded += 1
+                    // A frame the decoder concealed errors in is still delivered (as ffmpeg does), and counted.
+                    if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
+                        decodeErrors += 1
+                    }
+                    // As ffmpeg: the container's aspect ratio when it has one, else the frame's.
+                    let sar = av_guess_sample_aspect_ratio(format, format.pointee.streams[Int(streamIndex)], frame)
+                    return DecodedFrame(frame: frame, startOffset: startOffset, timeBase: timeBase,
+                                        sampleAspectRatio: Rational(sar.num, sar.den))
+                } else if r == cffmpeg_eof() {
+                    finished = true
+                    return nil
+                } else if r == cffmpeg_eagain() {
+                    receiving = false
+                    if draining { finished = true; return nil }
+                } else {
+                    decodeErrors += 1
+                    consecutiveErrors += 1
+                    if !draining { receiving = false }
+                    if consecutiveErrors > 10_000 { finished = true; return nil }
+                }
+                continue
+            }
+            let r = av_read_frame(format, packet)
+            if r < 0 {
+                // End of input (or a read error, which ffmpeg also treats as the end): drain.
+                if r != cffmpeg_eof() { decodeErrors += 1 }
+                _ = avcodec_send_packet(codec, nil)
+                draining = true
+                receiving = true
+                continue
+            }
+            defer { av_packet_unref(packet) }
+            guard packet.pointee.stream_index == streamIndex else { continue }
+            let s = avcodec_send_packet(codec, packet)
+            if s < 0, s != cffmpeg_eagain() { decodeErrors += 1 }
+            receiving = true
+        }
+    }
+}
+
+/// One decoded frame, valid until the decoder's next `next()`.
+public struct DecodedFrame: ~Copyable {
+    private let frame: UnsafeMutablePointer<AVFrame>
+    /// The frame's pixel format, nil when framesrv has no code for it (see `pixelFormatName`).
+    public let pixelFormat: PixelFormat?
+    /// FFmpeg's name for the decoded pixel format.
+    public let pixelFormatName: String
+    public let width: Int
+    public let height: Int
+    /// Timestamps (rebased, in the stream's time base), colour, aspect ratio (the container's
+    /// when it has one, as ffmpeg) and key flag.
+    public let description: FrameDescription
+
+    init(frame: UnsafeMutablePointer<AVFrame>, startOffset: Int64, timeBase: Rational, sampleAspectRatio: Rational) {
+        self.frame = frame
+        let f = frame.pointee
+        let fmt = AVPixelFormat(rawValue: f.format)
+        pixelFormatName = av_get_pix_fmt_name(fmt).map { String(cString: $0) } ?? "format \(f.format)"
+        // The deprecated full-range "j" formats have the layout of their plain twins.
+        let jpeg = ["yuvj420p": PixelFormat.yuv420p, "yuvj422p": .yuv422p, "yuvj444p": .yuv444p]
+        pixelFormat = jpeg[pixelFormatName] ?? PixelFormat(name: pixelFormatName)
+        width = Int(f.width)
+        height = Int(f.height)
+        var d = FrameDescription()
+        var range = UInt32(f.color_range.rawValue)
+        if jpeg[pixelFormatName] != nil, range == 0 { range = 2 }
+        d.color = ColorDescription(matrix: UInt32(f.colorspace.rawValue), range: range,
+                                   primaries: UInt32(f.color_primaries.rawValue), transfer: UInt32(f.color_trc.rawValue))
+        d.sampleAspectRatio = sampleAspectRatio.num > 0 ? sampleAspectRatio : Rational(0, 1)
+        let pts = f.best_effort_timestamp
+        d.pts = pts == cffmpeg_nopts() ? nil : pts - startOffset
+        d.timeBase = timeBase
+        d.duration = max(0, f.pkt_duration)
+        d.captureNanos = monotonicNanos()
+        d.flags = f.key_frame != 0 ? [.keyframe] : []
+        description = d
+    }
+
+    /// The frame's framesrv format, or the error naming a pixel format framesrv cannot carry.
+    public func frameFormat() throws(MediaInputError) -> FrameFormat {
+        guard let pixelFormat else { throw .unsupportedPixelFormat(pixelFormatName) }
+        return FrameFormat(pixelFormat, width: width, height: height)
+    }
+
+    /// Copies the frame's planes, row by row, into `slot` (which must have this frame's format).
+    public func copyPlanes(into slot: borrowing WritableFrame) {
+        let format = slot.format
+        let f = frame.pointee
+        withUnsafeBytes(of: f.data) { dataTuple in
+            withUnsafeBytes(of: f.linesize) { linesizeTuple in
+                let data = dataTuple.bindMemory(to: UnsafeMutablePointer<UInt8>?.self)
+                let linesize = linesizeTuple.bindMemory(to: Int32.self)
+                for i in format.pixelFormat.planes.indices {
+                    guard let src = data[i] else { continue }
+                    let dst = slot.plane(i).baseAddress!
+                    let rowBytes = format.rowBytes(plane: i), stride = format.stride(plane: i)
+                    let srcStride = Int(linesize[i])
+                    for y in 0..<format.rows(plane: i) {
+                        memcpy(dst + y * stride, src + y * srcStride, rowBytes)
+                    }
+                }
+            }
+        }
+    }
+}

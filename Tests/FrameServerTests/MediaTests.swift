@@ -1,0 +1,154 @@
+import Foundation
+import FrameServer
+import Glibc
+import Testing
+
+/// `framesrv produce -i INPUT`: decoded media through real processes, with FFmpeg's own
+/// `-f framemd5` output as the oracle for every frame's pixels, size and timestamps.
+@Suite(.serialized) struct MediaTests {
+    /// An input the test generates with the ffmpeg CLI (testsrc2, then `ffmpegArgs`).
+    struct Input: CustomTestStringConvertible, Sendable {
+        let file: String
+        let rate: String
+        let frames: Int
+        let ffmpegArgs: [String]
+        var testDescription: String { file }
+    }
+
+    static let inputs: [Input] = [
+        Input(file: "h264.mp4", rate: "25", frames: 30, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]),
+        Input(file: "ntsc-bframes-sar.mp4", rate: "30000/1001", frames: 12,
+              ffmpegArgs: ["-vf", "setsar=4/3", "-c:v", "libx264", "-bf", "2", "-pix_fmt", "yuv420p"]),
+        Input(file: "h264.ts", rate: "25", frames: 15, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]),
+        Input(file: "ffv1-yuv444p.mkv", rate: "25", frames: 10, ffmpegArgs: ["-c:v", "ffv1", "-pix_fmt", "yuv444p"]),
+        Input(file: "ffv1-gray.mkv", rate: "25", frames: 10, ffmpegArgs: ["-c:v", "ffv1", "-pix_fmt", "gray"]),
+        Input(file: "ffv1-odd-321x241.mkv", rate: "25", frames: 8,
+              ffmpegArgs: ["-vf", "scale=321:241", "-c:v", "ffv1", "-pix_fmt", "yuv420p"]),
+        Input(file: "ffv1-yuv420p10le.mkv", rate: "25", frames: 8, ffmpegArgs: ["-c:v", "ffv1", "-pix_fmt", "yuv420p10le"]),
+        Input(file: "mjpeg.avi", rate: "25", frames: 10, ffmpegArgs: ["-c:v", "mjpeg"]),   // yuvj420p
+        Input(file: "raw-30fps.y4m", rate: "30", frames: 10, ffmpegArgs: ["-pix_fmt", "yuv420p"]),
+    ]
+
+    /// Runs `command` with /bin/sh (FRAMESRV_DIR set to the scratch directory): status,
+    /// standard output as bytes, standard error as text.
+    @discardableResult
+    func shell(_ command: String, _ scratch: Scratch) throws -> (status: Int32, stdout: Data, stderr: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", command]
+        p.environment = ProcessInfo.processInfo.environment.merging(["FRAMESRV_DIR": scratch.path]) { $1 }
+        let errPath = scratch.file(".sh-err-\(UUID().uuidString.prefix(8))")
+        FileManager.default.createFile(atPath: errPath, contents: nil)
+        let out = Pipe()
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = out
+        p.standardError = FileHandle(forWritingAtPath: errPath)
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, data, (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+    }
+
+    func generate(_ input: Input, _ scratch: Scratch) throws -> String {
+        let path = scratch.file(input.file)
+        let args = (["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=\(input.rate)",
+                     "-frames:v", String(input.frames)] + input.ffmpegArgs + [path]).map { "'\($0)'" }
+        let (status, _, err) = try shell("ffmpeg " + args.joined(separator: " "), scratch)
+        guard status == 0 else { throw TestFailure("ffmpeg could not generate \(input.file): \(err)") }
+        return path
+    }
+
+    /// What FFmpeg itself writes for the input's first video stream.
+    func oracle(_ path: String, _ scratch: Scratch) throws -> String {
+        let (status, out, err) = try shell("ffmpeg -v error -i '\(path)' -map 0:v:0 -f framemd5 -", scratch)
+        guard status == 0 else { throw TestFailure("ffmpeg -f framemd5 failed on \(path): \(err)") }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Producer and sink as separate processes; returns the sink's framemd5 and the producer.
+    func pipeline(_ produceArgs: [String], stream: String, _ scratch: Scratch) throws -> (md5: String, producer: Proc, sink: Proc) {
+        let producer = try scratch.start(["produce"] + produceArgs + ["--out", stream, "--wait-for", "1"])
+        let sink = try scratch.start(["sink", "--in", stream, "--framemd5", "-"])
+        #expect(sink.wait(timeout: 60) == 0, "sink: \(sink.stderr)")
+        #expect(producer.wait(timeout: 60) == 0, "producer: \(producer.stderr)")
+        return (sink.stdout, producer, sink)
+    }
+
+    @Test(arguments: inputs) func framemd5MatchesFFmpeg(_ input: Input) throws {
+        let scratch = try Scratch()
+        let path = try generate(input, scratch)
+        let expected = try oracle(path, scratch)
+        #expect(expected.split(separator: "\n").filter { !$0.hasPrefix("#") }.count == input.frames)
+        let (md5, producer, _) = try pipeline(["-i", path, "--threads", "2"], stream: "media", scratch)
+        #expect(md5 == expected, "framesrv's framemd5 of \(input.file) differs from ffmpeg's")
+        #expect(producer.stdout.contains("published \(input.frames) frames"), "\(producer.stdout)")
+        #expect(producer.stdout.contains("copy path") && producer.stdout.contains("decode errors 0"), "\(producer.stdout)")
+    }
+
+    /// `-i -`: a y4m stream from a pipe on standard input, frame for frame what ffmpeg decodes.
+    @Test func standardInputFromAPipe() throws {
+        let scratch = try Scratch()
+        let path = try generate(Input(file: "src.mkv", rate: "25", frames: 12, ffmpegArgs: ["-c:v", "ffv1", "-pix_fmt", "yuv422p"]), scratch)
+        let expected = try oracle(path, scratch)
+        let sink = try scratch.start(["sink", "--in", "piped", "--framemd5", "-"])
+        let (status, out, err) = try shell(
+            "ffmpeg -v error -i '\(path)' -f yuv4mpegpipe - | '\(framesrvPath)' produce -i - -f yuv4mpegpipe --out piped --wait-for 1",
+            scratch)
+        #expect(status == 0, "\(err)")
+        #expect(String(decoding: out, as: UTF8.self).contains("published 12 frames of 320x240 yuv422p"))
+        #expect(sink.wait(timeout: 60) == 0, "\(sink.stderr)")
+        #expect(sink.stdout == expected)
+    }
+
+    /// What cannot be decoded at all is one error line and exit status 1, and no stream.
+    @Test func undecodableInputsAreOneErrorLine() throws {
+        let scratch = try Scratch()
+        let missing = try scratch.run(["produce", "-i", scratch.file("missing.mp4"), "--out", "m"])
+        #expect(missing.status == 1)
+        #expect(missing.stderr == "framesrv: error: cannot open '\(scratch.file("missing.mp4"))': No such file or directory\n")
+
+        let wav = scratch.file("tone.wav")
+        let (g, _, gerr) = try shell("ffmpeg -v error -y -f lavfi -i sine=duration=0.5 '\(wav)'", scratch)
+        #expect(g == 0, "\(gerr)")
+        let audio = try scratch.run(["produce", "-i", wav, "--out", "a"])
+        #expect(audio.status == 1)
+        #expect(audio.stderr == "framesrv: error: '\(wav)' has no video stream\n")
+
+        let badFormat = try scratch.run(["produce", "-i", wav, "-f", "no-such-format", "--out", "b"])
+        #expect(badFormat.status == 1)
+        #expect(badFormat.stderr == "framesrv: error: FFmpeg knows no input format 'no-such-format'\n")
+        #expect(scratch.snapshot("m") == nil && scratch.snapshot("a") == nil && scratch.snapshot("b") == nil)
+    }
+
+    /// A truncated H.264 stream: the producer publishes every frame the decoder gives
+    /// (identical to ffmpeg's), reports the decode errors, and ends the stream normally.
+    @Test func truncatedInputPublishesWhatDecodes() throws {
+        let scratch = try Scratch()
+        let full = try generate(Input(file: "full.h264", rate: "25", frames: 20, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]), scratch)
+        let data = try Data(contentsOf: URL(fileURLWithPath: full))
+        let truncated = scratch.file("truncated.h264")
+        try data.prefix(data.count * 6 / 10).write(to: URL(fileURLWithPath: truncated))
+        let expected = try oracle(truncated, scratch)
+        let frames = expected.split(separator: "\n").filter { !$0.hasPrefix("#") }.count
+        #expect(frames > 0 && frames < 20)
+        // One decoder thread: with frame threads, libavcodec's H.264 decoder flags the
+        // concealed last frame only sometimes (the pixels are the same either way).
+        let (md5, producer, _) = try pipeline(["-i", truncated, "--threads", "1"], stream: "cut", scratch)
+        #expect(md5 == expected)
+        #expect(producer.stdout.contains("published \(frames) frames"), "\(producer.stdout)")
+        #expect(!producer.stdout.contains("decode errors 0"), "\(producer.stdout)")
+        #expect(producer.stderr.contains("decode error"), "\(producer.stderr)")
+    }
+
+    /// `--frames N` stops after N decoded frames and ends the stream.
+    @Test func framesLimitEndsTheStream() throws {
+        let scratch = try Scratch()
+        let path = try generate(Input(file: "ten.y4m", rate: "25", frames: 10, ffmpegArgs: []), scratch)
+        let expected = try oracle(path, scratch).split(separator: "\n", omittingEmptySubsequences: false)
+        let (md5, producer, _) = try pipeline(["-i", path, "--frames", "4", "--slots", "2"], stream: "four", scratch)
+        let header = expected.prefix { $0.hasPrefix("#") }
+        let firstFour = expected.dropFirst(header.count).prefix(4)
+        #expect(md5 == (header + firstFour).joined(separator: "\n") + "\n")
+        #expect(producer.stdout.contains("published 4 frames"))
+    }
+}
