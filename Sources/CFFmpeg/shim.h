@@ -7,6 +7,7 @@
 #include <libavutil/md5.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/pixdesc.h>
+#include <libavutil/parseutils.h>
 #include <libswscale/swscale.h>
 
 static inline int cffmpeg_averror(int e) { return AVERROR(e); }

@@ -31,13 +31,38 @@ public enum MediaInputError: Error, CustomStringConvertible, Sendable {
     }
 }
 
+/// Input options with ffmpeg's meaning (`ffmpeg -ss T -t D -stream_loop N -i INPUT`).
+public struct MediaInputOptions: Sendable {
+    /// `-ss`: start here (microseconds from the input's start): seek to the keyframe before
+    /// it, decode and drop the frames before it (ffmpeg's accurate seek); timestamps start at 0 there.
+    public var start: Int64?
+    /// `-t`: stop after this much output (microseconds), measured from the first frame kept.
+    public var duration: Int64?
+    /// `-stream_loop`: play the input this many more times (-1: forever), timestamps continuing.
+    public var loops = 0
+
+    public init(start: Int64? = nil, duration: Int64? = nil, loops: Int = 0) {
+        self.start = start; self.duration = duration; self.loops = loops
+    }
+
+    /// Parses a time as ffmpeg's `-ss`/`-t` do (`av_parse_time`): seconds (`1.5`) or
+    /// `[-][HH:]MM:SS[.m...]`; microseconds, nil if it is not a time.
+    public static func parseTime(_ text: String) -> Int64? {
+        var us: Int64 = 0
+        guard !text.isEmpty, av_parse_time(&us, text, 1) >= 0 else { return nil }
+        return us
+    }
+}
+
 /// Decodes the first video stream of a file or of standard input with libavformat and
 /// libavcodec, one frame at a time, as `ffmpeg -i INPUT -map 0:v:0` would.
 ///
 /// Decode errors are counted (`decodeErrors`) and decoding goes on, as ffmpeg does; what
 /// makes decoding impossible (a missing file, no video stream, no decoder) throws at `init`.
-/// Timestamps are rebased so that the input starts at 0, as ffmpeg does without `-copyts`.
-/// Use it from one thread.
+/// Timestamps are rebased so that the input starts at 0, as ffmpeg does without `-copyts`:
+/// the offset is added to every packet (fftools' `ts_offset`), as are, with `loops`, the
+/// durations of the plays before (fftools' `seek_to_start`). `-ss` and `-t` then keep the
+/// frames ffmpeg's `trim` filter keeps. Use it from one thread.
 public final class MediaDecoder {
     /// What was opened: `-` for standard input.
     public let input: String
@@ -58,7 +83,20 @@ public final class MediaDecoder {
     private var packet: UnsafeMutablePointer<AVPacket>?
     private var frame: UnsafeMutablePointer<AVFrame>?
     private let streamIndex: Int32
-    private let startOffset: Int64
+    /// Added to every packet's timestamps (ffmpeg's ts_offset, in the stream's time base).
+    private let tsOffset: Int64
+    private let options: MediaInputOptions
+    /// Plays still to come after this one (-1: forever).
+    private var loopsLeft: Int
+    /// What the plays so far add to timestamps, and the pts span seen (fftools' duration, min_pts, max_pts).
+    private var loopOffset: Int64 = 0
+    private var minPts = Int64.max, maxPts = Int64.min
+    private let frameDurationGuess: Int64
+    /// The `-t` limit in the stream's time base, and the first kept frame's pts.
+    private let durationLimit: Int64?
+    private var firstKeptPts: Int64?
+    /// Seeking failed (`-ss` on a pipe): frames are still dropped up to the start, as ffmpeg does.
+    public private(set) var seekFailed = false
     private var receiving = false
     private var draining = false
     private var finished = false
@@ -66,8 +104,11 @@ public final class MediaDecoder {
     /// Opens `input` (a path or URL; `-` reads standard input), optionally forcing the
     /// input format `formatName` (ffmpeg's `-f`), and prepares a decoder for its first
     /// video stream running `threads` threads (0: as many as FFmpeg likes, ffmpeg's default).
-    public init(input: String, formatName: String? = nil, threads: Int = 0) throws(MediaInputError) {
+    public init(input: String, formatName: String? = nil, threads: Int = 0,
+                options: MediaInputOptions = MediaInputOptions()) throws(MediaInputError) {
         self.input = input
+        self.options = options
+        loopsLeft = options.loops
         av_log_set_level(AV_LOG_FATAL)   // errors are counted and reported by the caller
         var inputFormat: UnsafePointer<AVInputFormat>?
         if let formatName {
@@ -103,9 +144,23 @@ public final class MediaDecoder {
         timeBase = Rational(tb.num, tb.den)
         let fr = av_guess_frame_rate(ctx, stream, nil)
         frameRate = fr.num > 0 && fr.den > 0 ? Rational(fr.num, fr.den) : nil
-        // ffmpeg (without -copyts) shifts the input so that its start time is 0.
+        // ffmpeg (without -copyts) shifts the input so that its start time (plus -ss) is 0.
         let start = ctx.pointee.start_time
-        startOffset = start == cffmpeg_nopts() ? 0 : av_rescale_q(start, AVRational(num: 1, den: AV_TIME_BASE), tb)
+        let timestamp = (options.start ?? 0) + (start == cffmpeg_nopts() ? 0 : start)
+        let microseconds = AVRational(num: 1, den: AV_TIME_BASE)
+        tsOffset = -av_rescale_q(timestamp, microseconds, tb)
+        durationLimit = options.duration.map { av_rescale_q($0, microseconds, tb) }
+        // One frame's duration, for the loop offset (fftools: from the average frame rate, else 1).
+        let avg = stream.pointee.avg_frame_rate
+        frameDurationGuess = avg.num > 0 && avg.den > 0 ? av_rescale_q(1, AVRational(num: avg.den, den: avg.num), tb) : 1
+        if options.start != nil {
+            // As fftools: a little earlier when the stream has B-frames (DTS-based seeking).
+            var seekTo = timestamp
+            if ctx.pointee.iformat.pointee.flags & AVFMT_SEEK_TO_PTS == 0, parameters.pointee.video_delay != 0 {
+                seekTo -= 3 * Int64(AV_TIME_BASE) / 23
+            }
+            if avformat_seek_file(ctx, -1, Int64.min, seekTo, seekTo, 0) < 0 { seekFailed = true }
+        }
 
         codec = avcodec_alloc_context3(decoder)
         packet = av_packet_alloc()
@@ -123,6 +178,23 @@ public final class MediaDecoder {
     }
 
     deinit { close() }
+
+    /// The end of one play with more to come (the decoder drained): as fftools' seek_to_start,
+    /// back to the start, with timestamps continuing after the longest play so far.
+    private func seekToStart() -> Bool {
+        guard let format, let codec else { return false }
+        let r = avformat_seek_file(format, -1, Int64.min, format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time,
+                                   format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time, 0)
+        guard r >= 0 else { decodeErrors += 1; return false }
+        avcodec_flush_buffers(codec)
+        var duration = frameDurationGuess
+        if maxPts > minPts { duration += maxPts - minPts }
+        loopOffset = max(loopOffset, duration)
+        if loopsLeft > 0 { loopsLeft -= 1 }
+        draining = false
+        receiving = false
+        return true
+    }
 
     /// Frees everything FFmpeg allocated (also done at deinit).
     public func close() {
@@ -143,6 +215,16 @@ public final class MediaDecoder {
                 av_frame_unref(frame)
                 let r = avcodec_receive_frame(codec, frame)
                 if r == 0 {
+                    // ffmpeg's trim filter (accurate seek, -t): frames before the start are dropped;
+                    // the stream ends once a frame is -t or more after the first one kept.
+                    let pts = frame.pointee.best_effort_timestamp
+                    if pts != cffmpeg_nopts() {
+                        if options.start != nil, pts < 0 { continue }
+                        if let durationLimit {
+                            if firstKeptPts == nil { firstKeptPts = pts }
+                            if pts - firstKeptPts! >= durationLimit { finished = true; return nil }
+                        }
+                    }
                     framesDecoded += 1
                     // A frame the decoder concealed errors in is still delivered (as ffmpeg does), and counted.
                     if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
@@ -150,14 +232,19 @@ public final class MediaDecoder {
                     }
                     // As ffmpeg: the container's aspect ratio when it has one, else the frame's.
                     let sar = av_guess_sample_aspect_ratio(format, format.pointee.streams[Int(streamIndex)], frame)
-                    return DecodedFrame(frame: frame, startOffset: startOffset, timeBase: timeBase,
+                    return DecodedFrame(frame: frame, timeBase: timeBase,
                                         sampleAspectRatio: Rational(sar.num, sar.den))
                 } else if r == cffmpeg_eof() {
+                    if draining, loopsLeft != 0, seekToStart() { continue }
                     finished = true
                     return nil
                 } else if r == cffmpeg_eagain() {
                     receiving = false
-                    if draining { finished = true; return nil }
+                    if draining {
+                        if loopsLeft != 0, seekToStart() { continue }
+                        finished = true
+                        return nil
+                    }
                 } else {
                     decodeErrors += 1
                     consecutiveErrors += 1
@@ -177,6 +264,13 @@ public final class MediaDecoder {
             }
             defer { av_packet_unref(packet) }
             guard packet.pointee.stream_index == streamIndex else { continue }
+            // fftools' process_input: the input's offset, then the plays before this one.
+            if packet.pointee.pts != cffmpeg_nopts() {
+                packet.pointee.pts += tsOffset + loopOffset
+                maxPts = max(maxPts, packet.pointee.pts)
+                minPts = min(minPts, packet.pointee.pts)
+            }
+            if packet.pointee.dts != cffmpeg_nopts() { packet.pointee.dts += tsOffset + loopOffset }
             let s = avcodec_send_packet(codec, packet)
             if s < 0, s != cffmpeg_eagain() { decodeErrors += 1 }
             receiving = true
@@ -186,7 +280,7 @@ public final class MediaDecoder {
 
 /// One decoded frame, valid until the decoder's next `next()`.
 public struct DecodedFrame: ~Copyable {
-    private let frame: UnsafeMutablePointer<AVFrame>
+    let frame: UnsafeMutablePointer<AVFrame>
     /// The frame's pixel format, nil when framesrv has no code for it (see `pixelFormatName`).
     public let pixelFormat: PixelFormat?
     /// FFmpeg's name for the decoded pixel format.
@@ -197,7 +291,7 @@ public struct DecodedFrame: ~Copyable {
     /// when it has one, as ffmpeg) and key flag.
     public let description: FrameDescription
 
-    init(frame: UnsafeMutablePointer<AVFrame>, startOffset: Int64, timeBase: Rational, sampleAspectRatio: Rational) {
+    init(frame: UnsafeMutablePointer<AVFrame>, timeBase: Rational, sampleAspectRatio: Rational) {
         self.frame = frame
         let f = frame.pointee
         let fmt = AVPixelFormat(rawValue: f.format)
@@ -214,7 +308,7 @@ public struct DecodedFrame: ~Copyable {
                                    primaries: UInt32(f.color_primaries.rawValue), transfer: UInt32(f.color_trc.rawValue))
         d.sampleAspectRatio = sampleAspectRatio.num > 0 ? sampleAspectRatio : Rational(0, 1)
         let pts = f.best_effort_timestamp
-        d.pts = pts == cffmpeg_nopts() ? nil : pts - startOffset
+        d.pts = pts == cffmpeg_nopts() ? nil : pts   // packets were rebased
         d.timeBase = timeBase
         d.duration = max(0, f.pkt_duration)
         d.captureNanos = monotonicNanos()

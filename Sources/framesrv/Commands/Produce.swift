@@ -7,7 +7,8 @@ enum ProduceCommand: Command {
     static let name = "produce"
     static let summary = "publish a stream (-i INPUT: a decoded media file; --pattern: the built-in test pattern)"
     static let help = """
-    usage: framesrv produce -i INPUT --out NAME [-f FMT] [--frames N] [--slots N] [--threads N] [--wait-for N]
+    usage: framesrv produce -i INPUT --out NAME [-f FMT] [-ss T] [-t D] [--loop N] [-re | --readrate X]
+                           [--pix-fmt FMT] [--size WxH] [--frames N] [--slots N] [--threads N] [--wait-for N]
            framesrv produce --pattern --out NAME [options]
 
     Publishes frames into shared memory as stream NAME and announces each over ZeroMQ.
@@ -18,6 +19,18 @@ enum ProduceCommand: Command {
                            key flag; ends the stream at the end of the input. Decode errors
                            are counted and skipped, as ffmpeg does.
       -f FMT               force the input format (ffmpeg's -f, e.g. yuv4mpegpipe for a pipe)
+      -ss T                start at T (seconds, or [HH:]MM:SS[.xxx]) as ffmpeg's input -ss: seek to
+                           the keyframe before T, decode and drop the frames before it; timestamps
+                           start at 0 there
+      -t D                 stop after D of output (same syntax), as ffmpeg's input -t
+      --loop N             play the input N more times (-1: forever), timestamps continuing
+                           (ffmpeg's -stream_loop N)
+      -re                  publish each frame when its timestamp is due (ffmpeg's -re); makes the
+                           producer a live source: it never waits for consumers, drops and counts
+      --readrate X         the same at X times real time (ffmpeg's -readrate)
+      --pix-fmt FMT        with -i: convert to FMT with libswscale (as ffmpeg's -pix_fmt: bicubic,
+                           the source's colour matrix and range); the header's colour follows
+      --size WxH           with -i: scale to WxH with libswscale (as ffmpeg's -s)
       --threads N          decoder threads (default 0: FFmpeg decides, as ffmpeg does)
       --pattern            the built-in moving test pattern (every byte derived from the
                            frame's sequence number, so consumers can verify it)
@@ -41,8 +54,15 @@ enum ProduceCommand: Command {
         let inputFormat = try args.value("-f", "--format")
         let threads = try args.int("--threads", range: 0...256) ?? 0
         let out = try args.value("--out", "-o")
-        let size = try parseSize(try args.value("--size", "-s") ?? "640x360", option: "--size")
-        let fmtName = try args.value("--pix-fmt", "-pix_fmt") ?? "yuv420p"
+        let sizeText = try args.value("--size", "-s")
+        let size = try parseSize(sizeText ?? "640x360", option: "--size")
+        let fmtText = try args.value("--pix-fmt", "-pix_fmt")
+        let fmtName = fmtText ?? "yuv420p"
+        let startText = try args.value("-ss")
+        let durationText = try args.value("-t")
+        let loops = try args.int("--loop", "-stream_loop", range: -1...Int(Int32.max)) ?? 0
+        let realTime = args.flag("-re", "--re")
+        let readrate = try args.double("--readrate", range: 0.001...1000)
         let rateText = try args.value("--rate", "-r") ?? "30"
         let frames = try args.int("--frames", "-frames", range: 1...Int(Int32.max))
         let slots = try args.int("--slots", range: 1...64) ?? 8
@@ -62,11 +82,38 @@ enum ProduceCommand: Command {
         }
         guard let out else { throw UsageError("missing --out NAME: the stream to create") }
         if let mediaInput {
-            return try produceMedia(input: mediaInput, formatName: inputFormat, threads: threads, out: out,
+            var options = MediaInputOptions(loops: loops)
+            if let startText {
+                guard let t = MediaInputOptions.parseTime(startText), t >= 0 else {
+                    throw UsageError("-ss must be a time (seconds, or [HH:]MM:SS[.xxx]), not '\(startText)'")
+                }
+                options.start = t
+            }
+            if let durationText {
+                guard let t = MediaInputOptions.parseTime(durationText), t > 0 else {
+                    throw UsageError("-t must be a positive time (seconds, or [HH:]MM:SS[.xxx]), not '\(durationText)'")
+                }
+                options.duration = t
+            }
+            guard !(realTime && readrate != nil) else { throw UsageError("-re and --readrate X are one choice: -re is --readrate 1") }
+            var pixelFormat: PixelFormat?
+            if let fmtText {
+                guard let f = PixelFormat(name: fmtText) else {
+                    throw UsageError("unknown pixel format '\(fmtText)'; known: \(PixelFormat.allCases.map(\.name).joined(separator: ", "))")
+                }
+                pixelFormat = f
+            }
+            let converter = pixelFormat != nil || sizeText != nil
+                ? FrameConverter(pixelFormat: pixelFormat, size: sizeText != nil ? size : nil) : nil
+            return try produceMedia(input: mediaInput, formatName: inputFormat, threads: threads, options: options,
+                                    readrate: realTime ? 1 : readrate, converter: converter, out: out,
                                     frames: frames, slots: slots, liveSource: liveSource, waitFor: waitFor,
                                     hwm: hwm, quiet: quiet)
         }
         guard inputFormat == nil else { throw UsageError("-f FMT goes with -i INPUT") }
+        guard startText == nil, durationText == nil, loops == 0, !realTime, readrate == nil else {
+            throw UsageError("-ss, -t, --loop, -re and --readrate go with -i INPUT")
+        }
         guard let pixelFormat = PixelFormat(name: fmtName) else {
             throw UsageError("unknown pixel format '\(fmtName)'; known: \(PixelFormat.allCases.map(\.name).joined(separator: ", "))")
         }
@@ -114,25 +161,44 @@ enum ProduceCommand: Command {
         return 0
     }
 
-    /// Decodes `input` and publishes every frame (one copy per frame, into the reserved slot).
-    static func produceMedia(input: String, formatName: String?, threads: Int, out: String, frames: Int?,
+    /// Decodes `input` and publishes every frame (one copy per frame, into the reserved slot,
+    /// or one libswscale conversion into it with `converter`). With `readrate` (X times real
+    /// time) each frame waits until its timestamp is due and the producer is a live source.
+    static func produceMedia(input: String, formatName: String?, threads: Int, options: MediaInputOptions,
+                             readrate: Double?, converter: FrameConverter?, out: String, frames: Int?,
                              slots: Int, liveSource: Bool, waitFor: Int, hwm: Int, quiet: Bool) throws -> Int32 {
-        let decoder = try MediaDecoder(input: input, formatName: formatName, threads: threads)
+        let decoder = try MediaDecoder(input: input, formatName: formatName, threads: threads, options: options)
+        if decoder.seekFailed {
+            warn("cannot seek in '\(input)': decoding from the start and dropping frames before -ss, as ffmpeg does")
+        }
         let rate = decoder.frameRate.map { Double($0.num) / Double($0.den) }
-        guard let producer = try openStream(out, slots: slots, liveSource: liveSource, hwm: hwm, rate: rate,
-                                            waitFor: waitFor) else { return 130 }
+        guard let producer = try openStream(out, slots: slots, liveSource: liveSource || readrate != nil, hwm: hwm,
+                                            rate: rate, waitFor: waitFor) else { return 130 }
         defer { producer.close() }
         let start = monotonicNanos()
         var decoded = 0
         var formats: [FrameFormat] = []
+        var firstTime: Double?
         while stopRequested == 0, frames.map({ decoded < $0 }) ?? true, let picture = decoder.next() {
             decoded += 1
-            let format = try picture.frameFormat()
+            if let readrate, let pts = picture.description.pts, decoder.timeBase.den > 0 {
+                // -re / --readrate: publish when the frame's time (from the first frame) is due.
+                let t = Double(pts) * Double(decoder.timeBase.num) / Double(decoder.timeBase.den)
+                let t0 = firstTime ?? t
+                firstTime = t0
+                sleepUntil(start + UInt64(max(0, (t - t0) / readrate * 1e9)))
+                if stopRequested != 0 { break }
+            }
+            let format = try converter?.outputFormat(for: picture) ?? picture.frameFormat()
             if formats.last != format { formats.append(format) }
             // A new size or pixel format is just a new reservation: the producer starts a new epoch.
             guard var slot = try producer.reserve(format) else { continue }   // dropped at the source
-            picture.copyPlanes(into: slot)
-            slot.description = picture.description
+            if let converter {
+                slot.description = try converter.convert(picture, into: slot)
+            } else {
+                picture.copyPlanes(into: slot)
+                slot.description = picture.description
+            }
             slot.publish()
         }
         producer.finish()
@@ -143,7 +209,7 @@ enum ProduceCommand: Command {
             let secs = Double(monotonicNanos() - start) / 1e9
             let what = formats.map(\.description).joined(separator: ", then ")
             print("produce: \(out): published \(producer.publishedCount) frames of \(what.isEmpty ? "nothing" : what)"
-                  + " (\(decoder.codecName), copy path) in \(formatDouble(secs, 2)) s"
+                  + " (\(decoder.codecName), \(converter == nil ? "copy path" : "libswscale")) in \(formatDouble(secs, 2)) s"
                   + " (\(formatDouble(Double(producer.publishedCount) / max(secs, 1e-9), 0)) fps),"
                   + " dropped \(producer.droppedCount), decode errors \(decoder.decodeErrors)")
         }

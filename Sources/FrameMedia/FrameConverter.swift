@@ -1,0 +1,113 @@
+import CFFmpeg
+import FrameServer
+import Glibc
+
+/// Converts decoded frames to another pixel format and/or size with libswscale, as ffmpeg's
+/// `-pix_fmt F` / `-s WxH` (its auto-inserted `scale` filter) do, byte for byte:
+///
+/// - flags `SWS_BICUBIC` only: what fftools passes (`sws_flags` defaults to `bicubic`);
+///   neither `accurate_rnd` nor `full_chroma_int` (measured against ffmpeg 5.1: adding
+///   `full_chroma_int` changes yuv420p -> rgb24 output, as `accurate_rnd` changes gray/rgb24 downscales);
+/// - colour as `vf_scale` does by default (`in_color_matrix=auto`): the frame's own matrix
+///   (unspecified: BT.601) for both sides, the frame's range when it is tagged (else
+///   libswscale's default for the format), and libswscale's default output range for the
+///   output format (limited for YUV, full for RGB and gray).
+///
+/// The header's colour description is updated to what was written (see `outputColor`).
+public final class FrameConverter {
+    /// The output format, nil for a dimension taken from each frame.
+    public let pixelFormat: PixelFormat?
+    public let width: Int?
+    public let height: Int?
+
+    private var context: OpaquePointer?
+    private var key: (Int32, Int32, Int32, UInt32, UInt32)?
+    private var outputFull = false
+
+    /// `pixelFormat`/`size`: what to convert to (nil: keep the frame's).
+    public init(pixelFormat: PixelFormat?, size: (Int, Int)?) {
+        self.pixelFormat = pixelFormat
+        width = size?.0
+        height = size?.1
+    }
+
+    deinit { sws_freeContext(context) }
+
+    /// The format `frame` converts to (the frame's size or pixel format where none was asked for).
+    public func outputFormat(for frame: borrowing DecodedFrame) throws(MediaInputError) -> FrameFormat {
+        guard let pf = pixelFormat ?? frame.pixelFormat else { throw .unsupportedPixelFormat(frame.pixelFormatName) }
+        return FrameFormat(pf, width: width ?? frame.width, height: height ?? frame.height)
+    }
+
+    /// Converts `frame` into `slot` (whose format is `outputFormat(for: frame)`); returns the
+    /// frame's description with the colour of what was written.
+    public func convert(_ frame: borrowing DecodedFrame, into slot: borrowing WritableFrame) throws(MediaInputError) -> FrameDescription {
+        let src = frame.frame
+        let format = slot.format
+        let srcFormat = AVPixelFormat(rawValue: src.pointee.format)
+        let dstFormat = av_get_pix_fmt(format.pixelFormat.name)
+        var color = frame.description.color
+        let k = (src.pointee.width, src.pointee.height, src.pointee.format, color.matrix, color.range)
+        if context == nil || key.map({ $0 != k }) ?? true || !sameOutput(format) {
+            sws_freeContext(context)
+            context = nil
+            guard let c = sws_getContext(src.pointee.width, src.pointee.height, srcFormat,
+                                         Int32(format.width), Int32(format.height), dstFormat,
+                                         SWS_BICUBIC, nil, nil, nil) else {
+                throw .ffmpeg("sws_getContext", "no conversion from \(frame.pixelFormatName) to \(format)")
+            }
+            // vf_scale: start from libswscale's defaults, then the frame's matrix and range.
+            var invTable: UnsafeMutablePointer<Int32>?, table: UnsafeMutablePointer<Int32>?
+            var srcRange: Int32 = 0, dstRange: Int32 = 0, brightness: Int32 = 0, contrast: Int32 = 0, saturation: Int32 = 0
+            _ = sws_getColorspaceDetails(c, &invTable, &srcRange, &table, &dstRange, &brightness, &contrast, &saturation)
+            let coefficients = sws_getCoefficients(Self.swsColorspace(color.matrix))
+            if color.range == 1 || color.range == 2 { srcRange = color.range == 2 ? 1 : 0 }
+            _ = sws_setColorspaceDetails(c, coefficients, srcRange, coefficients, dstRange, brightness, contrast, saturation)
+            context = c
+            key = k
+            outputFull = dstRange != 0
+            outFormat = format
+        }
+        var strides = [Int32](repeating: 0, count: 4)
+        var dests = [UnsafeMutablePointer<UInt8>?](repeating: nil, count: 4)
+        for i in format.pixelFormat.planes.indices {
+            dests[i] = slot.plane(i).baseAddress?.assumingMemoryBound(to: UInt8.self)
+            strides[i] = Int32(format.stride(plane: i))
+        }
+        let rows = withUnsafeBytes(of: src.pointee.data) { data in
+            withUnsafeBytes(of: src.pointee.linesize) { linesize in
+                sws_scale(context, data.bindMemory(to: UnsafePointer<UInt8>?.self).baseAddress,
+                          linesize.bindMemory(to: Int32.self).baseAddress, 0, src.pointee.height, dests, strides)
+            }
+        }
+        guard rows == Int32(format.height) else { throw .ffmpeg("sws_scale", "wrote \(rows) of \(format.height) rows") }
+
+        // The colour of what was written.
+        if format.pixelFormat.isRGB {
+            color.matrix = 0
+            color.range = 2
+        } else {
+            // A YUV frame made from RGB was made with BT.601 (smpte170m) coefficients.
+            if color.matrix == 0 { color.matrix = 6 }
+            color.range = outputFull ? 2 : 1
+        }
+        var d = frame.description
+        d.color = color
+        // The container's aspect ratio describes the source size; a new size keeps the picture's shape.
+        if (format.width != frame.width || format.height != frame.height), d.sampleAspectRatio.num > 0 {
+            var num: Int32 = 0, den: Int32 = 0
+            _ = av_reduce(&num, &den, Int64(d.sampleAspectRatio.num) * Int64(format.height) * Int64(frame.width),
+                          Int64(d.sampleAspectRatio.den) * Int64(format.width) * Int64(frame.height), Int64(Int32.max))
+            d.sampleAspectRatio = Rational(num, den)
+        }
+        return d
+    }
+
+    private var outFormat: FrameFormat?
+    private func sameOutput(_ format: FrameFormat) -> Bool { outFormat == format }
+
+    /// libswscale's SWS_CS_* for a frame's matrix code (unspecified and others: its default, BT.601).
+    static func swsColorspace(_ matrix: UInt32) -> Int32 {
+        [1, 4, 5, 6, 7, 9, 10].contains(matrix) ? Int32(matrix) : SWS_CS_DEFAULT
+    }
+}
