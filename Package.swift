@@ -14,9 +14,9 @@ let package = Package(
         .target(name: "CFrameServer"),
         // libzmq, from Debian's libzmq3-dev.
         .systemLibrary(name: "CZMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
-        // FFmpeg's libavformat, libavcodec, libavutil and libswscale, from Debian's -dev packages.
+        // FFmpeg's libavdevice, libavformat, libavcodec, libavutil and libswscale, from Debian's -dev packages.
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavcodec",
-                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
+                       providers: [.apt(["libavdevice-dev", "libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
         // The protocol: producer and consumer sides, no FFmpeg.
         .target(name: "FrameServer", dependencies: ["CFrameServer", "CZMQ"]),
         // Everything that touches FFmpeg, behind a Swift API: no FFmpeg pointer leaves it.

@@ -4,6 +4,7 @@
 // macros (AVERROR) and constants built from them.
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavdevice/avdevice.h>
 #include <libavutil/md5.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/pixdesc.h>
@@ -16,4 +17,12 @@ static inline int cffmpeg_eof(void) { return AVERROR_EOF; }
 static inline int cffmpeg_stream_not_found(void) { return AVERROR_STREAM_NOT_FOUND; }
 static inline int cffmpeg_decoder_not_found(void) { return AVERROR_DECODER_NOT_FOUND; }
 static inline int64_t cffmpeg_nopts(void) { return AV_NOPTS_VALUE; }
+/// Whether an input format is a device (libavdevice's: x11grab, v4l2, lavfi, ...): its
+/// class's category is one of the device categories, as ffmpeg -devices lists them.
+static inline int cffmpeg_is_device(const AVInputFormat *f) {
+    if (!f || !f->priv_class) return 0;
+    AVClassCategory c = f->priv_class->category;
+    return c == AV_CLASS_CATEGORY_DEVICE_VIDEO_INPUT || c == AV_CLASS_CATEGORY_DEVICE_AUDIO_INPUT
+        || c == AV_CLASS_CATEGORY_DEVICE_INPUT;
+}
 #endif

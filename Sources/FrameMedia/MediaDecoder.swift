@@ -16,6 +16,8 @@ public enum MediaInputError: Error, CustomStringConvertible, Sendable {
     case unsupportedPixelFormat(String)
     /// An FFmpeg call failed (its name and FFmpeg's message).
     case ffmpeg(String, String)
+    /// With `strict`: the first decode error (the input, what failed).
+    case decodeError(String, String)
 
     public var description: String {
         switch self {
@@ -27,6 +29,7 @@ public enum MediaInputError: Error, CustomStringConvertible, Sendable {
             return "decoded frames are \(name), which framesrv cannot carry (known: "
                 + PixelFormat.allCases.map(\.name).joined(separator: ", ") + ", and yuvj420p/yuvj422p/yuvj444p)"
         case .ffmpeg(let call, let message): return "FFmpeg's \(call) failed: \(message)"
+        case .decodeError(let input, let what): return "decode error in '\(input)' (--strict): \(what)"
         }
     }
 }
@@ -40,9 +43,12 @@ public struct MediaInputOptions: Sendable {
     public var duration: Int64?
     /// `-stream_loop`: play the input this many more times (-1: forever), timestamps continuing.
     public var loops = 0
+    /// The first decode error ends decoding (`next()` returns nil, `firstError` says why)
+    /// instead of being counted and skipped.
+    public var strict = false
 
-    public init(start: Int64? = nil, duration: Int64? = nil, loops: Int = 0) {
-        self.start = start; self.duration = duration; self.loops = loops
+    public init(start: Int64? = nil, duration: Int64? = nil, loops: Int = 0, strict: Bool = false) {
+        self.start = start; self.duration = duration; self.loops = loops; self.strict = strict
     }
 
     /// Parses a time as ffmpeg's `-ss`/`-t` do (`av_parse_time`): seconds (`1.5`) or
@@ -63,6 +69,10 @@ public struct MediaInputOptions: Sendable {
 /// the offset is added to every packet (fftools' `ts_offset`), as are, with `loops`, the
 /// durations of the plays before (fftools' `seek_to_start`). `-ss` and `-t` then keep the
 /// frames ffmpeg's `trim` filter keeps. Use it from one thread.
+///
+/// libavdevice's inputs are registered, so `formatName` may name a device as ffmpeg's `-f`
+/// does (`lavfi`, `x11grab`, `v4l2`, ...); `isLiveSource` says whether the input is a capture
+/// device, whose frames come at the device's pace whether or not anyone reads them.
 public final class MediaDecoder {
     /// What was opened: `-` for standard input.
     public let input: String
@@ -77,6 +87,16 @@ public final class MediaDecoder {
     public private(set) var decodeErrors = 0
     /// Frames returned so far.
     public private(set) var framesDecoded = 0
+    /// What the first decode error was (with `strict`, why decoding ended), nil if none.
+    public private(set) var firstError: String?
+    /// The input format's name as libavformat calls it (`mov,mp4,m4a,3gp,3g2,mj2`, `x11grab`, ...).
+    public let inputFormatName: String
+    /// The input format is one of libavdevice's input devices (its class's category says so).
+    public let isDevice: Bool
+    /// A capture device (every device but `lavfi`, whose filter graph makes frames only when
+    /// asked for them): its frames come at its own pace, so a producer must not wait for
+    /// consumers (ffmpeg's own device inputs drop what is not read in time, too).
+    public var isLiveSource: Bool { isDevice && inputFormatName != "lavfi" }
 
     private var format: UnsafeMutablePointer<AVFormatContext>?
     private var codec: UnsafeMutablePointer<AVCodecContext>?
@@ -110,6 +130,7 @@ public final class MediaDecoder {
         self.options = options
         loopsLeft = options.loops
         av_log_set_level(AV_LOG_FATAL)   // errors are counted and reported by the caller
+        _ = devicesRegistered
         var inputFormat: UnsafePointer<AVInputFormat>?
         if let formatName {
             guard let f = av_find_input_format(formatName) else { throw .unknownInputFormat(formatName) }
@@ -119,6 +140,8 @@ public final class MediaDecoder {
         var r = avformat_open_input(&ctx, input == "-" ? "pipe:0" : input, inputFormat, nil)
         guard r >= 0, let ctx else { throw .cannotOpen(input, ffmpegMessage(r)) }
         format = ctx
+        inputFormatName = String(cString: ctx.pointee.iformat.pointee.name)
+        isDevice = cffmpeg_is_device(ctx.pointee.iformat) != 0
         r = avformat_find_stream_info(ctx, nil)
         guard r >= 0 else {
             avformat_close_input(&format)
@@ -185,7 +208,7 @@ public final class MediaDecoder {
         guard let format, let codec else { return false }
         let r = avformat_seek_file(format, -1, Int64.min, format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time,
                                    format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time, 0)
-        guard r >= 0 else { decodeErrors += 1; return false }
+        guard r >= 0 else { noteError("seeking back to the start", r); return false }
         avcodec_flush_buffers(codec)
         var duration = frameDurationGuess
         if maxPts > minPts { duration += maxPts - minPts }
@@ -193,6 +216,16 @@ public final class MediaDecoder {
         if loopsLeft > 0 { loopsLeft -= 1 }
         draining = false
         receiving = false
+        return true
+    }
+
+    /// Counts a decode error; the first one is remembered, and with `strict` ends decoding.
+    /// Returns whether decoding goes on.
+    @discardableResult
+    private func noteError(_ what: String, _ code: Int32? = nil) -> Bool {
+        decodeErrors += 1
+        if firstError == nil { firstError = code.map { "\(what): \(ffmpegMessage($0))" } ?? what }
+        if options.strict { finished = true; return false }
         return true
     }
 
@@ -225,11 +258,12 @@ public final class MediaDecoder {
                             if pts - firstKeptPts! >= durationLimit { finished = true; return nil }
                         }
                     }
-                    framesDecoded += 1
-                    // A frame the decoder concealed errors in is still delivered (as ffmpeg does), and counted.
+                    // A frame the decoder concealed errors in is still delivered (as ffmpeg does), and
+                    // counted; with `strict` it ends decoding instead.
                     if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
-                        decodeErrors += 1
+                        guard noteError("frame \(framesDecoded + 1) has errors the decoder concealed") else { return nil }
                     }
+                    framesDecoded += 1
                     // As ffmpeg: the container's aspect ratio when it has one, else the frame's.
                     let sar = av_guess_sample_aspect_ratio(format, format.pointee.streams[Int(streamIndex)], frame)
                     return DecodedFrame(frame: frame, timeBase: timeBase,
@@ -246,7 +280,7 @@ public final class MediaDecoder {
                         return nil
                     }
                 } else {
-                    decodeErrors += 1
+                    guard noteError("decoding failed", r) else { return nil }
                     consecutiveErrors += 1
                     if !draining { receiving = false }
                     if consecutiveErrors > 10_000 { finished = true; return nil }
@@ -256,7 +290,7 @@ public final class MediaDecoder {
             let r = av_read_frame(format, packet)
             if r < 0 {
                 // End of input (or a read error, which ffmpeg also treats as the end): drain.
-                if r != cffmpeg_eof() { decodeErrors += 1 }
+                if r != cffmpeg_eof(), !noteError("reading the input failed", r) { return nil }
                 _ = avcodec_send_packet(codec, nil)
                 draining = true
                 receiving = true
@@ -272,11 +306,15 @@ public final class MediaDecoder {
             }
             if packet.pointee.dts != cffmpeg_nopts() { packet.pointee.dts += tsOffset + loopOffset }
             let s = avcodec_send_packet(codec, packet)
-            if s < 0, s != cffmpeg_eagain() { decodeErrors += 1 }
+            if s < 0, s != cffmpeg_eagain(), !noteError("decoding a packet failed", s) { return nil }
             receiving = true
         }
     }
 }
+
+/// libavdevice's inputs (`-f x11grab`, `-f v4l2`, `-f lavfi`, ...), registered once before
+/// the first input is opened.
+private let devicesRegistered: Void = avdevice_register_all()
 
 /// One decoded frame, valid until the decoder's next `next()`.
 public struct DecodedFrame: ~Copyable {

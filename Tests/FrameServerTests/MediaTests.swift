@@ -27,7 +27,37 @@ import Testing
         Input(file: "ffv1-yuv420p10le.mkv", rate: "25", frames: 8, ffmpegArgs: ["-c:v", "ffv1", "-pix_fmt", "yuv420p10le"]),
         Input(file: "mjpeg.avi", rate: "25", frames: 10, ffmpegArgs: ["-c:v", "mjpeg"]),   // yuvj420p
         Input(file: "raw-30fps.y4m", rate: "30", frames: 10, ffmpegArgs: ["-pix_fmt", "yuv420p"]),
-    ]
+        Input(file: "hevc.mkv", rate: "25", frames: 20, ffmpegArgs: ["-c:v", "libx265", "-pix_fmt", "yuv420p"]),
+        Input(file: "vp9.webm", rate: "25", frames: 20, ffmpegArgs: ["-c:v", "libvpx-vp9", "-pix_fmt", "yuv420p"]),
+        Input(file: "mpeg4.avi", rate: "25", frames: 15, ffmpegArgs: ["-c:v", "mpeg4"]),
+        Input(file: "mpeg4-bframes.mp4", rate: "25", frames: 15, ffmpegArgs: ["-c:v", "mpeg4", "-bf", "2"]),
+        // Variable frame rate: a half-second gap after frame 10, and irregular steps.
+        Input(file: "vfr-gap.mkv", rate: "25", frames: 20,
+              ffmpegArgs: ["-vf", "setpts=PTS+if(gte(N\\,10)\\,0.5/TB\\,0)", "-c:v", "ffv1", "-pix_fmt", "yuv420p"]),
+        Input(file: "vfr-irregular.mp4", rate: "25", frames: 20,
+              ffmpegArgs: ["-vf", "setpts=(N+floor(N/3)*0.37)/25/TB", "-fps_mode", "vfr", "-c:v", "libx264", "-pix_fmt", "yuv420p"]),
+    ].filter { input in
+        // An encoder this ffmpeg lacks (libx265, libvpx-vp9 are optional in FFmpeg builds) leaves its input out.
+        guard let i = input.ffmpegArgs.firstIndex(of: "-c:v") else { return true }
+        return ffmpegEncoders.contains(input.ffmpegArgs[i + 1])
+    }
+
+    /// The encoders `ffmpeg -encoders` lists.
+    static let ffmpegEncoders: Set<String> = {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["ffmpeg", "-hide_banner", "-encoders"]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return [] }
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return Set(String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ")
+            return fields.count >= 2 && fields[0].count == 6 ? String(fields[1]) : nil
+        })
+    }()
 
     /// Runs `command` with /bin/sh (FRAMESRV_DIR set to the scratch directory): status,
     /// standard output as bytes, standard error as text.

@@ -4,9 +4,10 @@ import FrameServer
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
 enum BenchCommand: Command {
     static let name = "bench"
-    static let summary = "measure: 'bench transport' (latency, fan-out, versus a pipe)"
+    static let summary = "measure: 'bench transport' (latency, fan-out, versus a pipe), 'bench decode' (versus ffmpeg)"
     static let help = """
     usage: framesrv bench transport [--frames N] [--quick]
+           framesrv bench decode [-i FILE] [--threads T]
 
     transport: announce-to-acquire latency p50/p99 through the capture clock in the frame
     header, for 64x64 and 3840x2160 yuv420p frames (one lossless consumer process, paced
@@ -15,16 +16,33 @@ enum BenchCommand: Command {
     that copies. Every consumer is a separate process.
       --frames N   frames per fan-out run (default 20000; latency runs use N/20)
       --quick      a short run (2000 frames) for smoke tests
+
+    decode: frames per second of 'framesrv produce -i FILE' (a child process, --wait-for 1)
+    into the pool with one lossless null sink process attached, next to 'ffmpeg -threads T
+    -i FILE -f null -' on the same file, each timed from start to exit (best of 2 runs), and
+    the ratio. Without -i, a 10-second 1080p H.264 clip (testsrc2, libx264 -preset veryfast)
+    is generated in a scratch directory first.
+      -i FILE      the file to decode
+      --threads T  decoder threads for both (default 0: FFmpeg decides)
     """
 
     static func run(_ args: inout Arguments) throws -> Int32 {
         let quick = args.flag("--quick")
-        let frames = try args.int("--frames", range: 100...10_000_000) ?? (quick ? 2000 : 20_000)
+        let framesOption = try args.int("--frames", range: 100...10_000_000)
+        let frames = framesOption ?? (quick ? 2000 : 20_000)
+        let input = try args.value("--input", "-i")
+        let threads = try args.int("--threads", range: 0...256)
         let what = args.positionals()
         try args.finish()
-        guard what == ["transport"] else {
-            throw UsageError("say what to measure: framesrv bench transport")
+        if what == ["decode"] {
+            guard !quick, framesOption == nil else { throw UsageError("--frames and --quick go with 'bench transport'") }
+            try decode(input: input, threads: threads)
+            return 0
         }
+        guard what == ["transport"] else {
+            throw UsageError("say what to measure: framesrv bench transport, or framesrv bench decode")
+        }
+        guard input == nil, threads == nil else { throw UsageError("-i and --threads go with 'bench decode'") }
         try transport(frames: frames)
         return 0
     }

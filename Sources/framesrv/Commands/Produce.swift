@@ -8,7 +8,8 @@ enum ProduceCommand: Command {
     static let summary = "publish a stream (-i INPUT: a decoded media file; --pattern: the built-in test pattern)"
     static let help = """
     usage: framesrv produce -i INPUT --out NAME [-f FMT] [-ss T] [-t D] [--loop N] [-re | --readrate X]
-                           [--pix-fmt FMT] [--size WxH] [--frames N] [--slots N] [--threads N] [--wait-for N]
+                           [--pix-fmt FMT] [--size WxH] [--frames N] [--slots N] [--threads N] [--strict]
+                           [--wait-for N]
            framesrv produce --pattern --out NAME [options]
 
     Publishes frames into shared memory as stream NAME and announces each over ZeroMQ.
@@ -18,7 +19,12 @@ enum ProduceCommand: Command {
                            (rebased to start at 0, as ffmpeg does), colour, aspect ratio and
                            key flag; ends the stream at the end of the input. Decode errors
                            are counted and skipped, as ffmpeg does.
-      -f FMT               force the input format (ffmpeg's -f, e.g. yuv4mpegpipe for a pipe)
+      -f FMT               force the input format (ffmpeg's -f, e.g. yuv4mpegpipe for a pipe), or
+                           an input device, as ffmpeg: -f lavfi -i testsrc2=size=320x240:rate=30,
+                           -f x11grab -i :0, -f v4l2 -i /dev/video0. A capture device (every device
+                           but lavfi) is a live source: the producer never waits for consumers
+      --strict             with -i: the first decode error ends the stream and is an error (exit
+                           status 1) instead of being counted and skipped
       -ss T                start at T (seconds, or [HH:]MM:SS[.xxx]) as ffmpeg's input -ss: seek to
                            the keyframe before T, decode and drop the frames before it; timestamps
                            start at 0 there
@@ -75,6 +81,7 @@ enum ProduceCommand: Command {
         let hwm = try args.int("--sndhwm", range: 1...1_000_000) ?? 1000
         let changes = try parseSizeChanges(try args.value("--size-change-at"))
         let quiet = args.flag("--quiet", "-q")
+        let strict = args.flag("--strict")
         try args.finish()
 
         guard pattern != (mediaInput != nil) else {
@@ -82,7 +89,7 @@ enum ProduceCommand: Command {
         }
         guard let out else { throw UsageError("missing --out NAME: the stream to create") }
         if let mediaInput {
-            var options = MediaInputOptions(loops: loops)
+            var options = MediaInputOptions(loops: loops, strict: strict)
             if let startText {
                 guard let t = MediaInputOptions.parseTime(startText), t >= 0 else {
                     throw UsageError("-ss must be a time (seconds, or [HH:]MM:SS[.xxx]), not '\(startText)'")
@@ -111,6 +118,7 @@ enum ProduceCommand: Command {
                                     hwm: hwm, quiet: quiet)
         }
         guard inputFormat == nil else { throw UsageError("-f FMT goes with -i INPUT") }
+        guard !strict else { throw UsageError("--strict goes with -i INPUT") }
         guard startText == nil, durationText == nil, loops == 0, !realTime, readrate == nil else {
             throw UsageError("-ss, -t, --loop, -re and --readrate go with -i INPUT")
         }
@@ -172,7 +180,8 @@ enum ProduceCommand: Command {
             warn("cannot seek in '\(input)': decoding from the start and dropping frames before -ss, as ffmpeg does")
         }
         let rate = decoder.frameRate.map { Double($0.num) / Double($0.den) }
-        guard let producer = try openStream(out, slots: slots, liveSource: liveSource || readrate != nil, hwm: hwm,
+        // -re / --readrate and capture devices (x11grab, v4l2, ...) set the pace: drop at the source.
+        guard let producer = try openStream(out, slots: slots, liveSource: liveSource || readrate != nil || decoder.isLiveSource, hwm: hwm,
                                             rate: rate, waitFor: waitFor) else { return 130 }
         defer { producer.close() }
         let start = monotonicNanos()
@@ -202,6 +211,10 @@ enum ProduceCommand: Command {
             slot.publish()
         }
         producer.finish()
+        if options.strict, let error = decoder.firstError {
+            // The stream ended at the first decode error; that error is the one line reported.
+            throw MediaInputError.decodeError(input, error)
+        }
         if decoder.decodeErrors > 0 {
             warn("\(decoder.decodeErrors) decode error\(decoder.decodeErrors == 1 ? "" : "s") in '\(input)' (decoding went on, as ffmpeg does)")
         }
