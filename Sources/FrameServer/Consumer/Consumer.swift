@@ -100,8 +100,6 @@ public final class Consumer {
                 return f
             case .ended:
                 return nil
-            case .nothingYet:
-                return nil
             case .producerGone:
                 missedBefore += a.missedTotal
                 let pid = a.producerPID
@@ -141,7 +139,10 @@ public final class Consumer {
 /// One attachment to one producer's instance of a stream. Frames keep it alive, so a
 /// frame stays readable even after its producer exited and the consumer re-attached.
 final class Attachment {
-    enum Outcome: ~Copyable { case frame(Frame), ended, producerGone, nothingYet }
+    /// What `nextFrame` hands the consumer.
+    enum Outcome: ~Copyable { case frame(Frame), ended, producerGone }
+    /// What one look at shared memory found.
+    enum Look: ~Copyable { case frame(Frame), ended, nothingYet }
 
     let stream: String
     let mode: DeliveryMode
@@ -286,7 +287,6 @@ final class Attachment {
             switch try mode == .lossless ? nextLossless() : nextLive() {
             case .frame(let f): return .frame(f)
             case .ended: return .ended
-            case .producerGone: break
             case .nothingYet: break
             }
             // Nothing to deliver now.
@@ -305,7 +305,7 @@ final class Attachment {
     }
 
     /// Lossless: the frame with sequence `expected`, reserved for us by the producer.
-    private func nextLossless() throws(FrameServerError) -> Outcome {
+    private func nextLossless() throws(FrameServerError) -> Look {
         if expected == 0 {
             let first = fs_load_u64(&entry.pointee.first_seq)
             if first == 0 {
@@ -324,7 +324,7 @@ final class Attachment {
     }
 
     /// Live: the newest published frame, if newer than the last one delivered.
-    private func nextLive() throws(FrameServerError) -> Outcome {
+    private func nextLive() throws(FrameServerError) -> Look {
         guard heldCount < liveMaxHeld else { throw .holdLimit(max: liveMaxHeld) }
         while true {
             let latest = fs_load_u64(&ctl.pointee.latest)

@@ -207,32 +207,44 @@ public final class Producer: @unchecked Sendable {
     /// scripted pipelines). Returns false if `timeoutSeconds` passed first (nil: forever).
     public func waitForLosslessConsumers(_ count: Int, timeoutSeconds: Double? = nil) -> Bool {
         let deadline = timeoutSeconds.map { monotonicNanos() + UInt64(min(max($0, 0), 1e9) * 1e9) }
-        while true {
-            let w = fs_producer_wait_begin(ctl)
-            if losslessConsumerCount >= count { fs_producer_wait_end(ctl); return true }
-            var timeout: Int64 = -1
-            if let deadline {
-                let now = monotonicNanos()
-                if now >= deadline { fs_producer_wait_end(ctl); return false }
-                timeout = Int64(deadline - now)
-            }
-            _ = fs_sys_futex_wait(&ctl.pointee.wake, w, timeout)
-            fs_producer_wait_end(ctl)
-        }
+        return sleepOnWake(until: deadline) { losslessConsumerCount >= count ? true : nil } ?? false
     }
 
     /// Gives consumers up to `timeoutSeconds` to release what they hold (the last frames
     /// of an ended stream), so the pool can be removed with the stream. Sleeps on `wake`.
     private func waitForReleases(timeoutSeconds: Double) {
         let deadline = monotonicNanos() + UInt64(timeoutSeconds * 1e9)
+        _ = sleepOnWake(until: deadline) {
+            let held = (0..<ctl.pointee.slot_count).contains { fs_load_u64(&slotCtl($0).pointee.holders) & ~FS_HOLDER_WRITER != 0 }
+            return held ? nil : true
+        }
+    }
+
+    /// The one way the producer waits for consumers: sleeps on the `wake` futex until
+    /// `ready` returns a value, or returns nil once `deadline` (CLOCK_MONOTONIC ns, nil:
+    /// never) has passed. `beforeSleep` runs each time just before sleeping.
+    /// SYNC: see fs_producer_wait_begin: any release after it changes `wake`, so the
+    /// futex wait returns at once and `ready` is asked again (no lost wake-up).
+    private func sleepOnWake<T>(until deadline: UInt64?, beforeSleep: () -> Void = {}, _ ready: () -> T?) -> T? {
         while true {
             let w = fs_producer_wait_begin(ctl)
-            let held = (0..<ctl.pointee.slot_count).contains { fs_load_u64(&slotCtl($0).pointee.holders) & ~FS_HOLDER_WRITER != 0 }
-            let now = monotonicNanos()
-            guard held, now < deadline else { fs_producer_wait_end(ctl); return }
-            _ = fs_sys_futex_wait(&ctl.pointee.wake, w, Int64(deadline - now))
-            fs_producer_wait_end(ctl)
+            defer { fs_producer_wait_end(ctl) }
+            if let value = ready() { return value }
+            var timeout: Int64 = -1
+            if let deadline {
+                let now = monotonicNanos()
+                guard now < deadline else { return nil }
+                timeout = Int64(deadline - now)
+            }
+            beforeSleep()
+            _ = fs_sys_futex_wait(&ctl.pointee.wake, w, timeout)
         }
+    }
+
+    /// Bumps `wake` and wakes whoever sleeps on it (this producer's own waits).
+    private func wakeWaiters() {
+        fs_bump(&ctl.pointee.wake)
+        _ = fs_sys_futex_wake(&ctl.pointee.wake)
     }
 
     /// Lossless consumers currently attached.
@@ -244,8 +256,7 @@ public final class Producer: @unchecked Sendable {
         ctl.pointee.end_seq = last
         fs_store_u32(&ctl.pointee.state, FS_STREAM_ENDED)   // SYNC: release, publishes end_seq
         announce(Announcement(kind: .end, stream: stream, sequence: last, epoch: epoch, publishNanos: monotonicNanos()))
-        fs_bump(&ctl.pointee.wake)
-        _ = fs_sys_futex_wake(&ctl.pointee.wake)
+        wakeWaiters()
     }
 
     /// Frames published so far.
@@ -283,17 +294,10 @@ public final class Producer: @unchecked Sendable {
         guard wait else { return nil }
         let start = monotonicNanos()
         defer { fs_count(&ctl.pointee.blocked_ns, monotonicNanos() - start) }
-        while true {
-            // SYNC: see fs_producer_wait_begin: any release after this changes `wake`.
-            let w = fs_producer_wait_begin(ctl)
-            if let s = tryTakeFreeSlot() { fs_producer_wait_end(ctl); return s }
-            // Ring the doorbell again before sleeping: a consumer whose subscription reached
-            // ZeroMQ after the original announcements (a late joiner) then still wakes up
-            // and finds the frames reserved for it.
-            reannounceLatest()
-            _ = fs_sys_futex_wait(&ctl.pointee.wake, w, -1)
-            fs_producer_wait_end(ctl)
-        }
+        // Ring the doorbell again before each sleep: a consumer whose subscription reached
+        // ZeroMQ after the original announcements (a late joiner) then still wakes up and
+        // finds the frames reserved for it.
+        return sleepOnWake(until: nil, beforeSleep: reannounceLatest) { tryTakeFreeSlot() }
     }
 
     /// Starts pool epoch N+1 sized for `format`: waits until every slot is free, reserves
@@ -452,8 +456,7 @@ public final class Producer: @unchecked Sendable {
         }
         if changed {
             _ = fs_sys_eventfd_signal(wakeFD)
-            fs_bump(&ctl.pointee.wake)
-            _ = fs_sys_futex_wake(&ctl.pointee.wake)
+            wakeWaiters()
         }
     }
 
@@ -505,8 +508,7 @@ public final class Producer: @unchecked Sendable {
         }
         if died { fs_count(&ctl.pointee.reclaimed, 1) }
         _ = fs_sys_eventfd_signal(wakeFD)
-        fs_bump(&ctl.pointee.wake)
-        _ = fs_sys_futex_wake(&ctl.pointee.wake)
+        wakeWaiters()
     }
 }
 
