@@ -25,4 +25,10 @@ static inline int cffmpeg_is_device(const AVInputFormat *f) {
     return c == AV_CLASS_CATEGORY_DEVICE_VIDEO_INPUT || c == AV_CLASS_CATEGORY_DEVICE_AUDIO_INPUT
         || c == AV_CLASS_CATEGORY_DEVICE_INPUT;
 }
+/// A video frame's extended_data is its data array (what get_buffer2 must set up).
+static inline void cffmpeg_frame_use_data(AVFrame *f) { f->extended_data = f->data; }
+/// The codec can decode into buffers its user provides (AV_CODEC_CAP_DR1).
+static inline int cffmpeg_codec_has_dr1(const AVCodecContext *c) {
+    return c->codec && (c->codec->capabilities & AV_CODEC_CAP_DR1) != 0;
+}
 #endif

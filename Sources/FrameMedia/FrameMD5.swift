@@ -109,7 +109,7 @@ public final class FrameMD5Writer {
         var size = 0
         for i in format.pixelFormat.planes.indices {
             let plane = frame.plane(i)
-            let rowBytes = format.rowBytes(plane: i), stride = format.stride(plane: i)
+            let rowBytes = format.rowBytes(plane: i), stride = header.stride(plane: i)
             for y in 0..<format.rows(plane: i) {
                 av_md5_update(md5, plane.baseAddress!.assumingMemoryBound(to: UInt8.self) + y * stride, Int(rowBytes))
             }

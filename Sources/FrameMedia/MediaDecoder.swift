@@ -103,6 +103,8 @@ public final class MediaDecoder {
     private var packet: UnsafeMutablePointer<AVPacket>?
     private var frame: UnsafeMutablePointer<AVFrame>?
     private let streamIndex: Int32
+    /// Decodes into a producer's slots when attached (zero copy).
+    private let allocator: SlotAllocator?
     /// Added to every packet's timestamps (ffmpeg's ts_offset, in the stream's time base).
     private let tsOffset: Int64
     private let options: MediaInputOptions
@@ -125,8 +127,9 @@ public final class MediaDecoder {
     /// input format `formatName` (ffmpeg's `-f`), and prepares a decoder for its first
     /// video stream running `threads` threads (0: as many as FFmpeg likes, ffmpeg's default).
     public init(input: String, formatName: String? = nil, threads: Int = 0,
-                options: MediaInputOptions = MediaInputOptions()) throws(MediaInputError) {
+                options: MediaInputOptions = MediaInputOptions(), allocator: SlotAllocator? = nil) throws(MediaInputError) {
         self.input = input
+        self.allocator = allocator
         self.options = options
         loopsLeft = options.loops
         av_log_set_level(AV_LOG_FATAL)   // errors are counted and reported by the caller
@@ -196,6 +199,7 @@ public final class MediaDecoder {
         guard r >= 0 else { close(); throw .ffmpeg("avcodec_parameters_to_context", ffmpegMessage(r)) }
         codec.pointee.pkt_timebase = tb
         codec.pointee.thread_count = Int32(max(0, threads))
+        allocator?.install(on: codec)
         r = avcodec_open2(codec, decoder, nil)
         guard r >= 0 else { close(); throw .unsupportedCodec(input, "\(codecName) (\(ffmpegMessage(r)))") }
     }
@@ -267,7 +271,7 @@ public final class MediaDecoder {
                     // As ffmpeg: the container's aspect ratio when it has one, else the frame's.
                     let sar = av_guess_sample_aspect_ratio(format, format.pointee.streams[Int(streamIndex)], frame)
                     return DecodedFrame(frame: frame, timeBase: timeBase,
-                                        sampleAspectRatio: Rational(sar.num, sar.den))
+                                        sampleAspectRatio: Rational(sar.num, sar.den), allocator: allocator)
                 } else if r == cffmpeg_eof() {
                     if draining, loopsLeft != 0, seekToStart() { continue }
                     finished = true
@@ -329,19 +333,28 @@ public struct DecodedFrame: ~Copyable {
     /// when it has one, as ffmpeg) and key flag.
     public let description: FrameDescription
 
-    init(frame: UnsafeMutablePointer<AVFrame>, timeBase: Rational, sampleAspectRatio: Rational) {
+    let allocator: SlotAllocator?
+
+    /// The deprecated full-range "j" formats have the layout of their plain twins.
+    private static let jpegFormats = ["yuvj420p": PixelFormat.yuv420p, "yuvj422p": .yuv422p, "yuvj444p": .yuv444p]
+
+    /// The framesrv format that carries FFmpeg's pixel format `name`, if any.
+    static func framesrvFormat(named name: String) -> PixelFormat? {
+        jpegFormats[name] ?? PixelFormat(name: name)
+    }
+
+    init(frame: UnsafeMutablePointer<AVFrame>, timeBase: Rational, sampleAspectRatio: Rational, allocator: SlotAllocator?) {
         self.frame = frame
+        self.allocator = allocator
         let f = frame.pointee
         let fmt = AVPixelFormat(rawValue: f.format)
         pixelFormatName = av_get_pix_fmt_name(fmt).map { String(cString: $0) } ?? "format \(f.format)"
-        // The deprecated full-range "j" formats have the layout of their plain twins.
-        let jpeg = ["yuvj420p": PixelFormat.yuv420p, "yuvj422p": .yuv422p, "yuvj444p": .yuv444p]
-        pixelFormat = jpeg[pixelFormatName] ?? PixelFormat(name: pixelFormatName)
+        pixelFormat = Self.framesrvFormat(named: pixelFormatName)
         width = Int(f.width)
         height = Int(f.height)
         var d = FrameDescription()
         var range = UInt32(f.color_range.rawValue)
-        if jpeg[pixelFormatName] != nil, range == 0 { range = 2 }
+        if Self.jpegFormats[pixelFormatName] != nil, range == 0 { range = 2 }
         d.color = ColorDescription(matrix: UInt32(f.colorspace.rawValue), range: range,
                                    primaries: UInt32(f.color_primaries.rawValue), transfer: UInt32(f.color_trc.rawValue))
         d.sampleAspectRatio = sampleAspectRatio.num > 0 ? sampleAspectRatio : Rational(0, 1)
@@ -358,6 +371,31 @@ public struct DecodedFrame: ~Copyable {
     public func frameFormat() throws(MediaInputError) -> FrameFormat {
         guard let pixelFormat else { throw .unsupportedPixelFormat(pixelFormatName) }
         return FrameFormat(pixelFormat, width: width, height: height)
+    }
+
+    /// Publishes the frame where it is, without a copy, when the decoder decoded it into one
+    /// of `producer`'s slots (see `SlotAllocator`). False when it must be copied instead: it
+    /// lives in FFmpeg's memory, or its slot was published already (a decoder that outputs
+    /// one picture twice) or belongs to an earlier pool epoch.
+    public func publishInPlace(to producer: Producer, description: FrameDescription) -> Bool {
+        guard let allocator, let lease = allocator.lease(of: frame), let pixelFormat else { return false }
+        let format = FrameFormat(pixelFormat, width: width, height: height)
+        var offsets: [Int] = [], strides: [Int] = []
+        let f = frame.pointee
+        withUnsafeBytes(of: f.data) { dataTuple in
+            withUnsafeBytes(of: f.linesize) { linesizeTuple in
+                let data = dataTuple.bindMemory(to: UnsafeMutablePointer<UInt8>?.self)
+                let linesize = linesizeTuple.bindMemory(to: Int32.self)
+                for i in pixelFormat.planes.indices {
+                    guard let p = data[i] else { return }
+                    offsets.append(UnsafeMutableRawPointer(p) - lease.base)
+                    strides.append(Int(linesize[i]))
+                }
+            }
+        }
+        guard offsets.count == pixelFormat.planes.count else { return false }
+        return producer.publish(lease, format: format, layout: PlaneLayout(offsets: offsets, strides: strides),
+                                description: description)
     }
 
     /// Copies the frame's planes, row by row, into `slot` (which must have this frame's format).

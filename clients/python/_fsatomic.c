@@ -84,7 +84,7 @@ static const fsa_field fsa_fields[] = {
     F(fs_control, last_publish_ns), F(fs_control, rate_milli), F(fs_control, reserved),
     S(fs_slot_ctl),
     F(fs_slot_ctl, holders), F(fs_slot_ctl, seq), F(fs_slot_ctl, epoch), F(fs_slot_ctl, publish_ns),
-    F(fs_slot_ctl, reserved),
+    F(fs_slot_ctl, producer_hold), F(fs_slot_ctl, reserved),
     S(fs_consumer),
     F(fs_consumer, pid), F(fs_consumer, state), F(fs_consumer, start_time), F(fs_consumer, mode),
     F(fs_consumer, flags), F(fs_consumer, first_seq), F(fs_consumer, attached_ns),

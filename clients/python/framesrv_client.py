@@ -215,7 +215,8 @@ class FsSlotCtl(ctypes.LittleEndianStructure):
         ("seq", u64),                   # 8
         ("epoch", u64),                 # 16
         ("publish_ns", u64),            # 24
-        ("reserved", u64 * 4),          # 32 .. 64
+        ("producer_hold", u64),         # 32 atomic: 1 while the producer references the frame
+        ("reserved", u64 * 3),          # 40 .. 64
     ]
 
 

@@ -149,7 +149,7 @@ typedef struct fs_control {
     uint32_t state;               /* 116 FS_STREAM_* (atomic)                       */
     uint64_t end_seq;             /* 120 last sequence number once ENDED            */
     uint32_t attach_seq;          /* 128 futex word, bumped when a consumer entry changes */
-    uint32_t producer_waiting;    /* 132 1 while the producer sleeps on `wake`      */
+    uint32_t producer_waiting;    /* 132 producer threads sleeping on `wake` (0 = none) */
     uint64_t min_free;            /* 136 fewest free slots ever seen at a publish   */
     uint64_t reclaimed;           /* 144 consumers reclaimed after they died         */
     uint32_t live_max_held;       /* 152 frames a live consumer may hold at once      */
@@ -166,7 +166,10 @@ typedef struct fs_slot_ctl {
     uint64_t seq;                 /*   8 sequence number of the frame in the slot, 0 = never used */
     uint64_t epoch;               /*  16 pool epoch the frame lives in              */
     uint64_t publish_ns;          /*  24 CLOCK_MONOTONIC at publish                  */
-    uint64_t reserved[4];         /*  32 .. 64                                       */
+    uint64_t producer_hold;       /*  32 1 while the producer itself still references the
+                                   *     published frame (its decoder keeps it as a reference
+                                   *     picture): not reused until 0. Consumers ignore it. (atomic) */
+    uint64_t reserved[3];         /*  40 .. 64                                       */
 } fs_slot_ctl;
 
 typedef struct fs_consumer {
@@ -264,6 +267,7 @@ _Static_assert(offsetof(fs_control, name) == FS_OFF_CONTROL_NAME, "layout");
 _Static_assert(offsetof(fs_control, pool_size) == 224, "layout");
 _Static_assert(offsetof(fs_control, reserved) == 248, "layout");
 _Static_assert(sizeof(fs_slot_ctl) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
+_Static_assert(offsetof(fs_slot_ctl, producer_hold) == 32, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(sizeof(fs_consumer) == 256, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_consumer, first_seq) == FS_OFF_CONSUMER_FIRST_SEQ, "layout");
 _Static_assert(offsetof(fs_consumer, latency_hist) == 80, "layout");
@@ -391,11 +395,30 @@ static inline int fs_slot_release(fs_control *c, fs_slot_ctl *s, uint64_t bit)
 static inline uint32_t fs_producer_wait_begin(fs_control *c)
 {
     uint32_t w = __atomic_load_n(&c->wake, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&c->producer_waiting, 1, __ATOMIC_SEQ_CST);
+    /* A count, not a flag: a producer may wait in two threads at once (its own and its
+     * decoder's, which allocates frames in slots). */
+    __atomic_fetch_add(&c->producer_waiting, 1, __ATOMIC_SEQ_CST);
     return w;
 }
 static inline void fs_producer_wait_end(fs_control *c)
-{ __atomic_store_n(&c->producer_waiting, 0, __ATOMIC_SEQ_CST); }
+{ __atomic_fetch_sub(&c->producer_waiting, 1, __ATOMIC_SEQ_CST); }
+
+/* --- producer: its own references to published frames -------------------------
+ * A slot is free for a new frame only when no consumer holds it AND the producer has
+ * no reference left (producer_hold == 0). Only the producer writes producer_hold: it sets
+ * it while it holds bit 63 (before fs_slot_publish) and clears it from whatever thread
+ * drops its last reference, then bumps `wake`.
+ * SYNC: the release store in fs_slot_hold_clear orders the producer's last reads of the
+ * slot before the slot can be reserved again (fs_slot_is_free's acquire load). */
+static inline void fs_slot_hold_set(fs_slot_ctl *s)
+{ __atomic_store_n(&s->producer_hold, 1, __ATOMIC_RELAXED); }
+static inline void fs_slot_hold_clear(fs_slot_ctl *s)
+{ __atomic_store_n(&s->producer_hold, 0, __ATOMIC_RELEASE); }
+static inline int fs_slot_is_free(fs_slot_ctl *s)
+{
+    return __atomic_load_n(&s->producer_hold, __ATOMIC_ACQUIRE) == 0 &&
+           __atomic_load_n(&s->holders, __ATOMIC_RELAXED) == 0;
+}
 
 /* Bump a futex word (wake or attach_seq) before futex-waking it. */
 static inline void fs_bump(uint32_t *word) { __atomic_fetch_add(word, 1, __ATOMIC_SEQ_CST); }

@@ -57,7 +57,8 @@ extension ConsumerSnapshot {
 /// One slot of the pool.
 public struct SlotSnapshot: Sendable, Encodable {
     public let index: Int
-    /// free, writing, held or ready (published, held by nobody).
+    /// free, writing, held, reference (published, held by no consumer, still used by the
+    /// producer's decoder as a reference picture) or ready (published, held by nobody).
     public let state: String
     public let sequence: UInt64
     public let epoch: UInt64
@@ -110,8 +111,10 @@ public struct StreamSnapshot: Sendable, Encodable {
             let holders = (0..<Int(FS_MAX_CONSUMERS)).filter { h & (1 << UInt64($0)) != 0 }
             for c in holders { heldBy[c, default: []].append(i) }
             let seq = s.pointee.seq
-            let state = h & (1 << 63) != 0 ? "writing" : !holders.isEmpty ? "held" : seq != 0 ? "ready" : "free"
-            if h == 0 { free += 1 }
+            let producerHold = fs_load_u64(&s.pointee.producer_hold) != 0
+            let state = h & (1 << 63) != 0 ? "writing" : !holders.isEmpty ? "held"
+                : producerHold ? "reference" : seq != 0 ? "ready" : "free"
+            if fs_slot_is_free(s) != 0 { free += 1 }
             let published = s.pointee.publish_ns
             slotTable.append(SlotSnapshot(index: i, state: state, sequence: seq, epoch: s.pointee.epoch, holders: holders,
                                           ageMillis: published == 0 || published > now ? 0 : Double(now - published) / 1e6))

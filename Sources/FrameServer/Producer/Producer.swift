@@ -51,6 +51,13 @@ public final class Producer: @unchecked Sendable {
     private var lock: FileLock?
     private let control: MappedFile
     let ctl: UnsafeMutablePointer<fs_control>
+    /// Serialises everything that takes slots or changes the pool (`reserve`, `lease`,
+    /// publishing), which may run on the publishing thread and on a decoder's thread.
+    private let slotLock = ThreadLock()
+    /// Serialises the PUB socket (ZeroMQ sockets are not thread-safe).
+    private let announceLock = ThreadLock()
+    /// Slots held by a `SlotLease` (bit i: slot i), set by `lease`, cleared by `SlotLease.end`.
+    private let leased = Atomic<UInt64>(0)
     private var pool: MappedFile?
     private var slotStride = 0
     private(set) var epoch: UInt64 = 0
@@ -187,21 +194,96 @@ public final class Producer: @unchecked Sendable {
     /// a new pool epoch once every slot is free.
     public func reserve(_ format: FrameFormat) throws(FrameServerError) -> WritableFrame? {
         try format.validate()
-        if pool == nil || format.slotBytes > slotStride {
-            guard outstanding == 0 else {
-                throw .invalidArgument("publish or drop the \(outstanding) frame(s) you hold before reserving a larger format (\(format))")
+        return try slotLock.withLock { () throws(FrameServerError) -> WritableFrame? in
+            if pool == nil || format.slotBytes > slotStride {
+                guard outstanding == 0 else {
+                    throw .invalidArgument("publish or drop the \(outstanding) frame(s) you hold before reserving a larger format (\(format))")
+                }
+                try startEpoch(bytes: format.slotBytes)
             }
-            try startEpoch(for: format)
+            guard let slot = takeFreeSlot(wait: !options.liveSource) else {
+                fs_count(&ctl.pointee.dropped, 1)
+                return nil
+            }
+            let base = pool!.base + Int(slot) * slotStride
+            outstanding += 1
+            return WritableFrame(producer: Unmanaged.passRetained(self), slot: slot, base: base, format: format)
         }
-        if templateFormat != format { prepareTemplate(format) }
-        guard let slot = takeFreeSlot(wait: !options.liveSource) else {
-            fs_count(&ctl.pointee.dropped, 1)
-            return nil
-        }
-        let base = pool!.base + Int(slot) * slotStride
-        outstanding += 1
-        return WritableFrame(producer: Unmanaged.passRetained(self), slot: slot, base: base, format: format)
     }
+
+    /// Slots a lease may never take, so that the publishing thread always has slots that
+    /// only consumers can hold (and release without the decoder's help).
+    public static let slotsKeptFromLeases = 2
+
+    private enum LeaseAttempt: ~Copyable { case leased(SlotLease), wait, cannot }
+
+    /// Reserves a free slot of at least `bytes` bytes (header included) for a frame the
+    /// caller writes in place, publishes with `publish(_:format:layout:description:)` and
+    /// may keep referencing afterwards (see `SlotLease`). Safe to call from another thread
+    /// than the one that publishes (a decoder's `get_buffer2`).
+    ///
+    /// Returns nil (the caller then writes elsewhere and copies, through `reserve`) when
+    /// the slots are too small for `bytes`, when leases already hold all but
+    /// `slotsKeptFromLeases` slots, or when no slot is free and either `wait` is false or
+    /// no consumer holds a slot (waiting would then wait for the caller itself).
+    /// Starts the first epoch when there is no pool yet.
+    public func lease(bytes: Int, wait: Bool) throws(FrameServerError) -> SlotLease? {
+        while true {
+            let attempt = try slotLock.withLock { () throws(FrameServerError) -> LeaseAttempt in
+                if pool == nil { try startEpoch(bytes: bytes) }
+                let n = Int(ctl.pointee.slot_count)
+                guard bytes <= slotStride, let pool,
+                      leased.load(ordering: .acquiring).nonzeroBitCount < n - Self.slotsKeptFromLeases else { return .cannot }
+                if let slot = tryTakeFreeSlot() {
+                    leased.bitwiseOr(1 << UInt64(slot), ordering: .sequentiallyConsistent)
+                    return .leased(SlotLease(producer: self, pool: pool, slot: slot, epoch: epoch,
+                                             base: pool.base + Int(slot) * slotStride, capacity: slotStride))
+                }
+                let consumersHold = (0..<UInt32(n)).contains {
+                    fs_load_u64(&slotCtl($0).pointee.holders) & ~FS_HOLDER_WRITER != 0
+                }
+                return consumersHold ? .wait : .cannot
+            }
+            switch consume attempt {
+            case .leased(let lease): return lease
+            case .cannot: return nil
+            case .wait:
+                guard wait else { return nil }
+                let start = monotonicNanos()
+                _ = sleepOnWake(until: nil) {
+                    (0..<ctl.pointee.slot_count).contains { fs_slot_is_free(slotCtl($0)) != 0 } ? true : nil
+                }
+                fs_count(&ctl.pointee.blocked_ns, monotonicNanos() - start)
+            }
+        }
+    }
+
+    /// Publishes the frame written into `lease`'s slot, laid out as `layout`, without a
+    /// copy; the slot keeps `producer_hold` until the lease ends. Returns false (nothing
+    /// published: copy the frame through `reserve` instead) when the lease was already
+    /// published or ended, or belongs to an earlier epoch.
+    public func publish(_ lease: SlotLease, format: FrameFormat, layout: PlaneLayout,
+                        description: FrameDescription) -> Bool {
+        guard layout.fits(format, in: lease.capacity) else { return false }
+        return slotLock.withLock {
+            lease.state.withLock { state in
+                guard state == .writing, lease.epoch == epoch else { return false }
+                fs_slot_hold_set(slotCtl(lease.slot))
+                commit(lease.slot, format: format, layout: layout, description: description)
+                state = .published
+                return true
+            }
+        }
+    }
+
+    /// A lease ended (any thread): its slot may be free now.
+    func leaseEnded(_ slot: UInt32) {
+        leased.bitwiseAnd(~(1 << UInt64(slot)), ordering: .sequentiallyConsistent)
+        wakeWaiters()
+    }
+
+    /// Frames published without a copy, from leases.
+    public private(set) var publishedInPlace: UInt64 = 0
 
     /// Waits until at least `count` lossless consumers are attached (for deterministic
     /// scripted pipelines). Returns false if `timeoutSeconds` passed first (nil: forever).
@@ -242,7 +324,7 @@ public final class Producer: @unchecked Sendable {
     }
 
     /// Bumps `wake` and wakes whoever sleeps on it (this producer's own waits).
-    private func wakeWaiters() {
+    func wakeWaiters() {
         fs_bump(&ctl.pointee.wake)
         _ = fs_sys_futex_wake(&ctl.pointee.wake)
     }
@@ -277,7 +359,7 @@ public final class Producer: @unchecked Sendable {
         for k in 0..<n {
             let i = (nextSlotHint + k) % n
             let s = slotCtl(i)
-            if fs_peek_u64(&s.pointee.holders) == 0 {
+            if fs_slot_is_free(s) != 0 {
                 free += 1
                 if taken == nil, fs_slot_try_reserve(s) != 0 { taken = i }
             }
@@ -300,16 +382,39 @@ public final class Producer: @unchecked Sendable {
         return sleepOnWake(until: nil, beforeSleep: reannounceLatest) { tryTakeFreeSlot() }
     }
 
-    /// Starts pool epoch N+1 sized for `format`: waits until every slot is free, reserves
-    /// them all, maps a new pool, then frees them again.
-    private func startEpoch(for format: FrameFormat) throws(FrameServerError) {
+    /// Starts pool epoch N+1 with slots of at least `bytes` bytes: waits until no consumer
+    /// holds anything, reserves every slot, maps a new pool, then frees them again.
+    ///
+    /// With leases (a decoder's slots): a published slot that only the decoder still
+    /// references is reserved like a free one (its `seq` is cleared with the others), and
+    /// keeps `producer_hold` until its lease ends. A slot the decoder is still writing
+    /// cannot be reserved and is not waited for (the decoder may need this thread to go on):
+    /// its frame is refused by `publish` as one of an earlier epoch, and the slot joins the
+    /// new epoch when its lease ends. Either way the lease keeps the old pool mapped.
+    private func startEpoch(bytes: Int) throws(FrameServerError) {
         let n = ctl.pointee.slot_count
         var reserved: [UInt32] = []
         if pool != nil {
-            while reserved.count < n, let s = takeFreeSlot(wait: true) { reserved.append(s) }
+            var mine: UInt64 = 0
+            let start = monotonicNanos()
+            _ = sleepOnWake(until: nil, beforeSleep: reannounceLatest) { () -> Bool? in
+                let leasedNow = leased.load(ordering: .acquiring)
+                var done = true
+                for i in 0..<n where mine & (1 << UInt64(i)) == 0 {
+                    let s = slotCtl(i)
+                    if fs_slot_try_reserve(s) != 0 {
+                        reserved.append(i)
+                        mine |= 1 << UInt64(i)
+                    } else if leasedNow & (1 << UInt64(i)) == 0 || fs_load_u64(&s.pointee.holders) != FS_HOLDER_WRITER {
+                        done = false   // a consumer holds it (or a lease ended just now): wait
+                    }
+                }
+                return done ? true : nil
+            }
+            fs_count(&ctl.pointee.blocked_ns, monotonicNanos() - start)
         }
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-        let stride = (max(format.slotBytes, options.minimumSlotBytes) + page - 1) / page * page
+        let stride = (max(bytes, options.minimumSlotBytes) + page - 1) / page * page
         let newEpoch = epoch + 1
         let newPool: MappedFile
         do {
@@ -341,17 +446,28 @@ public final class Producer: @unchecked Sendable {
     }
 
     func abandon(_ slot: UInt32) {
-        outstanding -= 1
+        slotLock.withLock { outstanding -= 1 }
         fs_slot_abandon(slotCtl(slot))
         fs_bump(&ctl.pointee.wake)
     }
 
+    /// Publishes a `WritableFrame`'s slot (canonical layout).
+    func publishReserved(_ slot: UInt32, format: FrameFormat, description: FrameDescription) {
+        slotLock.withLock {
+            outstanding -= 1
+            commit(slot, format: format, layout: nil, description: description)
+        }
+    }
+
     /// Publishes a written slot: header, reservation for every lossless consumer, then
-    /// the doorbell.
-    func commit(_ slot: UInt32, format: FrameFormat, description d: FrameDescription) {
-        outstanding -= 1
+    /// the doorbell. Called with `slotLock` held.
+    private func commit(_ slot: UInt32, format: FrameFormat, layout: PlaneLayout?, description d: FrameDescription) {
         if templateFormat != format { prepareTemplate(format) }
         var header = template
+        if let layout {
+            header.setLayout(layout, format: format)
+            publishedInPlace += 1
+        }
         header.epoch = epoch
         header.color_matrix = d.color.matrix
         header.color_range = d.color.range
@@ -393,8 +509,10 @@ public final class Producer: @unchecked Sendable {
     }
 
     private func announce(_ a: Announcement) {
-        let n = a.encode(into: announceBuffer)
-        socket.send(UnsafeRawBufferPointer(rebasing: announceBuffer[..<n]))
+        announceLock.withLock {
+            let n = a.encode(into: announceBuffer)
+            socket.send(UnsafeRawBufferPointer(rebasing: announceBuffer[..<n]))
+        }
     }
 
     // MARK: Consumer admission and reclaim (watcher threads)
@@ -535,7 +653,7 @@ public struct WritableFrame: ~Copyable {
 
     /// Publishes the frame to every consumer.
     public consuming func publish() {
-        producer.takeUnretainedValue().commit(slot, format: format, description: description)
+        producer.takeUnretainedValue().publishReserved(slot, format: format, description: description)
         producer.release()
         discard self
     }

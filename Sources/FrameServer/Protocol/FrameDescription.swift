@@ -156,3 +156,25 @@ extension fs_frame {
         }
     }
 }
+
+extension fs_frame {
+    /// Replaces the canonical plane layout with `layout` (which must fit the slot).
+    mutating func setLayout(_ layout: PlaneLayout, format: FrameFormat) {
+        let planes = format.pixelFormat.planes.count
+        var end = 0
+        withUnsafeMutableBytes(of: &plane_offset) { o in
+            withUnsafeMutableBytes(of: &plane_stride) { s in
+                withUnsafeMutableBytes(of: &plane_size) { z in
+                    for i in 0..<planes {
+                        let size = layout.strides[i] * format.rows(plane: i)
+                        o.storeBytes(of: UInt32(layout.offsets[i]), toByteOffset: i * 4, as: UInt32.self)
+                        s.storeBytes(of: UInt32(layout.strides[i]), toByteOffset: i * 4, as: UInt32.self)
+                        z.storeBytes(of: UInt32(size), toByteOffset: i * 4, as: UInt32.self)
+                        end = max(end, layout.offsets[i] + size)
+                    }
+                }
+            }
+        }
+        payload_size = UInt32(end - FrameFormat.headerSize)
+    }
+}

@@ -20,3 +20,24 @@ func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     precondition(r == 0, "pthread_create failed: \(Errno(rawValue: r))")
     return tid
 }
+
+/// A plain pthread mutex, for critical sections that call out (sleep, throw, allocate)
+/// where `Mutex.withLock`'s closure would be awkward.
+///
+/// The corresponding C functions are `pthread_mutex_lock` and `pthread_mutex_unlock`.
+final class ThreadLock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    init() { pthread_mutex_init(mutex, nil) }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func withLock<T: ~Copyable, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+}

@@ -4,7 +4,12 @@ import FrameServer
 /// `framesrv bench decode`: `produce -i FILE` into the pool with one lossless consumer
 /// process, next to `ffmpeg -i FILE -f null -` on the same file in the same run.
 extension BenchCommand {
-    struct DecodeRun { var frames: Int; var seconds: Double }
+    struct DecodeRun {
+        var frames: Int
+        var seconds: Double
+        /// What the producer's summary says of the path: "N zero-copy, M copied".
+        var path = ""
+    }
 
     static func decode(input: String?, threads: Int?) throws {
         let inputScratch = ScratchDirectory(prefix: "framesrv-bench-input")
@@ -24,34 +29,37 @@ extension BenchCommand {
         let threadText = threads.map(String.init) ?? "0 (FFmpeg decides)"
         print("framesrv bench decode: \(file), \(threadText) decoder threads, \(ProcessInfo.processInfo.activeProcessorCount) cores;"
               + " each figure: start to exit, best of 2 runs")
-        var framesrv: DecodeRun?, ffmpeg: DecodeRun?
+        var direct: DecodeRun?, copied: DecodeRun?, ffmpeg: DecodeRun?
+        func best(_ a: DecodeRun?, _ b: DecodeRun) -> DecodeRun { a.map { $0.seconds <= b.seconds ? $0 : b } ?? b }
         for _ in 0..<2 {
-            let a = try framesrvRun(file: file, threads: threads)
-            if framesrv.map({ a.seconds < $0.seconds }) ?? true { framesrv = a }
-            let b = try ffmpegRun(file: file, threads: threads)
-            if ffmpeg.map({ b.seconds < $0.seconds }) ?? true { ffmpeg = b }
+            direct = best(direct, try framesrvRun(file: file, threads: threads, copy: false))
+            copied = best(copied, try framesrvRun(file: file, threads: threads, copy: true))
+            ffmpeg = best(ffmpeg, try ffmpegRun(file: file, threads: threads))
         }
-        guard let framesrv, let ffmpeg else { return }
-        let fpsA = Double(framesrv.frames) / framesrv.seconds, fpsB = Double(ffmpeg.frames) / ffmpeg.seconds
-        print("  framesrv produce -i FILE + 1 lossless null sink process: \(framesrv.frames) frames in "
-              + "\(formatDouble(framesrv.seconds, 3)) s, \(formatDouble(fpsA, 1)) frames/s")
+        guard let direct, let copied, let ffmpeg else { return }
+        let fps = { (r: DecodeRun) in Double(r.frames) / r.seconds }
+        for (label, run) in [("framesrv produce -i FILE", direct), ("framesrv produce -i FILE --copy", copied)] {
+            print("  \(label) + 1 lossless null sink process: \(run.frames) frames in "
+                  + "\(formatDouble(run.seconds, 3)) s, \(formatDouble(fps(run), 1)) frames/s (\(run.path))")
+        }
         print("  ffmpeg \(threads.map { "-threads \($0) " } ?? "")-i FILE -f null -: \(ffmpeg.frames) frames in "
-              + "\(formatDouble(ffmpeg.seconds, 3)) s, \(formatDouble(fpsB, 1)) frames/s")
-        print("  ratio framesrv/ffmpeg \(formatDouble(fpsA / max(fpsB, 1e-9), 2))")
+              + "\(formatDouble(ffmpeg.seconds, 3)) s, \(formatDouble(fps(ffmpeg), 1)) frames/s")
+        print("  ratio framesrv/ffmpeg \(formatDouble(fps(direct) / max(fps(ffmpeg), 1e-9), 2)) (zero-copy path), "
+              + "\(formatDouble(fps(copied) / max(fps(ffmpeg), 1e-9), 2)) (copy path)")
     }
 
     /// `framesrv produce -i FILE --wait-for 1` and a lossless null sink, both child processes;
     /// the sink starts first, so the producer's wait is only the sink's attachment.
-    static func framesrvRun(file: String, threads: Int?) throws -> DecodeRun {
+    static func framesrvRun(file: String, threads: Int?, copy: Bool) throws -> DecodeRun {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         let env = ["FRAMESRV_DIR": scratch.path]
         let sink = try Child(["sink", "--in", "bench", "--null", "--lossless", "--stats-json", "--quiet", "--wait", "60"],
                              label: "sink", environment: env)
         let start = monotonicNanos()
-        let producer = try Child(["produce", "-i", file, "--out", "bench", "--wait-for", "1", "--quiet"]
-                                 + (threads.map { ["--threads", String($0)] } ?? []),
+        let producer = try Child(["produce", "-i", file, "--out", "bench", "--wait-for", "1"]
+                                 + (threads.map { ["--threads", String($0)] } ?? []) + (copy ? ["--copy"] : []),
                                  label: "producer", environment: env)
-        let (pStatus, _) = producer.finish()
+        let (pStatus, summary) = producer.finish()
         let (sStatus, out) = sink.finish()
         let seconds = Double(monotonicNanos() - start) / 1e9
         guard pStatus == 0 else { throw FrameServerError.invalidArgument("bench decode: framesrv produce failed (status \(pStatus))") }
@@ -60,7 +68,11 @@ extension BenchCommand {
               let received = json["received"] as? Int, received > 0 else {
             throw FrameServerError.invalidArgument("bench decode: the sink failed (status \(sStatus)): \(out)")
         }
-        return DecodeRun(frames: received, seconds: seconds)
+        // "... (h264, 250 zero-copy, 0 copied) in ..."
+        let path = summary.split(separator: "(").dropFirst().first { $0.contains("copied") }
+            .map { $0.split(separator: ")").first.map(String.init) ?? "" }
+            .map { $0.split(separator: ",").dropFirst().map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ") } ?? "?"
+        return DecodeRun(frames: received, seconds: seconds, path: path)
     }
 
     /// `ffmpeg -threads T -i FILE -map 0:v:0 -f null -`, timed from start to exit; its frame

@@ -38,6 +38,12 @@ enum ProduceCommand: Command {
                            the source's colour matrix and range); the header's colour follows
       --size WxH           with -i: scale to WxH with libswscale (as ffmpeg's -s)
       --threads N          decoder threads (default 0: FFmpeg decides, as ffmpeg does)
+                           With -i and no conversion the decoder decodes straight into the
+                           pool's slots (zero copy) where the codec allows it (AV_CODEC_CAP_DR1);
+                           a slot the decoder still uses as a reference picture is not reused
+                           until it lets go. Other frames are copied once into a slot; the
+                           summary line counts both.
+      --copy               with -i: decode into FFmpeg's own memory and copy every frame
       --pattern            the built-in moving test pattern (every byte derived from the
                            frame's sequence number, so consumers can verify it)
       --out NAME           the stream to create
@@ -45,7 +51,9 @@ enum ProduceCommand: Command {
       --pix-fmt FMT        pixel format (default yuv420p): \(PixelFormat.allCases.map { $0.name }.joined(separator: ", "))
       --rate FPS|max       frames per second, or as fast as consumers allow (default 30)
       --frames N           stop after N frames and end the stream (default: until SIGINT)
-      --slots N            slots in the pool, 1..64 (default 8)
+      --slots N            slots in the pool, 1..64 (default 8; 16 with -i and zero copy, room
+                           for the decoder's reference pictures, which it may keep in up to
+                           N - 2 slots)
       --live-source        never wait for consumers: drop a frame when no slot is free
       --wait-for N         publish nothing until N lossless consumers are attached
       --fill once          paint each slot once and republish it (benchmarks: no verifiable content)
@@ -71,8 +79,10 @@ enum ProduceCommand: Command {
         let readrate = try args.double("--readrate", range: 0.001...1000)
         let rateText = try args.value("--rate", "-r") ?? "30"
         let frames = try args.int("--frames", "-frames", range: 1...Int(Int32.max))
-        let slots = try args.int("--slots", range: 1...64) ?? 8
+        let slotsGiven = try args.int("--slots", range: 1...64)
+        let slots = slotsGiven ?? 8
         let liveSource = args.flag("--live-source")
+        let copy = args.flag("--copy")
         let waitFor = try args.int("--wait-for", range: 0...63) ?? 0
         let fillOnce = try args.value("--fill").map { v throws(UsageError) -> Bool in
             guard v == "once" || v == "every" else { throw UsageError("--fill must be 'once' or 'every', not '\(v)'") }
@@ -114,11 +124,12 @@ enum ProduceCommand: Command {
                 ? FrameConverter(pixelFormat: pixelFormat, size: sizeText != nil ? size : nil) : nil
             return try produceMedia(input: mediaInput, formatName: inputFormat, threads: threads, options: options,
                                     readrate: realTime ? 1 : readrate, converter: converter, out: out,
-                                    frames: frames, slots: slots, liveSource: liveSource, waitFor: waitFor,
-                                    hwm: hwm, quiet: quiet)
+                                    frames: frames, slots: slotsGiven ?? (converter == nil && !copy ? 16 : 8), liveSource: liveSource, waitFor: waitFor,
+                                    hwm: hwm, quiet: quiet, copy: copy)
         }
         guard inputFormat == nil else { throw UsageError("-f FMT goes with -i INPUT") }
         guard !strict else { throw UsageError("--strict goes with -i INPUT") }
+        guard !copy else { throw UsageError("--copy goes with -i INPUT") }
         guard startText == nil, durationText == nil, loops == 0, !realTime, readrate == nil else {
             throw UsageError("-ss, -t, --loop, -re and --readrate go with -i INPUT")
         }
@@ -169,22 +180,30 @@ enum ProduceCommand: Command {
         return 0
     }
 
-    /// Decodes `input` and publishes every frame (one copy per frame, into the reserved slot,
-    /// or one libswscale conversion into it with `converter`). With `readrate` (X times real
-    /// time) each frame waits until its timestamp is due and the producer is a live source.
+    /// Decodes `input` and publishes every frame. Without `converter` (and without `copy`)
+    /// the decoder decodes straight into the pool's slots where it can (`SlotAllocator`) and
+    /// those frames are published where they are; the others are copied into a reserved
+    /// slot, or converted into it by libswscale with `converter`. With `readrate` (X times
+    /// real time) each frame waits until its timestamp is due and the producer is a live source.
     static func produceMedia(input: String, formatName: String?, threads: Int, options: MediaInputOptions,
                              readrate: Double?, converter: FrameConverter?, out: String, frames: Int?,
-                             slots: Int, liveSource: Bool, waitFor: Int, hwm: Int, quiet: Bool) throws -> Int32 {
-        let decoder = try MediaDecoder(input: input, formatName: formatName, threads: threads, options: options)
+                             slots: Int, liveSource: Bool, waitFor: Int, hwm: Int, quiet: Bool, copy: Bool) throws -> Int32 {
+        let allocator = converter == nil && !copy ? SlotAllocator() : nil
+        let decoder = try MediaDecoder(input: input, formatName: formatName, threads: threads,
+                                                      options: options, allocator: allocator)
         if decoder.seekFailed {
             warn("cannot seek in '\(input)': decoding from the start and dropping frames before -ss, as ffmpeg does")
         }
         let rate = decoder.frameRate.map { Double($0.num) / Double($0.den) }
         // -re / --readrate and capture devices (x11grab, v4l2, ...) set the pace: drop at the source.
-        guard let producer = try openStream(out, slots: slots, liveSource: liveSource || readrate != nil || decoder.isLiveSource, hwm: hwm,
+        let live = liveSource || readrate != nil || decoder.isLiveSource
+        guard let producer = try openStream(out, slots: slots, liveSource: live, hwm: hwm,
                                             rate: rate, waitFor: waitFor) else { return 130 }
-        defer { producer.close() }
+        // The decoder goes first: freeing it ends the leases of the slots it still references.
+        defer { decoder.close(); producer.close() }
+        allocator?.attach(producer, wait: !live)
         let start = monotonicNanos()
+        var copied = 0
         var decoded = 0
         var formats: [FrameFormat] = []
         var firstTime: Double?
@@ -200,6 +219,7 @@ enum ProduceCommand: Command {
             }
             let format = try converter?.outputFormat(for: picture) ?? picture.frameFormat()
             if formats.last != format { formats.append(format) }
+            if converter == nil, picture.publishInPlace(to: producer, description: picture.description) { continue }
             // A new size or pixel format is just a new reservation: the producer starts a new epoch.
             guard var slot = try producer.reserve(format) else { continue }   // dropped at the source
             if let converter {
@@ -207,6 +227,7 @@ enum ProduceCommand: Command {
             } else {
                 picture.copyPlanes(into: slot)
                 slot.description = picture.description
+                copied += 1
             }
             slot.publish()
         }
@@ -221,8 +242,10 @@ enum ProduceCommand: Command {
         if !quiet {
             let secs = Double(monotonicNanos() - start) / 1e9
             let what = formats.map(\.description).joined(separator: ", then ")
+            let path = converter != nil ? "libswscale"
+                : "\(producer.publishedInPlace) zero-copy, \(copied) copied"
             print("produce: \(out): published \(producer.publishedCount) frames of \(what.isEmpty ? "nothing" : what)"
-                  + " (\(decoder.codecName), \(converter == nil ? "copy path" : "libswscale")) in \(formatDouble(secs, 2)) s"
+                  + " (\(decoder.codecName), \(path)) in \(formatDouble(secs, 2)) s"
                   + " (\(formatDouble(Double(producer.publishedCount) / max(secs, 1e-9), 0)) fps),"
                   + " dropped \(producer.droppedCount), decode errors \(decoder.decodeErrors)")
         }

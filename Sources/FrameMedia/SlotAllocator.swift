@@ -1,0 +1,131 @@
+import CFFmpeg
+import FrameServer
+import Synchronization
+
+/// Makes a decoder decode straight into a producer's pool slots (zero copy): installed as
+/// the codec's `get_buffer2`, it leases a slot for every frame buffer the decoder asks for,
+/// with the row alignment and padding rows FFmpeg's own allocator would use, and the
+/// AVBuffer's free callback ends the lease. A decoded frame in a leased slot is published
+/// as it is (`Producer.publish(_:format:layout:description:)`); the decoder may go on
+/// using it as a reference picture, which `producer_hold` protects.
+///
+/// Where that is impossible it hands the request to `avcodec_default_get_buffer2` and the
+/// frame takes the copy path: a codec without AV_CODEC_CAP_DR1, a pixel format framesrv
+/// cannot carry, a frame larger than the slots (until the copy path starts a larger
+/// epoch), or all leasable slots taken by the decoder's references.
+///
+/// FFmpeg calls `get_buffer2` from its decoding threads (one at a time) and frees buffers
+/// from any thread; everything here is thread-safe.
+public final class SlotAllocator: @unchecked Sendable {
+    // @unchecked Sendable: mutable state is behind Mutex/Atomic.
+    private struct Target: @unchecked Sendable { let producer: Producer; let wait: Bool }
+    private let target = Mutex<Target?>(nil)
+    /// Addresses of the `SlotBuffer`s FFmpeg holds, to recognise our buffers in a frame.
+    private let live = Mutex<Set<UInt>>([])
+    /// Buffers the decoder got in slots, and buffers it got from FFmpeg's own allocator.
+    private let leasedCount = Atomic<Int>(0), declinedCount = Atomic<Int>(0)
+
+    public init() {}
+
+    /// From now on, decode into `producer`'s slots. `wait`: when every slot is held by
+    /// consumers, wait for one (backpressure) instead of decoding into FFmpeg's memory.
+    public func attach(_ producer: Producer, wait: Bool) {
+        target.withLock { $0 = Target(producer: producer, wait: wait) }
+    }
+
+    /// Frame buffers the decoder got in slots so far.
+    public var buffersInSlots: Int { leasedCount.load(ordering: .relaxed) }
+    /// Frame buffers the decoder got from FFmpeg's allocator (their frames are copied).
+    public var buffersOnHeap: Int { declinedCount.load(ordering: .relaxed) }
+
+    /// The lease behind `frame`'s buffer, if the frame lives in a slot this allocator leased.
+    func lease(of frame: UnsafePointer<AVFrame>) -> SlotLease? {
+        guard let buf = frame.pointee.buf.0, let opaque = av_buffer_get_opaque(buf) else { return nil }
+        guard live.withLock({ $0.contains(UInt(bitPattern: opaque)) }) else { return nil }
+        return Unmanaged<SlotBuffer>.fromOpaque(opaque).takeUnretainedValue().lease
+    }
+
+    /// Installs this allocator on `codec` (before `avcodec_open2`).
+    func install(on codec: UnsafeMutablePointer<AVCodecContext>) {
+        codec.pointee.opaque = Unmanaged.passUnretained(self).toOpaque()
+        codec.pointee.get_buffer2 = { ctx, frame, flags in
+            guard let ctx, let frame, let opaque = ctx.pointee.opaque else { return cffmpeg_averror(EINVAL) }
+            return Unmanaged<SlotAllocator>.fromOpaque(opaque).takeUnretainedValue().getBuffer(ctx, frame, flags)
+        }
+    }
+
+    private func getBuffer(_ ctx: UnsafeMutablePointer<AVCodecContext>, _ frame: UnsafeMutablePointer<AVFrame>,
+                           _ flags: Int32) -> Int32 {
+        if let target = target.withLock({ $0 }), cffmpeg_codec_has_dr1(ctx) != 0, ctx.pointee.hw_frames_ctx == nil,
+           let layout = Self.layout(ctx, frame),
+           let lease = try? target.producer.lease(bytes: layout.bytes, wait: target.wait) {
+            let box = SlotBuffer(lease: lease, allocator: self)
+            let opaque = Unmanaged.passRetained(box).toOpaque()
+            let buffer = av_buffer_create(lease.base.assumingMemoryBound(to: UInt8.self), lease.capacity, { opaque, _ in
+                let box = Unmanaged<SlotBuffer>.fromOpaque(opaque!).takeRetainedValue()
+                box.allocator.live.withLock { _ = $0.remove(UInt(bitPattern: opaque!)) }
+                box.lease.end()
+            }, opaque, 0)
+            guard let buffer else {
+                Unmanaged<SlotBuffer>.fromOpaque(opaque).release()
+                lease.end()
+                return cffmpeg_averror(ENOMEM)
+            }
+            live.withLock { _ = $0.insert(UInt(bitPattern: opaque)) }
+            frame.pointee.buf.0 = buffer
+            withUnsafeMutableBytes(of: &frame.pointee.data) { data in
+                withUnsafeMutableBytes(of: &frame.pointee.linesize) { linesize in
+                    for i in 0..<layout.offsets.count {
+                        data.storeBytes(of: lease.base.assumingMemoryBound(to: UInt8.self) + layout.offsets[i],
+                                        toByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
+                                        as: UnsafeMutablePointer<UInt8>?.self)
+                        linesize.storeBytes(of: Int32(layout.strides[i]), toByteOffset: i * 4, as: Int32.self)
+                    }
+                }
+            }
+            cffmpeg_frame_use_data(frame)
+            leasedCount.wrappingAdd(1, ordering: .relaxed)
+            return 0
+        }
+        declinedCount.wrappingAdd(1, ordering: .relaxed)
+        return avcodec_default_get_buffer2(ctx, frame, flags)
+    }
+
+    /// Where FFmpeg's own allocator would put the planes of `frame` (avcodec_default_get_buffer2:
+    /// dimensions aligned as the codec needs, linesizes aligned to 64 bytes, 16 + 64 bytes
+    /// of slack after each plane for SIMD over-reads), from the slot's 256-byte header on.
+    /// nil for formats framesrv cannot carry.
+    static func layout(_ ctx: UnsafeMutablePointer<AVCodecContext>, _ frame: UnsafeMutablePointer<AVFrame>)
+        -> (offsets: [Int], strides: [Int], bytes: Int)? {
+        let format = AVPixelFormat(rawValue: frame.pointee.format)
+        guard let name = av_get_pix_fmt_name(format).map({ String(cString: $0) }),
+              let pixelFormat = DecodedFrame.framesrvFormat(named: name), frame.pointee.width > 0, frame.pointee.height > 0 else { return nil }
+        var w = frame.pointee.width, h = frame.pointee.height
+        var align = [Int32](repeating: 0, count: Int(AV_NUM_DATA_POINTERS))
+        avcodec_align_dimensions2(ctx, &w, &h, &align)
+        let planes = pixelFormat.planes.count
+        var linesize = [Int32](repeating: 0, count: 4)
+        var unaligned = true
+        while unaligned {
+            guard av_image_fill_linesizes(&linesize, format, w) >= 0 else { return nil }
+            w += w & ~(w - 1)
+            unaligned = (0..<planes).contains { linesize[$0] % max(64, align[$0]) != 0 }
+        }
+        var sizes = [Int](repeating: 0, count: 4)
+        let ptrdiffs = linesize.map { Int($0) }
+        guard av_image_fill_plane_sizes(&sizes, format, h, ptrdiffs) >= 0 else { return nil }
+        var offsets: [Int] = [], offset = FrameFormat.headerSize
+        for i in 0..<planes {
+            offsets.append(offset)
+            offset = (offset + sizes[i] + 16 + 64 + 63) / 64 * 64
+        }
+        return (offsets, ptrdiffs.prefix(planes).map { $0 }, offset)
+    }
+}
+
+/// What an AVBuffer in a slot points at: the lease, and the allocator that tracks it.
+final class SlotBuffer {
+    let lease: SlotLease
+    let allocator: SlotAllocator
+    init(lease: SlotLease, allocator: SlotAllocator) { self.lease = lease; self.allocator = allocator }
+}
