@@ -58,6 +58,9 @@ public final class Producer: @unchecked Sendable {
     private let announceLock = ThreadLock()
     /// Slots held by a `SlotLease` (bit i: slot i), set by `lease`, cleared by `SlotLease.end`.
     private let leased = Atomic<UInt64>(0)
+    /// The largest slot a lease asked for in vain (its frames were copied): the next epoch
+    /// the publishing thread starts is at least this large, so decoding in place resumes.
+    private var leaseBytesWanted = 0
     private var pool: MappedFile?
     private var slotStride = 0
     private(set) var epoch: UInt64 = 0
@@ -199,7 +202,10 @@ public final class Producer: @unchecked Sendable {
                 guard outstanding == 0 else {
                     throw .invalidArgument("publish or drop the \(outstanding) frame(s) you hold before reserving a larger format (\(format))")
                 }
-                try startEpoch(bytes: format.slotBytes)
+                try startEpoch(bytes: max(format.slotBytes, leaseBytesWanted))
+            } else if leaseBytesWanted > slotStride, outstanding == 0 {
+                // The decoder's frames no longer fit (a new size or format): give it larger slots.
+                try startEpoch(bytes: leaseBytesWanted)
             }
             guard let slot = takeFreeSlot(wait: !options.liveSource) else {
                 fs_count(&ctl.pointee.dropped, 1)
@@ -232,6 +238,7 @@ public final class Producer: @unchecked Sendable {
             let attempt = try slotLock.withLock { () throws(FrameServerError) -> LeaseAttempt in
                 if pool == nil { try startEpoch(bytes: bytes) }
                 let n = Int(ctl.pointee.slot_count)
+                if bytes > slotStride { leaseBytesWanted = max(leaseBytesWanted, bytes) }
                 guard bytes <= slotStride, let pool,
                       leased.load(ordering: .acquiring).nonzeroBitCount < n - Self.slotsKeptFromLeases else { return .cannot }
                 if let slot = tryTakeFreeSlot() {
