@@ -1,0 +1,273 @@
+import CFFmpeg
+import FrameServer
+import Glibc
+
+/// What can go wrong writing frames out: y4m/raw streams and recordings.
+public enum MediaOutputError: Error, CustomStringConvertible, Sendable {
+    /// The output file cannot be opened for writing (path, reason).
+    case cannotOpen(String, String)
+    /// Writing failed (path, errno).
+    case io(String, Errno)
+    /// `-f NAME`: libavformat has no output format by that name.
+    case unknownContainer(String)
+    /// The file name's extension names no container this sink writes (path).
+    case unknownExtension(String)
+    /// The container carries no video.
+    case noVideoInContainer(String)
+    /// `-c:v NAME`: libavcodec has no video encoder by that name.
+    case unknownEncoder(String)
+    /// The container cannot carry the codec (container, codec).
+    case codecNotInContainer(String, String)
+    /// The encoder has no such option (encoder, option).
+    case encoderOption(String, String)
+    /// The encoder did not open with the settings (encoder, settings, FFmpeg's message).
+    case encoderRefused(String, String, String)
+    /// The output cannot carry frames of this pixel format (what, format, what it carries).
+    case pixelFormat(String, String, String)
+    /// Frames are in a pixel format FFmpeg does not know.
+    case unreadablePixelFormat(String)
+    /// An FFmpeg call failed (its name and FFmpeg's message).
+    case ffmpeg(String, String)
+
+    public var description: String {
+        switch self {
+        case .cannotOpen(let path, let why): return "cannot write '\(path)': \(why)"
+        case .io(let path, let e): return "cannot write '\(path)': \(e)"
+        case .unknownContainer(let name): return "FFmpeg knows no output format '\(name)' (ffmpeg -muxers lists them)"
+        case .unknownExtension(let path):
+            return "cannot tell the container from the name '\(path)': use .mp4, .mov, .mkv or .nut, or -f FORMAT"
+        case .noVideoInContainer(let name): return "the output format '\(name)' carries no video"
+        case .unknownEncoder(let name): return "FFmpeg has no video encoder '\(name)' (ffmpeg -encoders lists them)"
+        case .codecNotInContainer(let container, let codec): return "\(container) cannot carry \(codec) video; choose another -c:v or container"
+        case .encoderOption(let codec, let option): return "the \(codec) encoder has no \(option) option"
+        case .encoderRefused(let codec, let settings, let message):
+            return "the \(codec) encoder refused \(settings): \(message)"
+        case .pixelFormat(let what, let format, let carried):
+            return "\(what) cannot carry \(format) frames (it carries \(carried))"
+        case .unreadablePixelFormat(let f): return "frames are in pixel format '\(f)', which FFmpeg does not know"
+        case .ffmpeg(let call, let message): return "FFmpeg's \(call) failed: \(message)"
+        }
+    }
+}
+
+/// Presents a consumer's frames to FFmpeg as `AVFrame`s of one fixed size and pixel format.
+///
+/// A frame already in that format is wrapped in place: the data pointers and line sizes are
+/// the slot's planes, as the frame header lays them out (offsets and strides from the
+/// header, never recomputed), so nothing is copied. Any other frame (a different pixel
+/// format, or a size change mid-stream) is converted with libswscale into a buffer owned by
+/// the adapter, as `FrameConverter` does: bicubic, the frame's own matrix, its range when
+/// tagged, and the output range asked for (else libswscale's default for the format).
+final class FrameAdapter {
+    let width: Int32
+    let height: Int32
+    let format: AVPixelFormat
+    /// Full (true) or limited (false) range output when converting; nil: libswscale's default.
+    let fullRange: Bool?
+    /// Frames converted with libswscale (the others were wrapped in place).
+    private(set) var convertedFrames = 0
+    /// The colour of the last frame `avFrame` returned.
+    private(set) var color = ColorDescription()
+
+    private var wrapped: UnsafeMutablePointer<AVFrame>?
+    private var converted: UnsafeMutablePointer<AVFrame>?
+    private var sws: OpaquePointer?
+    private var swsKey: [Int64] = []
+    private var swsFullOutput = false
+    let isRGB: Bool
+
+    init(width: Int, height: Int, format: AVPixelFormat, fullRange: Bool?) throws(MediaOutputError) {
+        self.width = Int32(width)
+        self.height = Int32(height)
+        self.format = format
+        self.fullRange = fullRange
+        isRGB = Self.isRGB(format)
+        guard let w = av_frame_alloc() else { throw .ffmpeg("av_frame_alloc", "out of memory") }
+        wrapped = w
+    }
+
+    deinit {
+        av_frame_free(&wrapped)
+        av_frame_free(&converted)
+        sws_freeContext(sws)
+    }
+
+    static func isRGB(_ f: AVPixelFormat) -> Bool {
+        guard let d = av_pix_fmt_desc_get(f) else { return false }
+        return d.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0
+    }
+
+    /// FFmpeg's pixel format for a frame header's pixel format name.
+    static func pixelFormat(of header: FrameHeader) throws(MediaOutputError) -> AVPixelFormat {
+        let f = av_get_pix_fmt(header.pixelFormatName)
+        guard f != AV_PIX_FMT_NONE else { throw .unreadablePixelFormat(header.pixelFormatName) }
+        return f
+    }
+
+    /// `frame`'s pixels as an AVFrame of this adapter's size and format (width, height,
+    /// format, data, linesize and colour set; timestamps are the caller's). Valid until the
+    /// next call and, when wrapped, only while `frame` is held. Not reference-counted:
+    /// libavcodec copies it when an encoder keeps it.
+    func avFrame(_ frame: borrowing Frame) throws(MediaOutputError) -> UnsafeMutablePointer<AVFrame> {
+        let header = frame.header
+        let source = try Self.pixelFormat(of: header)
+        var c = header.description.color
+        if source == format, header.width == Int(width), header.height == Int(height) {
+            let w = wrapped!
+            w.pointee.width = width
+            w.pointee.height = height
+            w.pointee.format = format.rawValue
+            withUnsafeMutableBytes(of: &w.pointee.data) { d in
+                withUnsafeMutableBytes(of: &w.pointee.linesize) { l in
+                    let data = d.bindMemory(to: UnsafeMutablePointer<UInt8>?.self)
+                    let lines = l.bindMemory(to: Int32.self)
+                    for i in 0..<data.count {
+                        if i < header.planeCount, let base = frame.plane(i).baseAddress {
+                            data[i] = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self))
+                            lines[i] = Int32(header.stride(plane: i))
+                        } else {
+                            data[i] = nil
+                            lines[i] = 0
+                        }
+                    }
+                }
+            }
+            setColor(w, c)
+            color = c
+            return w
+        }
+
+        // Convert.
+        if converted == nil {
+            guard let f = av_frame_alloc() else { throw .ffmpeg("av_frame_alloc", "out of memory") }
+            f.pointee.width = width
+            f.pointee.height = height
+            f.pointee.format = format.rawValue
+            let r = av_frame_get_buffer(f, 0)
+            guard r >= 0 else {
+                var g: UnsafeMutablePointer<AVFrame>? = f
+                av_frame_free(&g)
+                throw .ffmpeg("av_frame_get_buffer", ffmpegMessage(r))
+            }
+            converted = f
+        }
+        let out = converted!
+        let key: [Int64] = [Int64(header.width), Int64(header.height), Int64(source.rawValue), Int64(c.matrix), Int64(c.range)]
+        if sws == nil || key != swsKey {
+            sws_freeContext(sws)
+            sws = nil
+            guard let s = sws_getContext(Int32(header.width), Int32(header.height), source, width, height, format,
+                                         SWS_BICUBIC, nil, nil, nil) else {
+                let name = av_get_pix_fmt_name(format).map { String(cString: $0) } ?? "?"
+                throw .ffmpeg("sws_getContext", "no conversion from \(header.pixelFormatName) to \(name)")
+            }
+            var invTable: UnsafeMutablePointer<Int32>?, table: UnsafeMutablePointer<Int32>?
+            var srcRange: Int32 = 0, dstRange: Int32 = 0, brightness: Int32 = 0, contrast: Int32 = 0, saturation: Int32 = 0
+            _ = sws_getColorspaceDetails(s, &invTable, &srcRange, &table, &dstRange, &brightness, &contrast, &saturation)
+            let coefficients = sws_getCoefficients(FrameConverter.swsColorspace(c.matrix))
+            if c.range == 1 || c.range == 2 { srcRange = c.range == 2 ? 1 : 0 }
+            if let fullRange, !isRGB { dstRange = fullRange ? 1 : 0 }
+            _ = sws_setColorspaceDetails(s, coefficients, srcRange, coefficients, dstRange, brightness, contrast, saturation)
+            sws = s
+            swsKey = key
+            swsFullOutput = dstRange != 0
+        }
+        var sources = [UnsafePointer<UInt8>?](repeating: nil, count: 4)
+        var strides = [Int32](repeating: 0, count: 4)
+        for i in 0..<min(4, header.planeCount) {
+            sources[i] = frame.plane(i).baseAddress?.assumingMemoryBound(to: UInt8.self)
+            strides[i] = Int32(header.stride(plane: i))
+        }
+        let r = av_frame_make_writable(out)
+        guard r >= 0 else { throw .ffmpeg("av_frame_make_writable", ffmpegMessage(r)) }
+        let rows = withUnsafeMutableBytes(of: &out.pointee.data) { d in
+            withUnsafeMutableBytes(of: &out.pointee.linesize) { l in
+                sws_scale(sws, sources, strides, 0, Int32(header.height),
+                          d.bindMemory(to: UnsafeMutablePointer<UInt8>?.self).baseAddress,
+                          l.bindMemory(to: Int32.self).baseAddress)
+            }
+        }
+        guard rows == height else { throw .ffmpeg("sws_scale", "wrote \(rows) of \(height) rows") }
+        convertedFrames += 1
+        // The colour of what was written (as FrameConverter reports it).
+        if isRGB {
+            c.matrix = 0
+            c.range = 2
+        } else {
+            if c.matrix == 0 { c.matrix = 6 }
+            c.range = swsFullOutput ? 2 : 1
+        }
+        setColor(out, c)
+        color = c
+        return out
+    }
+
+    private func setColor(_ f: UnsafeMutablePointer<AVFrame>, _ c: ColorDescription) {
+        f.pointee.colorspace = AVColorSpace(rawValue: c.matrix)
+        f.pointee.color_range = AVColorRange(rawValue: c.range)
+        f.pointee.color_primaries = AVColorPrimaries(rawValue: c.primaries)
+        f.pointee.color_trc = AVColorTransferCharacteristic(rawValue: c.transfer)
+    }
+}
+
+/// Where packed frames or a recording go: a file (created or truncated), or standard output for `-`.
+final class OutputFile {
+    let path: String
+    let fd: Int32
+    private let owns: Bool
+    private(set) var bytesWritten: Int64 = 0
+
+    init(path: String) throws(MediaOutputError) {
+        self.path = path == "-" ? "standard output" : path
+        if path == "-" {
+            fd = 1
+            owns = false
+        } else {
+            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw .cannotOpen(path, Errno.current.description) }
+            owns = true
+        }
+    }
+
+    deinit { if owns { close(fd) } }
+
+    /// Writes every byte the vectors describe (retrying short writes and EINTR).
+    func write(_ vectors: inout [iovec]) throws(MediaOutputError) {
+        var first = 0
+        while first < vectors.count {
+            let count = min(vectors.count - first, 1024)   // IOV_MAX
+            let n = vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress! + first, Int32(count)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .io(path, .current)
+            }
+            bytesWritten += Int64(n)
+            var left = n
+            while left > 0, first < vectors.count {
+                let len = vectors[first].iov_len
+                if left >= len {
+                    left -= len
+                    first += 1
+                } else {
+                    vectors[first].iov_base = vectors[first].iov_base.map { $0 + left }
+                    vectors[first].iov_len -= left
+                    left = 0
+                }
+            }
+            while first < vectors.count, vectors[first].iov_len == 0 { first += 1 }
+        }
+    }
+
+    func write(_ bytes: [UInt8]) throws(MediaOutputError) {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .io(path, .current)
+            }
+            done += n
+            bytesWritten += Int64(n)
+        }
+    }
+}
