@@ -27,6 +27,8 @@ static inline int cffmpeg_is_device(const AVInputFormat *f) {
 }
 /// A video frame's extended_data is its data array (what get_buffer2 must set up).
 static inline void cffmpeg_frame_use_data(AVFrame *f) { f->extended_data = f->data; }
+/// AV_BUFFER_FLAG_READONLY (a macro Swift does not import as an Int32).
+static inline int cffmpeg_buffer_flag_readonly(void) { return AV_BUFFER_FLAG_READONLY; }
 /// The codec can decode into buffers its user provides (AV_CODEC_CAP_DR1).
 static inline int cffmpeg_codec_has_dr1(const AVCodecContext *c) {
     return c->codec && (c->codec->capabilities & AV_CODEC_CAP_DR1) != 0;

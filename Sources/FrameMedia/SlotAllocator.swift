@@ -14,6 +14,11 @@ import Synchronization
 /// cannot carry, a frame larger than the slots (until the copy path starts a larger
 /// epoch), or all leasable slots taken by the decoder's references.
 ///
+/// The buffers are read-only to FFmpeg (AV_BUFFER_FLAG_READONLY): a decoder that keeps one
+/// picture and updates it in place (qtrle, gif, ... through `ff_reget_buffer`) would
+/// otherwise rewrite a published slot once it holds the only reference; read-only, it
+/// asks for a new buffer and copies into it instead.
+///
 /// FFmpeg calls `get_buffer2` from its decoding threads (one at a time) and frees buffers
 /// from any thread; everything here is thread-safe.
 public final class SlotAllocator: @unchecked Sendable {
@@ -65,7 +70,7 @@ public final class SlotAllocator: @unchecked Sendable {
                 let box = Unmanaged<SlotBuffer>.fromOpaque(opaque!).takeRetainedValue()
                 box.allocator.live.withLock { _ = $0.remove(UInt(bitPattern: opaque!)) }
                 box.lease.end()
-            }, opaque, 0)
+            }, opaque, cffmpeg_buffer_flag_readonly())
             guard let buffer else {
                 Unmanaged<SlotBuffer>.fromOpaque(opaque).release()
                 lease.end()

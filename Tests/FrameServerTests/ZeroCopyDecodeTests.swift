@@ -40,6 +40,20 @@ import Testing
         if slots == 16 { #expect(path2.copied == 0, "\(producer.stdout)") }
     }
 
+    /// A decoder that keeps one picture and updates it in place (qtrle, through FFmpeg's
+    /// ff_reget_buffer) must not rewrite a slot it already published: slot buffers are
+    /// read-only to it, so it takes a new slot for every frame.
+    @Test func inPlaceUpdatingDecoderGetsANewSlotPerFrame() throws {
+        let scratch = try Scratch()
+        let path = try media.generate(MediaTests.Input(file: "qtrle.mov", rate: "25", frames: 40,
+                                                       ffmpegArgs: ["-c:v", "qtrle", "-pix_fmt", "rgb24"]), scratch)
+        let expected = try media.oracle(path, scratch)
+        let (md5, producer, _) = try media.pipeline(["-i", path], stream: "qtrle", scratch)
+        #expect(md5 == expected, "qtrle frames through zero-copy slots differ from ffmpeg's")
+        let counts = try #require(media.pathCounts(producer.stdout), "\(producer.stdout)")
+        #expect(counts.zeroCopy == 40 && counts.copied == 0, "\(producer.stdout)")
+    }
+
     /// `--copy` decodes into FFmpeg's memory and copies: same frames, every one copied.
     @Test func copyPathGivesTheSameFrames() throws {
         let scratch = try Scratch()

@@ -134,12 +134,13 @@ PIXEL_FORMATS = {
     FS_PIX_GBRP: ("gbrp", [(0, 0, 1), (0, 0, 1), (0, 0, 1)]),
 }
 
-STRIDE_ALIGNMENT = 64           # every plane's stride and offset is a multiple of this
+STRIDE_ALIGNMENT = 64           # the canonical layout's stride and offset alignment (others: see the header)
 FRAME_HEADER_SIZE = 256         # planes start after the slot's fs_frame
 
 
 def plane_geometry(pix_fmt: int, width: int, height: int):
-    """[(row_bytes, rows, stride, offset, size)] for each plane, as a producer lays them out.
+    """[(row_bytes, rows, stride, offset, size)] for each plane in the canonical layout.
+    (A frame's own layout is in its header: a producer decoding in place uses its decoder's.)
 
     row_bytes: bytes of pixels per row (no padding); stride: row_bytes rounded up to 64;
     offset: from the slot's start, 256 for plane 0, then each plane's stride*rows rounded

@@ -204,8 +204,9 @@ public final class Producer: @unchecked Sendable {
                 }
                 try startEpoch(bytes: max(format.slotBytes, leaseBytesWanted))
             } else if leaseBytesWanted > slotStride, outstanding == 0 {
-                // The decoder's frames no longer fit (a new size or format): give it larger slots.
-                try startEpoch(bytes: leaseBytesWanted)
+                // The decoder's frames no longer fit (a new size or format): give it larger
+                // slots. Only an optimisation: if the pool cannot grow, go on copying.
+                do { try startEpoch(bytes: leaseBytesWanted) } catch { leaseBytesWanted = 0 }
             }
             guard let slot = takeFreeSlot(wait: !options.liveSource) else {
                 fs_count(&ctl.pointee.dropped, 1)
@@ -232,7 +233,8 @@ public final class Producer: @unchecked Sendable {
     /// the slots are too small for `bytes`, when leases already hold all but
     /// `slotsKeptFromLeases` slots, or when no slot is free and either `wait` is false or
     /// no consumer holds a slot (waiting would then wait for the caller itself).
-    /// Starts the first epoch when there is no pool yet.
+    /// Starts the first epoch when there is no pool yet. Free the decoder (ending its
+    /// leases) before `close()`: a slot still leased at close keeps its pool file.
     public func lease(bytes: Int, wait: Bool) throws(FrameServerError) -> SlotLease? {
         while true {
             let attempt = try slotLock.withLock { () throws(FrameServerError) -> LeaseAttempt in
