@@ -155,7 +155,10 @@ public final class FrameMD5Writer {
         if abs(whole - rate) < tolerance { return Rational(1, Int32(whole)) }
         let ntsc = (rate * 1.001).rounded()
         if abs(ntsc / 1.001 - rate) < tolerance { return Rational(1001, Int32(ntsc * 1000)) }
-        return nil
+        // Any other rate as the control segment carries it (to 1/1000): 12.5 -> 2/25.
+        var num: Int32 = 0, den: Int32 = 0
+        _ = av_reduce(&num, &den, 1000, Int64((rate * 1000).rounded()), Int64(Int32.max))
+        return Rational(num, den)
     }
 
     /// 1/frame rate, from the first frame's duration; the frame's own time base without one.

@@ -27,6 +27,7 @@ import Testing
         Input(file: "ffv1-yuv420p10le.mkv", rate: "25", frames: 8, ffmpegArgs: ["-c:v", "ffv1", "-pix_fmt", "yuv420p10le"]),
         Input(file: "mjpeg.avi", rate: "25", frames: 10, ffmpegArgs: ["-c:v", "mjpeg"]),   // yuvj420p
         Input(file: "raw-30fps.y4m", rate: "30", frames: 10, ffmpegArgs: ["-pix_fmt", "yuv420p"]),
+        Input(file: "ffv1-12.5fps.mkv", rate: "25/2", frames: 8, ffmpegArgs: ["-c:v", "ffv1", "-pix_fmt", "yuv420p"]),
         Input(file: "hevc.mkv", rate: "25", frames: 20, ffmpegArgs: ["-c:v", "libx265", "-pix_fmt", "yuv420p"]),
         Input(file: "vp9.webm", rate: "25", frames: 20, ffmpegArgs: ["-c:v", "libvpx-vp9", "-pix_fmt", "yuv420p"]),
         Input(file: "mpeg4.avi", rate: "25", frames: 15, ffmpegArgs: ["-c:v", "mpeg4"]),
