@@ -10,6 +10,9 @@
 #include <libavutil/pixdesc.h>
 #include <libavutil/parseutils.h>
 #include <libswscale/swscale.h>
+#include <libavfilter/avfilter.h>
+#include <libavfilter/buffersrc.h>
+#include <libavfilter/buffersink.h>
 
 static inline int cffmpeg_averror(int e) { return AVERROR(e); }
 static inline int cffmpeg_eagain(void) { return AVERROR(EAGAIN); }

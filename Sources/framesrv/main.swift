@@ -3,7 +3,7 @@ import Glibc
 
 /// Every subcommand, in the order `framesrv --help` lists them.
 let commands: [CommandEntry] = [
-    DemoCommand.entry, ProduceCommand.entry, SinkCommand.entry, ListCommand.entry, InspectCommand.entry,
+    DemoCommand.entry, ProduceCommand.entry, SinkCommand.entry, FilterCommand.entry, ListCommand.entry, InspectCommand.entry,
     TopCommand.entry, CleanCommand.entry, BenchCommand.entry,
 ]
 

@@ -1,6 +1,7 @@
 import CFrameServer
 import CZMQ
 import Glibc
+import Synchronization
 
 /// How a consumer receives a stream. Each consumer of one stream chooses its own.
 public enum DeliveryMode: String, Sendable {
@@ -76,6 +77,18 @@ public final class Consumer {
 
     /// The attached producer's pid, if attached.
     public var producerPID: Int32? { attachment?.producerPID }
+    /// Frames of the current attachment this consumer holds now: `Frame`s and `SharedFrame`s
+    /// not yet released (a live consumer's `next()` throws `.holdLimit` at `liveHoldLimit`).
+    public var heldFrames: Int {
+        guard let a = attachment else { return 0 }
+        a.settleReleases()
+        return a.held
+    }
+    /// The most frames a live consumer may hold at once (the producer's `live_max_held`);
+    /// nil for a lossless consumer or before attaching.
+    public var liveHoldLimit: Int? { attachment.flatMap { $0.mode == .live ? $0.liveMaxHeld : nil } }
+    /// Slots in the attached producer's pool, nil before attaching.
+    public var slotCount: Int? { attachment.map { Int($0.ctl.pointee.slot_count) } }
     /// This consumer's index in the stream's consumer table (its holder bit), if attached.
     public var consumerIndex: Int? { attachment?.index }
 
@@ -161,7 +174,10 @@ final class Attachment {
     private var lastDelivered: UInt64 = 0
     private(set) var missedTotal: UInt64 = 0
     private var heldCount = 0
-    private let liveMaxHeld: Int
+    let liveMaxHeld: Int
+    /// Bookkeeping of `SharedFrame` releases (which may come from any thread) that the
+    /// consumer's thread has not done yet: see `releaseShared` and `settleReleases`.
+    private let pendingReleases = Mutex<[(slot: UInt32, epoch: UInt64)]>([])
     private let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 8)
     private let entry: UnsafeMutablePointer<fs_consumer>
 
@@ -241,6 +257,7 @@ final class Attachment {
     }
 
     deinit {
+        settleReleases()
         detach()
         Glibc.close(producerFD)
         receiveBuffer.deallocate()
@@ -250,6 +267,7 @@ final class Attachment {
     /// pending). Frames already handed out stay valid until released.
     func detach() {
         guard !detached else { return }
+        settleReleases()
         detached = true
         // Frames still out keep their slots until released: detach when the last one goes.
         guard heldCount == 0 else { return }
@@ -282,6 +300,7 @@ final class Attachment {
 
     func nextFrame(stop: () -> Bool) throws(FrameServerError) -> Outcome {
         while true {
+            settleReleases()
             drainDoorbell()
             mapCurrentPool()
             switch try mode == .lossless ? nextLossless() : nextLive() {
@@ -436,6 +455,38 @@ final class Attachment {
     func release(slot: UInt32, epoch: UInt64, mapped: Bool = true) {
         if fs_slot_release(ctl, slotCtl(slot), bit) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
         guard mapped else { return }
+        releaseBookkeeping(epoch: epoch)
+    }
+
+    /// Frames of this attachment held now (after `settleReleases`).
+    var held: Int { heldCount }
+
+    /// Bytes of one slot of epoch `epoch`'s pool (mapped while a frame of it is held).
+    func slotBytes(epoch: UInt64) -> Int {
+        (pools[epoch]?.file.size ?? 0) / Int(ctl.pointee.slot_count)
+    }
+
+    /// A `SharedFrame`'s release, from whatever thread drops the last reference: the slot
+    /// goes back to the producer at once (atomics in shared memory only); the consumer's
+    /// own counters follow on its thread, at its next `settleReleases`.
+    func releaseShared(slot: UInt32, epoch: UInt64) {
+        if fs_slot_release(ctl, slotCtl(slot), bit) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
+        pendingReleases.withLock { $0.append((slot, epoch)) }
+    }
+
+    /// Does the bookkeeping of the `SharedFrame` releases since the last call (consumer's thread).
+    func settleReleases() {
+        let pending = pendingReleases.withLock { p -> [(slot: UInt32, epoch: UInt64)] in
+            guard !p.isEmpty else { return [] }
+            defer { p.removeAll(keepingCapacity: true) }
+            return p
+        }
+        for r in pending { releaseBookkeeping(epoch: r.epoch) }
+    }
+
+    /// What a release changes besides the slot: held counts, the entry's statistics, the
+    /// deferred detach, the old pool's mapping.
+    private func releaseBookkeeping(epoch: UInt64) {
         heldCount -= 1
         fs_store_u64(&entry.pointee.held, UInt64(heldCount))
         fs_store_u64(&entry.pointee.hold_since_ns, heldCount == 0 ? 0 : monotonicNanos())
@@ -479,6 +530,18 @@ public struct Frame: ~Copyable {
         return UnsafeRawBufferPointer(start: base + raw.offset(plane: i), count: raw.size(plane: i))
     }
 
+    /// Turns this frame into a reference-counted `SharedFrame` whose slot is released
+    /// exactly once, when the last reference to it goes, from any thread (for example from
+    /// the free callback of an FFmpeg buffer that wraps the slot). It still counts as held
+    /// (`Consumer.heldFrames`, the live hold limit) until then.
+    public consuming func share() -> SharedFrame {
+        let attachment = owner.takeRetainedValue()
+        let shared = SharedFrame(owner: attachment, slot: slot, sequence: sequence, epoch: epoch, base: base,
+                                 slotBytes: attachment.slotBytes(epoch: epoch), latencyNanos: latencyNanos)
+        discard self
+        return shared
+    }
+
     /// Gives the slot back now.
     public consuming func release() {
         owner.takeUnretainedValue().release(slot: slot, epoch: epoch)
@@ -490,4 +553,43 @@ public struct Frame: ~Copyable {
         owner.takeUnretainedValue().release(slot: slot, epoch: epoch)
         owner.release()
     }
+}
+
+/// A held frame shared by reference (`Frame.share()`): read-only pixels in place, released
+/// exactly once when the last reference goes, whatever thread drops it. The slot returns
+/// to the producer at that moment; the consumer's counters catch up at its next `next()`
+/// (or `heldFrames`), on its own thread.
+public final class SharedFrame: @unchecked Sendable {
+    // @unchecked Sendable: immutable after init; the release in deinit touches only
+    // shared-memory atomics and a mutex-protected list (Attachment.releaseShared).
+    private let owner: Attachment
+    /// Slot index in the pool.
+    public let slot: UInt32
+    /// The frame's sequence number.
+    public let sequence: UInt64
+    let epoch: UInt64
+    /// The slot's first byte (its `fs_frame` header); planes are at the header's offsets.
+    public let base: UnsafeRawPointer
+    /// Bytes of the slot in its pool's mapping, header included: every byte from `base` to
+    /// `base + slotBytes` is mapped (readable) while the frame is held.
+    public let slotBytes: Int
+    /// Publish-to-acquire latency.
+    public let latencyNanos: UInt64
+
+    init(owner: Attachment, slot: UInt32, sequence: UInt64, epoch: UInt64, base: UnsafeRawPointer,
+         slotBytes: Int, latencyNanos: UInt64) {
+        self.owner = owner; self.slot = slot; self.sequence = sequence; self.epoch = epoch
+        self.base = base; self.slotBytes = slotBytes; self.latencyNanos = latencyNanos
+    }
+
+    /// The frame header (format, plane layout, timestamps, colour, flags).
+    public var header: FrameHeader { FrameHeader(base.load(as: fs_frame.self)) }
+
+    /// Plane `i`'s bytes, in place in shared memory (stride x rows, as the header lays them out).
+    public func plane(_ i: Int) -> UnsafeRawBufferPointer {
+        let h = header
+        return UnsafeRawBufferPointer(start: base + h.offset(plane: i), count: h.size(plane: i))
+    }
+
+    deinit { owner.releaseShared(slot: slot, epoch: epoch) }
 }

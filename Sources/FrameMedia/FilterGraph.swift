@@ -1,0 +1,444 @@
+import CFFmpeg
+import FrameServer
+import Glibc
+import Synchronization
+
+/// Why a filter graph cannot run (one clear line each).
+public enum FilterError: Error, CustomStringConvertible, Sendable {
+    /// libavfilter rejected the graph text: syntax, an unknown filter, a bad option (the
+    /// graph, libavfilter's message).
+    case invalidGraph(String, String)
+    /// The graph is not one video input to one video output (the graph, what it has).
+    case notAVideoGraph(String, String)
+    /// The graph cannot be configured for the stream's frames (graph, input, message).
+    case cannotConfigure(String, String, String)
+    /// The stream's frames are in a pixel format FFmpeg does not know.
+    case unknownPixelFormat(String)
+    /// The graph made frames in a pixel format framesrv cannot carry.
+    case unsupportedOutput(String)
+    /// An FFmpeg call failed (its name and FFmpeg's message).
+    case ffmpeg(String, String)
+
+    public var description: String {
+        switch self {
+        case .invalidGraph(let g, let m): return "bad filter graph '\(g)': \(m)"
+        case .notAVideoGraph(let g, let m): return "the filter graph '\(g)' must take one video input and make one video output; \(m)"
+        case .cannotConfigure(let g, let input, let m): return "the filter graph '\(g)' cannot filter \(input) frames: \(m)"
+        case .unknownPixelFormat(let name): return "frames in pixel format '\(name)' cannot be filtered (FFmpeg does not know it)"
+        case .unsupportedOutput(let name): return "the filter graph made \(name) frames, which framesrv cannot carry"
+        case .ffmpeg(let call, let m): return "FFmpeg's \(call) failed: \(m)"
+        }
+    }
+}
+
+/// Runs a libavfilter graph (ffmpeg's `-vf` syntax) on the frames of a stream, as
+/// `ffmpeg -i INPUT -vf GRAPH` does:
+///
+/// - the graph is parsed with `avfilter_graph_parse2` between a `buffer` source and a
+///   `buffersink`, as ffmpeg's simple filter graphs are, with ffmpeg's `sws_flags`
+///   (`flags=bicubic`) for every scale filter, explicit or auto-inserted;
+/// - the source is configured from the first frame (size, pixel format, time base, aspect
+///   ratio) and the stream's nominal frame rate; each frame carries its colour description
+///   (`colorspace`, `color_range`, primaries, transfer), so conversions use the stream's
+///   matrix and range exactly as ffmpeg's do;
+/// - the sink accepts the pixel formats framesrv carries (libavfilter converts to one of them
+///   when the graph's natural output is another, as ffmpeg does for an encoder);
+/// - a frame of another size or pixel format (or time base) ends the graph (`sendEnd`, all
+///   its frames out) and the next `send` builds a new one.
+///
+/// Input frames are not copied: `send` wraps the slot as an `AVFrame` (planes at the
+/// header's offsets and strides) whose buffer is read-only and whose free callback drops
+/// the `SharedFrame`, releasing the slot when libavfilter is done with it. Use it from one
+/// thread.
+public final class FilterGraph {
+    /// The graph text, as given.
+    public let graph: String
+    /// Filter threads (0: as many as libavfilter likes, ffmpeg's default).
+    public let threads: Int
+    /// The stream's nominal frame rate, given to the buffer source (ffmpeg gives it the
+    /// input's guessed frame rate); set before the first `send`.
+    public var inputFrameRate: Rational?
+
+    /// Frames sent without a copy / copied first (see `send`), and frames received.
+    public private(set) var framesInPlace = 0
+    public private(set) var framesCopied = 0
+    public private(set) var framesOut = 0
+    /// Graphs built so far (1 + the format changes).
+    public private(set) var builds = 0
+
+    private var instance: Instance?
+
+    /// What a built graph was configured for.
+    struct InputKey: Equatable {
+        var width: Int32, height: Int32, format: Int32, tbNum: Int32, tbDen: Int32
+    }
+
+    final class Instance {
+        var graph: UnsafeMutablePointer<AVFilterGraph>?
+        let source: UnsafeMutablePointer<AVFilterContext>
+        let sink: UnsafeMutablePointer<AVFilterContext>
+        let key: InputKey
+        let outputTimeBase: Rational
+        let outputFrameRate: Rational?
+        var ended = false
+
+        init(graph: UnsafeMutablePointer<AVFilterGraph>, source: UnsafeMutablePointer<AVFilterContext>,
+             sink: UnsafeMutablePointer<AVFilterContext>, key: InputKey) {
+            self.graph = graph; self.source = source; self.sink = sink; self.key = key
+            let tb = av_buffersink_get_time_base(sink)
+            outputTimeBase = Rational(tb.num, tb.den)
+            let fr = av_buffersink_get_frame_rate(sink)
+            outputFrameRate = fr.num > 0 && fr.den > 0 ? Rational(fr.num, fr.den) : nil
+        }
+
+        deinit { avfilter_graph_free(&graph) }
+    }
+
+    /// Checks `graph` (parsing it: syntax, filters, their options, the files they open, and
+    /// its shape: one video input, one video output) and prepares to run it with `threads`
+    /// filter threads.
+    public init(graph: String, threads: Int = 0) throws(FilterError) {
+        self.graph = graph
+        self.threads = max(0, threads)
+        installLogCapture()
+        // Parse once against a stand-in source: what is wrong with the text shows up now,
+        // before any frame is taken from the stream.
+        let probe = InputKey(width: 64, height: 64, format: AV_PIX_FMT_YUV420P.rawValue, tbNum: 1, tbDen: 25)
+        _ = try build(probe, sampleAspectRatio: Rational(0, 1), configure: false)
+    }
+
+    /// The frame rate the graph's output has (nil until a graph is built, or when unknown).
+    public var outputFrameRate: Rational? { instance?.outputFrameRate }
+    /// The time base of the output frames' timestamps (nil until a graph is built).
+    public var outputTimeBase: Rational? { instance?.outputTimeBase }
+
+    /// Whether `header`'s frame can go into the current graph (true when none is built):
+    /// false means call `sendEnd()`, receive what is left, then `send` builds a new graph.
+    public func accepts(_ header: FrameHeader) -> Bool {
+        guard let instance, !instance.ended else { return true }
+        return (try? key(for: header)) == instance.key
+    }
+
+    private func key(for header: FrameHeader) throws(FilterError) -> InputKey {
+        let name = header.pixelFormat?.name ?? header.pixelFormatName
+        let format = av_get_pix_fmt(name)
+        guard format != AV_PIX_FMT_NONE else { throw .unknownPixelFormat(name) }
+        let d = header.description
+        let tb = d.timeBase.num > 0 && d.timeBase.den > 0 ? d.timeBase : Rational(1, 1_000_000)
+        return InputKey(width: Int32(header.width), height: Int32(header.height), format: format.rawValue,
+                        tbNum: tb.num, tbDen: tb.den)
+    }
+
+    /// Whether libavfilter can use the slot's layout as it is: planes and strides aligned
+    /// as FFmpeg aligns its own frames, and room after the last plane for SIMD over-reads.
+    static func layoutIsUsable(_ header: FrameHeader, slotBytes: Int) -> Bool {
+        var end = 0
+        for i in 0..<header.planeCount {
+            let offset = header.offset(plane: i), stride = header.stride(plane: i)
+            guard offset % 64 == 0, stride % 32 == 0, stride > 0 else { return false }
+            end = max(end, offset + header.size(plane: i))
+        }
+        return end + 64 <= slotBytes
+    }
+
+    /// Feeds one frame to the graph (building it first if needed: see `accepts`).
+    ///
+    /// With `inPlace`, libavfilter reads the slot itself and the frame is released when
+    /// libavfilter frees its last reference (often at once, sometimes frames later); else, or
+    /// when the layout does not suit libavfilter, the frame is copied into an FFmpeg buffer
+    /// first and released now. Then collect what the graph made with `receive()`.
+    public func send(_ frame: SharedFrame, inPlace: Bool) throws(FilterError) {
+        let header = frame.header
+        let k = try key(for: header)
+        let d = header.description
+        if let instance, instance.ended || instance.key != k {
+            // A new format without sendEnd(): end the old graph here (its last frames are lost).
+            self.instance = nil
+        }
+        if instance == nil {
+            instance = try build(k, sampleAspectRatio: d.sampleAspectRatio, configure: true)
+        }
+        guard let instance else { return }
+
+        var av: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
+        guard let f = av else { throw .ffmpeg("av_frame_alloc", "out of memory") }
+        defer { av_frame_free(&av) }
+        f.pointee.format = k.format
+        f.pointee.width = k.width
+        f.pointee.height = k.height
+        // The planes where the header says they are: never a layout recomputed from the format.
+        withUnsafeMutableBytes(of: &f.pointee.data) { data in
+            withUnsafeMutableBytes(of: &f.pointee.linesize) { linesize in
+                for i in 0..<header.planeCount {
+                    data.storeBytes(of: UnsafeMutablePointer(mutating: (frame.base + header.offset(plane: i)).assumingMemoryBound(to: UInt8.self)),
+                                    toByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
+                                    as: UnsafeMutablePointer<UInt8>?.self)
+                    linesize.storeBytes(of: Int32(header.stride(plane: i)), toByteOffset: i * 4, as: Int32.self)
+                }
+            }
+        }
+        // One read-only buffer over the whole slot; freeing it drops the SharedFrame.
+        let opaque = Unmanaged.passRetained(frame).toOpaque()
+        let buffer = av_buffer_create(UnsafeMutablePointer(mutating: frame.base.assumingMemoryBound(to: UInt8.self)),
+                                      frame.slotBytes, { opaque, _ in
+                                          if let opaque { Unmanaged<SharedFrame>.fromOpaque(opaque).release() }
+                                      }, opaque, Int32(AV_BUFFER_FLAG_READONLY))
+        guard let buffer else {
+            Unmanaged<SharedFrame>.fromOpaque(opaque).release()
+            throw .ffmpeg("av_buffer_create", "out of memory")
+        }
+        f.pointee.buf.0 = buffer
+        f.pointee.pts = d.pts ?? cffmpeg_nopts()
+        f.pointee.pkt_duration = d.duration
+        f.pointee.key_frame = d.flags.contains(.keyframe) ? 1 : 0
+        f.pointee.sample_aspect_ratio = AVRational(num: d.sampleAspectRatio.num, den: d.sampleAspectRatio.den)
+        f.pointee.colorspace = AVColorSpace(rawValue: d.color.matrix)
+        f.pointee.color_range = AVColorRange(rawValue: d.color.range)
+        f.pointee.color_primaries = AVColorPrimaries(rawValue: d.color.primaries)
+        f.pointee.color_trc = AVColorTransferCharacteristic(rawValue: d.color.transfer)
+
+        if inPlace, Self.layoutIsUsable(header, slotBytes: frame.slotBytes) {
+            framesInPlace += 1
+        } else {
+            // The buffer is read-only, so this copies into an FFmpeg buffer and frees ours.
+            let r = av_frame_make_writable(f)
+            guard r >= 0 else { throw .ffmpeg("av_frame_make_writable", ffmpegMessage(r)) }
+            framesCopied += 1
+        }
+        let r = withLogCapture { av_buffersrc_add_frame_flags(instance.source, f, Int32(AV_BUFFERSRC_FLAG_PUSH)) }
+        guard r.value >= 0 else {
+            throw .cannotConfigure(graph, describe(k), r.message ?? ffmpegMessage(r.value))
+        }
+    }
+
+    /// Ends the current graph's input: `receive()` then returns everything still in it, and
+    /// nil once it is empty (the graph is then freed; the next `send` builds a new one).
+    public func sendEnd() throws(FilterError) {
+        guard let instance, !instance.ended else { return }
+        instance.ended = true
+        let r = av_buffersrc_add_frame_flags(instance.source, nil, 0)
+        guard r >= 0 else { throw .ffmpeg("av_buffersrc_add_frame_flags", ffmpegMessage(r)) }
+    }
+
+    /// The next frame the graph made, or nil when it needs more input (or, after
+    /// `sendEnd()`, when it is empty).
+    public func receive() throws(FilterError) -> FilteredFrame? {
+        guard let instance else { return nil }
+        var av: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
+        guard let f = av else { throw .ffmpeg("av_frame_alloc", "out of memory") }
+        let r = withLogCapture { av_buffersink_get_frame(instance.sink, f) }
+        if r.value >= 0 {
+            framesOut += 1
+            do { return try FilteredFrame(frame: f, timeBase: instance.outputTimeBase, inputTimeBase: Rational(instance.key.tbNum, instance.key.tbDen)) } catch {
+                av_frame_free(&av)
+                throw error
+            }
+        }
+        av_frame_free(&av)
+        if r.value == cffmpeg_eof() || instance.ended {
+            // Drained (an ended graph that asks for more input has nothing left either).
+            self.instance = nil
+            return nil
+        }
+        if r.value == cffmpeg_eagain() { return nil }
+        throw .cannotConfigure(graph, describe(instance.key), r.message ?? ffmpegMessage(r.value))
+    }
+
+    private func describe(_ k: InputKey) -> String {
+        let name = av_get_pix_fmt_name(AVPixelFormat(rawValue: k.format)).map { String(cString: $0) } ?? "format \(k.format)"
+        return "\(k.width)x\(k.height) \(name)"
+    }
+
+    /// Builds source -> graph -> sink for input `key`; configures it (negotiates formats)
+    /// when `configure`, else only checks that the text parses into a one-in, one-out video graph.
+    private func build(_ key: InputKey, sampleAspectRatio sar: Rational, configure: Bool) throws(FilterError) -> Instance? {
+        guard var g = avfilter_graph_alloc() else { throw .ffmpeg("avfilter_graph_alloc", "out of memory") }
+        var owned: UnsafeMutablePointer<AVFilterGraph>? = g
+        var keep = false
+        defer { if !keep { avfilter_graph_free(&owned) } }
+        g.pointee.nb_threads = Int32(threads)
+        // ffmpeg's default sws_flags, which it gives every scale filter of a graph.
+        g.pointee.scale_sws_opts = av_strdup("flags=bicubic")
+
+        // The source, with the arguments ffmpeg gives it.
+        var args = "video_size=\(key.width)x\(key.height):pix_fmt=\(key.format):time_base=\(key.tbNum)/\(key.tbDen)"
+        args += ":pixel_aspect=\(sar.num > 0 && sar.den > 0 ? sar.num : 0)/\(sar.num > 0 && sar.den > 0 ? sar.den : 1)"
+        if let fr = inputFrameRate, fr.num > 0, fr.den > 0 { args += ":frame_rate=\(fr.num)/\(fr.den)" }
+        var source: UnsafeMutablePointer<AVFilterContext>?
+        var r = avfilter_graph_create_filter(&source, avfilter_get_by_name("buffer"), "in", args, nil, g)
+        guard r >= 0, let source else { throw .ffmpeg("avfilter_graph_create_filter(buffer)", ffmpegMessage(r)) }
+        // The sink takes what framesrv can carry.
+        guard let sink = avfilter_graph_alloc_filter(g, avfilter_get_by_name("buffersink"), "out") else {
+            throw .ffmpeg("avfilter_graph_alloc_filter(buffersink)", "out of memory")
+        }
+        let formats = Self.carriedFormats
+        r = formats.withUnsafeBytes { av_opt_set_bin(UnsafeMutableRawPointer(sink), "pix_fmts", $0.baseAddress, Int32($0.count), AV_OPT_SEARCH_CHILDREN) }
+        guard r >= 0 else { throw .ffmpeg("av_opt_set_bin(pix_fmts)", ffmpegMessage(r)) }
+        r = avfilter_init_str(sink, nil)
+        guard r >= 0 else { throw .ffmpeg("avfilter_init_str(buffersink)", ffmpegMessage(r)) }
+
+        var inputs: UnsafeMutablePointer<AVFilterInOut>?
+        var outputs: UnsafeMutablePointer<AVFilterInOut>?
+        defer { avfilter_inout_free(&inputs); avfilter_inout_free(&outputs) }
+        let parsed = withLogCapture { avfilter_graph_parse2(g, graph, &inputs, &outputs) }
+        guard parsed.value >= 0 else { throw .invalidGraph(graph, parsed.message ?? ffmpegMessage(parsed.value)) }
+        func count(_ l: UnsafeMutablePointer<AVFilterInOut>?) -> Int {
+            var n = 0, p = l
+            while let q = p { n += 1; p = q.pointee.next }
+            return n
+        }
+        guard let input = inputs, count(inputs) == 1 else {
+            throw .notAVideoGraph(graph, "it has \(count(inputs)) unconnected inputs")
+        }
+        guard let output = outputs, count(outputs) == 1 else {
+            throw .notAVideoGraph(graph, "it has \(count(outputs)) unconnected outputs")
+        }
+        let inCtx = input.pointee.filter_ctx!, outCtx = output.pointee.filter_ctx!
+        guard avfilter_pad_get_type(inCtx.pointee.input_pads, input.pointee.pad_idx) == AVMEDIA_TYPE_VIDEO else {
+            throw .notAVideoGraph(graph, "its input is not video")
+        }
+        guard avfilter_pad_get_type(outCtx.pointee.output_pads, output.pointee.pad_idx) == AVMEDIA_TYPE_VIDEO else {
+            throw .notAVideoGraph(graph, "its output is not video")
+        }
+        r = avfilter_link(source, 0, inCtx, UInt32(input.pointee.pad_idx))
+        guard r >= 0 else { throw .ffmpeg("avfilter_link", ffmpegMessage(r)) }
+        r = avfilter_link(outCtx, UInt32(output.pointee.pad_idx), sink, 0)
+        guard r >= 0 else { throw .ffmpeg("avfilter_link", ffmpegMessage(r)) }
+        guard configure else { return nil }
+        let configured = withLogCapture { avfilter_graph_config(g, nil) }
+        guard configured.value >= 0 else {
+            throw .cannotConfigure(graph, describe(key), configured.message ?? ffmpegMessage(configured.value))
+        }
+        keep = true
+        builds += 1
+        g = owned!
+        return Instance(graph: g, source: source, sink: sink, key: key)
+    }
+
+    /// FFmpeg's codes of the pixel formats framesrv carries (the sink's list).
+    static let carriedFormats: [Int32] = PixelFormat.allCases.map { av_get_pix_fmt($0.name).rawValue }
+        .filter { $0 != AV_PIX_FMT_NONE.rawValue }
+}
+
+/// One frame a filter graph made; frees itself.
+public struct FilteredFrame: ~Copyable {
+    let frame: UnsafeMutablePointer<AVFrame>
+    /// Size and pixel format.
+    public let format: FrameFormat
+    /// Timestamps (in the graph's output time base), colour, aspect ratio, key flag.
+    public let description: FrameDescription
+
+    init(frame: UnsafeMutablePointer<AVFrame>, timeBase: Rational, inputTimeBase: Rational) throws(FilterError) {
+        self.frame = frame
+        let f = frame.pointee
+        let name = av_get_pix_fmt_name(AVPixelFormat(rawValue: f.format)).map { String(cString: $0) } ?? "format \(f.format)"
+        guard let pf = PixelFormat(name: name), pf.name == name else { throw .unsupportedOutput(name) }
+        format = FrameFormat(pf, width: Int(f.width), height: Int(f.height))
+        var d = FrameDescription()
+        var color = ColorDescription(matrix: UInt32(f.colorspace.rawValue), range: UInt32(f.color_range.rawValue),
+                                     primaries: UInt32(f.color_primaries.rawValue), transfer: UInt32(f.color_trc.rawValue))
+        if pf.isRGB {
+            // RGB carries matrix 0 (protocol section 20), and libswscale's RGB is full range.
+            color.matrix = 0
+            color.range = 2
+        }
+        d.color = color
+        d.sampleAspectRatio = f.sample_aspect_ratio.num > 0 && f.sample_aspect_ratio.den > 0
+            ? Rational(f.sample_aspect_ratio.num, f.sample_aspect_ratio.den) : Rational(0, 1)
+        d.pts = f.pts == cffmpeg_nopts() ? nil : f.pts
+        d.timeBase = timeBase
+        // Filters keep the source frame's duration, in the input's time base.
+        var duration = max(0, f.pkt_duration)
+        if duration > 0, timeBase != inputTimeBase, timeBase.den > 0, inputTimeBase.den > 0 {
+            duration = av_rescale_q(duration, AVRational(num: inputTimeBase.num, den: inputTimeBase.den),
+                                    AVRational(num: timeBase.num, den: timeBase.den))
+        }
+        d.duration = duration
+        d.captureNanos = monotonicNanos()
+        d.flags = f.key_frame != 0 ? [.keyframe] : []
+        description = d
+    }
+
+    deinit {
+        var f: UnsafeMutablePointer<AVFrame>? = frame
+        av_frame_free(&f)
+    }
+
+    /// Copies the frame's planes, row by row, into `slot` (which must have `format`): the one
+    /// copy of a filter's output.
+    public func copyPlanes(into slot: borrowing WritableFrame) {
+        let format = slot.format
+        let f = frame.pointee
+        withUnsafeBytes(of: f.data) { dataTuple in
+            withUnsafeBytes(of: f.linesize) { linesizeTuple in
+                let data = dataTuple.bindMemory(to: UnsafeMutablePointer<UInt8>?.self)
+                let linesize = linesizeTuple.bindMemory(to: Int32.self)
+                for i in format.pixelFormat.planes.indices {
+                    guard let src = data[i] else { continue }
+                    let dst = slot.plane(i).baseAddress!
+                    let rowBytes = format.rowBytes(plane: i), stride = format.stride(plane: i)
+                    let srcStride = Int(linesize[i])
+                    for y in 0..<format.rows(plane: i) {
+                        memcpy(dst + y * stride, src + y * srcStride, rowBytes)
+                    }
+                }
+            }
+        }
+    }
+}
+
+// MARK: libavfilter's messages
+
+/// What libav* logged at error level while a capture was active (their callback is
+/// process-wide; nothing is printed).
+private struct LogCapture {
+    var depth = 0
+    var partial = ""
+    var lines: [String] = []
+}
+
+private let logCapture = Mutex(LogCapture())
+
+private let logCaptureInstalled: Void = {
+    av_log_set_callback { _, level, format, args in
+        guard level <= AV_LOG_ERROR, let format, let args else { return }
+        var buffer = [CChar](repeating: 0, count: 1024)
+        _ = vsnprintf(&buffer, buffer.count, format, args)
+        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        logCapture.withLock { c in
+            guard c.depth > 0 else { return }
+            c.partial += text
+            while let nl = c.partial.firstIndex(of: "\n") {
+                let line = String(c.partial[..<nl]).trimmingSpaces
+                if !line.isEmpty { c.lines.append(line) }
+                c.partial = String(c.partial[c.partial.index(after: nl)...])
+            }
+        }
+    }
+}()
+
+private func installLogCapture() { _ = logCaptureInstalled }
+
+/// Runs `body`, returning its result and the first error libavfilter logged meanwhile
+/// (libavfilter's own words for what is wrong: "No such filter: 'foo'").
+private func withLogCapture(_ body: () -> Int32) -> (value: Int32, message: String?) {
+    installLogCapture()
+    logCapture.withLock { $0.depth += 1; if $0.depth == 1 { $0.lines = []; $0.partial = "" } }
+    let value = body()
+    let message = logCapture.withLock { c -> String? in
+        c.depth -= 1
+        let partial = c.partial.trimmingSpaces
+        if !partial.isEmpty { c.lines.append(partial); c.partial = "" }
+        return c.lines.first
+    }
+    return (value, value < 0 ? message : nil)
+}
+
+private extension String {
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while let c = s.first, c == " " || c == "\n" || c == "\t" { s = s.dropFirst() }
+        while let c = s.last, c == " " || c == "\n" || c == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}
