@@ -8,20 +8,30 @@ let selfExecutable: String = {
     return n > 0 ? String(decoding: buf[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
 }()
 
-/// A child process whose standard output is collected.
+/// A child process whose standard output (and, if asked, standard error) is collected.
 final class Child {
     let process = Process()
     private let output = Pipe()
+    private let errors: Pipe?
+    private let errorText = ErrorCollector()
     let label: String
 
     /// Starts `framesrv ARGS` (or another program with `executable`) with `environment` added.
     init(_ arguments: [String], label: String, executable: String = selfExecutable,
-         environment: [String: String] = [:], captureOutput: Bool = true) throws {
+         environment: [String: String] = [:], captureOutput: Bool = true, captureErrors: Bool = false) throws {
         self.label = label
+        errors = captureErrors ? Pipe() : nil
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardInput = FileHandle.nullDevice
         if captureOutput { process.standardOutput = output }
+        if let errors {
+            process.standardError = errors
+            // Drained on its own thread, so a chatty child never blocks on a full pipe.
+            let handle = errors.fileHandleForReading, box = errorText
+            Thread { box.finish(String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)) }.start()
+        }
         try process.run()
     }
 
@@ -32,7 +42,24 @@ final class Child {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
+    /// `finish()`, plus what the child wrote to standard error (with `captureErrors`).
+    func finishWithErrors() -> (status: Int32, output: String, errors: String) {
+        let (status, out) = finish()
+        return (status, out, errors == nil ? "" : errorText.wait())
+    }
+
+    /// SIGINT: a framesrv stage finishes its work (ends its stream, closes its file) and exits.
+    func interrupt() { if process.isRunning { kill(process.processIdentifier, SIGINT) } }
+
     func stop() { if process.isRunning { process.terminate() } }
+}
+
+/// Standard error text read to the end on another thread.
+final class ErrorCollector: @unchecked Sendable {
+    private var text = ""
+    private let done = DispatchSemaphore(value: 0)
+    func finish(_ text: String) { self.text = text; done.signal() }
+    func wait() -> String { done.wait(); done.signal(); return text }
 }
 
 /// A private runtime directory under /dev/shm, removed with everything in it on deinit.

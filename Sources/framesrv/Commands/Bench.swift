@@ -4,10 +4,11 @@ import FrameServer
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
 enum BenchCommand: Command {
     static let name = "bench"
-    static let summary = "measure: 'bench transport' (latency, fan-out, versus a pipe), 'bench decode' (versus ffmpeg)"
+    static let summary = "measure: 'bench transport' (latency, fan-out, versus a pipe), 'bench decode' and 'bench chain' (versus ffmpeg)"
     static let help = """
     usage: framesrv bench transport [--frames N] [--quick]
            framesrv bench decode [-i FILE] [--threads T]
+           framesrv bench chain [-i FILE] [--threads T]
 
     transport: announce-to-acquire latency p50/p99 through the capture clock in the frame
     header, for 64x64 and 3840x2160 yuv420p frames (one lossless consumer process, paced
@@ -24,6 +25,15 @@ enum BenchCommand: Command {
     is generated in a scratch directory first.
       -i FILE      the file to decode
       --threads T  decoder threads for both (default 0: FFmpeg decides)
+
+    chain: the four-process chain 'produce -i FILE' -> 'filter --vf gblur=sigma=4' ->
+    'filter --vf format=rgb24' -> 'sink --framemd5 FILE' (each a process; the stages run on
+    different cores at once) next to 'ffmpeg -threads T -filter_threads T -i FILE -vf
+    gblur=sigma=4,format=rgb24 -f framemd5' doing the same work in one process: wall time
+    from start to exit (best of 2 runs), the ratio, and whether both framemd5 files are
+    identical. Without -i, a 4-second 1080p H.264 clip is generated first.
+      -i FILE      the input
+      --threads T  threads per stage: each decoder and filter graph, and ffmpeg's (default 1)
     """
 
     static func run(_ args: inout Arguments) throws -> Int32 {
@@ -34,15 +44,15 @@ enum BenchCommand: Command {
         let threads = try args.int("--threads", range: 0...256)
         let what = args.positionals()
         try args.finish()
-        if what == ["decode"] {
+        if what == ["decode"] || what == ["chain"] {
             guard !quick, framesOption == nil else { throw UsageError("--frames and --quick go with 'bench transport'") }
-            try decode(input: input, threads: threads)
+            if what == ["decode"] { try decode(input: input, threads: threads) } else { try chain(input: input, threads: threads) }
             return 0
         }
         guard what == ["transport"] else {
-            throw UsageError("say what to measure: framesrv bench transport, or framesrv bench decode")
+            throw UsageError("say what to measure: framesrv bench transport, bench decode or bench chain")
         }
-        guard input == nil, threads == nil else { throw UsageError("-i and --threads go with 'bench decode'") }
+        guard input == nil, threads == nil else { throw UsageError("-i and --threads go with 'bench decode' and 'bench chain'") }
         try transport(frames: frames)
         return 0
     }

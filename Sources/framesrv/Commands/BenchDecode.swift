@@ -93,28 +93,14 @@ extension BenchCommand {
     /// Runs the ffmpeg CLI (from PATH) with `arguments`; its status and standard output,
     /// or its standard error when it fails.
     static func runFFmpeg(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["ffmpeg", "-hide_banner", "-nostdin"] + arguments
-        let out = Pipe(), err = Pipe()
-        p.standardInput = FileHandle.nullDevice
-        p.standardOutput = out
-        p.standardError = err
-        do { try p.run() } catch {
+        let ffmpeg: Child
+        do {
+            ffmpeg = try Child(["ffmpeg", "-hide_banner", "-nostdin"] + arguments, label: "ffmpeg",
+                               executable: "/usr/bin/env", captureErrors: true)
+        } catch {
             throw FrameServerError.invalidArgument("bench decode: cannot run ffmpeg: \(error)")
         }
-        // Read both pipes to the end (stderr on another thread) so neither can fill and block ffmpeg.
-        let errBox = ErrorText()
-        let reader = Thread { errBox.text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self); errBox.done.signal() }
-        reader.start()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        errBox.done.wait()
-        return (p.terminationStatus, p.terminationStatus == 0 ? String(decoding: data, as: UTF8.self) : errBox.text)
-    }
-
-    final class ErrorText: @unchecked Sendable {
-        var text = ""
-        let done = DispatchSemaphore(value: 0)
+        let (status, out, err) = ffmpeg.finishWithErrors()
+        return (status, status == 0 ? out : err)
     }
 }

@@ -1,54 +1,118 @@
 import Foundation
 import FrameServer
+import Glibc
 
-/// `framesrv demo`: the quickest look at what framesrv does.
+/// `framesrv demo`: the pipeline framesrv exists for, as four processes.
 enum DemoCommand: Command {
     static let name = "demo"
-    static let summary = "run a producer and two consumer processes and show what they received"
+    static let summary = "run a decode -> blur -> YUV-to-RGB -> record chain of processes with a live view"
     static let help = """
-    usage: framesrv demo [--frames N] [--size WxH] [--rate FPS]
+    usage: framesrv demo [-i INPUT] [-o OUTPUT] [--frames N] [--sigma S]
 
-    Starts three processes on one stream: a test-pattern producer, a lossless consumer
-    (gets every frame, in order; the producer waits for it) and a deliberately slow live
-    consumer (never slows the producer; takes the newest frame and counts what it missed).
-    Both consumers verify every byte of every frame. Midway it shows 'framesrv inspect'.
-      --frames N      frames to publish (default 300)
-      --size WxH      frame size (default 1280x720)
-      --rate FPS      frames per second (default 60)
+    Runs a real chain of four processes on three streams, each stage reading the previous
+    one's frames in place from shared memory:
+
+      framesrv produce -i INPUT --out demoPID-src                 decode
+      framesrv filter --in demoPID-src --out demoPID-blur --preset blur=S    Gaussian blur
+      framesrv filter --in demoPID-blur --out demoPID-rgb --preset rgb       YUV to RGB (the source's matrix)
+      framesrv sink --in demoPID-rgb --record OUTPUT               encode (libx264) and mux
+
+    While it runs it shows each stream's fps, slots in use, and each consumer's lag and
+    publish-to-acquire latency (what 'framesrv top' shows; run that in another terminal to
+    watch the streams too). At the end it prints where the recording is.
+
+      -i INPUT        a video file (default: FFmpeg's testsrc2 test source, 1280x720, 30 fps)
+      -o OUTPUT       the recording (default: framesrv-demo.mp4 in the current directory)
+      --frames N      frames to decode (default 300: 10 s of the test source; all of INPUT)
+      --sigma S       blur strength (default 4)
     """
 
     static func run(_ args: inout Arguments) throws -> Int32 {
-        let frames = try args.int("--frames", range: 1...10_000_000) ?? 300
-        let size = try args.value("--size") ?? "1280x720"
-        _ = try parseSize(size, option: "--size")
-        let rate = try args.double("--rate", range: 1...10_000) ?? 60
+        let input = try args.value("-i", "--input")
+        let output = try args.value("-o", "--output") ?? "framesrv-demo.mp4"
+        let frames = try args.int("--frames", range: 1...10_000_000) ?? (input == nil ? 300 : nil)
+        let sigma = try args.double("--sigma", range: 0.1...100) ?? 4
         try args.finish()
+        if let input, !FileManager.default.isReadableFile(atPath: input) {
+            throw UsageError("cannot read '\(input)'")
+        }
 
         let dir = try RuntimeDirectory()
-        let stream = "demo-\(getpid())"
-        print("demo: stream '\(stream)' in \(dir.path): \(frames) frames of \(size) yuv420p at \(formatDouble(rate, 0)) fps")
-        let lossless = try Child(["sink", "--in", stream, "--null", "--lossless", "--verify", "--name", "lossless-sink"],
-                                 label: "lossless consumer")
-        let live = try Child(["sink", "--in", stream, "--null", "--live", "--verify", "--hold-us", "40000", "--name", "slow-live-sink"],
-                             label: "live consumer (holds each frame 40 ms)")
-        let producer = try Child(["produce", "--pattern", "--out", stream, "--frames", "\(frames)", "--size", size,
-                                  "--rate", "\(rate)", "--wait-for", "1"], label: "producer")
-        Thread.sleep(forTimeInterval: min(Double(frames) / rate / 2, 5))
-        if let s = try? StreamSnapshot.read(stream, in: dir) {
-            print("demo: midway, 'framesrv inspect \(stream)' says:")
-            print("  published \(s.published), free slots \(s.freeSlots)/\(s.slots), format \(s.format ?? "-")")
-            for c in s.consumers {
-                print("  consumer #\(c.index) \(c.name) (\(c.mode)): delivered \(c.delivered), missed \(c.missed), lag \(c.lag), holding \(c.held)")
+        let base = "demo\(getpid())"
+        let (src, blur, rgb) = (base + "-src", base + "-blur", base + "-rgb")
+        let source = input.map { ["-i", $0] } ?? ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30"]
+        print("demo: \(input ?? "testsrc2 1280x720 30 fps") -> blur (sigma \(formatDouble(sigma, 1))) -> rgb24 -> \(output)")
+        print("demo: streams \(src), \(blur), \(rgb) in \(dir.path)")
+
+        // Downstream first, each producer waiting for its consumer, so no frame is published
+        // before the next stage is there to take it.
+        var stages: [Child] = []
+        defer { for s in stages { s.stop() } }
+        stages.append(try Child(["sink", "--in", rgb, "--record", output, "--name", "recorder"],
+                                label: "record", captureErrors: true))
+        stages.append(try Child(["filter", "--in", blur, "--out", rgb, "--preset", "rgb", "--wait-for", "1"],
+                                label: "rgb", captureErrors: true))
+        stages.append(try Child(["filter", "--in", src, "--out", blur, "--preset", "blur=\(formatDouble(sigma, 2))", "--wait-for", "1"],
+                                label: "blur", captureErrors: true))
+        stages.append(try Child(["produce"] + source + ["--out", src, "--wait-for", "1"]
+                                + (frames.map { ["--frames", String($0)] } ?? []),
+                                label: "decode", captureErrors: true))
+        installStopHandlers()
+        let start = monotonicNanos()
+        LiveView(directory: dir, streams: [src, blur, rgb]).run { stopRequested == 0 && stages.contains { $0.process.isRunning } }
+        if stopRequested != 0 {
+            for s in stages.reversed() { s.interrupt() }   // the producer first: the chain drains and the recorder finishes the file
+        }
+        var failed = false
+        for child in stages.reversed() {
+            let (code, out, err) = child.finishWithErrors()
+            let line = out.split(separator: "\n").last.map(String.init) ?? ""
+            print("demo: \(child.label): \(line.isEmpty ? "exit \(code)" : line)")
+            if code != 0 {
+                failed = true
+                if !err.isEmpty { print(err.trimmingCharacters(in: .whitespacesAndNewlines)) }
             }
         }
-        var status: Int32 = 0
-        for child in [producer, lossless, live] {
-            let (code, out) = child.finish()
-            print("demo: \(child.label): \(out.trimmingCharacters(in: .whitespacesAndNewlines))")
-            if code != 0 { status = 1 }
+        let seconds = Double(monotonicNanos() - start) / 1e9
+        guard !failed else {
+            print("demo: a stage failed (see above)")
+            return 1
         }
-        print(status == 0 ? "demo: every frame each consumer received was intact; the live consumer skipped frames instead of slowing the producer."
-                          : "demo: a process failed (see above)")
-        return status
+        let path = output.hasPrefix("/") ? output : FileManager.default.currentDirectoryPath + "/" + output
+        print("demo: done in \(formatDouble(seconds, 1)) s; the recording is \(path)")
+        print("demo: play it with: ffplay '\(path)'")
+        return 0
+    }
+}
+
+/// A few lines that show the demo's streams as `framesrv top` would, redrawn in place on a
+/// terminal, and printed every 2 s otherwise.
+struct LiveView {
+    let directory: RuntimeDirectory
+    let streams: [String]
+
+    func run(while running: () -> Bool) {
+        let tty = isatty(STDOUT_FILENO) == 1
+        var previous: TopSample?
+        var drawn = 0
+        var lastPrint: UInt64 = 0
+        while running() {
+            usleep(500_000)
+            let sample = TopSample.take(directory)
+            let ours = TopSample(unixTime: sample.unixTime, nanos: sample.nanos,
+                                 streams: streams.compactMap { name in sample.streams.first { $0.name == name } })
+            let lines = TopReport(ours, previous: previous).table()
+            defer { previous = ours }
+            guard previous != nil else { continue }   // fps needs two samples
+            if tty {
+                var text = drawn > 0 ? "\u{1B}[\(drawn)A" : ""
+                for line in lines { text += "\u{1B}[2K" + line + "\n" }
+                _ = TopCommand.writeOut(text)
+                drawn = lines.count
+            } else if sample.nanos - lastPrint >= 2_000_000_000 {
+                lastPrint = sample.nanos
+                for line in lines.dropFirst() where !line.hasPrefix("  ") { print(line) }
+            }
+        }
     }
 }
