@@ -50,6 +50,30 @@ import Testing
     }
 
     /// Property 4: every header field a producer writes reaches the consumer, for every pixel format.
+    /// A consumer refuses a frame header whose plane layout would make a reader (rows x the
+    /// header's stride) leave the plane or the slot, and accepts a decoder's padded layout.
+    @Test func headerLayoutIsCheckedBeforeDelivery() {
+        let format = FrameFormat(.yuv420p, width: 100, height: 50)
+        var h = fs_frame(seq: 7, epoch: 1, format: format, description: FrameDescription())
+        #expect(Attachment.headerProblem(h, seq: 7, slotBytes: format.slotBytes) == nil)
+        // A decoder's layout: 192-byte strides, padding rows and gaps between planes.
+        h.setLayout(PlaneLayout(offsets: [256, 256 + 192 * 66 + 128, 256 + 192 * 66 + 128 + 128 * 34 + 64],
+                                strides: [192, 128, 128]), format: format)
+        let padded = 256 + 192 * 66 + 128 + 128 * 34 + 64 + 128 * 25
+        #expect(Attachment.headerProblem(h, seq: 7, slotBytes: padded) == nil)
+        #expect(Attachment.headerProblem(h, seq: 7, slotBytes: padded - 1) != nil)
+        var inHeader = h
+        inHeader.plane_offset.0 = 128
+        #expect(Attachment.headerProblem(inHeader, seq: 7, slotBytes: padded) != nil)
+        var narrow = h
+        narrow.plane_stride.1 = 40   // chroma rows are 50 bytes
+        #expect(Attachment.headerProblem(narrow, seq: 7, slotBytes: padded) != nil)
+        var short = h
+        short.plane_size.2 = 128 * 24   // 25 rows of chroma do not fit
+        #expect(Attachment.headerProblem(short, seq: 7, slotBytes: padded) != nil)
+        #expect(Attachment.headerProblem(h, seq: 8, slotBytes: padded) != nil)
+    }
+
     @Test func frameDescriptionRoundTripsForEveryFormat() throws {
         let scratch = try Scratch()
         let producer = try Producer(stream: "desc", directory: scratch.directory)

@@ -436,8 +436,23 @@ final class Attachment {
         guard h.seq == seq else { return "header says frame \(h.seq), slot says \(seq)" }
         guard (1...FS_MAX_PLANES).contains(h.plane_count) else { return "\(h.plane_count) planes" }
         let header = FrameHeader(h)
-        for i in 0..<header.planeCount where header.offset(plane: i) + header.size(plane: i) > slotBytes {
-            return "plane \(i) ends past the slot's \(slotBytes) bytes"
+        for i in 0..<header.planeCount {
+            let offset = header.offset(plane: i), size = header.size(plane: i)
+            guard offset >= FrameFormat.headerSize else { return "plane \(i) starts inside the header (offset \(offset))" }
+            guard offset + size <= slotBytes else { return "plane \(i) ends past the slot's \(slotBytes) bytes" }
+        }
+        // Readers take rows x stride from the header (the layout may be a decoder's): every
+        // row of pixels must lie inside its plane.
+        if let format = header.format {
+            guard format.pixelFormat.planes.count == header.planeCount else {
+                return "\(header.planeCount) planes for \(format.pixelFormat.name)"
+            }
+            for i in 0..<header.planeCount {
+                let stride = header.stride(plane: i), rowBytes = format.rowBytes(plane: i)
+                guard stride >= rowBytes, stride * (format.rows(plane: i) - 1) + rowBytes <= header.size(plane: i) else {
+                    return "plane \(i)'s stride \(stride) and size \(header.size(plane: i)) cannot hold \(format)"
+                }
+            }
         }
         return nil
     }
