@@ -156,21 +156,15 @@ final class FrameAdapter {
         if sws == nil || key != swsKey {
             sws_freeContext(sws)
             sws = nil
-            guard let s = sws_getContext(Int32(header.width), Int32(header.height), source, width, height, format,
-                                         SWS_BICUBIC, nil, nil, nil) else {
+            guard let (s, full) = FrameConverter.scaleContext(from: (Int32(header.width), Int32(header.height), source),
+                                                              to: (width, height, format), color: c,
+                                                              fullRangeOutput: isRGB ? nil : fullRange) else {
                 let name = av_get_pix_fmt_name(format).map { String(cString: $0) } ?? "?"
                 throw .ffmpeg("sws_getContext", "no conversion from \(header.pixelFormatName) to \(name)")
             }
-            var invTable: UnsafeMutablePointer<Int32>?, table: UnsafeMutablePointer<Int32>?
-            var srcRange: Int32 = 0, dstRange: Int32 = 0, brightness: Int32 = 0, contrast: Int32 = 0, saturation: Int32 = 0
-            _ = sws_getColorspaceDetails(s, &invTable, &srcRange, &table, &dstRange, &brightness, &contrast, &saturation)
-            let coefficients = sws_getCoefficients(FrameConverter.swsColorspace(c.matrix))
-            if c.range == 1 || c.range == 2 { srcRange = c.range == 2 ? 1 : 0 }
-            if let fullRange, !isRGB { dstRange = fullRange ? 1 : 0 }
-            _ = sws_setColorspaceDetails(s, coefficients, srcRange, coefficients, dstRange, brightness, contrast, saturation)
             sws = s
             swsKey = key
-            swsFullOutput = dstRange != 0
+            swsFullOutput = full
         }
         var sources = [UnsafePointer<UInt8>?](repeating: nil, count: 4)
         var strides = [Int32](repeating: 0, count: 4)

@@ -51,21 +51,13 @@ public final class FrameConverter {
         if context == nil || key.map({ $0 != k }) ?? true || !sameOutput(format) {
             sws_freeContext(context)
             context = nil
-            guard let c = sws_getContext(src.pointee.width, src.pointee.height, srcFormat,
-                                         Int32(format.width), Int32(format.height), dstFormat,
-                                         SWS_BICUBIC, nil, nil, nil) else {
+            guard let (c, full) = Self.scaleContext(from: (src.pointee.width, src.pointee.height, srcFormat),
+                                                    to: (Int32(format.width), Int32(format.height), dstFormat), color: color) else {
                 throw .ffmpeg("sws_getContext", "no conversion from \(frame.pixelFormatName) to \(format)")
             }
-            // vf_scale: start from libswscale's defaults, then the frame's matrix and range.
-            var invTable: UnsafeMutablePointer<Int32>?, table: UnsafeMutablePointer<Int32>?
-            var srcRange: Int32 = 0, dstRange: Int32 = 0, brightness: Int32 = 0, contrast: Int32 = 0, saturation: Int32 = 0
-            _ = sws_getColorspaceDetails(c, &invTable, &srcRange, &table, &dstRange, &brightness, &contrast, &saturation)
-            let coefficients = sws_getCoefficients(Self.swsColorspace(color.matrix))
-            if color.range == 1 || color.range == 2 { srcRange = color.range == 2 ? 1 : 0 }
-            _ = sws_setColorspaceDetails(c, coefficients, srcRange, coefficients, dstRange, brightness, contrast, saturation)
             context = c
             key = k
-            outputFull = dstRange != 0
+            outputFull = full
             outFormat = format
         }
         var strides = [Int32](repeating: 0, count: 4)
@@ -107,6 +99,24 @@ public final class FrameConverter {
     private func sameOutput(_ format: FrameFormat) -> Bool { outFormat == format }
 
     /// libswscale's SWS_CS_* for a frame's matrix code (unspecified and others: its default, BT.601).
+    /// A bicubic libswscale context set up as ffmpeg's vf_scale does: libswscale's defaults,
+    /// then the source's matrix and range, and the output range `fullRangeOutput` when given
+    /// (YUV outputs). Also returns whether the output is full range. nil: no such conversion.
+    static func scaleContext(from src: (width: Int32, height: Int32, format: AVPixelFormat),
+                             to dst: (width: Int32, height: Int32, format: AVPixelFormat),
+                             color: ColorDescription, fullRangeOutput: Bool? = nil) -> (OpaquePointer, fullRangeOutput: Bool)? {
+        guard let c = sws_getContext(src.width, src.height, src.format, dst.width, dst.height, dst.format,
+                                     SWS_BICUBIC, nil, nil, nil) else { return nil }
+        var invTable: UnsafeMutablePointer<Int32>?, table: UnsafeMutablePointer<Int32>?
+        var srcRange: Int32 = 0, dstRange: Int32 = 0, brightness: Int32 = 0, contrast: Int32 = 0, saturation: Int32 = 0
+        _ = sws_getColorspaceDetails(c, &invTable, &srcRange, &table, &dstRange, &brightness, &contrast, &saturation)
+        let coefficients = sws_getCoefficients(swsColorspace(color.matrix))
+        if color.range == 1 || color.range == 2 { srcRange = color.range == 2 ? 1 : 0 }
+        if let fullRangeOutput { dstRange = fullRangeOutput ? 1 : 0 }
+        _ = sws_setColorspaceDetails(c, coefficients, srcRange, coefficients, dstRange, brightness, contrast, saturation)
+        return (c, dstRange != 0)
+    }
+
     static func swsColorspace(_ matrix: UInt32) -> Int32 {
         [1, 4, 5, 6, 7, 9, 10].contains(matrix) ? Int32(matrix) : SWS_CS_DEFAULT
     }

@@ -16,7 +16,7 @@ import Testing
         for stage in ["decode", "blur", "rgb", "record"] {
             #expect(r.stdout.contains("demo: \(stage): "), "no summary of stage \(stage): \(r.stdout)")
         }
-        let (status, out, err) = try media.shell(
+        let (status, out, err) = try shell(
             "ffprobe -v error -select_streams v:0 -count_frames -show_entries stream=nb_read_frames,width,height,r_frame_rate -of csv=p=0 '\(output)'", scratch)
         #expect(status == 0, "\(err)")
         #expect(String(decoding: out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "1280,720,30/1,30")

@@ -17,7 +17,7 @@ import Testing
     /// What `ffmpeg -i PATH -vf GRAPH -f framemd5 -` writes.
     func ffmpeg(_ path: String, vf graph: String, _ scratch: Scratch) throws -> String {
         let quoted = "'" + graph.replacingOccurrences(of: "'", with: "'\\''") + "'"
-        let (status, out, err) = try media.shell("ffmpeg -v error -i '\(path)' -map 0:v:0 -vf \(quoted) -f framemd5 -", scratch)
+        let (status, out, err) = try shell("ffmpeg -v error -i '\(path)' -map 0:v:0 -vf \(quoted) -f framemd5 -", scratch)
         guard status == 0 else { throw TestFailure("ffmpeg -vf \(graph) failed on \(path): \(err)") }
         return String(decoding: out, as: UTF8.self)
     }
@@ -85,7 +85,7 @@ import Testing
         let scratch = try Scratch()
         let path = try clip("in.mp4", frames: 12, scratch)
         let image = scratch.file("logo.png")
-        let (g, _, gerr) = try media.shell("ffmpeg -v error -y -f lavfi -i testsrc=size=96x64 -frames:v 1 '\(image)'", scratch)
+        let (g, _, gerr) = try shell("ffmpeg -v error -y -f lavfi -i testsrc=size=96x64 -frames:v 1 '\(image)'", scratch)
         #expect(g == 0, "\(gerr)")
         let expected = try ffmpeg(path, vf: c.ffmpeg.replacingOccurrences(of: "IMAGE", with: image), scratch)
         #expect(frameLines(expected).count == 12)
@@ -190,11 +190,11 @@ import Testing
         let scratch = try Scratch()
         let part1 = scratch.file("part1.ts"), part2 = scratch.file("part2.ts"), joined = scratch.file("joined.ts")
         for (p, size, frames, offset) in [(part1, "176x144", 12, "0"), (part2, "320x240", 10, "0.6")] {
-            let (status, _, err) = try media.shell("ffmpeg -v error -y -f lavfi -i testsrc2=size=\(size):rate=25 -frames:v \(frames)"
+            let (status, _, err) = try shell("ffmpeg -v error -y -f lavfi -i testsrc2=size=\(size):rate=25 -frames:v \(frames)"
                                                    + " -c:v libx264 -pix_fmt yuv420p -output_ts_offset \(offset) '\(p)'", scratch)
             #expect(status == 0, "\(err)")
         }
-        let (status, _, err) = try media.shell("cat '\(part1)' '\(part2)' > '\(joined)'", scratch)
+        let (status, _, err) = try shell("cat '\(part1)' '\(part2)' > '\(joined)'", scratch)
         #expect(status == 0, "\(err)")
         func sizeAndHash(_ framemd5: String) -> [[String]] {
             frameLines(framemd5).map { $0.split(separator: ",").suffix(2).map { $0.trimmingCharacters(in: .whitespaces) } }
@@ -270,7 +270,7 @@ import Testing
         let junk = scratch.file("junk.png")
         try Data("not an image\n".utf8).write(to: URL(fileURLWithPath: junk))
         let locked = scratch.file("locked.png")
-        let (g, _, gerr) = try media.shell("ffmpeg -v error -y -f lavfi -i testsrc=size=32x32 -frames:v 1 '\(locked)' && chmod 000 '\(locked)'", scratch)
+        let (g, _, gerr) = try shell("ffmpeg -v error -y -f lavfi -i testsrc=size=32x32 -frames:v 1 '\(locked)' && chmod 000 '\(locked)'", scratch)
         #expect(g == 0, "\(gerr)")
         var cases = [(scratch.file("missing.png"), "No such file or directory"), (junk, "no picture decodes from it")]
         if getuid() != 0 { cases.append((locked, "Permission denied")) }   // root reads anything

@@ -60,26 +60,6 @@ import Testing
         })
     }()
 
-    /// Runs `command` with /bin/sh (FRAMESRV_DIR set to the scratch directory): status,
-    /// standard output as bytes, standard error as text.
-    @discardableResult
-    func shell(_ command: String, _ scratch: Scratch) throws -> (status: Int32, stdout: Data, stderr: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", command]
-        p.environment = ProcessInfo.processInfo.environment.merging(["FRAMESRV_DIR": scratch.path]) { $1 }
-        let errPath = scratch.file(".sh-err-\(UUID().uuidString.prefix(8))")
-        FileManager.default.createFile(atPath: errPath, contents: nil)
-        let out = Pipe()
-        p.standardInput = FileHandle.nullDevice
-        p.standardOutput = out
-        p.standardError = FileHandle(forWritingAtPath: errPath)
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, data, (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
-    }
-
     func generate(_ input: Input, _ scratch: Scratch) throws -> String {
         let path = scratch.file(input.file)
         let args = (["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=\(input.rate)",

@@ -6,25 +6,6 @@ import Testing
 /// `framesrv sink --y4m / --raw / --record`: real producer and sink processes, with the ffmpeg
 /// and ffprobe command-line tools as the oracle for what was written.
 @Suite(.serialized) struct SinkTests {
-    /// Runs `command` with /bin/sh (FRAMESRV_DIR set): status, standard output, standard error.
-    @discardableResult
-    func shell(_ command: String, _ scratch: Scratch) throws -> (status: Int32, stdout: Data, stderr: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", command]
-        p.environment = ProcessInfo.processInfo.environment.merging(["FRAMESRV_DIR": scratch.path]) { $1 }
-        let errPath = scratch.file(".sh-err-\(UUID().uuidString.prefix(8))")
-        FileManager.default.createFile(atPath: errPath, contents: nil)
-        let out = Pipe()
-        p.standardInput = FileHandle.nullDevice
-        p.standardOutput = out
-        p.standardError = FileHandle(forWritingAtPath: errPath)
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, data, (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
-    }
-
     func text(_ command: String, _ scratch: Scratch) throws -> String {
         let (status, out, err) = try shell(command, scratch)
         guard status == 0 else { throw TestFailure("'\(command)' failed: \(err)") }

@@ -8,19 +8,7 @@ extension BenchCommand {
 
     static func chain(input: String?, threads: Int?) throws {
         let inputScratch = ScratchDirectory(prefix: "framesrv-bench-input")
-        let file: String
-        if let input {
-            guard FileManager.default.isReadableFile(atPath: input) else {
-                throw FrameServerError.invalidArgument("bench chain: cannot read '\(input)'")
-            }
-            file = input
-        } else {
-            file = inputScratch.path + "/testsrc2-1080p25-4s.mp4"
-            print("bench chain: generating \(file) (1920x1080, 25 fps, 4 s, testsrc2, libx264 -preset veryfast)")
-            let (status, err) = try runFFmpeg(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=25",
-                                               "-t", "4", "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", file])
-            guard status == 0 else { throw FrameServerError.invalidArgument("bench chain: ffmpeg could not generate the clip: \(err)") }
-        }
+        let file = try benchInput(input, seconds: 4, in: inputScratch, bench: "chain")
         let t = threads ?? 1
         print("framesrv bench chain: \(file), \(t) thread\(t == 1 ? "" : "s") per stage (decoder and filter graph), "
               + "\(ProcessInfo.processInfo.activeProcessorCount) cores; each figure: start to exit, best of 2 runs")

@@ -13,19 +13,7 @@ extension BenchCommand {
 
     static func decode(input: String?, threads: Int?) throws {
         let inputScratch = ScratchDirectory(prefix: "framesrv-bench-input")
-        let file: String
-        if let input {
-            guard FileManager.default.isReadableFile(atPath: input) else {
-                throw FrameServerError.invalidArgument("bench decode: cannot read '\(input)'")
-            }
-            file = input
-        } else {
-            file = inputScratch.path + "/testsrc2-1080p25-10s.mp4"
-            print("bench decode: generating \(file) (1920x1080, 25 fps, 10 s, testsrc2, libx264 -preset veryfast)")
-            let (status, err) = try runFFmpeg(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=25",
-                                               "-t", "10", "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", file])
-            guard status == 0 else { throw FrameServerError.invalidArgument("bench decode: ffmpeg could not generate the clip: \(err)") }
-        }
+        let file = try benchInput(input, seconds: 10, in: inputScratch, bench: "decode")
         let threadText = threads.map(String.init) ?? "0 (FFmpeg decides)"
         print("framesrv bench decode: \(file), \(threadText) decoder threads, \(ProcessInfo.processInfo.activeProcessorCount) cores;"
               + " each figure: start to exit, best of 2 runs")
@@ -88,6 +76,23 @@ extension BenchCommand {
             .flatMap { Int($0.dropFirst("frame=".count).trimmingCharacters(in: .whitespaces)) } ?? 0
         guard frames > 0 else { throw FrameServerError.invalidArgument("bench decode: ffmpeg decoded no frames") }
         return DecodeRun(frames: frames, seconds: seconds)
+    }
+
+    /// `input` if it is readable, else a generated 1080p25 H.264 clip of `seconds` seconds
+    /// (testsrc2, libx264 -preset veryfast) in `scratch`.
+    static func benchInput(_ input: String?, seconds: Int, in scratch: ScratchDirectory, bench: String) throws -> String {
+        if let input {
+            guard FileManager.default.isReadableFile(atPath: input) else {
+                throw FrameServerError.invalidArgument("bench \(bench): cannot read '\(input)'")
+            }
+            return input
+        }
+        let file = scratch.path + "/testsrc2-1080p25-\(seconds)s.mp4"
+        print("bench \(bench): generating \(file) (1920x1080, 25 fps, \(seconds) s, testsrc2, libx264 -preset veryfast)")
+        let (status, err) = try runFFmpeg(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=25",
+                                           "-t", String(seconds), "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", file])
+        guard status == 0 else { throw FrameServerError.invalidArgument("bench \(bench): ffmpeg could not generate the clip: \(err)") }
+        return file
     }
 
     /// Runs the ffmpeg CLI (from PATH) with `arguments`; its status and standard output,

@@ -196,3 +196,23 @@ func procFile(_ path: String) -> String {
     defer { try? handle.close() }
     return String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
 }
+
+/// Runs `command` with /bin/sh (FRAMESRV_DIR set to the scratch directory): status,
+/// standard output as bytes, standard error as text.
+@discardableResult
+func shell(_ command: String, _ scratch: Scratch) throws -> (status: Int32, stdout: Data, stderr: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/bin/sh")
+    p.arguments = ["-c", command]
+    p.environment = ProcessInfo.processInfo.environment.merging(["FRAMESRV_DIR": scratch.path]) { $1 }
+    let errPath = scratch.file(".sh-err-\(UUID().uuidString.prefix(8))")
+    FileManager.default.createFile(atPath: errPath, contents: nil)
+    let out = Pipe()
+    p.standardInput = FileHandle.nullDevice
+    p.standardOutput = out
+    p.standardError = FileHandle(forWritingAtPath: errPath)
+    try p.run()
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, data, (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+}
