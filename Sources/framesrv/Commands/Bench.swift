@@ -19,9 +19,10 @@ enum BenchCommand: Command {
       --quick      a short run (2000 frames) for smoke tests
 
     decode: frames per second of 'framesrv produce -i FILE' (a child process, --wait-for 1)
-    into the pool with one lossless null sink process attached, next to 'ffmpeg -threads T
-    -i FILE -f null -' on the same file, each timed from start to exit (best of 2 runs), and
-    the ratio. Without -i, a 10-second 1080p H.264 clip (testsrc2, libx264 -preset veryfast)
+    into the pool with one lossless null sink process attached, decoding straight into the
+    slots (zero copy) and with --copy (one copy per frame), next to 'ffmpeg -threads T -i FILE
+    -f null -' on the same file, each timed from start to exit (best of 3 interleaved runs),
+    and the ratios. Each framesrv line says how many frames took which path. Without -i, a 10-second 1080p H.264 clip (testsrc2, libx264 -preset veryfast)
     is generated in a scratch directory first.
       -i FILE      the file to decode
       --threads T  decoder threads for both (default 0: FFmpeg decides)

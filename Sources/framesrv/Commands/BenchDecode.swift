@@ -16,10 +16,10 @@ extension BenchCommand {
         let file = try benchInput(input, seconds: 10, in: inputScratch, bench: "decode")
         let threadText = threads.map(String.init) ?? "0 (FFmpeg decides)"
         print("framesrv bench decode: \(file), \(threadText) decoder threads, \(ProcessInfo.processInfo.activeProcessorCount) cores;"
-              + " each figure: start to exit, best of 2 runs")
+              + " each figure: start to exit, best of 3 runs, interleaved")
         var direct: DecodeRun?, copied: DecodeRun?, ffmpeg: DecodeRun?
         func best(_ a: DecodeRun?, _ b: DecodeRun) -> DecodeRun { a.map { $0.seconds <= b.seconds ? $0 : b } ?? b }
-        for _ in 0..<2 {
+        for _ in 0..<3 {
             direct = best(direct, try framesrvRun(file: file, threads: threads, copy: false))
             copied = best(copied, try framesrvRun(file: file, threads: threads, copy: true))
             ffmpeg = best(ffmpeg, try ffmpegRun(file: file, threads: threads))
