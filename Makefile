@@ -4,7 +4,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 
 .PHONY: demo test build bench clean
 
-## Installs what is missing, builds, and runs a producer with two consumer processes.
+## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
 demo:
 	@scripts/setup
 	swift build -c release
