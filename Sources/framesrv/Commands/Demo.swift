@@ -103,10 +103,14 @@ struct LiveView {
                                  streams: streams.compactMap { name in sample.streams.first { $0.name == name } })
             let lines = TopReport(ours, previous: previous).table()
             defer { previous = ours }
-            guard previous != nil else { continue }   // fps needs two samples
+            // fps needs two samples; once the streams are gone, the last view stays.
+            guard previous != nil, !ours.streams.isEmpty else { continue }
             if tty {
+                // Rows cut to the terminal's width, so each is one line to move back over.
+                let width = TopCommand.terminalSize().columns
                 var text = drawn > 0 ? "\u{1B}[\(drawn)A" : ""
-                for line in lines { text += "\u{1B}[2K" + line + "\n" }
+                for line in lines { text += "\u{1B}[2K" + String(line.prefix(max(1, width - 1))) + "\n" }
+                text += "\u{1B}[J"   // a shorter table than the last: clear what is left below
                 _ = TopCommand.writeOut(text)
                 drawn = lines.count
             } else if sample.nanos - lastPrint >= 2_000_000_000 {
