@@ -8,6 +8,8 @@ public enum MediaOutputError: Error, CustomStringConvertible, Sendable {
     case cannotOpen(String, String)
     /// Writing failed (path, errno).
     case io(String, Errno)
+    /// A stop signal came while a write was blocked (a reader that does not read) (path).
+    case interrupted(String)
     /// `-f NAME`: libavformat has no output format by that name.
     case unknownContainer(String)
     /// The file name's extension names no container this sink writes (path).
@@ -33,6 +35,8 @@ public enum MediaOutputError: Error, CustomStringConvertible, Sendable {
         switch self {
         case .cannotOpen(let path, let why): return "cannot write '\(path)': \(why)"
         case .io(let path, let e): return "cannot write '\(path)': \(e)"
+        case .interrupted(let path):
+            return "stopped while writing '\(path)', which nobody was reading (its last frame is incomplete)"
         case .unknownContainer(let name): return "FFmpeg knows no output format '\(name)' (ffmpeg -muxers lists them)"
         case .unknownExtension(let path):
             return "cannot tell the container from the name '\(path)': use .mp4, .mov, .mkv or .nut, or -f FORMAT"
@@ -210,8 +214,10 @@ final class OutputFile {
     let fd: Int32
     private let owns: Bool
     private(set) var bytesWritten: Int64 = 0
+    private let shouldStop: (() -> Bool)?
 
-    init(path: String) throws(MediaOutputError) {
+    init(path: String, shouldStop: (() -> Bool)? = nil) throws(MediaOutputError) {
+        self.shouldStop = shouldStop
         self.path = path == "-" ? "standard output" : path
         if path == "-" {
             fd = 1
@@ -225,15 +231,20 @@ final class OutputFile {
 
     deinit { if owns { close(fd) } }
 
-    /// Writes every byte the vectors describe (retrying short writes and EINTR).
+    /// Writes every byte the vectors describe (retrying short writes). A write that a signal
+    /// interrupts (framesrv's stop signals do not restart calls: EINTR, or a short write into
+    /// a full pipe) throws `.interrupted` once `shouldStop` says so.
     func write(_ vectors: inout [iovec]) throws(MediaOutputError) {
         var first = 0
         while first < vectors.count {
             let count = min(vectors.count - first, 1024)   // IOV_MAX
             let n = vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress! + first, Int32(count)) }
             if n < 0 {
-                if errno == EINTR { continue }
+                if errno == EINTR { if shouldStop?() ?? true { throw .interrupted(path) } else { continue } }
                 throw .io(path, .current)
+            }
+            if shouldStop?() == true, n < vectors[first..<(first + count)].reduce(0, { $0 + $1.iov_len }) {
+                throw .interrupted(path)
             }
             bytesWritten += Int64(n)
             var left = n
@@ -257,9 +268,10 @@ final class OutputFile {
         while done < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
             if n < 0 {
-                if errno == EINTR { continue }
+                if errno == EINTR { if shouldStop?() ?? true { throw .interrupted(path) } else { continue } }
                 throw .io(path, .current)
             }
+            if shouldStop?() == true, n < bytes.count - done { throw .interrupted(path) }
             done += n
             bytesWritten += Int64(n)
         }

@@ -131,7 +131,7 @@ public final class FrameMD5Writer {
         var written = 0
         while written < buffer.count {
             let n = buffer.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
-            if n < 0, errno == EINTR { continue }
+            // EINTR: a stop signal while the reader does not read (signals do not restart calls).
             guard n > 0 else { throw .io(path, .current) }
             written += n
         }

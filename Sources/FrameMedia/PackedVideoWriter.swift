@@ -35,10 +35,12 @@ public final class PackedVideoWriter {
     /// `.raw`, after the first frame: the ffmpeg input options that read the output back.
     public private(set) var readBackOptions: String?
 
-    /// Writes to `path` (created or truncated), or to standard output for `-`.
-    public init(path: String, kind: Kind) throws(MediaOutputError) {
+    /// Writes to `path` (created or truncated), or to standard output for `-`. `shouldStop`
+    /// is asked when a signal interrupts a write that blocks (a reader that does not read):
+    /// true ends the write with `.interrupted`.
+    public init(path: String, kind: Kind, shouldStop: (() -> Bool)? = nil) throws(MediaOutputError) {
         self.kind = kind
-        out = try OutputFile(path: path)
+        out = try OutputFile(path: path, shouldStop: shouldStop)
         frameMarker = UnsafeMutableRawBufferPointer.allocate(byteCount: 6, alignment: 1)
         for (i, c) in "FRAME\n".utf8.enumerated() { frameMarker[i] = c }
     }

@@ -66,6 +66,8 @@ public final class Recorder {
     private var nextPts: Int64 = 0
     private var ptsOffset: Int64 = 0
     private var finished = false
+    /// avformat_write_header succeeded: only then may the encoder be drained and the trailer written.
+    private var headerWritten = false
     private var finalBytes: Int64 = 0
     /// What the recording is, once started ("libx264 yuv420p 320x240 25 fps, mp4").
     public private(set) var outputDescription: String?
@@ -93,7 +95,9 @@ public final class Recorder {
         guard outputFormat.pointee.video_codec != AV_CODEC_ID_NONE else { throw .noVideoInContainer(containerName) }
 
         // The encoder.
-        guard let codec = avcodec_find_encoder_by_name(options.codec), codec.pointee.type == AVMEDIA_TYPE_VIDEO else {
+        // An encoder's name (libx264), or a codec's, as ffmpeg's -c:v takes both (h264: its default encoder).
+        let byCodec = avcodec_descriptor_get_by_name(options.codec).flatMap { avcodec_find_encoder($0.pointee.id) }
+        guard let codec = avcodec_find_encoder_by_name(options.codec) ?? byCodec, codec.pointee.type == AVMEDIA_TYPE_VIDEO else {
             throw .unknownEncoder(options.codec)
         }
         encoder = codec
@@ -255,13 +259,10 @@ public final class Recorder {
                                        fullRange: sourceFull && !FrameAdapter.isRGB(source) ? true : nil)
         self.adapter = adapter
 
-        // Time base: the frames' own when they carry timestamps, else 1/frame rate.
+        // Time base 1/frame rate, as ffmpeg gives its encoders: timestamps are rounded onto
+        // the rate's grid, and the codec's own timing (H.264's VUI) says the real rate.
         let rate = Self.frameRate(nominal: frameRate, d)
-        if d.pts != nil, d.timeBase.num > 0, d.timeBase.den > 0 {
-            encoderTimeBase = AVRational(num: d.timeBase.num, den: d.timeBase.den)
-        } else {
-            encoderTimeBase = AVRational(num: rate.den, den: rate.num)
-        }
+        encoderTimeBase = AVRational(num: rate.den, den: rate.num)
         // The colour the encoder will see (what the adapter writes when it converts).
         var color = d.color
         if format != source {
@@ -307,6 +308,7 @@ public final class Recorder {
         }
         r = avformat_write_header(oc, &muxerOptions)
         guard r >= 0 else { throw .ffmpeg("avformat_write_header", ffmpegMessage(r)) }
+        headerWritten = true
 
         let encName = String(cString: encoder.pointee.name)
         let fmtName = av_get_pix_fmt_name(format).map { String(cString: $0) } ?? "?"
@@ -380,7 +382,8 @@ public final class Recorder {
         guard !finished else { return }
         finished = true
         guard let oc = formatContext else { return }
-        if let c = codecContext {
+        // No header (the container refused the stream at avformat_write_header): nothing to drain or end.
+        if let c = codecContext, headerWritten {
             let r = avcodec_send_frame(c, nil)
             guard r >= 0 else { throw .ffmpeg("avcodec_send_frame", ffmpegMessage(r)) }
             try drain()

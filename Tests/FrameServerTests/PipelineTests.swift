@@ -11,6 +11,38 @@ import Testing
     /// Lossless delivery survives ZeroMQ dropping announcements: with high-water marks of
     /// one message and a consumer slower than the producer most doorbells are lost, yet every
     /// frame arrives exactly once, in order, intact.
+    /// SIGINT ends a producer blocked on a consumer that holds every slot, and a sink blocked
+    /// writing into a pipe nobody reads: stop signals interrupt those waits (they are not
+    /// restarted), the producer ends its stream and exits 0, the sink reports one line.
+    @Test func stopSignalsEndBlockedWaits() throws {
+        let scratch = try Scratch()
+        let holder = try scratch.start(["sink", "--in", "blocked", "--null", "--hold-us", "10000000", "--quiet"])
+        let producer = try scratch.start(["produce", "--pattern", "--out", "blocked", "--rate", "max", "--slots", "2",
+                                          "--wait-for", "1"])
+        #expect(eventually(timeout: 20) { (try? StreamSnapshot.read("blocked", in: scratch.directory))?.freeSlots == 0 })
+        usleep(200_000)   // the producer is asleep on the full pool now
+        producer.signal(SIGINT)
+        #expect(producer.wait(timeout: 20) == 0, "producer: \(producer.stderr)")
+        holder.kill()
+
+        // A sink writing y4m into a FIFO whose reader never reads.
+        let fifo = scratch.file("stuck.y4m")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        #expect(reader >= 0)
+        defer { close(reader) }
+        let sink = try scratch.start(["sink", "--in", "piped", "--y4m", fifo])
+        let source = try scratch.start(["produce", "--pattern", "--out", "piped", "--size", "640x360", "--frames", "50",
+                                        "--wait-for", "1", "--quiet"])
+        #expect(eventually(timeout: 20) { (try? StreamSnapshot.read("piped", in: scratch.directory))?.published ?? 0 > 0 })
+        usleep(300_000)   // the sink is blocked in write() with the pipe full
+        sink.signal(SIGINT)
+        #expect(sink.wait(timeout: 20) == 1)
+        let lines = sink.stderr.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].contains("stopped while writing"), "\(sink.stderr)")
+        source.kill()
+    }
+
     @Test func losslessDeliveryDoesNotDependOnAnnouncements() throws {
         let scratch = try Scratch()
         let log = scratch.file("lossless.log")

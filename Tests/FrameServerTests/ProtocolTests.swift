@@ -116,6 +116,56 @@ import Testing
     }
 
     /// Property 4: a larger format mid-stream starts a new pool epoch that the consumer follows.
+    /// A consumer that holds frames across a size change (a filter graph keeping its last
+    /// frames) does not block the producer: the new epoch starts at once, the held frame and
+    /// a frame still owed from the old pool stay readable, and the old pool file goes once
+    /// its slots are reused.
+    @Test func framesHeldAcrossAnEpochChangeDoNotBlockIt() throws {
+        let scratch = try Scratch()
+        var options = ProducerOptions()
+        options.slots = 3
+        let producer = try Producer(stream: "held", options: options, directory: scratch.directory)
+        let consumer = try Consumer(stream: "held", directory: scratch.directory)
+        try consumer.attach()
+        #expect(producer.waitForLosslessConsumers(1, timeoutSeconds: 10))
+        let small = FrameFormat(.yuv420p, width: 64, height: 48), large = FrameFormat(.yuv420p, width: 640, height: 480)
+        for _ in 0..<2 {
+            let frame = try reserve(producer, small)
+            TestPattern.fill(frame, sequence: producer.nextSequence)
+            frame.publish()
+        }
+        let held = try nextFrame(consumer)   // frame 1, held on; frame 2 is owed, not yet delivered
+        // Publishing a larger frame must not wait for the held and owed slots.
+        let published = DispatchSemaphore(value: 0)
+        let box = UncheckedBox(producer)
+        DispatchQueue.global().async {
+            if let frame = try? box.value.reserve(large) {
+                TestPattern.fill(frame, sequence: box.value.nextSequence)
+                frame.publish()
+            }
+            published.signal()
+        }
+        #expect(published.wait(timeout: .now() + 10) == .success, "the epoch change waited for frames a consumer holds")
+        #expect(FileManager.default.fileExists(atPath: scratch.file("held.pool.1")), "the old pool must stay while its frames are held")
+        for (seq, format) in [(UInt64(2), small), (3, large)] {
+            let frame = try nextFrame(consumer)
+            #expect(frame.sequence == seq && frame.header.width == format.width && frame.header.epoch == (seq == 2 ? 1 : 2))
+            let intact = TestPattern.verify(frame)
+            #expect(intact)
+        }
+        let stillIntact = TestPattern.verify(held)
+        #expect(stillIntact && held.header.epoch == 1)
+        held.release()
+        for _ in 0..<3 {
+            let frame = try reserve(producer, large)
+            TestPattern.fill(frame, sequence: producer.nextSequence)
+            frame.publish()
+            try nextFrame(consumer).release()
+        }
+        #expect(!FileManager.default.fileExists(atPath: scratch.file("held.pool.1")), "the old pool is removed once its slots are reused")
+        producer.close()
+    }
+
     @Test func sizeChangeStartsAnEpochTheConsumerFollows() throws {
         let scratch = try Scratch()
         var options = ProducerOptions()
@@ -185,4 +235,10 @@ import Testing
         #expect(RuntimeDirectory.stream(ofFile: "cam.lock") == "cam")
         #expect(RuntimeDirectory.stream(ofFile: ".out-1234") == nil)
     }
+}
+
+/// Hands a non-Sendable reference to another thread in a test that synchronises by hand.
+final class UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
 }

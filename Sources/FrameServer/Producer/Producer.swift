@@ -58,6 +58,9 @@ public final class Producer: @unchecked Sendable {
     private let announceLock = ThreadLock()
     /// Slots held by a `SlotLease` (bit i: slot i), set by `lease`, cleared by `SlotLease.end`.
     private let leased = Atomic<UInt64>(0)
+    /// Earlier epochs whose pool files stay because, when the epoch changed, some of their
+    /// slots (the mask) still held frames consumers had (see `startEpoch`).
+    private var retired: [(epoch: UInt64, slots: UInt64)] = []
     /// The largest slot a lease asked for in vain (its frames were copied): the next epoch
     /// the publishing thread starts is at least this large, so decoding in place resumes.
     private var leaseBytesWanted = 0
@@ -72,6 +75,9 @@ public final class Producer: @unchecked Sendable {
     private var template = fs_frame()
     private let wakeFD: Int32
     private var threads: [pthread_t] = []
+    /// Asked whenever a signal interrupts a wait for a slot; returning true makes `reserve`
+    /// return nil (for example after SIGINT, so a command can end its stream and exit).
+    public var shouldStop: (() -> Bool)?
     private var closed = false
     /// Reserved frames not yet published or dropped.
     private var outstanding = 0
@@ -184,7 +190,10 @@ public final class Producer: @unchecked Sendable {
         // A consumer that still holds (or is owed) frames but has not mapped the pool yet
         // must still find it: leave it for the next producer of this name or 'framesrv clean'.
         let held = (0..<ctl.pointee.slot_count).contains { fs_load_u64(&slotCtl($0).pointee.holders) != 0 }
-        if epoch > 0, !held { unlink(directory.poolPath(stream, epoch: epoch)) }
+        if epoch > 0, !held {
+            unlink(directory.poolPath(stream, epoch: epoch))
+            for r in retired { unlink(directory.poolPath(stream, epoch: r.epoch)) }
+        }
         lock = nil   // the name is free for the next producer
     }
 
@@ -193,8 +202,8 @@ public final class Producer: @unchecked Sendable {
     /// Reserves a free slot for a frame of `format`.
     ///
     /// Waits while every slot is held (backpressure), unless the stream is a live source:
-    /// then it returns nil and counts a drop. A format larger than the current slots starts
-    /// a new pool epoch once every slot is free.
+    /// then it returns nil and counts a drop. Also nil when `shouldStop` says so during the wait. A format larger than the current slots starts
+    /// a new pool epoch at once (frames consumers still hold stay in the old pool).
     public func reserve(_ format: FrameFormat) throws(FrameServerError) -> WritableFrame? {
         try format.validate()
         return try slotLock.withLock { () throws(FrameServerError) -> WritableFrame? in
@@ -209,7 +218,8 @@ public final class Producer: @unchecked Sendable {
                 do { try startEpoch(bytes: leaseBytesWanted) } catch { leaseBytesWanted = 0 }
             }
             guard let slot = takeFreeSlot(wait: !options.liveSource) else {
-                fs_count(&ctl.pointee.dropped, 1)
+                // A live source found no free slot; otherwise `shouldStop` ended the wait.
+                if options.liveSource { fs_count(&ctl.pointee.dropped, 1) }
                 return nil
             }
             let base = pool!.base + Int(slot) * slotStride
@@ -374,6 +384,7 @@ public final class Producer: @unchecked Sendable {
             }
         }
         if let taken {
+            retire(slot: taken)
             nextSlotHint = (taken + 1) % n
             if free - 1 < fs_peek_u64(&ctl.pointee.min_free) { fs_stat_set(&ctl.pointee.min_free, free - 1) }
         }
@@ -388,39 +399,30 @@ public final class Producer: @unchecked Sendable {
         // Ring the doorbell again before each sleep: a consumer whose subscription reached
         // ZeroMQ after the original announcements (a late joiner) then still wakes up and
         // finds the frames reserved for it.
-        return sleepOnWake(until: nil, beforeSleep: reannounceLatest) { tryTakeFreeSlot() }
+        let slot = sleepOnWake(until: nil, beforeSleep: reannounceLatest) { () -> UInt32?? in
+            if let s = tryTakeFreeSlot() { return .some(s) }
+            return shouldStop?() == true ? .some(nil) : nil   // stopping: give up, nothing taken
+        }
+        return slot ?? nil
     }
 
-    /// Starts pool epoch N+1 with slots of at least `bytes` bytes: waits until no consumer
-    /// holds anything, reserves every slot, maps a new pool, then frees them again.
+    /// Starts pool epoch N+1 with slots of at least `bytes` bytes, without waiting for anyone.
     ///
-    /// With leases (a decoder's slots): a published slot that only the decoder still
-    /// references is reserved like a free one (its `seq` is cleared with the others), and
-    /// keeps `producer_hold` until its lease ends. A slot the decoder is still writing
-    /// cannot be reserved and is not waited for (the decoder may need this thread to go on):
-    /// its frame is refused by `publish` as one of an earlier epoch, and the slot joins the
-    /// new epoch when its lease ends. Either way the lease keeps the old pool mapped.
+    /// Every slot nobody holds is reserved, its `seq` cleared and freed again in the new pool
+    /// (a published slot only the decoder still references keeps its `producer_hold`). A slot
+    /// a consumer still holds (or a decoder is still writing) keeps its frame in the old pool:
+    /// that pool's file stays until every such slot has been released and taken again for the
+    /// new epoch (`retired`), so consumers can still map it by the frame's epoch. Waiting for
+    /// those slots instead could wait forever: a filter whose graph keeps the last frames
+    /// until the next one arrives holds them across the change.
     private func startEpoch(bytes: Int) throws(FrameServerError) {
         let n = ctl.pointee.slot_count
         var reserved: [UInt32] = []
+        var kept: UInt64 = 0
         if pool != nil {
-            var mine: UInt64 = 0
-            let start = monotonicNanos()
-            _ = sleepOnWake(until: nil, beforeSleep: reannounceLatest) { () -> Bool? in
-                let leasedNow = leased.load(ordering: .acquiring)
-                var done = true
-                for i in 0..<n where mine & (1 << UInt64(i)) == 0 {
-                    let s = slotCtl(i)
-                    if fs_slot_try_reserve(s) != 0 {
-                        reserved.append(i)
-                        mine |= 1 << UInt64(i)
-                    } else if leasedNow & (1 << UInt64(i)) == 0 || fs_load_u64(&s.pointee.holders) != FS_HOLDER_WRITER {
-                        done = false   // a consumer holds it (or a lease ended just now): wait
-                    }
-                }
-                return done ? true : nil
+            for i in 0..<n {
+                if fs_slot_try_reserve(slotCtl(i)) != 0 { reserved.append(i) } else { kept |= 1 << UInt64(i) }
             }
-            fs_count(&ctl.pointee.blocked_ns, monotonicNanos() - start)
         }
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         let stride = (max(bytes, options.minimumSlotBytes) + page - 1) / page * page
@@ -432,19 +434,32 @@ public final class Producer: @unchecked Sendable {
             for i in reserved { fs_slot_abandon(slotCtl(i)) }   // the old epoch goes on
             throw error
         }
-        if epoch > 0 { unlink(directory.poolPath(stream, epoch: epoch)) }
+        if epoch > 0 {
+            if kept != 0 { retired.append((epoch, kept)) } else { unlink(directory.poolPath(stream, epoch: epoch)) }
+        }
+        for i in reserved { retire(slot: i) }   // may end an older retired pool
         pool = newPool
         slotStride = stride
         epoch = newEpoch
         ctl.pointee.slot_stride = UInt64(stride)
         ctl.pointee.pool_size = UInt64(stride * Int(n))
-        // No slot may point into the old pool any more: a live consumer must not try to map it.
+        // `latest` must not name an old-pool frame: a live consumer starts again from new frames.
         fs_store_u64(&ctl.pointee.latest, 0)
         for i in reserved { slotCtl(i).pointee.seq = 0 }
         fs_store_u64(&ctl.pointee.epoch, newEpoch)   // SYNC: release, after stride and size
         for i in reserved { fs_slot_abandon(slotCtl(i)) }
         let next = shared.withLock { $0.nextSeq }
         announce(Announcement(kind: .epoch, stream: stream, sequence: next, epoch: newEpoch, publishNanos: monotonicNanos()))
+    }
+
+    /// Slot `slot` was taken for a frame of the current epoch: it no longer holds a frame of
+    /// a retired pool, and a retired pool none of whose slots does is removed.
+    private func retire(slot: UInt32) {
+        guard !retired.isEmpty else { return }
+        let bit: UInt64 = 1 << UInt64(slot)
+        for k in retired.indices { retired[k].slots &= ~bit }
+        for r in retired where r.slots == 0 { unlink(directory.poolPath(stream, epoch: r.epoch)) }
+        retired.removeAll { $0.slots == 0 }
     }
 
     /// Precomputes the header fields that depend only on the format, so publishing

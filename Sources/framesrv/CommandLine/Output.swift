@@ -38,8 +38,14 @@ func formatDouble(_ v: Double, _ decimals: Int = 1) -> String {
 nonisolated(unsafe) var stopRequested: sig_atomic_t = 0
 
 func installStopHandlers() {
-    signal(SIGINT) { _ in stopRequested = 1 }
-    signal(SIGTERM) { _ in stopRequested = 1 }
+    // sigaction without SA_RESTART (signal() would restart): a write blocked on a pipe nobody
+    // reads, or a wait for a slot, returns EINTR and the command can stop.
+    var action = sigaction()
+    action.__sigaction_handler.sa_handler = { _ in stopRequested = 1 }
+    sigemptyset(&action.sa_mask)
+    action.sa_flags = 0
+    sigaction(SIGINT, &action, nil)
+    sigaction(SIGTERM, &action, nil)
     signal(SIGPIPE, SIG_IGN)
     // A parent may have started us with these blocked (posix_spawn inherits the mask):
     // unblock them, or SIGINT would stay pending forever.

@@ -263,6 +263,7 @@ enum ProduceCommand: Command {
         options.nominalRate = rate
         installStopHandlers()
         let producer = try Producer(stream: out, options: options)
+        producer.shouldStop = { stopRequested != 0 }
         while waitFor > 0, !producer.waitForLosslessConsumers(waitFor, timeoutSeconds: 0.5) {
             if stopRequested != 0 { producer.close(); return nil }
         }

@@ -117,8 +117,9 @@ enum SinkCommand: Command {
         }
         // The recorder first: its checks (container, encoder, settings, path) fail before any other file is truncated.
         let recorder = try record.map { path throws(MediaOutputError) in try Recorder(path: path, options: recordOptions) }
-        let y4mWriter = try y4m.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .y4m) }
-        let rawWriter = try raw.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .raw) }
+        let stop = { stopRequested != 0 }
+        let y4mWriter = try y4m.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .y4m, shouldStop: stop) }
+        let rawWriter = try raw.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .raw, shouldStop: stop) }
         let md5Writer = try framemd5.map { path throws(MediaError) in try FrameMD5Writer(path: path) }
 
         var logFD: Int32 = -1
