@@ -202,8 +202,9 @@ public final class Producer: @unchecked Sendable {
     /// Reserves a free slot for a frame of `format`.
     ///
     /// Waits while every slot is held (backpressure), unless the stream is a live source:
-    /// then it returns nil and counts a drop. Also nil when `shouldStop` says so during the wait. A format larger than the current slots starts
-    /// a new pool epoch at once (frames consumers still hold stay in the old pool).
+    /// then it returns nil and counts a drop. Also nil when `shouldStop` says so during the
+    /// wait. A format larger than the current slots starts a new pool epoch at once (frames
+    /// consumers still hold stay in the old pool).
     public func reserve(_ format: FrameFormat) throws(FrameServerError) -> WritableFrame? {
         try format.validate()
         return try slotLock.withLock { () throws(FrameServerError) -> WritableFrame? in

@@ -61,7 +61,13 @@ enum DemoCommand: Command {
         let start = monotonicNanos()
         LiveView(directory: dir, streams: [src, blur, rgb]).run { stopRequested == 0 && stages.contains { $0.process.isRunning } }
         if stopRequested != 0 {
-            for s in stages.reversed() { s.interrupt() }   // the producer first: the chain drains and the recorder finishes the file
+            // Stop the decoder only: its end of stream drains the chain, and the recorder
+            // finishes the file with every frame decoded. Whatever still runs after 10 s is
+            // interrupted too.
+            stages.last?.interrupt()
+            let deadline = monotonicNanos() + 10_000_000_000
+            while stages.contains(where: { $0.process.isRunning }), monotonicNanos() < deadline { usleep(50_000) }
+            for s in stages.reversed() { s.interrupt() }
         }
         var failed = false
         for child in stages.reversed() {
