@@ -44,7 +44,12 @@ public enum FilterError: Error, CustomStringConvertible, Sendable {
 /// - the sink accepts the pixel formats framesrv carries (libavfilter converts to one of them
 ///   when the graph's natural output is another, as ffmpeg does for an encoder);
 /// - a frame of another size or pixel format (or time base) ends the graph (`sendEnd`, all
-///   its frames out) and the next `send` builds a new one.
+///   its frames out) and the next `send` builds a new one;
+/// - the end of the input closes the source at the last frame's end (its pts plus its
+///   duration), as ffmpeg closes it, so rate-changing filters (`fps`) make ffmpeg's frames up
+///   to the end of the last one;
+/// - a graph whose output ends by itself (`trim=end_frame=N`) is finished (`isFinished`):
+///   later frames are discarded, as ffmpeg stops there (only `restart()` builds a new graph).
 ///
 /// Input frames are not copied: `send` wraps the slot as an `AVFrame` (planes at the
 /// header's offsets and strides) whose buffer is read-only and whose free callback drops
@@ -65,6 +70,12 @@ public final class FilterGraph {
     public private(set) var framesOut = 0
     /// Graphs built so far (1 + the format changes).
     public private(set) var builds = 0
+    /// Frames `send` discarded because the graph's output had ended (`isFinished`).
+    public private(set) var framesDiscarded = 0
+    /// Whether the graph's output ended by itself (a `trim` with an end, say) before its
+    /// input did: `receive()` has returned its last frame and `send` discards what comes
+    /// (ffmpeg stops filtering there). `restart()` clears it.
+    public private(set) var isFinished = false
 
     private var instance: Instance?
 
@@ -81,6 +92,9 @@ public final class FilterGraph {
         let outputTimeBase: Rational
         let outputFrameRate: Rational?
         var ended = false
+        /// Where the input ends so far: the last frame's pts plus its duration (the source's
+        /// time base), the timestamp the source is closed at.
+        var endPTS: Int64?
 
         init(graph: UnsafeMutablePointer<AVFilterGraph>, source: UnsafeMutablePointer<AVFilterContext>,
              sink: UnsafeMutablePointer<AVFilterContext>, key: InputKey) {
@@ -115,7 +129,7 @@ public final class FilterGraph {
     /// Whether `header`'s frame can go into the current graph (true when none is built):
     /// false means call `sendEnd()`, receive what is left, then `send` builds a new graph.
     public func accepts(_ header: FrameHeader) -> Bool {
-        guard let instance, !instance.ended else { return true }
+        guard !isFinished, let instance, !instance.ended else { return true }
         return (try? key(for: header)) == instance.key
     }
 
@@ -148,6 +162,7 @@ public final class FilterGraph {
     /// when the layout does not suit libavfilter, the frame is copied into an FFmpeg buffer
     /// first and released now. Then collect what the graph made with `receive()`.
     public func send(_ frame: SharedFrame, inPlace: Bool) throws(FilterError) {
+        guard !isFinished else { framesDiscarded += 1; return }
         let header = frame.header
         let k = try key(for: header)
         let d = header.description
@@ -196,6 +211,15 @@ public final class FilterGraph {
         f.pointee.color_range = AVColorRange(rawValue: d.color.range)
         f.pointee.color_primaries = AVColorPrimaries(rawValue: d.color.primaries)
         f.pointee.color_trc = AVColorTransferCharacteristic(rawValue: d.color.transfer)
+        if let pts = d.pts {
+            // The frame's end: its duration, else one period of the nominal rate (as ffmpeg
+            // estimates a frame's duration), else nothing past its pts.
+            var duration = max(0, d.duration)
+            if duration == 0, let fr = inputFrameRate, fr.num > 0, fr.den > 0 {
+                duration = av_rescale_q(1, AVRational(num: fr.den, den: fr.num), AVRational(num: k.tbNum, den: k.tbDen))
+            }
+            instance.endPTS = max(instance.endPTS ?? Int64.min, pts + duration)
+        }
 
         if inPlace, Self.layoutIsUsable(header, slotBytes: frame.slotBytes) {
             framesInPlace += 1
@@ -213,17 +237,25 @@ public final class FilterGraph {
 
     /// Ends the current graph's input: `receive()` then returns everything still in it, and
     /// nil once it is empty (the graph is then freed; the next `send` builds a new one).
+    /// The source is closed at the end of the last frame sent (ffmpeg's `ifilter_send_eof`).
     public func sendEnd() throws(FilterError) {
-        guard let instance, !instance.ended else { return }
+        guard !isFinished, let instance, !instance.ended else { return }
         instance.ended = true
-        let r = av_buffersrc_add_frame_flags(instance.source, nil, 0)
-        guard r >= 0 else { throw .ffmpeg("av_buffersrc_add_frame_flags", ffmpegMessage(r)) }
+        let r = av_buffersrc_close(instance.source, instance.endPTS ?? cffmpeg_nopts(), UInt32(AV_BUFFERSRC_FLAG_PUSH))
+        guard r >= 0 else { throw .ffmpeg("av_buffersrc_close", ffmpegMessage(r)) }
+    }
+
+    /// Forgets the current graph, finished or not, without taking its last frames out (call
+    /// `sendEnd()` and `receive()` first to keep them): the next `send` builds a new one.
+    public func restart() {
+        instance = nil
+        isFinished = false
     }
 
     /// The next frame the graph made, or nil when it needs more input (or, after
     /// `sendEnd()`, when it is empty).
     public func receive() throws(FilterError) -> FilteredFrame? {
-        guard let instance else { return nil }
+        guard !isFinished, let instance else { return nil }
         var av: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
         guard let f = av else { throw .ffmpeg("av_frame_alloc", "out of memory") }
         let r = withLogCapture { av_buffersink_get_frame(instance.sink, f) }
@@ -235,9 +267,17 @@ public final class FilterGraph {
             }
         }
         av_frame_free(&av)
-        if r.value == cffmpeg_eof() || instance.ended {
-            // Drained (an ended graph that asks for more input has nothing left either).
+        if instance.ended {
+            // Drained (an ended graph that asks for more input has nothing left either): the
+            // next send builds a new graph.
             self.instance = nil
+            return nil
+        }
+        if r.value == cffmpeg_eof() {
+            // The graph's output ended before its input (trim): it stays, finished, and what
+            // comes next is discarded, as ffmpeg stops filtering there.
+            instance.ended = true
+            isFinished = true
             return nil
         }
         if r.value == cffmpeg_eagain() { return nil }

@@ -36,14 +36,15 @@ import Testing
 
     /// produce -> filter -> ... -> sink --framemd5, every stage a process; returns the sink's
     /// output and the filter processes (all of them have exited 0).
-    func chain(_ path: String, _ filters: [[String]], _ scratch: Scratch) throws -> (md5: String, filters: [Proc]) {
-        let producer = try scratch.start(["produce", "-i", path, "--out", "s0", "--wait-for", "1", "--quiet"])
+    func chain(_ path: String, _ filters: [[String]], _ scratch: Scratch, producerArgs: [String] = [],
+               timeout: Double = 120) throws -> (md5: String, filters: [Proc]) {
+        let producer = try scratch.start(["produce", "-i", path, "--out", "s0", "--wait-for", "1", "--quiet"] + producerArgs)
         var procs: [Proc] = []
         for (i, args) in filters.enumerated() {
             procs.append(try scratch.start(["filter", "--in", "s\(i)", "--out", "s\(i + 1)", "--wait-for", "1"] + args))
         }
         let sink = try scratch.start(["sink", "--in", "s\(filters.count)", "--framemd5", "-", "--quiet"])
-        #expect(sink.wait(timeout: 120) == 0, "sink: \(sink.stderr)")
+        #expect(sink.wait(timeout: timeout) == 0, "sink: \(sink.stderr)")
         for p in procs { #expect(p.wait(timeout: 30) == 0, "filter: \(p.stderr)") }
         #expect(producer.wait(timeout: 30) == 0, "producer: \(producer.stderr)")
         return (sink.stdout, procs)
@@ -63,6 +64,121 @@ import Testing
                 "\(filters[0].stdout)")
         #expect(filters[1].stdout.contains("30 frames in (30 in place, 0 copied), published 30 frames of 320x240 rgb24"),
                 "\(filters[1].stdout)")
+    }
+
+    /// A graph that holds frames (tmix keeps the last three, reverse all of them) on an input
+    /// with one slot: a frame libavfilter kept in place would take the producer's only slot
+    /// and the chain would stop, so every frame is copied; ffmpeg's frames, and the end.
+    @Test(arguments: ["tmix=frames=3", "reverse"])
+    func oneSlotInputCopiesAndEnds(_ graph: String) throws {
+        let scratch = try Scratch()
+        let path = try clip("in.mp4", frames: 20, scratch)
+        let expected = try ffmpeg(path, vf: graph, scratch)
+        #expect(frameLines(expected).count == 20)
+        let (md5, filters) = try chain(path, [["--vf", graph]], scratch, producerArgs: ["--slots", "1"], timeout: 40)
+        #expect(md5 == expected, "\(graph) on a one-slot input differs from ffmpeg's")
+        #expect(filters[0].stdout.contains("20 frames in (0 in place, 20 copied), published 20 frames"), "\(filters[0].stdout)")
+    }
+
+    /// A graph whose output ends before its input (trim with an end) ends there, as ffmpeg's
+    /// does: exactly ffmpeg's frames, not the graph run again on the rest of the stream.
+    @Test func graphThatEndsEarlyEndsTheOutput() throws {
+        let scratch = try Scratch()
+        let path = try clip("in.mp4", frames: 50, scratch)
+        let graph = "trim=start_frame=10:end_frame=30"
+        let expected = try ffmpeg(path, vf: graph, scratch)
+        #expect(frameLines(expected).count == 20)
+        let (md5, filters) = try chain(path, [["--vf", graph]], scratch)
+        #expect(md5 == expected, "the chain's framemd5 differs from ffmpeg's -vf \(graph)")
+        #expect(filters[0].stdout.contains("published 20 frames"), "\(filters[0].stdout)")
+    }
+
+    /// The end of the input closes the graph at the end of the last frame (its pts plus its
+    /// duration), as ffmpeg does: fps=30000/1001 on 2 s at 25 fps makes ffmpeg's 60 frames
+    /// (closing at the last frame's pts would make 59).
+    @Test func endOfInputClosesTheGraphAtTheLastFramesEnd() throws {
+        let scratch = try Scratch()
+        let path = try clip("in.mp4", frames: 50, scratch)
+        let graph = "fps=30000/1001"
+        let expected = try ffmpeg(path, vf: graph, scratch)
+        #expect(frameLines(expected).count == 60)
+        let (md5, _) = try chain(path, [["--vf", graph]], scratch)
+        #expect(md5 == expected, "the chain's framemd5 differs from ffmpeg's -vf \(graph)")
+    }
+
+    /// The input's producer SIGKILLed mid-stream and started again: the filter flushes the
+    /// old run's graph into B (a prefix of ffmpeg's frames), and the new run, whose
+    /// timestamps start again, goes through a new graph: all of ffmpeg's frames, the first
+    /// one marked as a discontinuity, with no frame dropped for going back in time.
+    @Test func producerRestartFlushesTheGraphAndANewOneTakesTheNewRun() throws {
+        let scratch = try Scratch()
+        let path = try clip("re.mp4", frames: 100, scratch, size: "160x120")
+        let (status, raw, err) = try shell("ffmpeg -v error -i '\(path)' -map 0:v:0 -vf fps=10 -f rawvideo -pix_fmt yuv420p -", scratch)
+        #expect(status == 0, "\(err)")
+        let frameBytes = 160 * 120 * 3 / 2
+        let clean = (0..<raw.count / frameBytes).map { raw.subdata(in: $0 * frameBytes..<($0 + 1) * frameBytes) }
+        #expect(clean.count == 40)
+
+        let first = try scratch.start(["produce", "-i", path, "--out", "a", "-re", "--wait-for", "1", "--quiet"])
+        let filter = try scratch.start(["filter", "--in", "a", "--out", "b", "--vf", "fps=10", "--wait-for", "1", "--quiet"])
+        // B's frames, read here: packed planes, pts, flags.
+        struct Got { var bytes: Data; var pts: Int64?; var flags: FrameFlags }
+        final class Box: @unchecked Sendable {
+            let lock = NSLock()
+            var frames: [Got] = []
+            var error: String?
+            var count: Int { lock.withLock { frames.count } }
+        }
+        let box = Box()
+        let done = DispatchSemaphore(value: 0)
+        let directory = scratch.directory
+        Thread {
+            defer { done.signal() }
+            do {
+                let consumer = try Consumer(stream: "b", options: ConsumerOptions(mode: .lossless), directory: directory)
+                while let frame = try consumer.next() {
+                    let h = frame.header
+                    var bytes = Data()
+                    if let format = h.format {
+                        for i in format.pixelFormat.planes.indices {
+                            let plane = frame.plane(i)
+                            for y in 0..<format.rows(plane: i) {
+                                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: plane[(y * h.stride(plane: i))...].prefix(format.rowBytes(plane: i))))
+                            }
+                        }
+                    }
+                    box.lock.withLock { box.frames.append(Got(bytes: bytes, pts: h.description.pts, flags: h.flags)) }
+                }
+            } catch {
+                box.lock.withLock { box.error = "\(error)" }
+            }
+        }.start()
+        // Killed a third of the way through (it keeps publishing at the clip's pace meanwhile).
+        #expect(eventually(timeout: 20) { box.count >= 12 })
+        let beforeKill = box.count
+        first.kill()
+        #expect(eventually(timeout: 10) { filter.stderr.contains("exited without ending the stream") })
+        let second = try scratch.start(["produce", "-i", path, "--out", "a", "-re", "--wait-for", "1", "--quiet"])
+        #expect(second.wait(timeout: 60) == 0, "\(second.stderr)")
+        #expect(filter.wait(timeout: 30) == 0, "\(filter.stderr)")
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        let frames = box.lock.withLock { box.frames }
+        #expect(box.lock.withLock { box.error } == nil)
+
+        // Whatever marks the runs: after the kill, B gets at least 80% of a clean run's frames
+        // (the old graph, kept, dropped the new run's frames until its timestamps caught up).
+        #expect(frames.count - beforeKill >= clean.count * 8 / 10, "\(frames.count - beforeKill) frames after the kill")
+        let marks = frames.indices.filter { frames[$0].flags.contains(.discontinuity) }
+        #expect(marks.count == 1, "one discontinuity, at the new run's first frame: \(marks)")
+        let split = marks.first ?? frames.count
+        let run1 = frames[..<split], run2 = frames[split...]
+        #expect(run1.count >= 12 && run1.count < clean.count, "\(run1.count) frames of the first run")
+        #expect(zip(run1, clean).allSatisfy { $0.bytes == $1 }, "the first run's frames are ffmpeg's first ones")
+        #expect(run2.count >= clean.count * 8 / 10, "the second run made \(run2.count) of \(clean.count) frames")
+        #expect(run2.map(\.bytes) == clean, "the second run's frames are all of ffmpeg's")
+        #expect(run2.first?.pts == 0, "the new graph starts at the new run's timestamps")
+        #expect(zip(run1, run1.dropFirst()).allSatisfy { ($0.pts ?? 0) < ($1.pts ?? 0) }
+                && zip(run2, run2.dropFirst()).allSatisfy { ($0.pts ?? 0) < ($1.pts ?? 0) }, "timestamps go back only at the mark")
     }
 
     struct PresetCase: CustomTestStringConvertible, Sendable {

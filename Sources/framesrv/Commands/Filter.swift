@@ -20,8 +20,12 @@ enum FilterCommand: Command {
     range as ffmpeg's do, and B's frames carry what the graph says of theirs. A new size or
     pixel format in A flushes the graph and builds a new one; B follows (a larger format
     starts a new pool epoch) without its consumers restarting. The end of A flushes the
-    graph and ends B; so do SIGINT and SIGTERM (exit status 0). If A's producer exits
-    without ending the stream, the filter waits for a new one, as a sink does.
+    graph (closing it at the end of A's last frame, as ffmpeg does) and ends B; so do SIGINT
+    and SIGTERM (exit status 0). A graph whose output ends before A does (trim=end_frame=N)
+    ends B there, and the filter stops reading A, as ffmpeg stops. If A's producer exits
+    without ending the stream, the filter flushes the graph into B and waits for a new one,
+    as a sink does; the new producer's frames go through a new graph, and B's first frame
+    of them is marked as a discontinuity.
 
       --in A               the stream to read
       --out B              the stream to create (once A's first frame has configured the
@@ -176,11 +180,6 @@ enum FilterCommand: Command {
         installStopHandlers()
         let consumer = try Consumer(stream: input, options: options)
         consumer.shouldStop = { stopRequested != 0 }
-        consumer.onEvent = { event in
-            if case .producerGone(let pid) = event {
-                warn("producer of '\(input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
-            }
-        }
 
         var producer: Producer?
         defer { producer?.close() }
@@ -192,6 +191,9 @@ enum FilterCommand: Command {
         // ffmpeg's status line on a terminal: frames published to B and the media time they cover.
         var clock = MediaClock()
         var progress = Progress(enabled: stderrIsTerminal && !quiet)
+        // Set when A's producer went away: B's next frame (the new producer's first through a
+        // new graph) starts a new timeline.
+        var discontinuity = false
 
         /// B, once the graph's output frame rate is known; waits for --wait-for consumers.
         func output() throws -> Producer? {
@@ -219,13 +221,35 @@ enum FilterCommand: Command {
                 guard var slot = try p.reserve(frame.format) else { continue }   // live source: dropped
                 frame.copyPlanes(into: slot)
                 slot.description = frame.description
+                if discontinuity {
+                    slot.description.flags.insert(.discontinuity)
+                    discontinuity = false
+                }
                 slot.publish()
                 clock.record(frame.description, frameRate: p.options.nominalRate)
                 progress.update(frames: clock.frames, mediaSeconds: clock.seconds)
             }
         }
 
+        // A's producer gone without ending the stream: the old run's last frames go through
+        // the graph into B now, and the new producer's first frame builds a new graph (its
+        // timestamps start again; filters with state must not see them as going backwards).
+        var eventError: Error?
+        consumer.onEvent = { event in
+            guard case .producerGone(let pid) = event else { return }
+            warn("producer of '\(input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
+            do {
+                try graph.sendEnd()
+                try drain()
+                graph.restart()
+                if framesIn > 0 { discontinuity = true }
+            } catch {
+                if eventError == nil { eventError = error }
+            }
+        }
+
         while stopRequested == 0, let frame = try consumer.next() {
+            if let eventError { throw eventError }
             framesIn += 1
             if inputRate == nil {
                 // The stream's nominal frame rate: what the graph's source is told (as ffmpeg tells it the input's).
@@ -242,12 +266,16 @@ enum FilterCommand: Command {
             // In place while the frames libavfilter keeps stay within what the stream allows
             // this consumer to hold (live: the hold limit; lossless: half the pool, so the
             // producer keeps slots to write into); past that, copied.
+            // (`held` counts this frame: with one slot, A's only one, every frame is copied.)
             let held = consumer.heldFrames
-            let inPlace = consumer.liveHoldLimit.map { held < $0 } ?? (held <= max(1, (consumer.slotCount ?? 2) / 2))
+            let inPlace = consumer.liveHoldLimit.map { held < $0 } ?? (held <= (consumer.slotCount ?? 2) / 2)
             try graph.send(shared, inPlace: inPlace)
             if producer == nil, try output() == nil { break }
             try drain()
+            // The graph's output ended (trim): so does B, as ffmpeg stops there.
+            if graph.isFinished { break }
         }
+        if let eventError { throw eventError }
         // End of A (or SIGINT/SIGTERM): everything still in the graph comes out, then B ends.
         try graph.sendEnd()
         try drain()
