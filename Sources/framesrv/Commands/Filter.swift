@@ -204,6 +204,7 @@ enum FilterCommand: Command {
             let rate = graph.outputFrameRate.map { Double($0.num) / Double($0.den) } ?? inputRate
             o.nominalRate = rate.flatMap { $0 > 0 ? $0 : nil }
             let p = try Producer(stream: out, options: o)
+            p.shouldStop = { stopRequested != 0 }   // SIGINT/SIGTERM end a wait for a slot of B
             producer = p
             while waitFor > 0, !waited, !p.waitForLosslessConsumers(waitFor, timeoutSeconds: 0.5) {
                 if stopRequested != 0 { return nil }
