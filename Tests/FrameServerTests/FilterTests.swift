@@ -80,30 +80,20 @@ import Testing
         #expect(filters[0].stdout.contains("20 frames in (0 in place, 20 copied), published 20 frames"), "\(filters[0].stdout)")
     }
 
-    /// A graph whose output ends before its input (trim with an end) ends there, as ffmpeg's
-    /// does: exactly ffmpeg's frames, not the graph run again on the rest of the stream.
-    @Test func graphThatEndsEarlyEndsTheOutput() throws {
+    /// Where a graph's output ends, as ffmpeg's does. A graph whose output ends before its
+    /// input (trim with an end) ends there: exactly ffmpeg's frames, not the graph run again
+    /// on the rest of the stream. The end of the input closes the graph at the end of the
+    /// last frame (its pts plus its duration): fps=30000/1001 on 2 s at 25 fps makes ffmpeg's
+    /// 60 frames (closing at the last frame's pts would make 59).
+    @Test(arguments: [("trim=start_frame=10:end_frame=30", 20), ("fps=30000/1001", 60)])
+    func outputEndsWhereFFmpegsDoes(_ graph: String, frames: Int) throws {
         let scratch = try Scratch()
         let path = try clip("in.mp4", frames: 50, scratch)
-        let graph = "trim=start_frame=10:end_frame=30"
         let expected = try ffmpeg(path, vf: graph, scratch)
-        #expect(frameLines(expected).count == 20)
+        #expect(frameLines(expected).count == frames)
         let (md5, filters) = try chain(path, [["--vf", graph]], scratch)
         #expect(md5 == expected, "the chain's framemd5 differs from ffmpeg's -vf \(graph)")
-        #expect(filters[0].stdout.contains("published 20 frames"), "\(filters[0].stdout)")
-    }
-
-    /// The end of the input closes the graph at the end of the last frame (its pts plus its
-    /// duration), as ffmpeg does: fps=30000/1001 on 2 s at 25 fps makes ffmpeg's 60 frames
-    /// (closing at the last frame's pts would make 59).
-    @Test func endOfInputClosesTheGraphAtTheLastFramesEnd() throws {
-        let scratch = try Scratch()
-        let path = try clip("in.mp4", frames: 50, scratch)
-        let graph = "fps=30000/1001"
-        let expected = try ffmpeg(path, vf: graph, scratch)
-        #expect(frameLines(expected).count == 60)
-        let (md5, _) = try chain(path, [["--vf", graph]], scratch)
-        #expect(md5 == expected, "the chain's framemd5 differs from ffmpeg's -vf \(graph)")
+        #expect(filters[0].stdout.contains("published \(frames) frames"), "\(filters[0].stdout)")
     }
 
     /// The input's producer SIGKILLed mid-stream and started again: the filter flushes the
@@ -304,17 +294,8 @@ import Testing
     /// sink gets ffmpeg's frames of each part without restarting.
     @Test func sizeChangeGoesThroughTheFilter() throws {
         let scratch = try Scratch()
-        let part1 = scratch.file("part1.ts"), part2 = scratch.file("part2.ts"), joined = scratch.file("joined.ts")
-        for (p, size, frames, offset) in [(part1, "176x144", 12, "0"), (part2, "320x240", 10, "0.6")] {
-            let (status, _, err) = try shell("ffmpeg -v error -y -f lavfi -i testsrc2=size=\(size):rate=25 -frames:v \(frames)"
-                                                   + " -c:v libx264 -pix_fmt yuv420p -output_ts_offset \(offset) '\(p)'", scratch)
-            #expect(status == 0, "\(err)")
-        }
-        let (status, _, err) = try shell("cat '\(part1)' '\(part2)' > '\(joined)'", scratch)
-        #expect(status == 0, "\(err)")
-        func sizeAndHash(_ framemd5: String) -> [[String]] {
-            frameLines(framemd5).map { $0.split(separator: ",").suffix(2).map { $0.trimmingCharacters(in: .whitespaces) } }
-        }
+        let (part1, part2, joined) = try media.sizeChangeClip("176x144", "320x240", scratch)
+        let sizeAndHash = media.sizeAndHash
         let expected1 = sizeAndHash(try ffmpeg(part1, vf: "gblur=sigma=2", scratch))
         let expected2 = sizeAndHash(try ffmpeg(part2, vf: "gblur=sigma=2", scratch))
         #expect(expected1.count == 12 && expected2.count == 10)

@@ -60,6 +60,25 @@ import Testing
         })
     }()
 
+    /// Two H.264 clips, 12 frames of size `first` then 10 of size `second`, joined into one
+    /// MPEG-TS file with cat (the second's timestamps following the first's).
+    func sizeChangeClip(_ first: String, _ second: String, _ scratch: Scratch) throws -> (part1: String, part2: String, joined: String) {
+        let part1 = scratch.file("part1.ts"), part2 = scratch.file("part2.ts"), joined = scratch.file("joined.ts")
+        for (path, size, frames, offset) in [(part1, first, 12, "0"), (part2, second, 10, "0.6")] {
+            let (status, _, err) = try shell("ffmpeg -v error -y -f lavfi -i testsrc2=size=\(size):rate=25 -frames:v \(frames)"
+                                             + " -c:v libx264 -pix_fmt yuv420p -output_ts_offset \(offset) '\(path)'", scratch)
+            guard status == 0 else { throw TestFailure("ffmpeg could not generate \(path): \(err)") }
+        }
+        let (status, _, err) = try shell("cat '\(part1)' '\(part2)' > '\(joined)'", scratch)
+        guard status == 0 else { throw TestFailure("cat failed: \(err)") }
+        return (part1, part2, joined)
+    }
+
+    /// Each frame line's size and hash (framemd5's last two fields).
+    func sizeAndHash(_ framemd5: String) -> [[String]] {
+        frameLines(framemd5).map { $0.split(separator: ",").suffix(2).map { $0.trimmingCharacters(in: .whitespaces) } }
+    }
+
     func generate(_ input: Input, _ scratch: Scratch) throws -> String {
         let path = scratch.file(input.file)
         let args = (["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=\(input.rate)",

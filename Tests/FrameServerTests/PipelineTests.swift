@@ -75,9 +75,7 @@ import Testing
         // Publish until the live consumer has provably fallen behind (skipped frames).
         var published = 0
         while published < 200_000 {
-            let frame = try reserve(producer, format)
-            TestPattern.fill(frame, sequence: producer.nextSequence)
-            frame.publish()
+            try publishPattern(producer, format)
             published += 1
             if published >= 2000, (scratch.snapshot("live")?.consumers.first?.missed ?? 0) > 100 { break }
         }

@@ -115,34 +115,21 @@ import Testing
         #expect(try reachesEnd(consumer), "end of stream after the last frame")
     }
 
-    /// Property 4: a larger format mid-stream starts a new pool epoch that the consumer follows.
     /// A consumer that holds frames across a size change (a filter graph keeping its last
     /// frames) does not block the producer: the new epoch starts at once, the held frame and
     /// a frame still owed from the old pool stay readable, and the old pool file goes once
     /// its slots are reused.
     @Test func framesHeldAcrossAnEpochChangeDoNotBlockIt() throws {
         let scratch = try Scratch()
-        var options = ProducerOptions()
-        options.slots = 3
-        let producer = try Producer(stream: "held", options: options, directory: scratch.directory)
-        let consumer = try Consumer(stream: "held", directory: scratch.directory)
-        try consumer.attach()
-        #expect(producer.waitForLosslessConsumers(1, timeoutSeconds: 10))
+        let (producer, consumer) = try producerAndConsumer("held", slots: 3, scratch)
         let small = FrameFormat(.yuv420p, width: 64, height: 48), large = FrameFormat(.yuv420p, width: 640, height: 480)
-        for _ in 0..<2 {
-            let frame = try reserve(producer, small)
-            TestPattern.fill(frame, sequence: producer.nextSequence)
-            frame.publish()
-        }
+        for _ in 0..<2 { try publishPattern(producer, small) }
         let held = try nextFrame(consumer)   // frame 1, held on; frame 2 is owed, not yet delivered
         // Publishing a larger frame must not wait for the held and owed slots.
         let published = DispatchSemaphore(value: 0)
         let box = UncheckedBox(producer)
         DispatchQueue.global().async {
-            if let frame = try? box.value.reserve(large) {
-                TestPattern.fill(frame, sequence: box.value.nextSequence)
-                frame.publish()
-            }
+            try? publishPattern(box.value, large)
             published.signal()
         }
         #expect(published.wait(timeout: .now() + 10) == .success, "the epoch change waited for frames a consumer holds")
@@ -157,34 +144,26 @@ import Testing
         #expect(stillIntact && held.header.epoch == 1)
         held.release()
         for _ in 0..<3 {
-            let frame = try reserve(producer, large)
-            TestPattern.fill(frame, sequence: producer.nextSequence)
-            frame.publish()
+            try publishPattern(producer, large)
             try nextFrame(consumer).release()
         }
         #expect(!FileManager.default.fileExists(atPath: scratch.file("held.pool.1")), "the old pool is removed once its slots are reused")
         producer.close()
     }
 
+    /// Property 4: a larger format mid-stream starts a new pool epoch that the consumer follows.
     @Test func sizeChangeStartsAnEpochTheConsumerFollows() throws {
         let scratch = try Scratch()
-        var options = ProducerOptions()
-        options.slots = 3
-        let producer = try Producer(stream: "epoch", options: options, directory: scratch.directory)
-        let consumer = try Consumer(stream: "epoch", directory: scratch.directory)
-        try consumer.attach()
-        #expect(producer.waitForLosslessConsumers(1, timeoutSeconds: 10))
+        let (producer, consumer) = try producerAndConsumer("epoch", slots: 3, scratch)
         let sizes = [(64, 48), (1280, 720), (320, 240), (1920, 1080)]
         var epochs: [UInt64] = []
         for (w, h) in sizes {
             for _ in 0..<2 {
-                let frame = try reserve(producer, FrameFormat(.nv12, width: w, height: h))
-                TestPattern.fill(frame, sequence: producer.nextSequence)
-                frame.publish()
+                try publishPattern(producer, FrameFormat(.nv12, width: w, height: h))
                 let got = try nextFrame(consumer)
                 #expect(got.header.width == w && got.header.height == h)
                 let intact = TestPattern.verify(got)
-            #expect(intact)
+                #expect(intact)
                 epochs.append(got.header.epoch)
             }
         }

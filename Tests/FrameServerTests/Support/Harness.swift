@@ -176,6 +176,28 @@ func reserve(_ producer: Producer, _ format: FrameFormat) throws -> WritableFram
     return frame
 }
 
+/// Reserves a frame of `format`, fills it with the test pattern of the sequence number it
+/// will carry, and publishes it.
+func publishPattern(_ producer: Producer, _ format: FrameFormat) throws {
+    let frame = try reserve(producer, format)
+    TestPattern.fill(frame, sequence: producer.nextSequence)
+    frame.publish()
+}
+
+/// A producer of `stream` with `slots` slots in `scratch`, and one lossless consumer it has admitted.
+func producerAndConsumer(_ stream: String, slots: Int, _ scratch: Scratch) throws -> (Producer, Consumer) {
+    var options = ProducerOptions()
+    options.slots = slots
+    let producer = try Producer(stream: stream, options: options, directory: scratch.directory)
+    let consumer = try Consumer(stream: stream, directory: scratch.directory)
+    try consumer.attach()
+    guard producer.waitForLosslessConsumers(1, timeoutSeconds: 10) else {
+        producer.close()
+        throw TestFailure("the consumer of \(stream) was not admitted")
+    }
+    return (producer, consumer)
+}
+
 /// The next frame, or a test failure if the stream ended.
 func nextFrame(_ consumer: Consumer) throws -> Frame {
     guard let frame = try consumer.next() else { throw TestFailure("stream ended early") }
