@@ -181,17 +181,7 @@ public final class FilterGraph {
         f.pointee.format = k.format
         f.pointee.width = k.width
         f.pointee.height = k.height
-        // The planes where the header says they are: never a layout recomputed from the format.
-        withUnsafeMutableBytes(of: &f.pointee.data) { data in
-            withUnsafeMutableBytes(of: &f.pointee.linesize) { linesize in
-                for i in 0..<header.planeCount {
-                    data.storeBytes(of: UnsafeMutablePointer(mutating: (frame.base + header.offset(plane: i)).assumingMemoryBound(to: UInt8.self)),
-                                    toByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
-                                    as: UnsafeMutablePointer<UInt8>?.self)
-                    linesize.storeBytes(of: Int32(header.stride(plane: i)), toByteOffset: i * 4, as: Int32.self)
-                }
-            }
-        }
+        FramePlanes(header, base: frame.base).install(in: f)
         // One read-only buffer over the whole slot; freeing it drops the SharedFrame.
         let opaque = Unmanaged.passRetained(frame).toOpaque()
         let buffer = av_buffer_create(UnsafeMutablePointer(mutating: frame.base.assumingMemoryBound(to: UInt8.self)),

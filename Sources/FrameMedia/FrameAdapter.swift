@@ -121,21 +121,7 @@ final class FrameAdapter {
             w.pointee.width = width
             w.pointee.height = height
             w.pointee.format = format.rawValue
-            withUnsafeMutableBytes(of: &w.pointee.data) { d in
-                withUnsafeMutableBytes(of: &w.pointee.linesize) { l in
-                    let data = d.bindMemory(to: UnsafeMutablePointer<UInt8>?.self)
-                    let lines = l.bindMemory(to: Int32.self)
-                    for i in 0..<data.count {
-                        if i < header.planeCount, let base = frame.plane(i).baseAddress {
-                            data[i] = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self))
-                            lines[i] = Int32(header.stride(plane: i))
-                        } else {
-                            data[i] = nil
-                            lines[i] = 0
-                        }
-                    }
-                }
-            }
+            FramePlanes(header, base: frame.base).install(in: w)
             setColor(w, c)
             color = c
             return w
@@ -170,17 +156,12 @@ final class FrameAdapter {
             swsKey = key
             swsFullOutput = full
         }
-        var sources = [UnsafePointer<UInt8>?](repeating: nil, count: 4)
-        var strides = [Int32](repeating: 0, count: 4)
-        for i in 0..<min(4, header.planeCount) {
-            sources[i] = frame.plane(i).baseAddress?.assumingMemoryBound(to: UInt8.self)
-            strides[i] = Int32(header.stride(plane: i))
-        }
+        let planes = FramePlanes(header, base: frame.base)
         let r = av_frame_make_writable(out)
         guard r >= 0 else { throw .ffmpeg("av_frame_make_writable", ffmpegMessage(r)) }
         let rows = withUnsafeMutableBytes(of: &out.pointee.data) { d in
             withUnsafeMutableBytes(of: &out.pointee.linesize) { l in
-                sws_scale(sws, sources, strides, 0, Int32(header.height),
+                sws_scale(sws, planes.sources, planes.linesize, 0, Int32(header.height),
                           d.bindMemory(to: UnsafeMutablePointer<UInt8>?.self).baseAddress,
                           l.bindMemory(to: Int32.self).baseAddress)
             }

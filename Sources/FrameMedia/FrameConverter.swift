@@ -121,3 +121,35 @@ public final class FrameConverter {
         [1, 4, 5, 6, 7, 9, 10].contains(matrix) ? Int32(matrix) : SWS_CS_DEFAULT
     }
 }
+
+/// FFmpeg's view of a held frame's planes, where its header puts them (never a layout
+/// recomputed from the format: a producer decoding in place uses its decoder's): four data
+/// pointers and line sizes, the unused ones nil and 0.
+struct FramePlanes {
+    private(set) var data = [UnsafeMutablePointer<UInt8>?](repeating: nil, count: 4)
+    private(set) var linesize = [Int32](repeating: 0, count: 4)
+
+    /// The planes of the slot that starts at `base` and carries `header`.
+    init(_ header: FrameHeader, base: UnsafeRawPointer) {
+        for i in 0..<min(4, header.planeCount) {
+            data[i] = UnsafeMutablePointer(mutating: (base + header.offset(plane: i)).assumingMemoryBound(to: UInt8.self))
+            linesize[i] = Int32(header.stride(plane: i))
+        }
+    }
+
+    /// The planes as libswscale's source arguments.
+    var sources: [UnsafePointer<UInt8>?] { data.map { $0.map { UnsafePointer($0) } } }
+
+    /// Points `frame`'s data and linesize at these planes (the others at nothing).
+    func install(in frame: UnsafeMutablePointer<AVFrame>) {
+        withUnsafeMutableBytes(of: &frame.pointee.data) { d in
+            withUnsafeMutableBytes(of: &frame.pointee.linesize) { l in
+                let data = d.bindMemory(to: UnsafeMutablePointer<UInt8>?.self), lines = l.bindMemory(to: Int32.self)
+                for i in 0..<data.count {
+                    data[i] = i < 4 ? self.data[i] : nil
+                    lines[i] = i < 4 ? linesize[i] : 0
+                }
+            }
+        }
+    }
+}

@@ -61,15 +61,10 @@ public enum StillImage {
         let matrix: Int32 = [1, 4, 5, 6, 7, 9, 10].contains(color.matrix) ? Int32(color.matrix) : SWS_CS_DEFAULT
         _ = sws_setColorspaceDetails(sws, sws_getCoefficients(matrix), color.range == 2 ? 1 : 0,
                                      sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16)
-        var sources = [UnsafePointer<UInt8>?](repeating: nil, count: 4)
-        var strides = [Int32](repeating: 0, count: 4)
-        for i in 0..<header.planeCount {
-            sources[i] = frame.plane(i).baseAddress?.assumingMemoryBound(to: UInt8.self)
-            strides[i] = Int32(header.stride(plane: i))
-        }
+        let planes = FramePlanes(header, base: frame.base)
         r = withUnsafeMutableBytes(of: &rgb.pointee.data) { data in
             withUnsafeMutableBytes(of: &rgb.pointee.linesize) { linesize in
-                sws_scale(sws, sources, strides, 0, height,
+                sws_scale(sws, planes.sources, planes.linesize, 0, height,
                           data.bindMemory(to: UnsafeMutablePointer<UInt8>?.self).baseAddress,
                           linesize.bindMemory(to: Int32.self).baseAddress)
             }

@@ -526,7 +526,8 @@ public struct Frame: ~Copyable {
     /// The frame's sequence number (1, 2, 3, ... per producer run).
     public let sequence: UInt64
     let epoch: UInt64
-    let base: UnsafeRawPointer
+    /// The slot's first byte (its `fs_frame` header); planes lie at the header's offsets.
+    public let base: UnsafeRawPointer
     /// Publish-to-acquire latency, measured through the capture clock in the header.
     public let latencyNanos: UInt64
 
