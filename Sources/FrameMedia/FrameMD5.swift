@@ -147,18 +147,10 @@ public final class FrameMD5Writer {
         s.count >= width ? s : String(repeating: " ", count: width - s.count) + s
     }
 
-    /// 1/`rate` when `rate` is an integer or NTSC rate to the 1/1000 precision it is stored with.
+    /// 1/`rate`, the rate taken as `Rational(nominalRate:)` takes it; nil below 1 fps.
     static func rateTimeBase(_ rate: Double?) -> Rational? {
-        guard let rate, rate >= 1, rate < 1_000_000 else { return nil }
-        let tolerance = 0.0011
-        let whole = rate.rounded()
-        if abs(whole - rate) < tolerance { return Rational(1, Int32(whole)) }
-        let ntsc = (rate * 1.001).rounded()
-        if abs(ntsc / 1.001 - rate) < tolerance { return Rational(1001, Int32(ntsc * 1000)) }
-        // Any other rate as the control segment carries it (to 1/1000): 12.5 -> 2/25.
-        var num: Int32 = 0, den: Int32 = 0
-        _ = av_reduce(&num, &den, 1000, Int64((rate * 1000).rounded()), Int64(Int32.max))
-        return Rational(num, den)
+        guard let rate, rate >= 1, let exact = Rational(nominalRate: rate) else { return nil }
+        return Rational(exact.den, exact.num)
     }
 
     /// 1/frame rate, from the first frame's duration; the frame's own time base without one.
@@ -167,5 +159,22 @@ public final class FrameMD5Writer {
         var num: Int32 = 0, den: Int32 = 0
         _ = av_reduce(&num, &den, d.duration * Int64(d.timeBase.num), Int64(d.timeBase.den), Int64(Int32.max))
         return Rational(num, den)
+    }
+}
+
+extension Rational {
+    /// The exact rate behind a nominal rate stored to 1/1000 fps (what the control segment
+    /// carries): integer and NTSC (N x 1000/1001) rates exactly, any other to 1/1000
+    /// (12.5 -> 25/2). nil outside 0 < rate < 1,000,000.
+    public init?(nominalRate rate: Double) {
+        guard rate > 0, rate < 1_000_000 else { return nil }
+        let tolerance = 0.0011
+        let whole = rate.rounded()
+        if whole >= 1, abs(whole - rate) < tolerance { self.init(Int32(whole), 1); return }
+        let ntsc = (rate * 1.001).rounded()
+        if ntsc >= 1, abs(ntsc / 1.001 - rate) < tolerance { self.init(Int32(ntsc * 1000), 1001); return }
+        var num: Int32 = 0, den: Int32 = 0
+        _ = av_reduce(&num, &den, Int64((rate * 1000).rounded()), 1000, Int64(Int32.max))
+        self.init(num, den)
     }
 }

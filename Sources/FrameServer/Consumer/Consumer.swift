@@ -468,9 +468,15 @@ final class Attachment {
 
     /// Gives a slot back to the producer. SYNC: fs_slot_release (release ordering).
     func release(slot: UInt32, epoch: UInt64, mapped: Bool = true) {
-        if fs_slot_release(ctl, slotCtl(slot), bit) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
+        giveBack(slot)
         guard mapped else { return }
         releaseBookkeeping(epoch: epoch)
+    }
+
+    /// Clears this consumer's bit on `slot` and wakes the producer if it waits (shared-memory
+    /// atomics only, so any thread may call it). SYNC: fs_slot_release (release ordering).
+    private func giveBack(_ slot: UInt32) {
+        if fs_slot_release(ctl, slotCtl(slot), bit) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
     }
 
     /// Frames of this attachment held now (after `settleReleases`).
@@ -485,7 +491,7 @@ final class Attachment {
     /// goes back to the producer at once (atomics in shared memory only); the consumer's
     /// own counters follow on its thread, at its next `settleReleases`.
     func releaseShared(slot: UInt32, epoch: UInt64) {
-        if fs_slot_release(ctl, slotCtl(slot), bit) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
+        giveBack(slot)
         pendingReleases.withLock { $0.append((slot, epoch)) }
     }
 

@@ -256,7 +256,7 @@ enum FilterCommand: Command {
                 // The stream's nominal frame rate: what the graph's source is told (as ffmpeg tells it the input's).
                 let rate = (try? StreamSnapshot.read(input, in: consumer.directory))?.nominalRate ?? 0
                 inputRate = rate > 0 ? rate : nil
-                graph.inputFrameRate = inputRate.map(rationalRate)
+                graph.inputFrameRate = inputRate.flatMap { Rational(nominalRate: $0) }
             }
             let shared = frame.share()
             if !graph.accepts(shared.header) {
@@ -296,15 +296,5 @@ enum FilterCommand: Command {
                   + " dropped \(producer?.droppedCount ?? 0), graph '\(graph.graph)'")
         }
         return 0
-    }
-
-    /// A nominal rate (stored to 1/1000) as a rational: integers and NTSC rates exactly.
-    static func rationalRate(_ rate: Double) -> Rational {
-        if abs(rate - rate.rounded()) < 0.0005, rate.rounded() <= Double(Int32.max) { return Rational(Int32(rate.rounded()), 1) }
-        let ntsc = rate * 1001 / 1000
-        if abs(ntsc - ntsc.rounded()) < 0.001, ntsc.rounded() * 1000 <= Double(Int32.max) {
-            return Rational(Int32(ntsc.rounded()) * 1000, 1001)
-        }
-        return Rational(Int32(min(rate * 1000, Double(Int32.max)).rounded()), 1000)
     }
 }
