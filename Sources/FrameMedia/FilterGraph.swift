@@ -64,14 +64,9 @@ public final class FilterGraph {
     /// input's guessed frame rate); set before the first `send`.
     public var inputFrameRate: Rational?
 
-    /// Frames sent without a copy / copied first (see `send`), and frames received.
+    /// Frames sent without a copy / copied first (see `send`).
     public private(set) var framesInPlace = 0
     public private(set) var framesCopied = 0
-    public private(set) var framesOut = 0
-    /// Graphs built so far (1 + the format changes).
-    public private(set) var builds = 0
-    /// Frames `send` discarded because the graph's output had ended (`isFinished`).
-    public private(set) var framesDiscarded = 0
     /// Whether the graph's output ended by itself (a `trim` with an end, say) before its
     /// input did: `receive()` has returned its last frame and `send` discards what comes
     /// (ffmpeg stops filtering there). `restart()` clears it.
@@ -162,7 +157,7 @@ public final class FilterGraph {
     /// when the layout does not suit libavfilter, the frame is copied into an FFmpeg buffer
     /// first and released now. Then collect what the graph made with `receive()`.
     public func send(_ frame: SharedFrame, inPlace: Bool) throws(FilterError) {
-        guard !isFinished else { framesDiscarded += 1; return }
+        guard !isFinished else { return }
         let header = frame.header
         let k = try key(for: header)
         let d = header.description
@@ -250,7 +245,6 @@ public final class FilterGraph {
         guard let f = av else { throw .ffmpeg("av_frame_alloc", "out of memory") }
         let r = withLogCapture { av_buffersink_get_frame(instance.sink, f) }
         if r.value >= 0 {
-            framesOut += 1
             do { return try FilteredFrame(frame: f, timeBase: instance.outputTimeBase, inputTimeBase: Rational(instance.key.tbNum, instance.key.tbDen)) } catch {
                 av_frame_free(&av)
                 throw error
@@ -340,7 +334,6 @@ public final class FilterGraph {
             throw .cannotConfigure(graph, describe(key), configured.message ?? ffmpegMessage(configured.value))
         }
         keep = true
-        builds += 1
         g = owned!
         return Instance(graph: g, source: source, sink: sink, key: key)
     }

@@ -27,8 +27,6 @@ public final class SlotAllocator: @unchecked Sendable {
     private let target = Mutex<Target?>(nil)
     /// Addresses of the `SlotBuffer`s FFmpeg holds, to recognise our buffers in a frame.
     private let live = Mutex<Set<UInt>>([])
-    /// Buffers the decoder got in slots, and buffers it got from FFmpeg's own allocator.
-    private let leasedCount = Atomic<Int>(0), declinedCount = Atomic<Int>(0)
 
     public init() {}
 
@@ -37,11 +35,6 @@ public final class SlotAllocator: @unchecked Sendable {
     public func attach(_ producer: Producer, wait: Bool) {
         target.withLock { $0 = Target(producer: producer, wait: wait) }
     }
-
-    /// Frame buffers the decoder got in slots so far.
-    public var buffersInSlots: Int { leasedCount.load(ordering: .relaxed) }
-    /// Frame buffers the decoder got from FFmpeg's allocator (their frames are copied).
-    public var buffersOnHeap: Int { declinedCount.load(ordering: .relaxed) }
 
     /// The lease behind `frame`'s buffer, if the frame lives in a slot this allocator leased.
     func lease(of frame: UnsafePointer<AVFrame>) -> SlotLease? {
@@ -89,10 +82,8 @@ public final class SlotAllocator: @unchecked Sendable {
                 }
             }
             cffmpeg_frame_use_data(frame)
-            leasedCount.wrappingAdd(1, ordering: .relaxed)
             return 0
         }
-        declinedCount.wrappingAdd(1, ordering: .relaxed)
         return avcodec_default_get_buffer2(ctx, frame, flags)
     }
 

@@ -56,9 +56,6 @@ public final class SlotLease: @unchecked Sendable {
         self.base = base; self.capacity = capacity
     }
 
-    /// Whether the frame in this slot has been published.
-    public var isPublished: Bool { state.withLock { $0 == .published } }
-
     /// Drops the producer's reference: an unpublished slot is given back, a published one
     /// becomes reusable once consumers released it too. Idempotent.
     public func end() {
