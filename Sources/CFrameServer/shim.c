@@ -92,12 +92,6 @@ uint64_t fs_sys_realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void fs_sys_sleep_until_ns(uint64_t deadline_ns)
-{
-    struct timespec ts = { (time_t)(deadline_ns / 1000000000ull), (long)(deadline_ns % 1000000000ull) };
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
-}
-
 // Reads /proc/<pid>/stat and returns the whitespace-separated field `index` (1-based),
 // skipping the parenthesised comm (which may itself contain spaces).
 static int read_stat_fields(int32_t pid, unsigned long long *out, const int *indexes, int count)
@@ -130,11 +124,4 @@ uint64_t fs_sys_process_start_time(int32_t pid)
     int idx[1] = { 22 };
     unsigned long long v[1];
     return read_stat_fields(pid, v, idx, 1) == 0 ? (uint64_t)v[0] : 0;
-}
-
-int64_t fs_sys_process_cpu_ticks(int32_t pid)
-{
-    int idx[2] = { 14, 15 };
-    unsigned long long v[2];
-    return read_stat_fields(pid, v, idx, 2) == 0 ? (int64_t)(v[0] + v[1]) : -1;
 }

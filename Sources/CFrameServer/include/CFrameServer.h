@@ -470,12 +470,8 @@ int fs_sys_inotify_drain(int fd);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t fs_sys_monotonic_ns(void);
 uint64_t fs_sys_realtime_ns(void);
-/* Sleep until an absolute CLOCK_MONOTONIC time. */
-void fs_sys_sleep_until_ns(uint64_t deadline_ns);
 /* Field 22 (starttime) of /proc/<pid>/stat, 0 if the process does not exist. */
 uint64_t fs_sys_process_start_time(int32_t pid);
-/* Field 14+15 (utime+stime, clock ticks) of /proc/<pid>/stat, -1 if gone. */
-int64_t fs_sys_process_cpu_ticks(int32_t pid);
 
 #if defined(__clang__)
 #pragma clang assume_nonnull end

@@ -6,58 +6,67 @@ import Glibc
 
 /// A file mapped into this process with `mmap(MAP_SHARED)`; unmapped on deinit.
 ///
-/// The corresponding C functions are `open`, `ftruncate` and `mmap`.
+/// The corresponding C functions are `open`, `posix_fallocate`, `fstat` and `mmap`.
 final class MappedFile: @unchecked Sendable {
     // Sendable: the mapping's address and size never change; what the bytes mean and
     // who may touch them is the protocol's business (atomics in CFrameServer.h).
     let path: String
-    let fd: Int32
+    private let descriptor: FileDescriptor
     let base: UnsafeMutableRawPointer
     let size: Int
     let writable: Bool
 
-    private init(path: String, fd: Int32, base: UnsafeMutableRawPointer, size: Int, writable: Bool) {
-        self.path = path; self.fd = fd; self.base = base; self.size = size; self.writable = writable
+    /// The open file's descriptor number (owned by this object).
+    var fd: Int32 { descriptor.rawValue }
+
+    private init(path: String, descriptor: consuming FileDescriptor, base: UnsafeMutableRawPointer, size: Int,
+                 writable: Bool) {
+        self.path = path; self.descriptor = descriptor; self.base = base; self.size = size; self.writable = writable
     }
 
     /// Creates a new file of `size` zero bytes with mode 0600 (fails if it exists) and maps it read-write.
     static func create(_ path: String, size: Int) throws(FrameServerError) -> MappedFile {
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .system("create", path: path, .current) }
+        let fd: FileDescriptor
+        do { fd = try .open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600) } catch {
+            throw .system("create", path: path, error)
+        }
         // posix_fallocate, not just ftruncate: on tmpfs the memory is then really there, and a
         // pool that does not fit fails here with ENOSPC instead of SIGBUS at first touch.
-        let r = posix_fallocate(fd, 0, off_t(size))
-        if r != 0 {
-            close(fd); unlink(path)
-            throw .system("allocate \(size) bytes for", path: path, Errno(rawValue: r))
+        do { try fd.allocate(size) } catch {
+            try? removeFile(path)
+            throw .system("allocate \(size) bytes for", path: path, error)
         }
         // MAP_POPULATE: the creator (the producer) writes every page; mapping them all now
         // costs one call instead of a page fault per 4 KiB in the middle of the stream.
-        return try map(path, fd: fd, size: size, writable: true, populate: true)
+        return try map(path, fd, size: size, writable: true, populate: true)
     }
 
     /// Maps an existing file, read-write or read-only (`PROT_READ`: writes fault).
+    ///
+    /// Only a regular file is mapped: a FIFO, device or directory in its place is refused
+    /// without blocking (`O_NONBLOCK` on the open, then `fstat`).
     static func openExisting(_ path: String, writable: Bool) throws(FrameServerError) -> MappedFile {
-        let fd = Glibc.open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC)
-        guard fd >= 0 else { throw .system("open", path: path, .current) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { let e = Errno.current; close(fd); throw .system("stat", path: path, e) }
-        return try map(path, fd: fd, size: Int(st.st_size), writable: writable)
+        let fd: FileDescriptor
+        do { fd = try .open(path, (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOFOLLOW) } catch {
+            throw .system("open", path: path, error)
+        }
+        let st: stat
+        do { st = try fd.status() } catch { throw .system("stat", path: path, error) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw .corruptSegment(path, "it is not a regular file") }
+        return try map(path, fd, size: Int(st.st_size), writable: writable)
     }
 
-    private static func map(_ path: String, fd: Int32, size: Int, writable: Bool,
+    private static func map(_ path: String, _ fd: consuming FileDescriptor, size: Int, writable: Bool,
                             populate: Bool = false) throws(FrameServerError) -> MappedFile {
-        guard size > 0 else { close(fd); throw .corruptSegment(path, "it is empty") }
-        let prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
-        let p = mmap(nil, size, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0)
-        guard let p, p != MAP_FAILED else { let e = Errno.current; close(fd); throw .system("map", path: path, e) }
-        return MappedFile(path: path, fd: fd, base: p, size: size, writable: writable)
+        guard size > 0 else { throw .corruptSegment(path, "it is empty") }
+        let p: UnsafeMutableRawPointer
+        do { p = try fd.map(size: size, writable: writable, populate: populate) } catch {
+            throw .system("map", path: path, error)
+        }
+        return MappedFile(path: path, descriptor: fd, base: p, size: size, writable: writable)
     }
 
-    deinit {
-        munmap(base, size)
-        close(fd)
-    }
+    deinit { unmap(base, size: size) }   // the descriptor closes itself
 }
 
 /// An exclusive `flock` on a lock file, held for the life of the object.
@@ -65,8 +74,11 @@ final class MappedFile: @unchecked Sendable {
 /// The kernel drops the lock when the holder dies, which is how a stream's producer
 /// is known to be alive regardless of PID reuse. The corresponding C function is `flock`.
 final class FileLock {
-    let fd: Int32
+    private let descriptor: FileDescriptor
     let path: String
+
+    /// The lock file's descriptor number (owned by this object).
+    var fd: Int32 { descriptor.rawValue }
 
     /// Takes the lock or returns nil when another process holds it.
     ///
@@ -74,28 +86,24 @@ final class FileLock {
     /// may have unlinked it in between, and a lock on an unlinked file protects nothing.
     static func tryExclusive(_ path: String) throws(FrameServerError) -> FileLock? {
         while true {
-            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw .system("open lock", path: path, .current) }
-            if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-                let e = Errno.current
-                close(fd)
-                if e == .wouldBlock { return nil }
-                throw .system("lock", path: path, e)
+            let fd: FileDescriptor
+            do { fd = try .open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, mode: 0o600) } catch {
+                throw .system("open lock", path: path, error)
             }
-            var held = stat(), named = stat()
-            if fstat(fd, &held) == 0, stat(path, &named) == 0, held.st_ino == named.st_ino, held.st_dev == named.st_dev {
-                return FileLock(fd: fd, path: path)
+            do { guard try fd.tryLockExclusive() else { return nil } } catch { throw .system("lock", path: path, error) }
+            if let held = try? fd.status(), let named = try? linkStatus(path),
+               held.st_ino == named.st_ino, held.st_dev == named.st_dev {
+                return FileLock(descriptor: fd, path: path)
             }
-            close(fd)   // unlinked under us: try again with the file now at `path`
+            // unlinked under us (fd closes here): try again with the file now at `path`
         }
     }
 
     /// Removes the lock file while holding the lock (so no producer can hold a lock on
     /// the unlinked file: see `tryExclusive`), then releases it.
-    func unlinkAndRelease() { unlink(path) }
+    func unlinkAndRelease() { try? removeFile(path) }
 
-    private init(fd: Int32, path: String) { self.fd = fd; self.path = path }
-    deinit { close(fd) }
+    private init(descriptor: consuming FileDescriptor, path: String) { self.descriptor = descriptor; self.path = path }
 }
 
 /// A process named by pid plus start time, so a recycled pid is never mistaken for it.
@@ -133,21 +141,22 @@ struct ProcessIdentity: Hashable, Sendable {
     /// apart from a failure to watch a live one.
     func watch() -> Watch {
         guard pid > 0 else { return .exited }
-        let fd = fs_sys_pidfd_open(pid)
-        guard fd >= 0 else {
-            let e = Errno.current
-            return e == .noSuchProcess ? .exited : .unknown(e)
+        do {
+            let fd = try openProcessDescriptor(pid)
+            // A pidfd is readable once the process exited, even while it is an unreaped zombie.
+            if fs_sys_process_start_time(pid) != startTime || pollReadable([fd.rawValue], timeoutMillis: 0) != nil {
+                return .exited
+            }
+            return .running(fd.take())
+        } catch {
+            return error == .noSuchProcess ? .exited : .unknown(error)
         }
-        // A pidfd is readable once the process exited, even while it is an unreaped zombie.
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        if fs_sys_process_start_time(pid) != startTime || poll(&p, 1, 0) != 0 { close(fd); return .exited }
-        return .running(fd)
     }
 
     /// Whether the process still runs (a zombie, exited but not yet reaped, does not).
     var isAlive: Bool {
         switch watch() {
-        case .running(let fd): close(fd); return true
+        case .running(let fd): FileDescriptor(adopting: fd).close(); return true
         case .exited: return false
         case .unknown: return fs_sys_process_start_time(pid) == startTime
         }
@@ -161,8 +170,85 @@ struct ProcessIdentity: Hashable, Sendable {
 /// -1: forever) or when a signal interrupted the wait.
 ///
 /// The corresponding C function is `poll`.
-func waitReadable(_ fds: [Int32], timeoutMillis: Int32) -> Int32? {
+func waitReadable(_ fds: [Int32], timeoutMillis: Int32) -> Int32? { pollReadable(fds, timeoutMillis: timeoutMillis) }
+
+/// Waits until one of `fds` is readable (or hung up); returns it, or nil on timeout
+/// (`timeoutMillis` -1: forever) or when a signal interrupted the wait. Not retried on
+/// EINTR on purpose: the caller's loop checks its stop flag, then waits again.
+///
+/// The corresponding C function is `poll`.
+public func pollReadable(_ fds: [Int32], timeoutMillis: Int32) -> Int32? {
     var pfds = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
     let r = poll(&pfds, nfds_t(pfds.count), timeoutMillis)
     return r > 0 ? pfds.first { $0.revents != 0 }?.fd : nil
 }
+
+// MARK: Linux-only descriptors and futexes (the fs_sys_ functions of shim.c)
+
+/// A descriptor that polls readable when process `pid` exits (even as a zombie).
+///
+/// The corresponding C function is `pidfd_open`.
+func openProcessDescriptor(_ pid: Int32) throws(Errno) -> FileDescriptor {
+    FileDescriptor(adopting: try retryOnInterrupt { fs_sys_pidfd_open(pid) })
+}
+
+/// A non-blocking eventfd counter for waking a thread that polls it.
+///
+/// The corresponding C function is `eventfd` (`EFD_CLOEXEC | EFD_NONBLOCK`).
+func makeEventDescriptor() throws(Errno) -> FileDescriptor {
+    FileDescriptor(adopting: try retryOnInterrupt { fs_sys_eventfd() })
+}
+
+/// Adds one to an eventfd counter, making it readable.
+///
+/// The corresponding C function is `write` on an eventfd.
+func signalEvent(_ fd: Int32) { _ = try? retryOnInterrupt { fs_sys_eventfd_signal(fd) } }
+
+/// Resets an eventfd counter to zero (no-op when it already is).
+///
+/// The corresponding C function is `read` on an eventfd.
+func drainEvent(_ fd: Int32) { _ = try? retryOnInterrupt { fs_sys_eventfd_drain(fd) } }
+
+/// An inotify descriptor watching `directory` for entries created or renamed into it,
+/// and for the directory's own removal. Non-blocking.
+///
+/// The corresponding C functions are `inotify_init1` and `inotify_add_watch`.
+func watchDirectory(_ directory: String) throws(Errno) -> FileDescriptor {
+    FileDescriptor(adopting: try retryOnInterrupt { fs_sys_inotify_dir(directory) })
+}
+
+/// Reads and discards every pending inotify event; returns how many bytes there were.
+///
+/// The corresponding C function is `read` on an inotify descriptor.
+@discardableResult
+func drainDirectoryEvents(_ fd: Int32) -> Int { Int(fs_sys_inotify_drain(fd)) }
+
+/// How a futex wait ended.
+enum FutexWait {
+    /// Woken by `futexWake` (or spuriously: re-check the word).
+    case woken
+    /// The word no longer held the expected value when the wait began.
+    case valueChanged
+    case timedOut
+    /// A signal arrived: the caller checks its stop flag.
+    case interrupted
+}
+
+/// Sleeps while the shared 32-bit `word` holds `expected`, for at most `timeoutNanos`
+/// (negative: forever). The word lives in memory shared between processes.
+///
+/// The corresponding C function is `futex` (`FUTEX_WAIT`).
+func futexWait(_ word: UnsafeMutablePointer<UInt32>, expected: UInt32, timeoutNanos: Int64) -> FutexWait {
+    if fs_sys_futex_wait(word, expected, timeoutNanos) == 0 { return .woken }
+    switch Errno.current {
+    case .tryAgain: return .valueChanged
+    case .timedOut: return .timedOut
+    default: return .interrupted
+    }
+}
+
+/// Wakes every process and thread waiting on `word`; returns how many were woken.
+///
+/// The corresponding C function is `futex` (`FUTEX_WAKE`).
+@discardableResult
+func futexWake(_ word: UnsafeMutablePointer<UInt32>) -> Int { Int(fs_sys_futex_wake(word)) }

@@ -20,6 +20,27 @@ public struct Errno: RawRepresentable, Hashable, Sendable, Error, CustomStringCo
     public static let fileExists = Errno(rawValue: EEXIST)
     public static let timedOut = Errno(rawValue: ETIMEDOUT)
     public static let tryAgain = Errno(rawValue: EAGAIN)
+    public static let badFileDescriptor = Errno(rawValue: EBADF)
+    public static let noMemory = Errno(rawValue: ENOMEM)
+    public static let badAddress = Errno(rawValue: EFAULT)
+    public static let busy = Errno(rawValue: EBUSY)
+    public static let notDirectory = Errno(rawValue: ENOTDIR)
+    public static let isDirectory = Errno(rawValue: EISDIR)
+    public static let invalidArgument = Errno(rawValue: EINVAL)
+    /// This process reached its file-descriptor limit (`RLIMIT_NOFILE`).
+    public static let tooManyOpenFiles = Errno(rawValue: EMFILE)
+    /// The whole system ran out of open-file entries.
+    public static let fileTableOverflow = Errno(rawValue: ENFILE)
+    public static let fileTooLarge = Errno(rawValue: EFBIG)
+    public static let noSpace = Errno(rawValue: ENOSPC)
+    public static let readOnlyFileSystem = Errno(rawValue: EROFS)
+    public static let brokenPipe = Errno(rawValue: EPIPE)
+    public static let tooManySymbolicLinks = Errno(rawValue: ELOOP)
+    public static let nameTooLong = Errno(rawValue: ENAMETOOLONG)
+    public static let notSupported = Errno(rawValue: EOPNOTSUPP)
+    public static let connectionRefused = Errno(rawValue: ECONNREFUSED)
+    public static let connectionAborted = Errno(rawValue: ECONNABORTED)
+    public static let noDevice = Errno(rawValue: ENXIO)
 
     public var description: String { String(cString: strerror(rawValue)) }
 }
