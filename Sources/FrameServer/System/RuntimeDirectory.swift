@@ -4,7 +4,8 @@ import Glibc
 ///
 /// Resolved from `FRAMESRV_DIR`, then `$XDG_RUNTIME_DIR/framesrv`, then
 /// `/dev/shm/framesrv-<uid>`. Created with mode 0700; a directory owned by another user
-/// is refused, one with group or other access is tightened to 0700.
+/// is refused, one with group or other access is tightened to 0700. A symbolic link in
+/// its place is followed only when the link and the directory it names are both yours.
 public struct RuntimeDirectory: Sendable, Hashable {
     public let path: String
 
@@ -21,21 +22,61 @@ public struct RuntimeDirectory: Sendable, Hashable {
 
     /// Opens (and creates, with mode 0700) the runtime directory at `path`.
     public init(path: String = RuntimeDirectory.defaultPath) throws(FrameServerError) {
-        self.path = path
-        if mkdir(path, 0o700) != 0 {
-            let e = Errno.current
-            guard e == .fileExists else { throw .system("create runtime directory", path: path, e) }
+        do { _ = try makeDirectory(path, mode: 0o700) } catch {
+            throw .system("create runtime directory", path: path, error)
         }
-        var st = stat()
-        guard stat(path, &st) == 0 else { throw .system("stat runtime directory", path: path, .current) }
+        try self.init(checking: path)
+    }
+
+    /// Opens the runtime directory at `path` if it exists, without creating it (for
+    /// monitors: listing streams must not leave a directory behind). Nil when there is
+    /// nothing at `path`; the same checks as `init(path:)` otherwise.
+    public static func existing(path: String = RuntimeDirectory.defaultPath) throws(FrameServerError) -> RuntimeDirectory? {
+        do { _ = try linkStatus(path) } catch {
+            if error == .noSuchFileOrDirectory { return nil }
+            throw .system("stat runtime directory", path: path, error)
+        }
+        return try RuntimeDirectory(checking: path)
+    }
+
+    /// Checks what is at `path`: a directory of ours, or a link of ours to a directory of ours.
+    ///
+    /// The directory is opened once (`O_NOFOLLOW` unless the link was vetted) and checked
+    /// and tightened through that descriptor (`fstat`, `fchmod`), so nothing reached
+    /// through another user's link is ever changed.
+    private init(checking path: String) throws(FrameServerError) {
+        self.path = path
+        let uid = getuid()
+        let entry: stat
+        do { entry = try linkStatus(path) } catch { throw .system("stat runtime directory", path: path, error) }
+        let isLink = (entry.st_mode & S_IFMT) == S_IFLNK
+        if isLink, entry.st_uid != uid {
+            throw .insecureDirectory(path, "it is a symbolic link owned by uid \(entry.st_uid), not by you (uid \(uid))")
+        }
+        let dir: FileDescriptor
+        do { dir = try .open(path, O_RDONLY | O_DIRECTORY | O_NONBLOCK | (isLink ? 0 : O_NOFOLLOW)) } catch {
+            if error == .notDirectory || error == .tooManySymbolicLinks {
+                throw .invalidArgument("runtime directory \(path) is not a directory")
+            }
+            throw .system(isLink ? "open the directory the runtime directory links to" : "open runtime directory",
+                          path: path, error)
+        }
+        let st: stat
+        do { st = try dir.status() } catch { throw .system("stat runtime directory", path: path, error) }
         guard (st.st_mode & S_IFMT) == S_IFDIR else {
             throw .invalidArgument("runtime directory \(path) is not a directory")
         }
-        guard st.st_uid == getuid() else {
-            throw .insecureDirectory(path, "it belongs to uid \(st.st_uid), not to you (uid \(getuid()))")
+        if !isLink, st.st_dev != entry.st_dev || st.st_ino != entry.st_ino {
+            throw .insecureDirectory(path, "it was replaced while being checked")
         }
-        if st.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
-            throw .system("restrict runtime directory to mode 0700", path: path, .current)
+        guard st.st_uid == uid else {
+            let what = isLink ? "the directory it links to belongs" : "it belongs"
+            throw .insecureDirectory(path, "\(what) to uid \(st.st_uid), not to you (uid \(uid))")
+        }
+        if st.st_mode & 0o077 != 0 {
+            do { try dir.changeMode(0o700) } catch {
+                throw .system("restrict runtime directory to mode 0700", path: path, error)
+            }
         }
     }
 
