@@ -125,3 +125,162 @@ uint64_t fs_sys_process_start_time(int32_t pid)
     unsigned long long v[1];
     return read_stat_fields(pid, v, idx, 1) == 0 ? (uint64_t)v[0] : 0;
 }
+
+/* ------------------------------------------------------------------------- */
+/* system helper: the file-descriptor limit and the accept() guard            */
+/* ------------------------------------------------------------------------- */
+// libzmq 4.3.4 aborts the whole process when accept() on an ipc:// listener fails with
+// EMFILE (errno_assert in ipc_listener_t::accept tolerates only EAGAIN, EINTR,
+// ECONNABORTED, EPROTO and ENFILE), so a local client that opens ~1,000 connections to a
+// producer's NAME.sock kills it with SIGABRT. libzmq calls accept4 through the PLT, and
+// this definition in the executable interposes it (the dynamic linker binds libzmq's
+// reference to the executable's symbol first). It refuses a connection, closing it at
+// once (the client sees EOF; a ZeroMQ client reconnects) and telling libzmq ECONNABORTED,
+// which libzmq ignores:
+// - when the accepted descriptor is one of the last `fs_keep_free` below the soft limit:
+//   descriptors are handed out lowest first, so every lower one is in use, and a flood of
+//   connections would leave the producer none for pools, pidfds and ZeroMQ's own;
+// - when accept itself fails with EMFILE: it closes a reserved descriptor, accepts the
+//   pending connection into it, closes both and reopens the reserve.
+// Refusals are counted (fs_sys_refused_connections) and logged, one line a second.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+typedef int (*fs_accept4_fn)(int, __SOCKADDR_ARG, socklen_t *restrict, int);
+
+static int fs_reserve_fd = -1;
+static uint64_t fs_refused_connections;
+static uint64_t fs_refused_logged_ns;
+static uint64_t fs_refused_logged_count;
+static int fs_refusal_summary_registered;
+static char fs_refused_socket[sizeof ((struct sockaddr_un *)0)->sun_path] = "a socket";   // as last logged
+
+int64_t fs_sys_raise_nofile_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
+    }
+    return rl.rlim_cur == RLIM_INFINITY ? INT64_MAX : (int64_t)rl.rlim_cur;
+}
+
+int fs_sys_connection_guard_arm(void)
+{
+    if (__atomic_load_n(&fs_reserve_fd, __ATOMIC_ACQUIRE) >= 0) return 0;
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int expected = -1;
+    if (!__atomic_compare_exchange_n(&fs_reserve_fd, &expected, fd, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        close(fd);   // another thread armed it first
+    return 0;
+}
+
+uint64_t fs_sys_refused_connections(void)
+{
+    return __atomic_load_n(&fs_refused_connections, __ATOMIC_RELAXED);
+}
+
+// How many descriptors below the soft limit connections may not take: a quarter of the
+// limit, at most 128 (63 consumer pidfds, pools, the control segment, ZeroMQ's eventfds).
+static uint64_t fs_keep_free(uint64_t limit)
+{
+    uint64_t keep = limit / 4;
+    return keep > 128 ? 128 : keep;
+}
+
+static uint64_t fs_soft_nofile(void)
+{
+    struct rlimit rl = { 0, 0 };
+    getrlimit(RLIMIT_NOFILE, &rl);
+    return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+}
+
+static void fs_write_refusal_line(const char *socket_path, uint64_t n, const char *what)
+{
+    char line[512];
+    int k = snprintf(line, sizeof line, "framesrv: connection flood on %s: near the limit of %llu open files, "
+                     "refused %llu connection(s) %s\n",
+                     socket_path, (unsigned long long)fs_soft_nofile(), (unsigned long long)n, what);
+    if (k > 0) {
+        ssize_t w = write(2, line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1);
+        (void)w;
+    }
+    __atomic_store_n(&fs_refused_logged_count, n, __ATOMIC_RELAXED);
+}
+
+// At exit: the total, when refusals came after the last line (lines are a second apart).
+static void fs_log_refusal_total(void)
+{
+    uint64_t n = fs_sys_refused_connections();
+    if (n > __atomic_load_n(&fs_refused_logged_count, __ATOMIC_RELAXED))
+        fs_write_refusal_line(fs_refused_socket, n, "in all");
+}
+
+static void fs_log_refusal(int listener)
+{
+    uint64_t n = __atomic_add_fetch(&fs_refused_connections, 1, __ATOMIC_RELAXED);
+    if (!__atomic_exchange_n(&fs_refusal_summary_registered, 1, __ATOMIC_RELAXED)) atexit(fs_log_refusal_total);
+    uint64_t now = fs_sys_monotonic_ns(), last = __atomic_load_n(&fs_refused_logged_ns, __ATOMIC_RELAXED);
+    if (last != 0 && now - last < 1000000000ull) return;
+    if (!__atomic_compare_exchange_n(&fs_refused_logged_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    struct sockaddr_un sa;
+    socklen_t len = sizeof sa;
+    memset(&sa, 0, sizeof sa);
+    if (getsockname(listener, (struct sockaddr *)&sa, &len) != 0 || sa.sun_family != AF_UNIX) sa.sun_path[0] = 0;
+    sa.sun_path[sizeof sa.sun_path - 1] = 0;
+    if (sa.sun_path[0]) memcpy(fs_refused_socket, sa.sun_path, sizeof fs_refused_socket);
+    fs_write_refusal_line(fs_refused_socket, n, "so far");
+}
+
+// Refuses one pending connection on `listener` using the reserved descriptor.
+static void fs_refuse_one(int listener, fs_accept4_fn real)
+{
+    int reserve = __atomic_exchange_n(&fs_reserve_fd, -1, __ATOMIC_ACQ_REL);
+    if (reserve >= 0) close(reserve);
+    int c = real(listener, (struct sockaddr *)NULL, NULL, SOCK_CLOEXEC);
+    if (c >= 0) {
+        close(c);
+        fs_log_refusal(listener);
+    }
+    fs_sys_connection_guard_arm();
+}
+
+static int fs_guarded_accept(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len, int flags)
+{
+    static fs_accept4_fn real;
+    fs_accept4_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = (fs_accept4_fn)dlsym(RTLD_NEXT, "accept4");
+        if (!f) { errno = ENOSYS; return -1; }
+        __atomic_store_n(&real, f, __ATOMIC_RELEASE);
+    }
+    int r = f(fd, addr, len, flags);
+    if (r >= 0) {
+        uint64_t limit = fs_soft_nofile();
+        if ((uint64_t)r + fs_keep_free(limit) < limit) return r;
+        close(r);
+        fs_log_refusal(fd);
+        errno = ECONNABORTED;
+        return -1;
+    }
+    if (errno != EMFILE) return r;
+    fs_refuse_one(fd, f);
+    errno = ECONNABORTED;   // "the connection went away": every accept loop ignores it
+    return -1;
+}
+
+int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len, int flags)
+{
+    return fs_guarded_accept(fd, addr, len, flags);
+}
+
+int accept(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len)
+{
+    return fs_guarded_accept(fd, addr, len, 0);
+}

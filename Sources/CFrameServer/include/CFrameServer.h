@@ -473,6 +473,14 @@ uint64_t fs_sys_realtime_ns(void);
 /* Field 22 (starttime) of /proc/<pid>/stat, 0 if the process does not exist. */
 uint64_t fs_sys_process_start_time(int32_t pid);
 
+/* --- system helper: file-descriptor limit and the accept() guard (shim.c's last block) --- */
+/* Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now, -1 on error. */
+int64_t fs_sys_raise_nofile_limit(void);
+/* Opens the descriptor the accept() guard keeps in reserve (idempotent); 0, or -1 with errno. */
+int fs_sys_connection_guard_arm(void);
+/* How many connections the accept() guard refused because the process was out of descriptors. */
+uint64_t fs_sys_refused_connections(void);
+
 #if defined(__clang__)
 #pragma clang assume_nonnull end
 #endif

@@ -252,3 +252,22 @@ func futexWait(_ word: UnsafeMutablePointer<UInt32>, expected: UInt32, timeoutNa
 /// The corresponding C function is `futex` (`FUTEX_WAKE`).
 @discardableResult
 func futexWake(_ word: UnsafeMutablePointer<UInt32>) -> Int { Int(fs_sys_futex_wake(word)) }
+
+// MARK: The descriptor limit and connection floods
+
+/// Raises this process's soft limit on open descriptors (`RLIMIT_NOFILE`) to the hard
+/// limit, and returns the soft limit now in force. Call it once at start-up: a producer
+/// needs a descriptor per connected consumer, per consumer pidfd and per pool.
+///
+/// The corresponding C functions are `getrlimit` and `setrlimit`.
+@discardableResult
+public func raiseFileDescriptorLimit() throws(FrameServerError) -> Int {
+    let n = fs_sys_raise_nofile_limit()
+    guard n >= 0 else { throw .system("raise the open-file limit (RLIMIT_NOFILE)", path: nil, .current) }
+    return Int(clamping: n)
+}
+
+/// Connections this process refused because it had run out of descriptors (see
+/// `ZMQSocket.bind`): a flood of connections to a producer's socket is counted here and
+/// logged on standard error (one line a second) instead of aborting inside libzmq.
+public var refusedConnectionCount: UInt64 { fs_sys_refused_connections() }

@@ -1,3 +1,4 @@
+import CFrameServer
 import CZMQ
 import Glibc
 
@@ -44,7 +45,20 @@ final class ZMQSocket {
 
     func subscribeAll() { zmq_setsockopt(handle, ZMQ_SUBSCRIBE, "", 0) }
 
+    /// Binds to `endpoint`, first arming the process's accept guard.
+    ///
+    /// libzmq 4.3.4 aborts the process (SIGABRT, "Too many open files
+    /// (src/ipc_listener.cpp:325)") when accepting a connection fails with EMFILE. The guard
+    /// in shim.c interposes `accept4`: it refuses (accepts and closes) a connection that
+    /// would take one of the last descriptors below the limit, or that arrives when there
+    /// are none, counts it (`refusedConnectionCount`), logs one line a second and lets
+    /// libzmq see ECONNABORTED, which it ignores.
+    ///
+    /// The corresponding C function is `zmq_bind`.
     func bind(_ endpoint: String) throws(FrameServerError) {
+        if fs_sys_connection_guard_arm() != 0 {
+            throw .system("reserve a descriptor for the connection guard", path: nil, .current)
+        }
         guard zmq_bind(handle, endpoint) == 0 else { throw .zeromq("bind \(endpoint)", zmqErrorText()) }
     }
 
