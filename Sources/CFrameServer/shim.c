@@ -256,7 +256,11 @@ static int fs_guarded_accept(int fd, __SOCKADDR_ARG addr, socklen_t *restrict le
     static fs_accept4_fn real;
     fs_accept4_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
     if (!f) {
-        f = (fs_accept4_fn)dlsym(RTLD_NEXT, "accept4");
+        // Under ThreadSanitizer (tests built with -sanitize=thread) this definition replaces
+        // the runtime's weak accept4 interceptor: call the interceptor so it still tracks
+        // the descriptor. Otherwise the C library's, found after this executable.
+        f = (fs_accept4_fn)dlsym(RTLD_DEFAULT, "__interceptor_accept4");
+        if (!f) f = (fs_accept4_fn)dlsym(RTLD_NEXT, "accept4");
         if (!f) { errno = ENOSYS; return -1; }
         __atomic_store_n(&real, f, __ATOMIC_RELEASE);
     }
