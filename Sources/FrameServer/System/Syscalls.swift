@@ -113,7 +113,7 @@ struct ProcessIdentity: Hashable, Sendable {
 
     static var current: ProcessIdentity {
         let pid = getpid()
-        return ProcessIdentity(pid: pid, startTime: fs_sys_process_start_time(pid))
+        return ProcessIdentity(pid: pid, startTime: processStartTime(pid))
     }
 
     /// Opens a pidfd that polls readable when this process exits, or nil when it is
@@ -144,7 +144,7 @@ struct ProcessIdentity: Hashable, Sendable {
         do {
             let fd = try openProcessDescriptor(pid)
             // A pidfd is readable once the process exited, even while it is an unreaped zombie.
-            if fs_sys_process_start_time(pid) != startTime || pollReadable([fd.rawValue], timeoutMillis: 0) != nil {
+            if processStartTime(pid) != startTime || pollReadable([fd.rawValue], timeoutMillis: 0) != nil {
                 return .exited
             }
             return .running(fd.take())
@@ -158,13 +158,26 @@ struct ProcessIdentity: Hashable, Sendable {
         switch watch() {
         case .running(let fd): FileDescriptor(adopting: fd).close(); return true
         case .exited: return false
-        case .unknown: return fs_sys_process_start_time(pid) == startTime
+        case .unknown: return processStartTime(pid) == startTime
         }
     }
 }
 
 /// Nanoseconds on CLOCK_MONOTONIC, the clock every timestamp in the protocol uses.
+///
+/// The corresponding C function is `clock_gettime(CLOCK_MONOTONIC)`.
 @inline(__always) public func monotonicNanos() -> UInt64 { fs_sys_monotonic_ns() }
+
+/// Nanoseconds since the Unix epoch on CLOCK_REALTIME (wall-clock creation times).
+///
+/// The corresponding C function is `clock_gettime(CLOCK_REALTIME)`.
+public func realtimeNanos() -> UInt64 { fs_sys_realtime_ns() }
+
+/// The start time of process `pid` in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`), or 0 when there is no such process.
+///
+/// Reads `/proc/<pid>/stat` (`fs_sys_process_start_time` in shim.c).
+func processStartTime(_ pid: Int32) -> UInt64 { fs_sys_process_start_time(pid) }
 
 /// Waits until one of `fds` is readable; returns it, or nil on timeout (`timeoutMillis`
 /// -1: forever) or when a signal interrupted the wait.
@@ -178,9 +191,17 @@ func waitReadable(_ fds: [Int32], timeoutMillis: Int32) -> Int32? { pollReadable
 ///
 /// The corresponding C function is `poll`.
 public func pollReadable(_ fds: [Int32], timeoutMillis: Int32) -> Int32? {
+    readableDescriptors(among: fds, timeoutMillis: timeoutMillis).first
+}
+
+/// Waits like `pollReadable` and returns every one of `fds` that is readable (or hung
+/// up), in the order given; empty on timeout or when a signal interrupted the wait.
+///
+/// The corresponding C function is `poll`.
+public func readableDescriptors(among fds: [Int32], timeoutMillis: Int32) -> [Int32] {
     var pfds = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-    let r = poll(&pfds, nfds_t(pfds.count), timeoutMillis)
-    return r > 0 ? pfds.first { $0.revents != 0 }?.fd : nil
+    guard poll(&pfds, nfds_t(pfds.count), timeoutMillis) > 0 else { return [] }
+    return pfds.filter { $0.revents != 0 }.map(\.fd)
 }
 
 // MARK: Linux-only descriptors and futexes (the fs_sys_ functions of shim.c)

@@ -1,0 +1,97 @@
+import Foundation
+@testable import FrameServer
+import Glibc
+import Testing
+
+/// The syscall layer in System/: the owned descriptor, the EINTR loop, writeAll, and the
+/// checks MappedFile makes before it maps a file of a stream.
+@Suite struct SystemCallTests {
+    /// A scratch folder removed at the end.
+    final class Folder {
+        let path: String
+        init() {
+            var template = Array("/dev/shm/framesrv-sys-XXXXXX".utf8CString)
+            path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        }
+        deinit { try? FileManager.default.removeItem(atPath: path) }
+    }
+
+    static func isOpen(_ fd: Int32) -> Bool { fcntl(fd, F_GETFD) != -1 }
+
+    @Test func descriptorClosesWhenItsOwnerEnds() throws {
+        let folder = Folder()
+        var raw: Int32 = -1
+        do {
+            let fd = try FileDescriptor.open(folder.path + "/f", O_RDWR | O_CREAT)
+            raw = fd.rawValue
+            #expect(Self.isOpen(raw))
+            #expect(fcntl(raw, F_GETFD) & FD_CLOEXEC != 0, "every descriptor is opened close-on-exec")
+        }
+        #expect(!Self.isOpen(raw))
+        let taken = try FileDescriptor.open(folder.path + "/f", O_RDONLY).take()
+        #expect(Self.isOpen(taken), "take() hands the descriptor over without closing it")
+        FileDescriptor(adopting: taken).close()
+        #expect(!Self.isOpen(taken))
+    }
+
+    @Test func writeAllThenReadBack() throws {
+        let folder = Folder()
+        let bytes = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        do {
+            let fd = try FileDescriptor.open(folder.path + "/f", O_WRONLY | O_CREAT | O_TRUNC)
+            let out = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
+            defer { out.deallocate() }
+            out.copyBytes(from: bytes)
+            try fd.writeAll(UnsafeRawBufferPointer(out))
+        }
+        let fd = try FileDescriptor.open(folder.path + "/f", O_RDONLY)
+        #expect(try fd.status().st_size == bytes.count)
+        let back = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count + 1, alignment: 1)
+        defer { back.deallocate() }
+        var got = 0
+        while case let n = try fd.read(into: UnsafeMutableRawBufferPointer(rebasing: back[got...])), n > 0 { got += n }
+        #expect(got == bytes.count && Array(back[..<got]) == bytes)
+    }
+
+    @Test func failuresCarryTheirErrno() {
+        let folder = Folder()
+        #expect(throws: Errno.noSuchFileOrDirectory) { _ = try FileDescriptor.open(folder.path + "/missing", O_RDONLY) }
+        #expect(throws: Errno.noSuchFileOrDirectory) { try removeFile(folder.path + "/missing") }
+        #expect(throws: Errno.badFileDescriptor) { _ = try retryOnInterrupt { close(-1) } }
+        #expect(Errno.tooManyOpenFiles.description == String(cString: strerror(EMFILE)))
+    }
+
+    @Test func readableDescriptorsNamesEveryReadyOne() throws {
+        let a = try makeEventDescriptor(), b = try makeEventDescriptor(), c = try makeEventDescriptor()
+        #expect(readableDescriptors(among: [a.rawValue, b.rawValue, c.rawValue], timeoutMillis: 0).isEmpty)
+        signalEvent(a.rawValue)
+        signalEvent(c.rawValue)
+        #expect(readableDescriptors(among: [a.rawValue, b.rawValue, c.rawValue], timeoutMillis: 0) == [a.rawValue, c.rawValue])
+        drainEvent(a.rawValue)
+        #expect(pollReadable([a.rawValue, b.rawValue, c.rawValue], timeoutMillis: 0) == c.rawValue)
+    }
+
+    /// Finding 6: a FIFO in place of NAME.ctl hung every monitor in open(). MappedFile opens
+    /// without blocking and maps regular files only; a symbolic link is not followed.
+    @Test func mappedFileRefusesFifosAndLinks() throws {
+        let folder = Folder()
+        let fifo = folder.path + "/s.ctl"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        for writable in [false, true] {
+            #expect(throws: FrameServerError.self) { _ = try MappedFile.openExisting(fifo, writable: writable) }
+        }
+        let target = folder.path + "/real"
+        #expect(FileManager.default.createFile(atPath: target, contents: Data(count: 4096)))
+        #expect(symlink(target, folder.path + "/link.ctl") == 0)
+        #expect(throws: FrameServerError.self) { _ = try MappedFile.openExisting(folder.path + "/link.ctl", writable: false) }
+        let file = try MappedFile.openExisting(target, writable: false)
+        #expect(file.size == 4096)
+    }
+
+    @Test func raisingTheLimitReachesTheHardLimit() throws {
+        let soft = try raiseFileDescriptorLimit()
+        var rl = rlimit()
+        #expect(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &rl) == 0)
+        #expect(UInt64(soft) == UInt64(rl.rlim_cur) && rl.rlim_cur == rl.rlim_max)
+    }
+}
