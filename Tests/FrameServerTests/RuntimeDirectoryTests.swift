@@ -13,12 +13,8 @@ import Testing
 
     /// A fresh folder to plant runtime directories in, removed at the end.
     final class Place {
-        let path: String
-        init() {
-            var template = Array("/dev/shm/framesrv-rtdir-XXXXXX".utf8CString)
-            path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-        }
-        deinit { try? FileManager.default.removeItem(atPath: path) }
+        private let folder = TemporaryFolder("framesrv-rtdir")
+        var path: String { folder.path }
 
         /// Makes directory `name` with `mode`, owned by `owner` (default: this process's user).
         @discardableResult

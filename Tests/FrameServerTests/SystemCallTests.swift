@@ -6,20 +6,10 @@ import Testing
 /// The syscall layer in System/: the owned descriptor, the EINTR loop, writeAll, and the
 /// checks MappedFile makes before it maps a file of a stream.
 @Suite struct SystemCallTests {
-    /// A scratch folder removed at the end.
-    final class Folder {
-        let path: String
-        init() {
-            var template = Array("/dev/shm/framesrv-sys-XXXXXX".utf8CString)
-            path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-        }
-        deinit { try? FileManager.default.removeItem(atPath: path) }
-    }
-
     static func isOpen(_ fd: Int32) -> Bool { fcntl(fd, F_GETFD) != -1 }
 
     @Test func descriptorClosesWhenItsOwnerEnds() throws {
-        let folder = Folder()
+        let folder = TemporaryFolder("framesrv-sys")
         var raw: Int32 = -1
         do {
             let fd = try FileDescriptor.open(folder.path + "/f", O_RDWR | O_CREAT)
@@ -35,7 +25,7 @@ import Testing
     }
 
     @Test func writeAllThenReadBack() throws {
-        let folder = Folder()
+        let folder = TemporaryFolder("framesrv-sys")
         let bytes = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         do {
             let fd = try FileDescriptor.open(folder.path + "/f", O_WRONLY | O_CREAT | O_TRUNC)
@@ -54,7 +44,7 @@ import Testing
     }
 
     @Test func failuresCarryTheirErrno() {
-        let folder = Folder()
+        let folder = TemporaryFolder("framesrv-sys")
         #expect(throws: Errno.noSuchFileOrDirectory) { _ = try FileDescriptor.open(folder.path + "/missing", O_RDONLY) }
         #expect(throws: Errno.noSuchFileOrDirectory) { try removeFile(folder.path + "/missing") }
         #expect(throws: Errno.badFileDescriptor) { _ = try retryOnInterrupt { close(-1) } }
@@ -74,7 +64,7 @@ import Testing
     /// Finding 6: a FIFO in place of NAME.ctl hung every monitor in open(). MappedFile opens
     /// without blocking and maps regular files only; a symbolic link is not followed.
     @Test func mappedFileRefusesFifosAndLinks() throws {
-        let folder = Folder()
+        let folder = TemporaryFolder("framesrv-sys")
         let fifo = folder.path + "/s.ctl"
         #expect(mkfifo(fifo, 0o600) == 0)
         for writable in [false, true] {
