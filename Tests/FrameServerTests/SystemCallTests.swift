@@ -43,6 +43,29 @@ import Testing
         #expect(got == bytes.count && Array(back[..<got]) == bytes)
     }
 
+    /// 3,000 vectors (more than one writev can take), some empty, land in order.
+    @Test func gatheredWriteAllWritesEveryVector() throws {
+        let folder = TemporaryFolder("framesrv-sys")
+        let pieces: [[UInt8]] = (0..<3000).map { i in i % 7 == 0 ? [] : [UInt8](repeating: UInt8(i % 251), count: i % 13 + 1) }
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: pieces.reduce(0) { $0 + $1.count } + 1, alignment: 1)
+        defer { storage.deallocate() }
+        var vectors: [iovec] = []
+        var offset = 0
+        for p in pieces {
+            UnsafeMutableRawBufferPointer(rebasing: storage[offset..<(offset + p.count)]).copyBytes(from: p)
+            vectors.append(iovec(iov_base: storage.baseAddress! + offset, iov_len: p.count))
+            offset += p.count
+        }
+        let path = folder.path + "/v"
+        do {
+            let fd = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+            #expect(try writeAll(fd.rawValue, &vectors) == offset)
+        }
+        #expect(vectors.allSatisfy { $0.iov_len == 0 }, "the vectors say nothing is left")
+        let back = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(Array(back) == pieces.flatMap { $0 })
+    }
+
     @Test func failuresCarryTheirErrno() {
         let folder = TemporaryFolder("framesrv-sys")
         #expect(throws: Errno.noSuchFileOrDirectory) { _ = try FileDescriptor.open(folder.path + "/missing", O_RDONLY) }

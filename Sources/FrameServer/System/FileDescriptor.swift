@@ -61,11 +61,12 @@ public struct FileDescriptor: ~Copyable {
         return st
     }
 
-    /// Writes all of `bytes`, continuing after short writes and EINTR.
+    /// Writes all of `bytes`, continuing after short writes and EINTR (see the free
+    /// `writeAll(_:_:shouldStop:)` for `shouldStop`).
     ///
     /// The corresponding C function is `write`.
-    public func writeAll(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
-        try FrameServer.writeAll(rawValue, bytes)
+    public func writeAll(_ bytes: UnsafeRawBufferPointer, shouldStop: (() -> Bool)? = nil) throws(Errno) {
+        try FrameServer.writeAll(rawValue, bytes, shouldStop: shouldStop)
     }
 
     /// Reads at most `buffer.count` bytes; 0 at end of file.
@@ -128,12 +129,59 @@ public struct FileDescriptor: ~Copyable {
 
 /// Writes all of `bytes` to `fd`, continuing after short writes and EINTR.
 ///
+/// `shouldStop` is for writes a stop signal must be able to end (framesrv's SIGINT and
+/// SIGTERM handlers do not restart calls): after an EINTR or a short write it is asked,
+/// and when it says so the write ends with `Errno.interrupted`.
+///
 /// The one `writeAll`. The corresponding C function is `write`.
-public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(Errno) {
+public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, shouldStop: (() -> Bool)? = nil) throws(Errno) {
     var done = 0
     while done < bytes.count {
-        done += try retryOnInterrupt { Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done) }
+        let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
+        if n < 0 {
+            let e = Errno.current
+            if e != .interrupted { throw e }
+            if shouldStop?() == true { throw .interrupted }
+            continue
+        }
+        done += n
+        if done < bytes.count, shouldStop?() == true { throw .interrupted }
     }
+}
+
+/// Writes every byte `vectors` point at to `fd` (gathered, at most `IOV_MAX` at a time),
+/// continuing after short writes and EINTR; `shouldStop` as for `writeAll(_:_:shouldStop:)`.
+/// `vectors` is consumed: on return or throw it describes what was not written.
+/// Returns the number of bytes written.
+///
+/// The corresponding C function is `writev`.
+@discardableResult
+public func writeAll(_ fd: Int32, _ vectors: inout [iovec], shouldStop: (() -> Bool)? = nil) throws(Errno) -> Int {
+    var first = 0, total = 0
+    while first < vectors.count, vectors[first].iov_len == 0 { first += 1 }
+    while first < vectors.count {
+        let count = min(vectors.count - first, 1024)   // IOV_MAX on Linux
+        let n = vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress! + first, Int32(count)) }
+        if n < 0 {
+            let e = Errno.current
+            if e != .interrupted { throw e }
+            if shouldStop?() == true { throw .interrupted }
+            continue
+        }
+        total += n
+        var left = n
+        while left > 0 {   // n never exceeds what vectors[first...] holds
+            let len = vectors[first].iov_len
+            let used = min(left, len)
+            vectors[first].iov_base = vectors[first].iov_base.map { $0 + used }
+            vectors[first].iov_len -= used
+            left -= used
+            if used == len { first += 1 }
+        }
+        while first < vectors.count, vectors[first].iov_len == 0 { first += 1 }
+        if first < vectors.count, shouldStop?() == true { throw .interrupted }
+    }
+    return total
 }
 
 /// Unmaps a mapping made by `FileDescriptor.map`.
