@@ -438,7 +438,14 @@ static inline void fs_consumer_free(fs_consumer *e)
     __atomic_store_n(&e->pid, 0, __ATOMIC_RELEASE);
 }
 
-/* Clear consumer `bit` from every slot (reclaim or detach). Returns how many it held. */
+/* Clear consumer `bit` from one slot (reclaim or detach); returns whether it was set.
+ * SYNC: seq_cst, like fs_slot_release (a waiting producer rescans after it). */
+static inline int fs_slot_clear_holder(fs_slot_ctl *s, uint64_t bit)
+{ return (__atomic_fetch_and(&s->holders, ~bit, __ATOMIC_SEQ_CST) & bit) != 0; }
+
+/* Clear consumer `bit` from every slot (reclaim or detach). Returns how many it held.
+ * Reads slot_count from the segment: only for a segment already validated (PROTOCOL.md
+ * 4.1); the Swift library loops over its own validated count instead. */
 static inline uint32_t fs_control_clear_holder(fs_control *c, uint64_t bit)
 {
     uint32_t n = 0;
@@ -476,6 +483,32 @@ void fs_sys_sleep_until_ns(uint64_t deadline_ns);
 uint64_t fs_sys_process_start_time(int32_t pid);
 /* Field 14+15 (utime+stime, clock ticks) of /proc/<pid>/stat, -1 if gone. */
 int64_t fs_sys_process_cpu_ticks(int32_t pid);
+
+/* ------------------------------------------------------------------------- */
+/* Truncation guard (SIGBUS), after wlroots and weston                        */
+/*                                                                            */
+/* A mapped file that another process truncates makes every access past the  */
+/* new end raise SIGBUS; validation cannot prevent it. A mapper registers its */
+/* mapping here; the handler, when the faulting address lies inside a        */
+/* registered range, maps anonymous zero pages MAP_FIXED over the whole range */
+/* (same protection), counts the fault on that entry and returns, so the      */
+/* access is retried and reads zeros. Any other SIGBUS restores the previous  */
+/* action and re-faults. The table is fixed and lock-free (async-signal-safe).*/
+/* ------------------------------------------------------------------------- */
+
+#define FS_GUARD_ENTRIES 1024u
+
+/* Installs the handler once (idempotent, thread-safe). 0 on success, -1 with errno. */
+int fs_guard_install(void);
+/* Registers [base, base+length) mapped with `writable` protection. Returns the entry
+ * (>= 0) or -1 when the table is full (the mapping is then unguarded). */
+int fs_guard_register(void *base, size_t length, int writable);
+/* Forgets an entry; call before unmapping. Entry -1 is ignored. */
+void fs_guard_unregister(int entry);
+/* SIGBUS faults caught on this entry since it was registered (0 for entry -1). */
+uint64_t fs_guard_faults(int entry);
+/* SIGBUS faults caught in the whole process. */
+uint64_t fs_guard_total_faults(void);
 
 #if defined(__clang__)
 #pragma clang assume_nonnull end
