@@ -314,16 +314,22 @@ public final class Producer: @unchecked Sendable {
             let w = fs_producer_wait_begin(ctl)
             defer { fs_producer_wait_end(ctl) }
             if let value = ready() { return value }
-            var timeout: Int64 = -1
+            // A truncated control segment (now private zero pages) wakes nobody: give up.
+            if control.segment.truncated { return nil }
+            var timeout = Self.longestWaitNanos
             if let deadline {
                 let now = monotonicNanos()
                 guard now < deadline else { return nil }
-                timeout = Int64(deadline - now)
+                timeout = min(timeout, Int64(deadline - now))
             }
             beforeSleep()
             _ = fs_sys_futex_wait(&ctl.pointee.wake, w, timeout)
         }
     }
+
+    /// The longest a producer thread sleeps on a futex before it looks again (1 s): a
+    /// lost wake-up (a truncated segment, see `sleepOnWake`) then costs at most this long.
+    static let longestWaitNanos: Int64 = 1_000_000_000
 
     /// Bumps `wake` and wakes whoever sleeps on it (this producer's own waits).
     func wakeWaiters() { control.wakeProducer() }
@@ -542,7 +548,10 @@ public final class Producer: @unchecked Sendable {
             let seen = fs_load_u32(&ctl.pointee.attach_seq)
             guard shared.withLock({ $0.running }) else { return }
             scanConsumers()
-            _ = fs_sys_futex_wait(&ctl.pointee.attach_seq, seen, -1)
+            // At most a second: a control segment truncated under us is replaced by private
+            // zero pages (the SIGBUS guard), and close()'s wake then no longer reaches a
+            // wait keyed on the old shared page.
+            _ = fs_sys_futex_wait(&ctl.pointee.attach_seq, seen, Self.longestWaitNanos)
         }
     }
 
