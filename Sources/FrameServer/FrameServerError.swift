@@ -33,6 +33,10 @@ public enum FrameServerError: Error, CustomStringConvertible, Equatable, Sendabl
     /// A frame header in a pool slot failed validation: the frame was released and
     /// skipped (`Consumer.badFrames` counts it); the next `next()` goes on after it.
     case badFrame(path: String, slot: UInt32, FrameHeaderError)
+    /// A consumer found the stream but could not attach.
+    case attach(AttachError)
+    /// A producer could not start or reserve a slot.
+    case produce(ProduceError)
 
     public var description: String {
         switch self {
@@ -67,6 +71,10 @@ public enum FrameServerError: Error, CustomStringConvertible, Equatable, Sendabl
             return "shared-memory segment \(e.path) is unusable: \(e); run 'framesrv clean' to remove leftovers"
         case .badFrame(let path, let slot, let e):
             return "bad frame header in \(path) slot \(slot): \(e); frame skipped"
+        case .attach(let e):
+            return e.description
+        case .produce(let e):
+            return e.description
         }
     }
 }

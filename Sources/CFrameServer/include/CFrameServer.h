@@ -158,7 +158,9 @@ typedef struct fs_control {
     uint64_t pool_size;           /* 224 bytes of the current pool segment           */
     uint64_t last_publish_ns;     /* 232 CLOCK_MONOTONIC of the newest publish        */
     uint64_t rate_milli;          /* 240 nominal frame rate x 1000, 0 = unknown/max   */
-    uint8_t  reserved[264];       /* 248 .. 512 zero                                  */
+    uint64_t demoted;             /* 248 lossless consumers demoted to live by the producer's
+                                   *     stall timeout (stat; was reserved, 0, before it) */
+    uint8_t  reserved[256];       /* 256 .. 512 zero                                  */
 } fs_control;
 
 typedef struct fs_slot_ctl {
@@ -265,7 +267,8 @@ _Static_assert(offsetof(fs_control, state) == FS_OFF_CONTROL_STATE, "layout");
 _Static_assert(offsetof(fs_control, attach_seq) == FS_OFF_CONTROL_ATTACH_SEQ, "layout");
 _Static_assert(offsetof(fs_control, name) == FS_OFF_CONTROL_NAME, "layout");
 _Static_assert(offsetof(fs_control, pool_size) == 224, "layout");
-_Static_assert(offsetof(fs_control, reserved) == 248, "layout");
+_Static_assert(offsetof(fs_control, demoted) == 248, "layout");
+_Static_assert(offsetof(fs_control, reserved) == 256, "layout");
 _Static_assert(sizeof(fs_slot_ctl) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_slot_ctl, producer_hold) == 32, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(sizeof(fs_consumer) == 256, "wire layout changed: bump FS_PROTOCOL_VERSION");

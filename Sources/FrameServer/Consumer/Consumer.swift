@@ -98,6 +98,9 @@ public final class Consumer {
     }
     /// The time base matching `nominalRate` (its inverse), nil when the rate is unknown.
     public var nominalTimeBase: Rational? { nominalRate.map { Rational($0.den, $0.num) } }
+    /// Whether the producer's stall timeout demoted this lossless consumer to live (it then
+    /// receives the newest frames and counts the rest in `missed`).
+    public var demotedToLive: Bool { options.mode == .lossless && attachment?.mode == .live }
     /// Frames refused because their header failed validation (each also threw `.badFrame`).
     public var badFrames: UInt64 { badFramesBefore + (attachment?.badFrames ?? 0) }
     private var badFramesBefore: UInt64 = 0
@@ -186,7 +189,8 @@ final class Attachment {
     enum Look: ~Copyable { case frame(Frame), ended, nothingYet }
 
     let stream: String
-    let mode: DeliveryMode
+    /// Lossless until the producer's stall timeout demotes this consumer to live.
+    private(set) var mode: DeliveryMode
     let control: ControlSegment
     let index: Int
     let bit: UInt64
@@ -199,6 +203,8 @@ final class Attachment {
     private var detached = false
     private var expected: UInt64 = 0
     private var lastDelivered: UInt64 = 0
+    /// A demoted consumer that had delivered nothing counts misses from its first owed frame.
+    private var countMissesFromStart = false
     private(set) var missedTotal: UInt64 = 0
     /// Frames refused because their header failed validation.
     private(set) var badFrames: UInt64 = 0
@@ -234,6 +240,13 @@ final class Attachment {
         guard let index = control.claimConsumer(pid: me.pid) else {
             Glibc.close(pidfd)
             throw .tooManyConsumers(stream, max: Int(FS_MAX_CONSUMERS))
+        }
+        if options.mode == .live, !control.admitsLiveConsumer(index) {
+            let live = control.liveConsumerCount(except: index)
+            control.unclaimConsumer(index)
+            Glibc.close(pidfd)
+            throw .attach(.poolTooSmallForLive(stream: stream, slots: Int(control.slotCount), liveConsumers: live,
+                                               holdLimit: control.liveMaxHeld))
         }
         control.activateConsumer(index, identity: me, mode: options.mode == .live ? .live : .lossless, name: options.name)
         return Attachment(stream: stream, mode: options.mode, control: control, index: index, producerPID: producer.pid,
@@ -313,6 +326,18 @@ final class Attachment {
 
     /// Lossless: the frame with sequence `expected`, reserved for us by the producer.
     private func nextLossless() throws(FrameServerError) -> Look {
+        if control.consumerMode(index) == .live {
+            // The producer's stall timeout demoted us (PROTOCOL.md 12.6): newest frames from
+            // now on; what we did not take is counted as missed.
+            mode = .live
+            if lastDelivered == 0 {
+                // Nothing delivered yet: every frame owed since admission counts as missed.
+                let first = expected != 0 ? expected : fs_load_u64(&entry.pointee.first_seq)
+                lastDelivered = first > 0 ? first - 1 : 0
+                countMissesFromStart = true
+            }
+            return try nextLive()
+        }
         if expected == 0 {
             let first = fs_load_u64(&entry.pointee.first_seq)
             if first == 0 {
@@ -339,7 +364,7 @@ final class Attachment {
             guard let latest, latest.sequence > lastDelivered else { return .nothingYet }
             let (seq, slot) = latest
             if fs_slot_try_acquire(control.slot(slot), bit, seq) != 0 {
-                if lastDelivered > 0 {
+                if lastDelivered > 0 || countMissesFromStart {
                     let skipped = seq - lastDelivered - 1
                     missedTotal += skipped
                     fs_count(&entry.pointee.missed, skipped)

@@ -156,7 +156,8 @@ public final class ControlSegment: @unchecked Sendable {
     }
 
     /// Entry `i`'s mode, nil when the value is none of the protocol's (a bad entry).
-    func consumerMode(_ i: Int) -> ConsumerMode? { ConsumerMode(rawValue: consumer(i).pointee.mode) }
+    /// Acquire: pairs with `demoteToLive`'s release store.
+    func consumerMode(_ i: Int) -> ConsumerMode? { ConsumerMode(rawValue: fs_load_u32(&consumer(i).pointee.mode)) }
 
     /// Entry `i`'s state (acquire), nil when the value is none of the protocol's.
     func consumerState(_ i: Int) -> ConsumerState? { ConsumerState(rawValue: fs_load_u32(&consumer(i).pointee.state)) }
@@ -186,7 +187,7 @@ public final class ControlSegment: @unchecked Sendable {
         e.pointee.attached_ns = monotonicNanos()
         e.pointee.delivered = 0; e.pointee.missed = 0; e.pointee.last_seq = 0; e.pointee.held = 0
         e.pointee.hold_since_ns = 0; e.pointee.latency_sum_ns = 0; e.pointee.stale = 0
-        withUnsafeMutableBytes(of: &e.pointee.latency_hist) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        _ = withUnsafeMutableBytes(of: &e.pointee.latency_hist) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
         writeCString(name, into: &e.pointee.name)
         fs_store_u32(&e.pointee.state, FS_CONSUMER_ACTIVE)
         announceConsumerChange()
@@ -216,11 +217,47 @@ public final class ControlSegment: @unchecked Sendable {
         _ = fs_sys_futex_wake(&header.pointee.attach_seq)
     }
 
+    /// Claimed or active live consumers, not counting entry `except`.
+    func liveConsumerCount(except: Int) -> Int {
+        (0..<Int(FS_MAX_CONSUMERS)).filter { i in
+            guard i != except, consumerPID(i) != 0, consumerMode(i) == .live else { return false }
+            return consumerState(i) == .claimed || consumerState(i) == .active
+        }.count
+    }
+
+    /// Whether the pool can give one more live consumer (entry `index`) its hold limit
+    /// without stalling the producer: the live consumers' hold limits together leave at
+    /// least 2 slots (one the producer writes, one it publishes). The first live consumer
+    /// is always admitted, so a small pool (`--slots 1` or 2) still serves one.
+    func admitsLiveConsumer(_ index: Int) -> Bool {
+        let others = liveConsumerCount(except: index)
+        return others == 0 || Int(slotCount) - (others + 1) * liveMaxHeld >= 2
+    }
+
+    /// Gives a claimed entry back without activating it (a refused attach).
+    func unclaimConsumer(_ i: Int) { fs_consumer_free(consumer(i)) }
+
+    /// Demotes lossless entry `i` to live (the stall timeout): its mode becomes LIVE, which
+    /// it reads while it waits, and its reservations of frames newer than `delivered` are
+    /// cleared. Frames it was already handed stay held until it releases them. Counted in
+    /// `fs_control.demoted`. Called with the producer's `shared` lock held (no publish can
+    /// add the bit meanwhile).
+    /// SYNC: the release store of `mode` comes before the holder bits clear, so a consumer
+    /// that finds its frame gone sees LIVE on its next look (acquire load in `consumerMode`).
+    func demoteToLive(_ i: Int, bit: UInt64, delivered: UInt64) {
+        fs_store_u32(&consumer(i).pointee.mode, FS_MODE_LIVE)
+        for s in 0..<slotCount where slot(s).pointee.seq > delivered { _ = fs_slot_clear_holder(slot(s), bit) }
+        fs_count(&header.pointee.demoted, 1)
+    }
+
+    /// Lossless consumers demoted to live by a stall timeout (`fs_control.demoted`).
+    var demotedCount: UInt64 { fs_peek_u64(&header.pointee.demoted) }
+
     // MARK: Holders
 
-    /// Whether a consumer (not the producer's writer bit) holds slot `i`.
-    func consumersHold(slot i: UInt32) -> Bool {
-        fs_load_u64(&slot(i).pointee.holders) & ~FS_HOLDER_WRITER != 0
+    /// Whether `bit` is set on any slot (held or reserved).
+    func anySlot(heldBy bit: UInt64) -> Bool {
+        (0..<slotCount).contains { fs_load_u64(&slot($0).pointee.holders) & bit != 0 }
     }
 
     /// Whether any slot is held by a consumer, or also by the producer's writer bit

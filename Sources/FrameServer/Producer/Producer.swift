@@ -19,6 +19,11 @@ public struct ProducerOptions: Sendable {
     public var nominalRate: Double? = nil
     /// Minimum bytes per slot (a later, larger format still starts a new epoch).
     public var minimumSlotBytes = 0
+    /// Seconds a lossless consumer may go without taking a frame while the producer waits
+    /// for a slot, before it is demoted to live (nil: wait for it forever). A demoted
+    /// consumer stays attached, gets the newest frames from then on and counts the ones it
+    /// missed; `fs_control.demoted` (`Producer.demotedCount`, `ls`) counts demotions.
+    public var stallTimeout: Double? = nil
 
     public init() {}
 }
@@ -78,6 +83,9 @@ public final class Producer: @unchecked Sendable {
     private let socket: ZMQSocket
     let shared = Mutex(ProducerShared())
     private var nextSlotHint: UInt32 = 0
+    /// Per lossless consumer: the `delivered` count last seen and when it last changed
+    /// (the stall timeout's evidence of progress). Touched under `slotLock` only.
+    private var progress: [Int: (delivered: UInt64, since: UInt64)] = [:]
     /// The newest published frame (this producer's own record of `latest`).
     private var latestPublished: (sequence: UInt64, slot: UInt32)?
     private let announceBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 128, alignment: 8)
@@ -99,7 +107,7 @@ public final class Producer: @unchecked Sendable {
                 directory: RuntimeDirectory? = nil) throws(FrameServerError) {
         try validateStreamName(stream)
         guard (1...Int(FS_MAX_SLOTS)).contains(options.slots) else {
-            throw .invalidArgument("--slots must be between 1 and \(FS_MAX_SLOTS), not \(options.slots)")
+            throw .produce(.slotCount(options.slots))
         }
         let dir: RuntimeDirectory
         if let directory { dir = directory } else { dir = try RuntimeDirectory() }
@@ -198,7 +206,7 @@ public final class Producer: @unchecked Sendable {
         return try slotLock.withLock { () throws(FrameServerError) -> WritableFrame? in
             if pool == nil || format.slotBytes > slotStride {
                 guard outstanding == 0 else {
-                    throw .invalidArgument("publish or drop the \(outstanding) frame(s) you hold before reserving a larger format (\(format))")
+                    throw .produce(.framesOutstanding(outstanding, format))
                 }
                 try startEpoch(bytes: max(format.slotBytes, leaseBytesWanted))
             } else if leaseBytesWanted > slotStride, outstanding == 0 {
@@ -316,7 +324,7 @@ public final class Producer: @unchecked Sendable {
             if let value = ready() { return value }
             // A truncated control segment (now private zero pages) wakes nobody: give up.
             if control.segment.truncated { return nil }
-            var timeout = Self.longestWaitNanos
+            var timeout = longestSleepNanos
             if let deadline {
                 let now = monotonicNanos()
                 guard now < deadline else { return nil }
@@ -330,6 +338,11 @@ public final class Producer: @unchecked Sendable {
     /// The longest a producer thread sleeps on a futex before it looks again (1 s): a
     /// lost wake-up (a truncated segment, see `sleepOnWake`) then costs at most this long.
     static let longestWaitNanos: Int64 = 1_000_000_000
+    /// What `sleepOnWake` sleeps at most: a second, or a quarter of the stall timeout.
+    private var longestSleepNanos: Int64 {
+        guard let t = options.stallTimeout else { return Self.longestWaitNanos }
+        return max(1_000_000, min(Self.longestWaitNanos, Int64(min(max(t, 0), 1e9) * 0.25e9)))
+    }
 
     /// Bumps `wake` and wakes whoever sleeps on it (this producer's own waits).
     func wakeWaiters() { control.wakeProducer() }
@@ -399,10 +412,45 @@ public final class Producer: @unchecked Sendable {
         // finds the frames reserved for it.
         let slot = sleepOnWake(until: nil, beforeSleep: reannounceLatest) { () -> UInt32?? in
             if let s = tryTakeFreeSlot() { return .some(s) }
+            if demoteStalledConsumers(waitingSince: start), let s = tryTakeFreeSlot() { return .some(s) }
             return shouldStop?() == true ? .some(nil) : nil   // stopping: give up, nothing taken
         }
         return slot ?? nil
     }
+
+    /// The stall timeout (`ProducerOptions.stallTimeout`): demotes to live every lossless
+    /// consumer that has a slot (held or reserved) and has taken no frame for the timeout
+    /// while this producer waited since `start`. Returns whether it demoted any. Called
+    /// with `slotLock` held. `delivered` is the consumer's own counter: it is compared,
+    /// never used as a size or index.
+    private func demoteStalledConsumers(waitingSince start: UInt64) -> Bool {
+        guard let timeout = options.stallTimeout else { return false }
+        let limit = UInt64(min(max(timeout, 0), 1e9) * 1e9)
+        let now = monotonicNanos()
+        let mask = shared.withLock { $0.losslessMask }
+        var demoted = false
+        for i in 0..<Int(FS_MAX_CONSUMERS) where mask & (1 << UInt64(i)) != 0 {
+            let delivered = fs_peek_u64(&control.consumer(i).pointee.delivered)
+            guard let seen = progress[i], seen.delivered == delivered else {
+                progress[i] = (delivered, now)
+                continue
+            }
+            let bit: UInt64 = 1 << UInt64(i)
+            guard now - max(seen.since, start) >= limit, control.anySlot(heldBy: bit) else { continue }
+            shared.withLock { st in
+                guard st.losslessMask & bit != 0 else { return }
+                st.losslessMask &= ~bit
+                fs_store_u64(&ctl.pointee.lossless_mask, st.losslessMask)
+                control.demoteToLive(i, bit: bit, delivered: fs_peek_u64(&control.consumer(i).pointee.last_seq))
+            }
+            progress[i] = nil
+            demoted = true
+        }
+        return demoted
+    }
+
+    /// Lossless consumers demoted to live by the stall timeout.
+    public var demotedCount: UInt64 { control.demotedCount }
 
     /// Starts pool epoch N+1 with slots of at least `bytes` bytes, without waiting for anyone.
     ///
