@@ -288,3 +288,94 @@ int accept(int fd, __SOCKADDR_ARG addr, socklen_t *restrict len)
 {
     return fs_guarded_accept(fd, addr, len, 0);
 }
+
+// ---------------------------------------------------------------------------
+// Truncation guard: see CFrameServer.h. Everything the handler touches is a lock-free
+// atomic in a static table, and it calls only mmap and sigaction (async-signal-safe).
+
+#include <signal.h>
+#include <sys/mman.h>
+
+typedef struct {
+    uintptr_t start;     // 0 = free, 1 = being registered, else the mapping's first byte
+    uintptr_t end;       // one past its last byte
+    uint32_t writable;
+    uint64_t faults;
+} fs_guard_entry;
+
+static fs_guard_entry fs_guard_table[FS_GUARD_ENTRIES];
+static uint64_t fs_guard_total;
+static struct sigaction fs_guard_previous;
+static int fs_guard_state; // 0 not installed, 1 installing, 2 installed
+
+static void fs_guard_handler(int sig, siginfo_t *info, void *context)
+{
+    uintptr_t addr = (uintptr_t)info->si_addr;
+    for (unsigned i = 0; i < FS_GUARD_ENTRIES; i++) {
+        fs_guard_entry *e = &fs_guard_table[i];
+        uintptr_t start = __atomic_load_n(&e->start, __ATOMIC_ACQUIRE);
+        if (start <= 1) continue;
+        uintptr_t end = __atomic_load_n(&e->end, __ATOMIC_RELAXED);
+        if (addr < start || addr >= end) continue;
+        int prot = PROT_READ | (e->writable ? PROT_WRITE : 0);
+        void *p = mmap((void *)start, end - start, prot, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) break;
+        __atomic_fetch_add(&e->faults, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&fs_guard_total, 1, __ATOMIC_RELAXED);
+        return; // the access is retried and now reads zeros
+    }
+    // Not ours: put the previous action back and let the access fault again under it.
+    (void)sig; (void)context;
+    sigaction(SIGBUS, &fs_guard_previous, NULL);
+}
+
+int fs_guard_install(void)
+{
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&fs_guard_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(&fs_guard_state, __ATOMIC_ACQUIRE) == 1) {}
+        return 0;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fs_guard_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGBUS, &sa, &fs_guard_previous) != 0) {
+        __atomic_store_n(&fs_guard_state, 0, __ATOMIC_RELEASE);
+        return -1;
+    }
+    __atomic_store_n(&fs_guard_state, 2, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int fs_guard_register(void *base, size_t length, int writable)
+{
+    if (fs_guard_install() != 0) return -1;
+    for (unsigned i = 0; i < FS_GUARD_ENTRIES; i++) {
+        fs_guard_entry *e = &fs_guard_table[i];
+        uintptr_t expected = 0;
+        if (!__atomic_compare_exchange_n(&e->start, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
+        e->writable = writable != 0;
+        __atomic_store_n(&e->faults, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&e->end, (uintptr_t)base + length, __ATOMIC_RELAXED);
+        // SYNC: release, pairs with the handler's acquire load of start (it then sees end).
+        __atomic_store_n(&e->start, (uintptr_t)base, __ATOMIC_RELEASE);
+        return (int)i;
+    }
+    return -1;
+}
+
+void fs_guard_unregister(int entry)
+{
+    if (entry < 0 || (unsigned)entry >= FS_GUARD_ENTRIES) return;
+    __atomic_store_n(&fs_guard_table[entry].start, 0, __ATOMIC_RELEASE);
+}
+
+uint64_t fs_guard_faults(int entry)
+{
+    if (entry < 0 || (unsigned)entry >= FS_GUARD_ENTRIES) return 0;
+    return __atomic_load_n(&fs_guard_table[entry].faults, __ATOMIC_RELAXED);
+}
+
+uint64_t fs_guard_total_faults(void) { return __atomic_load_n(&fs_guard_total, __ATOMIC_RELAXED); }

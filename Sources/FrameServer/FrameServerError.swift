@@ -1,3 +1,5 @@
+import CFrameServer
+
 /// Everything that can go wrong in framesrv, each case saying what happened and what to do.
 public enum FrameServerError: Error, CustomStringConvertible, Equatable, Sendable {
     /// A stream name that cannot be used as a file name.
@@ -26,6 +28,15 @@ public enum FrameServerError: Error, CustomStringConvertible, Equatable, Sendabl
     case invalidArgument(String)
     /// The producer is gone and the stream cannot continue.
     case producerGone(String)
+    /// A shared-memory segment failed validation or was truncated while mapped.
+    case segment(SegmentError)
+    /// A frame header in a pool slot failed validation: the frame was released and
+    /// skipped (`Consumer.badFrames` counts it); the next `next()` goes on after it.
+    case badFrame(path: String, slot: UInt32, FrameHeaderError)
+    /// A consumer found the stream but could not attach.
+    case attach(AttachError)
+    /// A producer could not start or reserve a slot.
+    case produce(ProduceError)
 
     public var description: String {
         switch self {
@@ -56,6 +67,31 @@ public enum FrameServerError: Error, CustomStringConvertible, Equatable, Sendabl
             return msg
         case .producerGone(let n):
             return "the producer of stream '\(n)' exited"
+        case .segment(let e):
+            return "shared-memory segment \(e.path) is unusable: \(e); run 'framesrv clean' to remove leftovers"
+        case .badFrame(let path, let slot, let e):
+            return "bad frame header in \(path) slot \(slot): \(e); frame skipped"
+        case .attach(let e):
+            return e.description
+        case .produce(let e):
+            return e.description
+        }
+    }
+}
+
+extension FrameServerError {
+    /// A segment error as the consumer and monitors report it: a wrong magic or version
+    /// keeps its own case (the message names both versions); the rest is `.segment`.
+    public init(_ e: SegmentError) {
+        switch e {
+        case .versionMismatch(let path, let found):
+            self = .versionMismatch(what: "control segment \(path)", found: found, expected: FS_PROTOCOL_VERSION)
+        case .badMagic(let path, let found):
+            self = .badMagic(what: "control segment \(path)", found: found)
+        case .system(let op, let path, let errno):
+            self = .system(op, path: path, errno)
+        default:
+            self = .segment(e)
         }
     }
 }

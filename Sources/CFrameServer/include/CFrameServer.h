@@ -158,7 +158,9 @@ typedef struct fs_control {
     uint64_t pool_size;           /* 224 bytes of the current pool segment           */
     uint64_t last_publish_ns;     /* 232 CLOCK_MONOTONIC of the newest publish        */
     uint64_t rate_milli;          /* 240 nominal frame rate x 1000, 0 = unknown/max   */
-    uint8_t  reserved[264];       /* 248 .. 512 zero                                  */
+    uint64_t demoted;             /* 248 lossless consumers demoted to live by the producer's
+                                   *     stall timeout (stat; was reserved, 0, before it) */
+    uint8_t  reserved[256];       /* 256 .. 512 zero                                  */
 } fs_control;
 
 typedef struct fs_slot_ctl {
@@ -265,7 +267,8 @@ _Static_assert(offsetof(fs_control, state) == FS_OFF_CONTROL_STATE, "layout");
 _Static_assert(offsetof(fs_control, attach_seq) == FS_OFF_CONTROL_ATTACH_SEQ, "layout");
 _Static_assert(offsetof(fs_control, name) == FS_OFF_CONTROL_NAME, "layout");
 _Static_assert(offsetof(fs_control, pool_size) == 224, "layout");
-_Static_assert(offsetof(fs_control, reserved) == 248, "layout");
+_Static_assert(offsetof(fs_control, demoted) == 248, "layout");
+_Static_assert(offsetof(fs_control, reserved) == 256, "layout");
 _Static_assert(sizeof(fs_slot_ctl) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_slot_ctl, producer_hold) == 32, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(sizeof(fs_consumer) == 256, "wire layout changed: bump FS_PROTOCOL_VERSION");
@@ -438,7 +441,14 @@ static inline void fs_consumer_free(fs_consumer *e)
     __atomic_store_n(&e->pid, 0, __ATOMIC_RELEASE);
 }
 
-/* Clear consumer `bit` from every slot (reclaim or detach). Returns how many it held. */
+/* Clear consumer `bit` from one slot (reclaim or detach); returns whether it was set.
+ * SYNC: seq_cst, like fs_slot_release (a waiting producer rescans after it). */
+static inline int fs_slot_clear_holder(fs_slot_ctl *s, uint64_t bit)
+{ return (__atomic_fetch_and(&s->holders, ~bit, __ATOMIC_SEQ_CST) & bit) != 0; }
+
+/* Clear consumer `bit` from every slot (reclaim or detach). Returns how many it held.
+ * Reads slot_count from the segment: only for a segment already validated (PROTOCOL.md
+ * 4.1); the Swift library loops over its own validated count instead. */
 static inline uint32_t fs_control_clear_holder(fs_control *c, uint64_t bit)
 {
     uint32_t n = 0;
@@ -480,6 +490,32 @@ int64_t fs_sys_raise_nofile_limit(void);
 int fs_sys_connection_guard_arm(void);
 /* How many connections the accept() guard refused because the process was out of descriptors. */
 uint64_t fs_sys_refused_connections(void);
+
+/* ------------------------------------------------------------------------- */
+/* Truncation guard (SIGBUS), after wlroots and weston                        */
+/*                                                                            */
+/* A mapped file that another process truncates makes every access past the  */
+/* new end raise SIGBUS; validation cannot prevent it. A mapper registers its */
+/* mapping here; the handler, when the faulting address lies inside a        */
+/* registered range, maps anonymous zero pages MAP_FIXED over the whole range */
+/* (same protection), counts the fault on that entry and returns, so the      */
+/* access is retried and reads zeros. Any other SIGBUS restores the previous  */
+/* action and re-faults. The table is fixed and lock-free (async-signal-safe).*/
+/* ------------------------------------------------------------------------- */
+
+#define FS_GUARD_ENTRIES 1024u
+
+/* Installs the handler once (idempotent, thread-safe). 0 on success, -1 with errno. */
+int fs_guard_install(void);
+/* Registers [base, base+length) mapped with `writable` protection. Returns the entry
+ * (>= 0) or -1 when the table is full (the mapping is then unguarded). */
+int fs_guard_register(void *base, size_t length, int writable);
+/* Forgets an entry; call before unmapping. Entry -1 is ignored. */
+void fs_guard_unregister(int entry);
+/* SIGBUS faults caught on this entry since it was registered (0 for entry -1). */
+uint64_t fs_guard_faults(int entry);
+/* SIGBUS faults caught in the whole process. */
+uint64_t fs_guard_total_faults(void);
 
 #if defined(__clang__)
 #pragma clang assume_nonnull end

@@ -88,7 +88,22 @@ public final class Consumer {
     /// nil for a lossless consumer or before attaching.
     public var liveHoldLimit: Int? { attachment.flatMap { $0.mode == .live ? $0.liveMaxHeld : nil } }
     /// Slots in the attached producer's pool, nil before attaching.
-    public var slotCount: Int? { attachment.map { Int($0.ctl.pointee.slot_count) } }
+    public var slotCount: Int? { attachment.map { Int($0.control.slotCount) } }
+    /// The attached producer's nominal frame rate (`fs_control.rate_milli`): the rate in
+    /// thousandths of a frame per second as a fraction, nil when unknown (as fast as
+    /// possible) or before attaching.
+    public var nominalRate: Rational? {
+        guard let milli = attachment?.control.nominalRateMilli else { return nil }
+        return Rational(reducing: milli, 1000)   // nil if it cannot be a fraction of Int32s
+    }
+    /// The time base matching `nominalRate` (its inverse), nil when the rate is unknown.
+    public var nominalTimeBase: Rational? { nominalRate.map { Rational($0.den, $0.num) } }
+    /// Whether the producer's stall timeout demoted this lossless consumer to live (it then
+    /// receives the newest frames and counts the rest in `missed`).
+    public var demotedToLive: Bool { options.mode == .lossless && attachment?.mode == .live }
+    /// Frames refused because their header failed validation (each also threw `.badFrame`).
+    public var badFrames: UInt64 { badFramesBefore + (attachment?.badFrames ?? 0) }
+    private var badFramesBefore: UInt64 = 0
     /// This consumer's index in the stream's consumer table (its holder bit), if attached.
     public var consumerIndex: Int? { attachment?.index }
 
@@ -106,7 +121,13 @@ public final class Consumer {
         while true {
             if attachment == nil { attachment = try waitAndAttach() }
             guard let a = attachment else { return nil }   // stopped while waiting
-            switch try a.nextFrame(stop: stopping) {
+            let outcome: Attachment.Outcome
+            do { outcome = try a.nextFrame(stop: stopping) } catch {
+                // A segment truncated under us: detach cleanly and report it in one line.
+                if case .segment(.truncated) = error { dropAttachment(a) }
+                throw error
+            }
+            switch consume outcome {
             case .frame(let f):
                 delivered += 1
                 missed = a.missedTotal + missedBefore
@@ -114,16 +135,22 @@ public final class Consumer {
             case .ended:
                 return nil
             case .producerGone:
-                missedBefore += a.missedTotal
                 let pid = a.producerPID
-                a.detach()
-                attachment = nil
+                dropAttachment(a)
                 onEvent?(.producerGone(producerPID: pid))
                 if !options.reattach { throw .producerGone(stream) }
             }
         }
     }
     private var missedBefore: UInt64 = 0
+
+    /// Detaches and forgets the current attachment, keeping its counts.
+    private func dropAttachment(_ a: Attachment) {
+        missedBefore += a.missedTotal
+        badFramesBefore += a.badFrames
+        a.detach()
+        attachment = nil
+    }
 
     /// Waits until the stream's control segment exists and belongs to a live producer, then attaches.
     private func waitAndAttach() throws(FrameServerError) -> Attachment? {
@@ -151,6 +178,10 @@ public final class Consumer {
 
 /// One attachment to one producer's instance of a stream. Frames keep it alive, so a
 /// frame stays readable even after its producer exited and the consumer re-attached.
+///
+/// Everything it reads from shared memory goes through `ControlSegment` (validated counts
+/// and offsets, checked slot indices) and `FrameHeader.validate`; both segments are
+/// guarded against truncation (`Segment.truncated`), which ends the attachment.
 final class Attachment {
     /// What `nextFrame` hands the consumer.
     enum Outcome: ~Copyable { case frame(Frame), ended, producerGone }
@@ -158,21 +189,25 @@ final class Attachment {
     enum Look: ~Copyable { case frame(Frame), ended, nothingYet }
 
     let stream: String
-    let mode: DeliveryMode
-    let control: MappedFile
-    let ctl: UnsafeMutablePointer<fs_control>
+    /// Lossless until the producer's stall timeout demotes this consumer to live.
+    private(set) var mode: DeliveryMode
+    let control: ControlSegment
     let index: Int
     let bit: UInt64
     let producerPID: Int32
     private let producerFD: Int32
     private let socket: ZMQSocket
     private let directory: RuntimeDirectory
-    private var pools: [UInt64: (file: MappedFile, held: Int)] = [:]
+    private var pools: [UInt64: (file: Segment, held: Int)] = [:]
     private var producerExited = false
     private var detached = false
     private var expected: UInt64 = 0
     private var lastDelivered: UInt64 = 0
+    /// A demoted consumer that had delivered nothing counts misses from its first owed frame.
+    private var countMissesFromStart = false
     private(set) var missedTotal: UInt64 = 0
+    /// Frames refused because their header failed validation.
+    private(set) var badFrames: UInt64 = 0
     private var heldCount = 0
     let liveMaxHeld: Int
     /// Bookkeeping of `SharedFrame` releases (which may come from any thread) that the
@@ -184,15 +219,12 @@ final class Attachment {
     /// Opens and validates the control segment and claims a consumer entry; nil when
     /// there is no stream yet or only a dead producer's leftovers.
     static func open(stream: String, directory: RuntimeDirectory, options: ConsumerOptions) throws(FrameServerError) -> Attachment? {
-        let path = directory.controlPath(stream)
-        let control: MappedFile
-        do { control = try MappedFile.openExisting(path, writable: true) } catch {
+        let control: ControlSegment
+        do { control = try ControlSegment.open(directory.controlPath(stream), writable: true) } catch {
             if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { return nil }
-            throw error
+            throw FrameServerError(error)
         }
-        try validateControl(control)
-        let ctl = control.base.assumingMemoryBound(to: fs_control.self)
-        let producer = ProcessIdentity(pid: ctl.pointee.producer_pid, startTime: ctl.pointee.producer_start_time)
+        let producer = control.producer
         guard let pidfd = producer.openExitDescriptor() else { return nil }   // a dead producer's leftover
         let socket: ZMQSocket
         do {
@@ -204,56 +236,30 @@ final class Attachment {
             Glibc.close(pidfd)
             throw error
         }
-        // Claim a consumer entry (CAS pid 0 -> our pid), fill it in, then activate it.
         let me = ProcessIdentity.current
-        var index = -1
-        for i in 0..<Int(FS_MAX_CONSUMERS) where fs_consumer_claim(fs_control_consumer(ctl, UInt32(i)), me.pid) != 0 {
-            index = i
-            break
+        guard let index = control.claimConsumer(pid: me.pid) else {
+            Glibc.close(pidfd)
+            throw .tooManyConsumers(stream, max: Int(FS_MAX_CONSUMERS))
         }
-        guard index >= 0 else { Glibc.close(pidfd); throw .tooManyConsumers(stream, max: Int(FS_MAX_CONSUMERS)) }
-        let e = fs_control_consumer(ctl, UInt32(index))
-        fs_store_u32(&e.pointee.state, FS_CONSUMER_CLAIMED)
-        e.pointee.start_time = me.startTime
-        e.pointee.mode = options.mode == .live ? FS_MODE_LIVE : FS_MODE_LOSSLESS
-        e.pointee.first_seq = 0
-        e.pointee.attached_ns = monotonicNanos()
-        e.pointee.delivered = 0; e.pointee.missed = 0; e.pointee.last_seq = 0; e.pointee.held = 0
-        e.pointee.hold_since_ns = 0; e.pointee.latency_sum_ns = 0; e.pointee.stale = 0
-        withUnsafeMutableBytes(of: &e.pointee.latency_hist) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
-        withUnsafeMutableBytes(of: &e.pointee.name) { b in
-            b.initializeMemory(as: UInt8.self, repeating: 0)
-            for (i, c) in options.name.utf8.prefix(31).enumerated() { b[i] = c }
+        if options.mode == .live, !control.admitsLiveConsumer(index) {
+            let live = control.liveConsumerCount(except: index)
+            control.unclaimConsumer(index)
+            Glibc.close(pidfd)
+            throw .attach(.poolTooSmallForLive(stream: stream, slots: Int(control.slotCount), liveConsumers: live,
+                                               holdLimit: control.liveMaxHeld))
         }
-        // SYNC: release; the producer's watcher reads the fields above after seeing ACTIVE.
-        fs_store_u32(&e.pointee.state, FS_CONSUMER_ACTIVE)
-        fs_bump(&ctl.pointee.attach_seq)
-        _ = fs_sys_futex_wake(&ctl.pointee.attach_seq)
+        control.activateConsumer(index, identity: me, mode: options.mode == .live ? .live : .lossless, name: options.name)
         return Attachment(stream: stream, mode: options.mode, control: control, index: index, producerPID: producer.pid,
                           producerFD: pidfd, socket: socket, directory: directory)
     }
 
-    static func validateControl(_ control: MappedFile) throws(FrameServerError) {
-        guard control.size >= MemoryLayout<fs_control>.size else { throw .corruptSegment(control.path, "it is too small") }
-        let c = control.base.assumingMemoryBound(to: fs_control.self).pointee
-        guard c.magic == FS_MAGIC_CONTROL else { throw .badMagic(what: "control segment \(control.path)", found: c.magic) }
-        guard c.version == FS_PROTOCOL_VERSION else {
-            throw .versionMismatch(what: "control segment \(control.path)", found: c.version, expected: FS_PROTOCOL_VERSION)
-        }
-        guard c.slot_count >= 1, c.slot_count <= FS_MAX_SLOTS, c.max_consumers == FS_MAX_CONSUMERS,
-              control.size >= fs_control_size(c.slot_count) else {
-            throw .corruptSegment(control.path, "its header describes \(c.slot_count) slots in \(control.size) bytes")
-        }
-    }
-
-    private init(stream: String, mode: DeliveryMode, control: MappedFile, index: Int, producerPID: Int32,
+    private init(stream: String, mode: DeliveryMode, control: ControlSegment, index: Int, producerPID: Int32,
                  producerFD: Int32, socket: ZMQSocket, directory: RuntimeDirectory) {
         self.stream = stream; self.mode = mode; self.control = control
-        self.ctl = control.base.assumingMemoryBound(to: fs_control.self)
         self.index = index; self.bit = 1 << UInt64(index)
         self.producerPID = producerPID; self.producerFD = producerFD; self.socket = socket; self.directory = directory
-        self.entry = fs_control_consumer(ctl, UInt32(index))
-        self.liveMaxHeld = max(1, Int(ctl.pointee.live_max_held))
+        self.entry = control.consumer(index)
+        self.liveMaxHeld = control.liveMaxHeld
     }
 
     deinit {
@@ -275,13 +281,9 @@ final class Attachment {
     }
 
     private func sendDetach() {
-        guard !producerExited else { return }
-        fs_store_u32(&entry.pointee.state, FS_CONSUMER_CLOSING)
-        fs_bump(&ctl.pointee.attach_seq)
-        _ = fs_sys_futex_wake(&ctl.pointee.attach_seq)
+        guard !producerExited, !control.segment.truncated else { return }
+        control.requestDetach(index)
     }
-
-    private func slotCtl(_ i: UInt32) -> UnsafeMutablePointer<fs_slot_ctl> { fs_control_slot(ctl, i) }
 
     /// Reads every pending announcement; they only say "look again".
     private func drainDoorbell() {
@@ -296,12 +298,11 @@ final class Attachment {
     /// stream is idle (one wake-up per second, no CPU to speak of).
     private var recheckMillis = 100
 
-    private var ended: Bool { fs_load_u32(&ctl.pointee.state) == FS_STREAM_ENDED }
-
     func nextFrame(stop: () -> Bool) throws(FrameServerError) -> Outcome {
         while true {
             settleReleases()
             drainDoorbell()
+            do { try control.segment.checkIntact() } catch { throw .segment(error) }
             mapCurrentPool()
             switch try mode == .lossless ? nextLossless() : nextLive() {
             case .frame(let f): return .frame(f)
@@ -309,7 +310,7 @@ final class Attachment {
             case .nothingYet: break
             }
             // Nothing to deliver now.
-            if ended, mode == .live || producerExited { return .ended }
+            if control.ended, mode == .live || producerExited { return .ended }
             if producerExited { return .producerGone }
             if detached { return .ended }
             // Sleep until a doorbell rings or the producer exits (its pidfd becomes readable).
@@ -325,16 +326,27 @@ final class Attachment {
 
     /// Lossless: the frame with sequence `expected`, reserved for us by the producer.
     private func nextLossless() throws(FrameServerError) -> Look {
+        if control.consumerMode(index) == .live {
+            // The producer's stall timeout demoted us (PROTOCOL.md 12.6): newest frames from
+            // now on; what we did not take is counted as missed.
+            mode = .live
+            if lastDelivered == 0 {
+                // Nothing delivered yet: every frame owed since admission counts as missed.
+                let first = expected != 0 ? expected : fs_load_u64(&entry.pointee.first_seq)
+                lastDelivered = first > 0 ? first - 1 : 0
+                countMissesFromStart = true
+            }
+            return try nextLive()
+        }
         if expected == 0 {
             let first = fs_load_u64(&entry.pointee.first_seq)
             if first == 0 {
-                return ended ? .ended : .nothingYet
+                return control.ended ? .ended : .nothingYet
             }
             expected = first
         }
-        if ended && expected > ctl.pointee.end_seq { return .ended }
-        let n = ctl.pointee.slot_count
-        for i in 0..<n where fs_slot_held_by(slotCtl(i), bit, expected) != 0 {
+        if control.ended && expected > control.endSequence { return .ended }
+        for i in 0..<control.slotCount where fs_slot_held_by(control.slot(i), bit, expected) != 0 {
             // Advance first: a frame that cannot be delivered (error thrown) is skipped, not retried forever.
             expected += 1
             return .frame(try deliver(slot: i, seq: expected - 1))
@@ -346,15 +358,13 @@ final class Attachment {
     private func nextLive() throws(FrameServerError) -> Look {
         guard heldCount < liveMaxHeld else { throw .holdLimit(max: liveMaxHeld) }
         while true {
-            let latest = fs_load_u64(&ctl.pointee.latest)
-            let seq = latest >> 8
-            guard latest != 0, seq > lastDelivered else { return .nothingYet }
-            let slot = UInt32(latest & 0xFF)
-            guard slot < ctl.pointee.slot_count else {
-                throw .corruptSegment(control.path, "latest frame names slot \(slot) of \(ctl.pointee.slot_count)")
-            }
-            if fs_slot_try_acquire(slotCtl(slot), bit, seq) != 0 {
-                if lastDelivered > 0 {
+            let word = control.latestWord
+            let latest: (sequence: UInt64, slot: UInt32)?
+            do { latest = try control.latest() } catch { throw .segment(error) }
+            guard let latest, latest.sequence > lastDelivered else { return .nothingYet }
+            let (seq, slot) = latest
+            if fs_slot_try_acquire(control.slot(slot), bit, seq) != 0 {
+                if lastDelivered > 0 || countMissesFromStart {
                     let skipped = seq - lastDelivered - 1
                     missedTotal += skipped
                     fs_count(&entry.pointee.missed, skipped)
@@ -363,62 +373,60 @@ final class Attachment {
             }
             // Stale announcement: the slot was recycled between reading `latest` and acquiring.
             fs_count(&entry.pointee.stale, 1)
-            wakeProducerIfWaiting()
+            control.notifyProducer()
             // Still the same newest frame: its slot is being rewritten. Wait for the doorbell
             // of the frame being written instead of spinning.
-            if fs_load_u64(&ctl.pointee.latest) == latest { return .nothingYet }
+            if control.latestWord == word { return .nothingYet }
         }
-    }
-
-    private func wakeProducerIfWaiting() {
-        if fs_notify_producer(ctl) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
     }
 
     /// Maps the producer's current pool as soon as it exists, so frames owed to this
     /// consumer stay readable even if the producer exits and removes the file before
     /// they are delivered.
     private func mapCurrentPool() {
-        let epoch = fs_load_u64(&ctl.pointee.epoch)
-        guard epoch != 0, pools[epoch] == nil,
-              let file = try? MappedFile.openExisting(directory.poolPath(stream, epoch: epoch), writable: false) else { return }
+        let epoch = control.epoch
+        guard epoch != 0, pools[epoch] == nil, let file = try? openPool(epoch: epoch) else { return }
         pools[epoch] = (file, 0)
         for old in pools.keys where old != epoch && pools[old]!.held <= 0 { pools[old] = nil }
     }
 
+    /// Maps pool `epoch` read-only; it must hold at least a header per slot.
+    private func openPool(epoch: UInt64) throws(SegmentError) -> Segment {
+        try Segment.open(directory.poolPath(stream, epoch: epoch), writable: false,
+                         minimumSize: Int(control.slotCount) * FrameFormat.headerSize)
+    }
+
     /// Hands out a held slot as a Frame, mapping its pool epoch (read-only) if needed.
+    /// A header that fails validation, or a segment truncated under us, releases the slot
+    /// before the error is thrown.
     private func deliver(slot: UInt32, seq: UInt64) throws(FrameServerError) -> Frame {
-        let epoch = slotCtl(slot).pointee.epoch
+        let epoch = control.slot(slot).pointee.epoch
         if pools[epoch] == nil {
-            let file: MappedFile
-            do { file = try MappedFile.openExisting(directory.poolPath(stream, epoch: epoch), writable: false) } catch {
+            do { pools[epoch] = (try openPool(epoch: epoch), 0) } catch {
                 release(slot: slot, epoch: epoch, mapped: false)
-                throw error
+                throw FrameServerError(error)
             }
-            pools[epoch] = (file, 0)
         }
         // Each epoch's pool has its own slot size: derive it from the mapping, not the header.
         let pool = pools[epoch]!.file
-        let slotBytes = pool.size / Int(ctl.pointee.slot_count)
+        let slotBytes = pool.size / Int(control.slotCount)
         let base = UnsafeRawPointer(pool.base + Int(slot) * slotBytes)
-        let header = base.assumingMemoryBound(to: fs_frame.self)
+        // One copy of the header: what is validated is what the frame reports and reads through.
+        let header = base.load(as: fs_frame.self)
         // Nothing counted as held yet, so a refused header releases with mapped: false.
-        guard header.pointee.magic == FS_MAGIC_FRAME else {
+        if pool.truncated || control.segment.truncated {
             release(slot: slot, epoch: epoch, mapped: false)
-            throw .badMagic(what: "frame header", found: header.pointee.magic)
+            throw .segment(.truncated(path: pool.truncated ? pool.path : control.path))
         }
-        guard header.pointee.version == FS_PROTOCOL_VERSION else {
-            let v = header.pointee.version
+        do { try FrameHeader.validate(header, sequence: seq, slotBytes: slotBytes) } catch {
             release(slot: slot, epoch: epoch, mapped: false)
-            throw .versionMismatch(what: "frame header", found: v, expected: FS_PROTOCOL_VERSION)
-        }
-        if let why = Self.headerProblem(header.pointee, seq: seq, slotBytes: slotBytes) {
-            release(slot: slot, epoch: epoch, mapped: false)
-            throw .corruptSegment(pool.path, "slot \(slot): \(why)")
+            badFrames += 1
+            throw .badFrame(path: pool.path, slot: slot, error)
         }
         pools[epoch]!.held += 1
         heldCount += 1
         let now = monotonicNanos()
-        let capture = header.pointee.capture_ns
+        let capture = header.capture_ns
         let latency = now > capture ? now - capture : 0
         recordLatency(latency)
         fs_count(&entry.pointee.delivered, 1)
@@ -427,33 +435,13 @@ final class Attachment {
         if heldCount == 1 { fs_store_u64(&entry.pointee.hold_since_ns, now) }
         lastDelivered = seq
         return Frame(owner: Unmanaged.passRetained(self), slot: slot, sequence: seq, epoch: epoch, base: base,
-                     latencyNanos: latency)
+                     header: FrameHeader(header), latencyNanos: latency)
     }
 
-    /// Why a frame header cannot be trusted (its planes must lie inside the slot, so reading
-    /// them cannot fault), or nil if it is sound.
+    /// Why a frame header cannot be trusted, or nil if it is sound: `FrameHeader.validate`'s
+    /// verdict as text (kept for callers that only want the reason).
     static func headerProblem(_ h: fs_frame, seq: UInt64, slotBytes: Int) -> String? {
-        guard h.seq == seq else { return "header says frame \(h.seq), slot says \(seq)" }
-        guard (1...FS_MAX_PLANES).contains(h.plane_count) else { return "\(h.plane_count) planes" }
-        let header = FrameHeader(h)
-        for i in 0..<header.planeCount {
-            let offset = header.offset(plane: i), size = header.size(plane: i)
-            guard offset >= FrameFormat.headerSize else { return "plane \(i) starts inside the header (offset \(offset))" }
-            guard offset + size <= slotBytes else { return "plane \(i) ends past the slot's \(slotBytes) bytes" }
-        }
-        // Readers take rows x stride from the header (the layout may be a decoder's): every
-        // row of pixels must lie inside its plane.
-        if let format = header.format {
-            guard format.pixelFormat.planes.count == header.planeCount else {
-                return "\(header.planeCount) planes for \(format.pixelFormat.name)"
-            }
-            for i in 0..<header.planeCount {
-                let stride = header.stride(plane: i), rowBytes = format.rowBytes(plane: i)
-                guard stride >= rowBytes, stride * (format.rows(plane: i) - 1) + rowBytes <= header.size(plane: i) else {
-                    return "plane \(i)'s stride \(stride) and size \(header.size(plane: i)) cannot hold \(format)"
-                }
-            }
-        }
+        do { try FrameHeader.validate(h, sequence: seq, slotBytes: slotBytes) } catch { return error.description }
         return nil
     }
 
@@ -468,15 +456,9 @@ final class Attachment {
 
     /// Gives a slot back to the producer. SYNC: fs_slot_release (release ordering).
     func release(slot: UInt32, epoch: UInt64, mapped: Bool = true) {
-        giveBack(slot)
+        control.release(slot: slot, bit: bit)
         guard mapped else { return }
         releaseBookkeeping(epoch: epoch)
-    }
-
-    /// Clears this consumer's bit on `slot` and wakes the producer if it waits (shared-memory
-    /// atomics only, so any thread may call it). SYNC: fs_slot_release (release ordering).
-    private func giveBack(_ slot: UInt32) {
-        if fs_slot_release(ctl, slotCtl(slot), bit) != 0 { _ = fs_sys_futex_wake(&ctl.pointee.wake) }
     }
 
     /// Frames of this attachment held now (after `settleReleases`).
@@ -484,14 +466,14 @@ final class Attachment {
 
     /// Bytes of one slot of epoch `epoch`'s pool (mapped while a frame of it is held).
     func slotBytes(epoch: UInt64) -> Int {
-        (pools[epoch]?.file.size ?? 0) / Int(ctl.pointee.slot_count)
+        (pools[epoch]?.file.size ?? 0) / Int(control.slotCount)
     }
 
     /// A `SharedFrame`'s release, from whatever thread drops the last reference: the slot
     /// goes back to the producer at once (atomics in shared memory only); the consumer's
     /// own counters follow on its thread, at its next `settleReleases`.
     func releaseShared(slot: UInt32, epoch: UInt64) {
-        giveBack(slot)
+        control.release(slot: slot, bit: bit)
         pendingReleases.withLock { $0.append((slot, epoch)) }
     }
 
@@ -515,7 +497,7 @@ final class Attachment {
         if detached, heldCount == 0 { sendDetach() }
         if var p = pools[epoch] {
             p.held -= 1
-            if p.held <= 0, epoch != fs_load_u64(&ctl.pointee.epoch) { pools[epoch] = nil } else { pools[epoch] = p }
+            if p.held <= 0, epoch != control.epoch { pools[epoch] = nil } else { pools[epoch] = p }
         }
     }
 }
@@ -536,21 +518,18 @@ public struct Frame: ~Copyable {
     public let base: UnsafeRawPointer
     /// Publish-to-acquire latency, measured through the capture clock in the header.
     public let latencyNanos: UInt64
+    /// The frame header (format, plane layout, timestamps, colour, flags): the copy taken
+    /// and validated at delivery, so a later write to the slot's header cannot move a plane.
+    public let header: FrameHeader
 
-    init(owner: Unmanaged<Attachment>, slot: UInt32, sequence: UInt64, epoch: UInt64, base: UnsafeRawPointer, latencyNanos: UInt64) {
+    init(owner: Unmanaged<Attachment>, slot: UInt32, sequence: UInt64, epoch: UInt64, base: UnsafeRawPointer,
+         header: FrameHeader, latencyNanos: UInt64) {
         self.owner = owner; self.slot = slot; self.sequence = sequence; self.epoch = epoch; self.base = base
-        self.latencyNanos = latencyNanos
+        self.header = header; self.latencyNanos = latencyNanos
     }
 
-    /// The frame header (format, plane layout, timestamps, colour, flags).
-    public var header: FrameHeader { FrameHeader(base.load(as: fs_frame.self)) }
-
-    /// Plane `i`'s bytes, in place in shared memory (stride x rows).
-    public func plane(_ i: Int) -> UnsafeRawBufferPointer {
-        let h = base.assumingMemoryBound(to: fs_frame.self)
-        let raw = FrameHeader(h.pointee)
-        return UnsafeRawBufferPointer(start: base + raw.offset(plane: i), count: raw.size(plane: i))
-    }
+    /// Plane `i`'s bytes, in place in shared memory (stride x rows, as the validated header lays them out).
+    public func plane(_ i: Int) -> UnsafeRawBufferPointer { header.planeBytes(i, base: base) }
 
     /// Turns this frame into a reference-counted `SharedFrame` whose slot is released
     /// exactly once, when the last reference to it goes, from any thread (for example from
@@ -559,7 +538,7 @@ public struct Frame: ~Copyable {
     public consuming func share() -> SharedFrame {
         let attachment = owner.takeRetainedValue()
         let shared = SharedFrame(owner: attachment, slot: slot, sequence: sequence, epoch: epoch, base: base,
-                                 slotBytes: attachment.slotBytes(epoch: epoch), latencyNanos: latencyNanos)
+                                 header: header, slotBytes: attachment.slotBytes(epoch: epoch), latencyNanos: latencyNanos)
         discard self
         return shared
     }
@@ -597,21 +576,17 @@ public final class SharedFrame: @unchecked Sendable {
     public let slotBytes: Int
     /// Publish-to-acquire latency.
     public let latencyNanos: UInt64
+    /// The frame header, as validated at delivery (see `Frame.header`).
+    public let header: FrameHeader
 
     init(owner: Attachment, slot: UInt32, sequence: UInt64, epoch: UInt64, base: UnsafeRawPointer,
-         slotBytes: Int, latencyNanos: UInt64) {
+         header: FrameHeader, slotBytes: Int, latencyNanos: UInt64) {
         self.owner = owner; self.slot = slot; self.sequence = sequence; self.epoch = epoch
-        self.base = base; self.slotBytes = slotBytes; self.latencyNanos = latencyNanos
+        self.base = base; self.header = header; self.slotBytes = slotBytes; self.latencyNanos = latencyNanos
     }
-
-    /// The frame header (format, plane layout, timestamps, colour, flags).
-    public var header: FrameHeader { FrameHeader(base.load(as: fs_frame.self)) }
 
     /// Plane `i`'s bytes, in place in shared memory (stride x rows, as the header lays them out).
-    public func plane(_ i: Int) -> UnsafeRawBufferPointer {
-        let h = header
-        return UnsafeRawBufferPointer(start: base + h.offset(plane: i), count: h.size(plane: i))
-    }
+    public func plane(_ i: Int) -> UnsafeRawBufferPointer { header.planeBytes(i, base: base) }
 
     deinit { owner.releaseShared(slot: slot, epoch: epoch) }
 }

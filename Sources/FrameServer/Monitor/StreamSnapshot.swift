@@ -93,85 +93,129 @@ public struct StreamSnapshot: Sendable, Encodable {
 
     /// Reads stream `name` from `directory`.
     public static func read(_ name: String, in directory: RuntimeDirectory) throws(FrameServerError) -> StreamSnapshot {
-        let control = try MappedFile.openExisting(directory.controlPath(name), writable: false)
-        try Attachment.validateControl(control)
-        let ctl = UnsafeMutablePointer(mutating: control.base.assumingMemoryBound(to: fs_control.self))
-        let alive = ProcessIdentity(pid: ctl.pointee.producer_pid, startTime: ctl.pointee.producer_start_time).isAlive
-        let now = monotonicNanos()
-        let n = Int(ctl.pointee.slot_count)
-        let latest = fs_load_u64(&ctl.pointee.latest)
-        let lastSeq = latest >> 8
+        try inspect(name, in: directory).snapshot
+    }
 
+    /// Reads stream `name`, with one warning per consumer entry skipped because its mode
+    /// or state is none of the protocol's values.
+    ///
+    /// Maps the control segment read-only through `ControlSegment` (validated counts and
+    /// offsets, checked slot indices) and guarded against truncation: a segment truncated
+    /// while it is read throws `.segment(.truncated)` instead of killing the monitor.
+    public static func inspect(_ name: String, in directory: RuntimeDirectory) throws(FrameServerError)
+        -> (snapshot: StreamSnapshot, warnings: [String]) {
+        let control: ControlSegment
+        do { control = try ControlSegment.open(directory.controlPath(name), writable: false) } catch {
+            throw FrameServerError(error)
+        }
+        let c = control.header
+        let alive = control.producer.isAlive
+        let now = monotonicNanos()
+        let latest = control.latestWord
+        let lastSeq = latest >> 8
+        let (slotTable, heldBy, free) = readSlots(control, now: now)
+        var warnings: [String] = []
+        var consumers: [ConsumerSnapshot] = []
+        for i in 0..<Int(FS_MAX_CONSUMERS) where control.consumerPID(i) != 0 {
+            guard let mode = control.consumerMode(i), let state = control.consumerState(i) else {
+                let e = control.consumer(i).pointee
+                warnings.append("\(control.path): consumer entry \(i) has mode \(e.mode) and state \(e.state); entry skipped")
+                continue
+            }
+            consumers.append(ConsumerSnapshot(control.consumer(i).pointee, index: i, mode: mode, state: state,
+                                              lastPublished: lastSeq, heldSlots: heldBy[i] ?? [], now: now))
+        }
+        let format = try? latestFormat(control, stream: name, in: directory)
+        do { try control.segment.checkIntact() } catch { throw .segment(error) }
+        let snapshot = StreamSnapshot(
+            name: control.streamName, producerPID: c.pointee.producer_pid,
+            state: !alive ? "dead" : control.ended ? "ended" : "running",
+            liveSource: control.liveSource, slots: Int(control.slotCount),
+            slotBytes: c.pointee.slot_stride, epoch: control.epoch,
+            published: fs_peek_u64(&c.pointee.published), dropped: fs_peek_u64(&c.pointee.dropped),
+            minFreeSlots: fs_peek_u64(&c.pointee.min_free), freeSlots: free,
+            reclaimedConsumers: fs_peek_u64(&c.pointee.reclaimed),
+            blockedMillis: Double(fs_peek_u64(&c.pointee.blocked_ns)) / 1e6,
+            nominalRate: Double(control.nominalRateMilli ?? 0) / 1000, format: format, lastSequence: lastSeq,
+            consumers: consumers, slotTable: slotTable)
+        return (snapshot, warnings)
+    }
+
+    /// The slot table, which slots each consumer holds, and how many slots are free.
+    private static func readSlots(_ control: ControlSegment, now: UInt64) -> ([SlotSnapshot], [Int: [Int]], Int) {
         var slotTable: [SlotSnapshot] = []
         var heldBy: [Int: [Int]] = [:]
         var free = 0
-        for i in 0..<n {
-            let s = fs_control_slot(ctl, UInt32(i))
+        for i in 0..<control.slotCount {
+            let s = control.slot(i)
             let h = fs_load_u64(&s.pointee.holders)
             let holders = (0..<Int(FS_MAX_CONSUMERS)).filter { h & (1 << UInt64($0)) != 0 }
-            for c in holders { heldBy[c, default: []].append(i) }
+            for c in holders { heldBy[c, default: []].append(Int(i)) }
             let seq = s.pointee.seq
             let producerHold = fs_load_u64(&s.pointee.producer_hold) != 0
-            let state = h & (1 << 63) != 0 ? "writing" : !holders.isEmpty ? "held"
+            let state = h & FS_HOLDER_WRITER != 0 ? "writing" : !holders.isEmpty ? "held"
                 : producerHold ? "reference" : seq != 0 ? "ready" : "free"
             if fs_slot_is_free(s) != 0 { free += 1 }
             let published = s.pointee.publish_ns
-            slotTable.append(SlotSnapshot(index: i, state: state, sequence: seq, epoch: s.pointee.epoch, holders: holders,
+            slotTable.append(SlotSnapshot(index: Int(i), state: state, sequence: seq, epoch: s.pointee.epoch, holders: holders,
                                           ageMillis: published == 0 || published > now ? 0 : Double(now - published) / 1e6))
         }
-
-        var consumers: [ConsumerSnapshot] = []
-        for i in 0..<Int(FS_MAX_CONSUMERS) {
-            let e = fs_control_consumer(ctl, UInt32(i))
-            let pid = fs_load_i32(&e.pointee.pid)
-            guard pid != 0 else { continue }
-            let c = e.pointee
-            let hist = withUnsafeBytes(of: c.latency_hist) { Array($0.bindMemory(to: UInt64.self)) }
-            let name = withUnsafeBytes(of: c.name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            let mode = c.mode == FS_MODE_LIVE ? "live" : c.mode == FS_MODE_LOSSLESS ? "lossless" : "monitor"
-            let state = ["free", "attaching", "active", "closing"][Int(min(c.state, 3))]
-            let expectedNext = c.mode == FS_MODE_LOSSLESS && c.last_seq == 0 && c.first_seq > 0 ? c.first_seq - 1 : c.last_seq
-            consumers.append(ConsumerSnapshot(
-                index: i, pid: pid, name: name, mode: mode, state: state, delivered: c.delivered, missed: c.missed,
-                stale: c.stale, lastSequence: c.last_seq, lag: lastSeq > expectedNext ? lastSeq - expectedNext : 0,
-                held: c.held, holdMillis: c.hold_since_ns == 0 || c.hold_since_ns > now ? 0 : Double(now - c.hold_since_ns) / 1e6,
-                heldSlots: heldBy[i] ?? [], latencyHistogramMicros: hist,
-                meanLatencyMicros: c.delivered == 0 ? 0 : Double(c.latency_sum_ns) / Double(c.delivered) / 1e3))
-        }
-
-        var format: String?
-        if latest != 0 {
-            let slot = Int(latest & 0xFF)
-            let epoch = fs_control_slot(ctl, UInt32(slot)).pointee.epoch
-            if let pool = try? MappedFile.openExisting(directory.poolPath(name, epoch: epoch), writable: false) {
-                let slotBytes = pool.size / n
-                // A monitor's read of a header may race with a rewrite; it is display only.
-                let h = FrameHeader((pool.base + slot * slotBytes).load(as: fs_frame.self))
-                if h.magic == FS_MAGIC_FRAME {
-                    let c = h.description.color
-                    format = "\(h.width)x\(h.height) \(h.pixelFormatName) \(c.matrixName)/\(c.rangeName)"
-                }
-            }
-        }
-
-        let streamName = withUnsafeBytes(of: ctl.pointee.name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        let ended = fs_load_u32(&ctl.pointee.state) == FS_STREAM_ENDED
-        return StreamSnapshot(
-            name: streamName, producerPID: ctl.pointee.producer_pid,
-            state: !alive ? "dead" : ended ? "ended" : "running",
-            liveSource: ctl.pointee.flags & FS_CONTROL_LIVE_SOURCE != 0, slots: n,
-            slotBytes: ctl.pointee.slot_stride, epoch: fs_load_u64(&ctl.pointee.epoch),
-            published: fs_peek_u64(&ctl.pointee.published), dropped: fs_peek_u64(&ctl.pointee.dropped),
-            minFreeSlots: fs_peek_u64(&ctl.pointee.min_free), freeSlots: free,
-            reclaimedConsumers: fs_peek_u64(&ctl.pointee.reclaimed),
-            blockedMillis: Double(fs_peek_u64(&ctl.pointee.blocked_ns)) / 1e6,
-            nominalRate: Double(ctl.pointee.rate_milli) / 1000, format: format, lastSequence: lastSeq,
-            consumers: consumers, slotTable: slotTable)
+        return (slotTable, heldBy, free)
     }
 
-    /// Snapshots of every stream in `directory` (unreadable ones are skipped).
-    public static func all(in directory: RuntimeDirectory) -> [StreamSnapshot] {
-        directory.streamNames().compactMap { try? read($0, in: directory) }
+    /// The newest frame's format as monitors print it; nil when there is none or its
+    /// header does not validate. (A monitor's read may race with a rewrite; display only.)
+    private static func latestFormat(_ control: ControlSegment, stream: String,
+                                     in directory: RuntimeDirectory) throws(SegmentError) -> String? {
+        guard let (seq, slot) = try control.latest() else { return nil }
+        let epoch = control.slot(slot).pointee.epoch
+        let minimum = Int(control.slotCount) * FrameFormat.headerSize
+        let pool = try Segment.open(directory.poolPath(stream, epoch: epoch), writable: false, minimumSize: minimum)
+        let slotBytes = pool.size / Int(control.slotCount)
+        let raw = (pool.base + Int(slot) * slotBytes).load(as: fs_frame.self)
+        guard !pool.truncated, (try? FrameHeader.validate(raw, sequence: seq, slotBytes: slotBytes)) != nil else { return nil }
+        let h = FrameHeader(raw)
+        let c = h.description.color
+        return "\(h.width)x\(h.height) \(h.pixelFormatName) \(c.matrixName)/\(c.rangeName)"
+    }
+
+    /// Snapshots of every stream in `directory` (unreadable ones are skipped: see `scan`).
+    public static func all(in directory: RuntimeDirectory) -> [StreamSnapshot] { scan(in: directory).streams }
+
+    /// Snapshots of every stream in `directory`, and one line for each stream that could
+    /// not be read (a bad value, a truncated or foreign file) or consumer entry skipped.
+    /// One bad stream never hides the others; nothing is printed here.
+    public static func scan(in directory: RuntimeDirectory) -> (streams: [StreamSnapshot], warnings: [String]) {
+        var streams: [StreamSnapshot] = []
+        var warnings: [String] = []
+        for name in directory.streamNames() {
+            do {
+                let (s, w) = try inspect(name, in: directory)
+                streams.append(s)
+                warnings += w
+            } catch {
+                // A stream whose producer removed its files between listing and reading is not an error.
+                if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { continue }
+                warnings.append("skipping stream '\(name)': \(error)")
+            }
+        }
+        return (streams, warnings)
+    }
+}
+
+extension ConsumerSnapshot {
+    /// Entry `index` as read from the segment (`e` is a copy), with its validated mode and state.
+    init(_ e: fs_consumer, index: Int, mode: ConsumerMode, state: ConsumerState, lastPublished: UInt64,
+         heldSlots: [Int], now: UInt64) {
+        let hist = withUnsafeBytes(of: e.latency_hist) { Array($0.bindMemory(to: UInt64.self)) }
+        let expectedNext = mode == .lossless && e.last_seq == 0 && e.first_seq > 0 ? e.first_seq - 1 : e.last_seq
+        self.init(
+            index: index, pid: e.pid, name: readCString(e.name), mode: mode.name, state: state.name,
+            delivered: e.delivered, missed: e.missed, stale: e.stale, lastSequence: e.last_seq,
+            lag: lastPublished > expectedNext ? lastPublished - expectedNext : 0, held: e.held,
+            holdMillis: e.hold_since_ns == 0 || e.hold_since_ns > now ? 0 : Double(now - e.hold_since_ns) / 1e6,
+            heldSlots: heldSlots, latencyHistogramMicros: hist,
+            meanLatencyMicros: e.delivered == 0 ? 0 : Double(e.latency_sum_ns) / Double(e.delivered) / 1e3)
     }
 }
 

@@ -19,6 +19,11 @@ public struct ProducerOptions: Sendable {
     public var nominalRate: Double? = nil
     /// Minimum bytes per slot (a later, larger format still starts a new epoch).
     public var minimumSlotBytes = 0
+    /// Seconds a lossless consumer may go without taking a frame while the producer waits
+    /// for a slot, before it is demoted to live (nil: wait for it forever). A demoted
+    /// consumer stays attached, gets the newest frames from then on and counts the ones it
+    /// missed; `fs_control.demoted` (`Producer.demotedCount`, `ls`) counts demotions.
+    public var stallTimeout: Double? = nil
 
     public init() {}
 }
@@ -48,9 +53,17 @@ public final class Producer: @unchecked Sendable {
     public let directory: RuntimeDirectory
     public let options: ProducerOptions
 
+    // Lock order (outer first; never take an outer lock while holding an inner one):
+    //   slotLock -> SlotLease.state -> shared -> announceLock
+    // `leased` is an atomic and takes no lock. The watcher threads take only `shared`
+    // (scanConsumers, reclaim) and never `slotLock`; `announceLock` is innermost and
+    // held only around one send.
     private var lock: FileLock?
-    private let control: MappedFile
-    let ctl: UnsafeMutablePointer<fs_control>
+    /// The control segment. Its slot count and record offsets are this producer's own
+    /// values, never re-read from shared memory (another process can write there).
+    let control: ControlSegment
+    /// The segment's header (tests poke at it).
+    var ctl: UnsafeMutablePointer<fs_control> { control.header }
     /// Serialises everything that takes slots or changes the pool (`reserve`, `lease`,
     /// publishing), which may run on the publishing thread and on a decoder's thread.
     private let slotLock = ThreadLock()
@@ -64,12 +77,17 @@ public final class Producer: @unchecked Sendable {
     /// The largest slot a lease asked for in vain (its frames were copied): the next epoch
     /// the publishing thread starts is at least this large, so decoding in place resumes.
     private var leaseBytesWanted = 0
-    private var pool: MappedFile?
+    private var pool: Segment?
     private var slotStride = 0
     private(set) var epoch: UInt64 = 0
     private let socket: ZMQSocket
     let shared = Mutex(ProducerShared())
     private var nextSlotHint: UInt32 = 0
+    /// Per lossless consumer: the `delivered` count last seen and when it last changed
+    /// (the stall timeout's evidence of progress). Touched under `slotLock` only.
+    private var progress: [Int: (delivered: UInt64, since: UInt64)] = [:]
+    /// The newest published frame (this producer's own record of `latest`).
+    private var latestPublished: (sequence: UInt64, slot: UInt32)?
     private let announceBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 128, alignment: 8)
     private var templateFormat: FrameFormat?
     private var template = fs_frame()
@@ -89,7 +107,7 @@ public final class Producer: @unchecked Sendable {
                 directory: RuntimeDirectory? = nil) throws(FrameServerError) {
         try validateStreamName(stream)
         guard (1...Int(FS_MAX_SLOTS)).contains(options.slots) else {
-            throw .invalidArgument("--slots must be between 1 and \(FS_MAX_SLOTS), not \(options.slots)")
+            throw .produce(.slotCount(options.slots))
         }
         let dir: RuntimeDirectory
         if let directory { dir = directory } else { dir = try RuntimeDirectory() }
@@ -102,29 +120,8 @@ public final class Producer: @unchecked Sendable {
         for f in dir.files(of: stream) where f != dir.lockPath(stream) { unlink(f) }
 
         let tmp = dir.controlPath(stream) + ".tmp.\(getpid())"
-        control = try MappedFile.create(tmp, size: fs_control_size(UInt32(options.slots)))
-        ctl = control.base.assumingMemoryBound(to: fs_control.self)
-        let me = ProcessIdentity.current
-        ctl.pointee.magic = FS_MAGIC_CONTROL
-        ctl.pointee.version = FS_PROTOCOL_VERSION
-        ctl.pointee.header_size = UInt32(MemoryLayout<fs_control>.size)
-        ctl.pointee.slot_count = UInt32(options.slots)
-        ctl.pointee.max_consumers = FS_MAX_CONSUMERS
-        ctl.pointee.slot_ctl_size = UInt32(MemoryLayout<fs_slot_ctl>.size)
-        ctl.pointee.consumer_size = UInt32(MemoryLayout<fs_consumer>.size)
-        ctl.pointee.slot_ctl_offset = UInt32(MemoryLayout<fs_control>.size)
-        ctl.pointee.consumer_offset = UInt32(MemoryLayout<fs_control>.size + options.slots * MemoryLayout<fs_slot_ctl>.size)
-        ctl.pointee.producer_pid = me.pid
-        ctl.pointee.producer_start_time = me.startTime
-        ctl.pointee.created_ns = fs_sys_realtime_ns()
-        ctl.pointee.state = FS_STREAM_RUNNING
-        ctl.pointee.min_free = UInt64(options.slots)
-        ctl.pointee.live_max_held = UInt32(options.liveMaxHeld)
-        ctl.pointee.flags = options.liveSource ? FS_CONTROL_LIVE_SOURCE : 0
-        ctl.pointee.rate_milli = UInt64(min(max(options.nominalRate ?? 0, 0), 1e9) * 1000)
-        withUnsafeMutableBytes(of: &ctl.pointee.name) { b in
-            for (i, c) in stream.utf8.enumerated() { b[i] = c }
-        }
+        control = try ControlSegment.create(tmp, .init(stream: stream, slots: options.slots, liveSource: options.liveSource,
+                                                       liveMaxHeld: options.liveMaxHeld, nominalRate: options.nominalRate))
 
         socket = try ZMQSocket(type: ZMQ_PUB)
         socket.setOption(ZMQ_SNDHWM, options.sendHighWaterMark)
@@ -172,11 +169,10 @@ public final class Producer: @unchecked Sendable {
     public func close() {
         guard !closed else { return }
         closed = true
-        if fs_load_u32(&ctl.pointee.state) != FS_STREAM_ENDED { finish() }
+        if !ended { finish() }
         waitForReleases(timeoutSeconds: 2)
         shared.withLock { $0.running = false }
-        fs_bump(&ctl.pointee.attach_seq)
-        _ = fs_sys_futex_wake(&ctl.pointee.attach_seq)
+        control.announceConsumerChange()
         _ = fs_sys_eventfd_signal(wakeFD)
         for t in threads { pthread_join(t, nil) }
         shared.withLock { s in
@@ -189,8 +185,7 @@ public final class Producer: @unchecked Sendable {
         unlink(directory.socketPath(stream))
         // A consumer that still holds (or is owed) frames but has not mapped the pool yet
         // must still find it: leave it for the next producer of this name or 'framesrv clean'.
-        let held = (0..<ctl.pointee.slot_count).contains { fs_load_u64(&slotCtl($0).pointee.holders) != 0 }
-        if epoch > 0, !held {
+        if epoch > 0, !control.anySlotHeld(countingWriter: true) {
             unlink(directory.poolPath(stream, epoch: epoch))
             for r in retired { unlink(directory.poolPath(stream, epoch: r.epoch)) }
         }
@@ -207,10 +202,11 @@ public final class Producer: @unchecked Sendable {
     /// consumers still hold stay in the old pool).
     public func reserve(_ format: FrameFormat) throws(FrameServerError) -> WritableFrame? {
         try format.validate()
+        try checkSegmentsIntact()
         return try slotLock.withLock { () throws(FrameServerError) -> WritableFrame? in
             if pool == nil || format.slotBytes > slotStride {
                 guard outstanding == 0 else {
-                    throw .invalidArgument("publish or drop the \(outstanding) frame(s) you hold before reserving a larger format (\(format))")
+                    throw .produce(.framesOutstanding(outstanding, format))
                 }
                 try startEpoch(bytes: max(format.slotBytes, leaseBytesWanted))
             } else if leaseBytesWanted > slotStride, outstanding == 0 {
@@ -220,7 +216,7 @@ public final class Producer: @unchecked Sendable {
             }
             guard let slot = takeFreeSlot(wait: !options.liveSource) else {
                 // A live source found no free slot; otherwise `shouldStop` ended the wait.
-                if options.liveSource { fs_count(&ctl.pointee.dropped, 1) }
+                if options.liveSource { fs_count(&ctl.pointee.dropped, 1) }   // stat
                 return nil
             }
             let base = pool!.base + Int(slot) * slotStride
@@ -250,7 +246,7 @@ public final class Producer: @unchecked Sendable {
         while true {
             let attempt = try slotLock.withLock { () throws(FrameServerError) -> LeaseAttempt in
                 if pool == nil { try startEpoch(bytes: bytes) }
-                let n = Int(ctl.pointee.slot_count)
+                let n = Int(control.slotCount)
                 if bytes > slotStride { leaseBytesWanted = max(leaseBytesWanted, bytes) }
                 guard bytes <= slotStride, let pool,
                       leased.load(ordering: .acquiring).nonzeroBitCount < n - Self.slotsKeptFromLeases else { return .cannot }
@@ -259,10 +255,7 @@ public final class Producer: @unchecked Sendable {
                     return .leased(SlotLease(producer: self, pool: pool, slot: slot, epoch: epoch,
                                              base: pool.base + Int(slot) * slotStride, capacity: slotStride))
                 }
-                let consumersHold = (0..<UInt32(n)).contains {
-                    fs_load_u64(&slotCtl($0).pointee.holders) & ~FS_HOLDER_WRITER != 0
-                }
-                return consumersHold ? .wait : .cannot
+                return control.anySlotHeld(countingWriter: false) ? .wait : .cannot
             }
             switch consume attempt {
             case .leased(let lease): return lease
@@ -271,7 +264,7 @@ public final class Producer: @unchecked Sendable {
                 guard wait else { return nil }
                 let start = monotonicNanos()
                 _ = sleepOnWake(until: nil) {
-                    (0..<ctl.pointee.slot_count).contains { fs_slot_is_free(slotCtl($0)) != 0 } ? true : nil
+                    (0..<control.slotCount).contains { fs_slot_is_free(slotCtl($0)) != 0 } ? true : nil
                 }
                 fs_count(&ctl.pointee.blocked_ns, monotonicNanos() - start)
             }
@@ -316,10 +309,7 @@ public final class Producer: @unchecked Sendable {
     /// of an ended stream), so the pool can be removed with the stream. Sleeps on `wake`.
     private func waitForReleases(timeoutSeconds: Double) {
         let deadline = monotonicNanos() + UInt64(timeoutSeconds * 1e9)
-        _ = sleepOnWake(until: deadline) {
-            let held = (0..<ctl.pointee.slot_count).contains { fs_load_u64(&slotCtl($0).pointee.holders) & ~FS_HOLDER_WRITER != 0 }
-            return held ? nil : true
-        }
+        _ = sleepOnWake(until: deadline) { control.anySlotHeld(countingWriter: false) ? nil : true }
     }
 
     /// The one way the producer waits for consumers: sleeps on the `wake` futex until
@@ -332,21 +322,41 @@ public final class Producer: @unchecked Sendable {
             let w = fs_producer_wait_begin(ctl)
             defer { fs_producer_wait_end(ctl) }
             if let value = ready() { return value }
-            var timeout: Int64 = -1
+            // A truncated control segment (now private zero pages) wakes nobody: give up.
+            if control.segment.truncated { return nil }
+            var timeout = longestSleepNanos
             if let deadline {
                 let now = monotonicNanos()
                 guard now < deadline else { return nil }
-                timeout = Int64(deadline - now)
+                timeout = min(timeout, Int64(deadline - now))
             }
             beforeSleep()
             _ = fs_sys_futex_wait(&ctl.pointee.wake, w, timeout)
         }
     }
 
+    /// The longest a producer thread sleeps on a futex before it looks again (1 s): a
+    /// lost wake-up (a truncated segment, see `sleepOnWake`) then costs at most this long.
+    static let longestWaitNanos: Int64 = 1_000_000_000
+    /// What `sleepOnWake` sleeps at most: a second, or a quarter of the stall timeout.
+    private var longestSleepNanos: Int64 {
+        guard let t = options.stallTimeout else { return Self.longestWaitNanos }
+        return max(1_000_000, min(Self.longestWaitNanos, Int64(min(max(t, 0), 1e9) * 0.25e9)))
+    }
+
     /// Bumps `wake` and wakes whoever sleeps on it (this producer's own waits).
-    func wakeWaiters() {
-        fs_bump(&ctl.pointee.wake)
-        _ = fs_sys_futex_wake(&ctl.pointee.wake)
+    func wakeWaiters() { control.wakeProducer() }
+
+    /// Whether this producer ended the stream (its own flag, not re-read from shared memory).
+    private var ended = false
+
+    /// Throws when the control segment or the current pool was truncated under this
+    /// producer (the SIGBUS guard caught it): the stream cannot go on.
+    private func checkSegmentsIntact() throws(FrameServerError) {
+        do {
+            try control.segment.checkIntact()
+            try slotLock.withLock { () throws(SegmentError) in try pool?.checkIntact() }
+        } catch { throw .segment(error) }
     }
 
     /// Lossless consumers currently attached.
@@ -355,8 +365,8 @@ public final class Producer: @unchecked Sendable {
     /// Marks the stream ended: consumers deliver what they hold and then stop.
     public func finish() {
         let last = shared.withLock { $0.nextSeq - 1 }
-        ctl.pointee.end_seq = last
-        fs_store_u32(&ctl.pointee.state, FS_STREAM_ENDED)   // SYNC: release, publishes end_seq
+        ended = true
+        control.markEnded(lastSequence: last)   // SYNC: release, publishes end_seq
         announce(Announcement(kind: .end, stream: stream, sequence: last, epoch: epoch, publishNanos: monotonicNanos()))
         wakeWaiters()
     }
@@ -368,12 +378,12 @@ public final class Producer: @unchecked Sendable {
 
     // MARK: Slots
 
-    private func slotCtl(_ i: UInt32) -> UnsafeMutablePointer<fs_slot_ctl> { fs_control_slot(ctl, i) }
+    private func slotCtl(_ i: UInt32) -> UnsafeMutablePointer<fs_slot_ctl> { control.slot(i) }
 
     /// Finds and reserves a slot nobody holds, starting after the last one used so frames
     /// rotate through the pool (a live consumer then finds recent frames intact longer).
     private func tryTakeFreeSlot() -> UInt32? {
-        let n = ctl.pointee.slot_count
+        let n = control.slotCount
         var free: UInt64 = 0
         var taken: UInt32?
         for k in 0..<n {
@@ -402,10 +412,45 @@ public final class Producer: @unchecked Sendable {
         // finds the frames reserved for it.
         let slot = sleepOnWake(until: nil, beforeSleep: reannounceLatest) { () -> UInt32?? in
             if let s = tryTakeFreeSlot() { return .some(s) }
+            if demoteStalledConsumers(waitingSince: start), let s = tryTakeFreeSlot() { return .some(s) }
             return shouldStop?() == true ? .some(nil) : nil   // stopping: give up, nothing taken
         }
         return slot ?? nil
     }
+
+    /// The stall timeout (`ProducerOptions.stallTimeout`): demotes to live every lossless
+    /// consumer that has a slot (held or reserved) and has taken no frame for the timeout
+    /// while this producer waited since `start`. Returns whether it demoted any. Called
+    /// with `slotLock` held. `delivered` is the consumer's own counter: it is compared,
+    /// never used as a size or index.
+    private func demoteStalledConsumers(waitingSince start: UInt64) -> Bool {
+        guard let timeout = options.stallTimeout else { return false }
+        let limit = UInt64(min(max(timeout, 0), 1e9) * 1e9)
+        let now = monotonicNanos()
+        let mask = shared.withLock { $0.losslessMask }
+        var demoted = false
+        for i in 0..<Int(FS_MAX_CONSUMERS) where mask & (1 << UInt64(i)) != 0 {
+            let delivered = fs_peek_u64(&control.consumer(i).pointee.delivered)
+            guard let seen = progress[i], seen.delivered == delivered else {
+                progress[i] = (delivered, now)
+                continue
+            }
+            let bit: UInt64 = 1 << UInt64(i)
+            guard now - max(seen.since, start) >= limit, control.anySlot(heldBy: bit) else { continue }
+            shared.withLock { st in
+                guard st.losslessMask & bit != 0 else { return }
+                st.losslessMask &= ~bit
+                fs_store_u64(&ctl.pointee.lossless_mask, st.losslessMask)
+                control.demoteToLive(i, bit: bit, delivered: fs_peek_u64(&control.consumer(i).pointee.last_seq))
+            }
+            progress[i] = nil
+            demoted = true
+        }
+        return demoted
+    }
+
+    /// Lossless consumers demoted to live by the stall timeout.
+    public var demotedCount: UInt64 { control.demotedCount }
 
     /// Starts pool epoch N+1 with slots of at least `bytes` bytes, without waiting for anyone.
     ///
@@ -417,7 +462,7 @@ public final class Producer: @unchecked Sendable {
     /// those slots instead could wait forever: a filter whose graph keeps the last frames
     /// until the next one arrives holds them across the change.
     private func startEpoch(bytes: Int) throws(FrameServerError) {
-        let n = ctl.pointee.slot_count
+        let n = control.slotCount
         var reserved: [UInt32] = []
         var kept: UInt64 = 0
         if pool != nil {
@@ -428,9 +473,9 @@ public final class Producer: @unchecked Sendable {
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         let stride = (max(bytes, options.minimumSlotBytes) + page - 1) / page * page
         let newEpoch = epoch + 1
-        let newPool: MappedFile
+        let newPool: Segment
         do {
-            newPool = try MappedFile.create(directory.poolPath(stream, epoch: newEpoch), size: stride * Int(n))
+            newPool = try Segment.create(directory.poolPath(stream, epoch: newEpoch), size: stride * Int(n))
         } catch {
             for i in reserved { fs_slot_abandon(slotCtl(i)) }   // the old epoch goes on
             throw error
@@ -442,12 +487,11 @@ public final class Producer: @unchecked Sendable {
         pool = newPool
         slotStride = stride
         epoch = newEpoch
-        ctl.pointee.slot_stride = UInt64(stride)
-        ctl.pointee.pool_size = UInt64(stride * Int(n))
         // `latest` must not name an old-pool frame: a live consumer starts again from new frames.
-        fs_store_u64(&ctl.pointee.latest, 0)
+        control.clearLatest()
+        latestPublished = nil
         for i in reserved { slotCtl(i).pointee.seq = 0 }
-        fs_store_u64(&ctl.pointee.epoch, newEpoch)   // SYNC: release, after stride and size
+        control.setEpoch(newEpoch, slotStride: stride, poolSize: stride * Int(n))   // SYNC: release, after stride and size
         for i in reserved { fs_slot_abandon(slotCtl(i)) }
         let next = shared.withLock { $0.nextSeq }
         announce(Announcement(kind: .epoch, stream: stream, sequence: next, epoch: newEpoch, publishNanos: monotonicNanos()))
@@ -516,9 +560,10 @@ public final class Producer: @unchecked Sendable {
             base.storeBytes(of: header, as: fs_frame.self)
             // SYNC: release store of holders publishes header and pixels (fs_slot_publish).
             fs_slot_publish(s, seq, epoch, now, st.losslessMask)
-            fs_store_u64(&ctl.pointee.latest, seq << 8 | UInt64(slot))
+            control.setLatest(sequence: seq, slot: slot)
             return seq
         }
+        latestPublished = (seq, slot)
         fs_count(&ctl.pointee.published, 1)
         fs_store_u64(&ctl.pointee.last_publish_ns, now)
         announce(Announcement(kind: .frame, stream: stream, sequence: seq, slot: slot, flags: d.flags, epoch: epoch,
@@ -527,9 +572,8 @@ public final class Producer: @unchecked Sendable {
 
     /// Sends the newest frame's announcement again (consumers treat repeats as doorbells).
     private func reannounceLatest() {
-        let latest = fs_load_u64(&ctl.pointee.latest)
-        guard latest != 0 else { return }
-        announce(Announcement(kind: .frame, stream: stream, sequence: latest >> 8, slot: UInt32(latest & 0xFF),
+        guard let latest = latestPublished else { return }
+        announce(Announcement(kind: .frame, stream: stream, sequence: latest.sequence, slot: latest.slot,
                               epoch: epoch, publishNanos: monotonicNanos()))
     }
 
@@ -542,7 +586,6 @@ public final class Producer: @unchecked Sendable {
 
     // MARK: Consumer admission and reclaim (watcher threads)
 
-    private func consumerEntry(_ i: Int) -> UnsafeMutablePointer<fs_consumer> { fs_control_consumer(ctl, UInt32(i)) }
 
     /// Thread A: sleeps on `attach_seq`; on every change admits new consumers and
     /// detaches the ones that asked to leave.
@@ -553,28 +596,33 @@ public final class Producer: @unchecked Sendable {
             let seen = fs_load_u32(&ctl.pointee.attach_seq)
             guard shared.withLock({ $0.running }) else { return }
             scanConsumers()
-            _ = fs_sys_futex_wait(&ctl.pointee.attach_seq, seen, -1)
+            // At most a second: a control segment truncated under us is replaced by private
+            // zero pages (the SIGBUS guard), and close()'s wake then no longer reaches a
+            // wait keyed on the old shared page.
+            _ = fs_sys_futex_wait(&ctl.pointee.attach_seq, seen, Self.longestWaitNanos)
         }
     }
 
     private func scanConsumers() {
         var changed = false
         for i in 0..<Int(FS_MAX_CONSUMERS) {
-            let e = consumerEntry(i)
-            let pid = fs_load_i32(&e.pointee.pid)
+            let e = control.consumer(i)
+            let pid = control.consumerPID(i)
             guard pid != 0 else { continue }
-            let state = fs_load_u32(&e.pointee.state)
+            // A state that is none of the protocol's is a bad entry: left alone (a dead
+            // owner's bits are still reclaimed through its pidfd, if it was admitted).
+            guard let state = control.consumerState(i) else { continue }
             let known = shared.withLock { $0.watched[i] != nil }
             switch state {
-            case FS_CONSUMER_ACTIVE where !known:
-                let identity = ProcessIdentity(pid: pid, startTime: e.pointee.start_time)
+            case .active where !known:
+                let identity = control.consumerIdentity(i)
                 let fd: Int32
                 switch identity.watch() {
                 case .running(let d): fd = d
                 case .exited: reclaim(i, identity: identity); changed = true; continue
                 case .unknown: continue   // cannot watch it now (no fds?): try again at the next scan
                 }
-                let lossless = e.pointee.mode == FS_MODE_LOSSLESS
+                let lossless = control.consumerMode(i) == .lossless   // anything else is served live
                 shared.withLock { st in
                     st.watched[i] = (fd, identity)
                     if lossless {
@@ -585,11 +633,11 @@ public final class Producer: @unchecked Sendable {
                     }
                 }
                 changed = true
-            case FS_CONSUMER_CLOSING:
-                reclaim(i, identity: ProcessIdentity(pid: pid, startTime: e.pointee.start_time))
+            case .closing:
+                reclaim(i, identity: control.consumerIdentity(i))
                 changed = true
-            case FS_CONSUMER_FREE where fs_sys_process_start_time(pid) == 0,
-                 FS_CONSUMER_CLAIMED where fs_sys_process_start_time(pid) == 0:
+            case .free where fs_sys_process_start_time(pid) == 0,
+                 .claimed where fs_sys_process_start_time(pid) == 0:
                 // Died between claiming the entry (CAS on pid) and finishing its registration.
                 reclaim(i, identity: ProcessIdentity(pid: pid, startTime: 0))
                 changed = true
@@ -631,23 +679,17 @@ public final class Producer: @unchecked Sendable {
     /// Takes consumer `i` out of the stream: no more reservations, every hold cleared,
     /// entry freed. Runs for dead consumers and for clean detaches alike.
     func reclaim(_ i: Int, identity: ProcessIdentity) {
-        let e = consumerEntry(i)
         let bit: UInt64 = 1 << UInt64(i)
         // A consumer that asked to leave (CLOSING) and then exited did not die.
-        let died = fs_load_u32(&e.pointee.state) != FS_CONSUMER_CLOSING
+        let died = control.consumerState(i) != .closing
         shared.withLock { st in
             // Under the lock: no publish can be between reading the mask and storing holders.
             st.losslessMask &= ~bit
             fs_store_u64(&ctl.pointee.lossless_mask, st.losslessMask)
-            _ = fs_control_clear_holder(ctl, bit)
+            control.clearHolder(bit)
             if let w = st.watched.removeValue(forKey: i) { st.toClose.append(w.fd) }
             // Only free the entry if it still belongs to the process we reclaim.
-            if fs_load_i32(&e.pointee.pid) == identity.pid {
-                e.pointee.first_seq = 0
-                e.pointee.held = 0
-                e.pointee.hold_since_ns = 0
-                fs_consumer_free(e)
-            }
+            control.freeConsumer(i, ifOwnedBy: identity.pid)
         }
         if died { fs_count(&ctl.pointee.reclaimed, 1) }
         _ = fs_sys_eventfd_signal(wakeFD)

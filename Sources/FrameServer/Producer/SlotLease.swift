@@ -48,10 +48,10 @@ public final class SlotLease: @unchecked Sendable {
     /// Bytes of the slot, header included.
     public let capacity: Int
     let producer: Producer
-    let pool: MappedFile
+    let pool: Segment
     let state = Mutex(State.writing)
 
-    init(producer: Producer, pool: MappedFile, slot: UInt32, epoch: UInt64, base: UnsafeMutableRawPointer, capacity: Int) {
+    init(producer: Producer, pool: Segment, slot: UInt32, epoch: UInt64, base: UnsafeMutableRawPointer, capacity: Int) {
         self.producer = producer; self.pool = pool; self.slot = slot; self.epoch = epoch
         self.base = base; self.capacity = capacity
     }
@@ -64,7 +64,7 @@ public final class SlotLease: @unchecked Sendable {
             s = .ended
             return p
         }
-        let s = fs_control_slot(producer.ctl, slot)
+        let s = producer.control.slot(slot)
         switch prior {
         case .writing: fs_slot_abandon(s)
         case .published: fs_slot_hold_clear(s)

@@ -5,6 +5,16 @@ public struct Rational: Sendable, Equatable, CustomStringConvertible {
     public var num: Int32, den: Int32
     public init(_ num: Int32, _ den: Int32) { self.num = num; self.den = den }
     public var description: String { "\(num)/\(den)" }
+
+    /// `num/den` in lowest terms; nil when den is 0 or the reduced fraction does not fit Int32.
+    public init?(reducing num: UInt64, _ den: UInt64) {
+        guard den != 0 else { return nil }
+        var (a, b) = (num, den)
+        while b != 0 { (a, b) = (b, a % b) }
+        let (n, d) = (num / a, den / a)
+        guard n <= UInt64(Int32.max), d <= UInt64(Int32.max) else { return nil }
+        self.init(Int32(n), Int32(d))
+    }
 }
 
 /// Per-frame flags (FS_FRAME_* in CFrameServer.h).

@@ -134,7 +134,7 @@ public struct FrameFormat: Sendable, Equatable, CustomStringConvertible {
     /// Checks the dimensions are something a pool can hold.
     public func validate() throws(FrameServerError) {
         guard width > 0, height > 0, width <= 16384, height <= 16384 else {
-            throw .invalidArgument("frame size \(width)x\(height) is out of range (1x1 to 16384x16384)")
+            throw .produce(.frameSize(width: width, height: height))
         }
     }
 }

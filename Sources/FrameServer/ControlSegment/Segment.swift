@@ -1,0 +1,72 @@
+import CFrameServer
+import Glibc
+
+/// A shared-memory file mapped into this process and guarded against truncation: if
+/// another process truncates the file while it is mapped, the SIGBUS guard (shim.c,
+/// `fs_guard_*`) maps zero pages over the whole mapping and counts the fault instead of
+/// letting the access kill the process. Readers check `truncated` after reading what
+/// they use, and give up on the segment when it is set.
+final class Segment: @unchecked Sendable {
+    // @unchecked Sendable: address, size and guard entry never change; what the bytes
+    // mean and who may touch them is the protocol's business (atomics in CFrameServer.h).
+    let path: String
+    let base: UnsafeMutableRawPointer
+    let size: Int
+    private let created: MappedFile?
+    private let fd: Int32
+    private let guardEntry: Int32
+
+    private init(path: String, base: UnsafeMutableRawPointer, size: Int, writable: Bool, created: MappedFile?, fd: Int32) {
+        self.path = path; self.base = base; self.size = size; self.created = created; self.fd = fd
+        guardEntry = fs_guard_register(base, size, writable ? 1 : 0)
+    }
+
+    /// Creates a new file of `size` zero bytes (mode 0600, fails if it exists), mapped read-write.
+    static func create(_ path: String, size: Int) throws(FrameServerError) -> Segment {
+        let file = try MappedFile.create(path, size: size)
+        return Segment(path: path, base: file.base, size: file.size, writable: true, created: file, fd: -1)
+    }
+
+    /// Maps an existing segment another process made. The file is opened with
+    /// O_NONBLOCK and O_NOFOLLOW (a FIFO or a symlink in its place cannot hang or redirect
+    /// the reader) and must be a regular file of at least `minimumSize` bytes.
+    ///
+    /// The corresponding C functions are `open`, `fstat` and `mmap`.
+    static func open(_ path: String, writable: Bool, minimumSize: Int = 1) throws(SegmentError) -> Segment {
+        let fd = Glibc.open(path, (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else {
+            let e = Errno.current
+            if e == Errno(rawValue: ELOOP) { throw .notRegularFile(path: path) }
+            throw .system(operation: "open", path: path, e)
+        }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { let e = Errno.current; close(fd); throw .system(operation: "stat", path: path, e) }
+        guard st.st_mode & S_IFMT == S_IFREG else { close(fd); throw .notRegularFile(path: path) }
+        let size = Int(st.st_size)
+        guard size >= max(1, minimumSize) else { close(fd); throw .tooSmall(path: path, size: size, needed: max(1, minimumSize)) }
+        let prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
+        let p = mmap(nil, size, prot, MAP_SHARED, fd, 0)
+        guard let p, p != MAP_FAILED else { let e = Errno.current; close(fd); throw .system(operation: "map", path: path, e) }
+        return Segment(path: path, base: p, size: size, writable: writable, created: nil, fd: fd)
+    }
+
+    /// Whether a SIGBUS was caught on this mapping: the file was truncated under us and
+    /// the mapping now reads zeros.
+    var truncated: Bool { fs_guard_faults(guardEntry) != 0 }
+
+    /// Throws `.truncated` once the file was truncated under this mapping.
+    func checkIntact() throws(SegmentError) {
+        if truncated { throw .truncated(path: path) }
+    }
+
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: size) }
+
+    deinit {
+        // Forget the range before it is unmapped, so the handler never maps over a reuse.
+        fs_guard_unregister(guardEntry)
+        if created == nil {
+            munmap(base, size)
+            close(fd)
+        }
+    }
+}

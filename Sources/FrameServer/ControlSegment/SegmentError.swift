@@ -1,0 +1,56 @@
+import CFrameServer
+
+/// Why a shared-memory segment (a control segment or a pool) cannot be used. Every case
+/// names the file, and where a value is at fault the field and the value, in one line.
+public enum SegmentError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The path is not a regular file (a FIFO, a device, a directory, a symlink).
+    case notRegularFile(path: String)
+    /// The file is smaller than its header says it must be.
+    case tooSmall(path: String, size: Int, needed: Int)
+    /// The file does not start with the expected magic.
+    case badMagic(path: String, found: UInt32)
+    /// The file speaks another protocol version.
+    case versionMismatch(path: String, found: UInt32)
+    /// A header field holds a value the protocol does not allow.
+    case badField(path: String, field: String, value: UInt64, expected: String)
+    /// The file was truncated while mapped (caught SIGBUS): what it held is gone.
+    case truncated(path: String)
+    /// A system call on the file failed.
+    case system(operation: String, path: String, Errno)
+
+    public var path: String {
+        switch self {
+        case .notRegularFile(let p), .tooSmall(let p, _, _), .badMagic(let p, _), .versionMismatch(let p, _),
+             .badField(let p, _, _, _), .truncated(let p), .system(_, let p, _): p
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .notRegularFile(let p): "\(p) is not a regular file"
+        case .tooSmall(let p, let size, let needed): "\(p) has \(size) bytes, its header needs \(needed)"
+        case .badMagic(let p, let found): "\(p) is not a framesrv control segment (magic 0x\(String(found, radix: 16)))"
+        case .versionMismatch(let p, let found):
+            "control segment \(p) speaks framesrv protocol version \(found), but this program speaks version \(FS_PROTOCOL_VERSION)"
+        case .badField(let p, let field, let value, let expected): "\(p): \(field) is \(value), expected \(expected)"
+        case .truncated(let p): "\(p) was truncated while mapped"
+        case .system(let op, let p, let e): "cannot \(op) \(p): \(e)"
+        }
+    }
+}
+
+/// Why a frame header in a pool slot cannot be trusted. The reader adds the file and slot.
+public enum FrameHeaderError: Error, Equatable, Sendable, CustomStringConvertible {
+    case badMagic(found: UInt32)
+    case versionMismatch(found: UInt32)
+    /// A field holds a value the protocol does not allow, or one that disagrees with others.
+    case badField(field: String, value: Int64, expected: String)
+
+    public var description: String {
+        switch self {
+        case .badMagic(let found): "not a framesrv frame header (magic 0x\(String(found, radix: 16)))"
+        case .versionMismatch(let found): "frame header speaks protocol version \(found), expected \(FS_PROTOCOL_VERSION)"
+        case .badField(let field, let value, let expected): "\(field) is \(value), expected \(expected)"
+        }
+    }
+}
