@@ -137,13 +137,8 @@ public struct FileDescriptor: ~Copyable {
 public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, shouldStop: (() -> Bool)? = nil) throws(Errno) {
     var done = 0
     while done < bytes.count {
-        let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
-        if n < 0 {
-            let e = Errno.current
-            if e != .interrupted { throw e }
-            if shouldStop?() == true { throw .interrupted }
-            continue
-        }
+        guard let n = try writeOnce(shouldStop, { Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done) })
+        else { continue }
         done += n
         if done < bytes.count, shouldStop?() == true { throw .interrupted }
     }
@@ -161,13 +156,8 @@ public func writeAll(_ fd: Int32, _ vectors: inout [iovec], shouldStop: (() -> B
     while first < vectors.count, vectors[first].iov_len == 0 { first += 1 }
     while first < vectors.count {
         let count = min(vectors.count - first, 1024)   // IOV_MAX on Linux
-        let n = vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress! + first, Int32(count)) }
-        if n < 0 {
-            let e = Errno.current
-            if e != .interrupted { throw e }
-            if shouldStop?() == true { throw .interrupted }
-            continue
-        }
+        guard let n = try writeOnce(shouldStop, { vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress! + first, Int32(count)) } })
+        else { continue }
         total += n
         var left = n
         while left > 0 {   // n never exceeds what vectors[first...] holds
@@ -182,6 +172,17 @@ public func writeAll(_ fd: Int32, _ vectors: inout [iovec], shouldStop: (() -> B
         if first < vectors.count, shouldStop?() == true { throw .interrupted }
     }
     return total
+}
+
+/// One `write`/`writev` of a writeAll loop: the bytes it wrote, or nil to call again (EINTR
+/// and no stop requested); a stop request after EINTR throws `Errno.interrupted`.
+private func writeOnce(_ shouldStop: (() -> Bool)?, _ call: () -> Int) throws(Errno) -> Int? {
+    let n = call()
+    if n >= 0 { return n }
+    let e = Errno.current
+    if e != .interrupted { throw e }
+    if shouldStop?() == true { throw .interrupted }
+    return nil
 }
 
 /// Unmaps a mapping made by `FileDescriptor.map`.
