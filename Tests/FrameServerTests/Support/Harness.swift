@@ -101,6 +101,24 @@ final class Proc: @unchecked Sendable {
         return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
     }
 
+    /// How the process ended: its exit status, the signal that ended it, or `.hung` when it
+    /// ran past `timeout` seconds (it is then SIGKILLed).
+    func outcome(timeout: Double) -> ProcessOutcome {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { usleep(2_000) }
+        if process.isRunning {
+            kill()
+            return .hung
+        }
+        return process.terminationReason == .uncaughtSignal ? .signaled(process.terminationStatus) : .exited(process.terminationStatus)
+    }
+
+    /// Deletes the files that captured the output.
+    func removeLogs() {
+        unlink(outPath)
+        unlink(errPath)
+    }
+
     func signal(_ sig: Int32) { if process.isRunning { Glibc.kill(pid, sig) } }
 
     func kill() {
@@ -116,6 +134,42 @@ final class Proc: @unchecked Sendable {
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
         return (Int64(fields[11]) ?? 0) + (Int64(fields[12]) ?? 0)
+    }
+}
+
+/// How a child process ended.
+enum ProcessOutcome: Equatable, Sendable, CustomStringConvertible {
+    case exited(Int32)
+    case signaled(Int32)
+    case hung
+
+    var description: String {
+        switch self {
+        case .exited(let status): "exit \(status)"
+        case .signaled(let signal): signalName(signal)
+        case .hung: "hang"
+        }
+    }
+}
+
+/// SIGSEGV, SIGBUS, ... for a signal number.
+func signalName(_ signal: Int32) -> String {
+    let names: [Int32: String] = [SIGILL: "SIGILL", SIGTRAP: "SIGTRAP", SIGABRT: "SIGABRT", SIGBUS: "SIGBUS", SIGFPE: "SIGFPE",
+                                  SIGKILL: "SIGKILL", SIGSEGV: "SIGSEGV", SIGPIPE: "SIGPIPE", SIGTERM: "SIGTERM", SIGINT: "SIGINT"]
+    return names[signal] ?? "signal \(signal)"
+}
+
+/// A value shared between threads behind a lock.
+final class Locked<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
     }
 }
 
