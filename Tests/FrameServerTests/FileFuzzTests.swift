@@ -21,23 +21,31 @@ import Testing
         let failures = Locked<[FuzzFailure]>([])
         let next = Locked(0)
         let start = Date()
-        DispatchQueue.concurrentPerform(iterations: min(config.workers, indices.count)) { _ in
-            do {
-                let worker = try FuzzWorker(config: config, failures: failures)
-                while let i = next.withLock({ n -> Int? in
-                    defer { n += 1 }
-                    return n < indices.count ? indices[n] : nil
-                }) {
-                    worker.run(i)
+        // Threads, not concurrentPerform (which runs no more at once than there are cores):
+        // a worker spends most of its time waiting for its processes.
+        let done = DispatchGroup()
+        for _ in 0..<min(config.workers, indices.count) {
+            done.enter()
+            Thread {
+                defer { done.leave() }
+                do {
+                    let worker = try FuzzWorker(config: config, failures: failures)
+                    while let i = next.withLock({ n -> Int? in
+                        defer { n += 1 }
+                        return n < indices.count ? indices[n] : nil
+                    }) {
+                        worker.run(i)
+                    }
+                    worker.close()
+                } catch {
+                    failures.withLock {
+                        $0.append(FuzzFailure(seed: config.seed, index: -1, state: .running, mutation: "none", applied: "",
+                                              command: "(fuzzer setup)", problem: "\(error)", stderr: ""))
+                    }
                 }
-                worker.close()
-            } catch {
-                failures.withLock {
-                    $0.append(FuzzFailure(seed: config.seed, index: -1, state: .running, mutation: "none", applied: "",
-                                          command: "(fuzzer setup)", problem: "\(error)", stderr: ""))
-                }
-            }
+            }.start()
         }
+        done.wait()
         let found = failures.withLock { $0 }
         let seconds = Int(Date().timeIntervalSince(start))
         let summary = fileFuzzSummary(found)
