@@ -32,6 +32,7 @@ import Testing
                     let worker = try FuzzWorker(config: config, failures: failures)
                     while let i = next.withLock({ n -> Int? in
                         defer { n += 1 }
+                        if n > 0, n % 250 == 0 { print("file fuzz: \(n) of \(indices.count) mutations started") }
                         return n < indices.count ? indices[n] : nil
                     }) {
                         worker.run(i)
@@ -52,7 +53,10 @@ import Testing
         print("file fuzz: \(indices.count) mutations in \(seconds) s, \(found.count) failures in "
               + "\(Set(found.map(\.signature)).count) signatures\n\(summary)")
         if let path = ProcessInfo.processInfo.environment["FRAMESRV_FILE_FUZZ_REPORT"] {
-            try? summary.write(toFile: path, atomically: true, encoding: .utf8)
+            let all = found.sorted { $0.index < $1.index }.map {
+                "#\($0.index) [\($0.state)] \($0.command) | \($0.problem) | \($0.mutation) | \(crashSite($0.stderr) ?? "")"
+            }
+            try? (summary + "\n\nevery failure:\n" + all.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
         }
         #expect(found.count == 0, "\(found.count) failures (seed \(config.seed)):\n\(summary)")
     }

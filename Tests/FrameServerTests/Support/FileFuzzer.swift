@@ -117,8 +117,12 @@ struct FuzzFailure: Sendable {
     let problem: String
     let stderr: String
 
-    /// What makes two failures the same bug: command, problem, mutation (not the run's numbers).
-    var signature: String { "\(command) | \(problem) | \(mutation)" }
+    /// A signal or a hang (else a broken rule: error lines, listing, delivery).
+    var isCrash: Bool { problem.hasPrefix("SIG") || problem.hasPrefix("signal") || problem == "hang" }
+
+    /// What makes two failures the same bug: for a crash, command, signal and mutation (not
+    /// the run's numbers); for a broken rule, command and rule (one message, many mutations).
+    var signature: String { isCrash ? "\(command) | \(problem) | \(mutation)" : "\(command) | \(problem)" }
 
     var reproduction: String {
         "FRAMESRV_FILE_FUZZ_SEED=\(seed) FRAMESRV_FILE_FUZZ_ONLY=\(index) (\(state): \(applied))"
@@ -298,10 +302,10 @@ struct FuzzRecord {
             return stdout
         case .exited(let status):
             let lines = stderr.split(separator: "\n").filter { !$0.allSatisfy(\.isWhitespace) }
-            if lines.count > 1 { add(command: label, problem: "\(lines.count) lines on stderr", stderr: stderr) }
+            if lines.count > 1 { add(command: label, problem: "more than one line on stderr", stderr: stderr) }
             guard let healthy else { return stdout }
             if status != 0 {
-                add(command: label, problem: "exit \(status), so healthy stream '\(healthy)' not listed", stderr: stderr)
+                add(command: label, problem: "exit status \(status): healthy stream '\(healthy)' not listed", stderr: stderr)
             } else if !stdout.contains(healthy) {
                 add(command: label, problem: "healthy stream '\(healthy)' not listed", stderr: stderr)
             }
@@ -310,14 +314,17 @@ struct FuzzRecord {
     }
 }
 
-/// The failures grouped by signature, most frequent first, each with one way to reproduce it.
+/// The failures grouped by signature (crashes first), each with its count, the producer
+/// states it happened in and one way to reproduce it.
 func fileFuzzSummary(_ failures: [FuzzFailure]) -> String {
-    let groups = Dictionary(grouping: failures, by: \.signature).sorted { $0.key < $1.key }
+    let groups = Dictionary(grouping: failures, by: \.signature)
+        .sorted { ($0.value[0].isCrash ? 0 : 1, $0.key) < ($1.value[0].isCrash ? 0 : 1, $1.key) }
     return groups.map { signature, all in
         let first = all.min { $0.index < $1.index }!
         let states = Set(all.map(\.state.description)).sorted().joined(separator: ",")
         let detail = crashSite(first.stderr) ?? first.stderr.split(separator: "\n").prefix(2).joined(separator: " / ")
-        return "\(all.count)x [\(states)] \(signature)\n    e.g. \(first.reproduction)"
+        let mutations = first.isCrash ? "" : " (\(Set(all.map(\.mutation)).count) mutations, e.g. \(first.mutation))"
+        return "\(all.count)x [\(states)] \(signature)\(mutations)\n    e.g. \(first.reproduction)"
             + (detail.isEmpty ? "" : "\n    stderr: \(detail.prefix(300))")
     }.joined(separator: "\n")
 }

@@ -81,8 +81,12 @@ final class Proc: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle(forWritingAtPath: outPath)
         process.standardError = FileHandle(forWritingAtPath: errPath)
-        try process.run()
+        // Foundation's Process.run() is not safe to call from several threads at once (it
+        // crashed in memmove with the file fuzzer's parallel workers): one launch at a time.
+        try Self.launches.withLock { _ in try process.run() }
     }
+
+    private static let launches = Locked(())
 
     var pid: Int32 { process.processIdentifier }
     var isRunning: Bool { process.isRunning }
@@ -166,10 +170,10 @@ final class Locked<Value>: @unchecked Sendable {
 
     init(_ value: Value) { self.value = value }
 
-    func withLock<R>(_ body: (inout Value) -> R) -> R {
+    func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         lock.lock()
         defer { lock.unlock() }
-        return body(&value)
+        return try body(&value)
     }
 }
 

@@ -51,11 +51,14 @@ struct SharedField: Sendable, CustomStringConvertible {
         self.kind = kind
     }
 
-    /// The elements of an array of `UInt32` (a C `uint32_t x[N]`, imported as a tuple).
-    static func elements<Root, Value>(_ structure: SharedStructure, _ name: String, _ path: KeyPath<Root, Value>) -> [SharedField] {
+    /// The elements of an integer array (a C `uintN_t x[N]`, imported as a tuple) of
+    /// `Element`s; `only` picks some of them.
+    static func elements<Root, Value, Element: FixedWidthInteger>(_ structure: SharedStructure, _ name: String,
+                                                                  _ path: KeyPath<Root, Value>, of: Element.Type,
+                                                                  only: [Int]? = nil) -> [SharedField] {
         let start = MemoryLayout<Root>.offset(of: path)!
-        let width = MemoryLayout<UInt32>.size
-        return (0..<MemoryLayout<Value>.size / width).map {
+        let width = MemoryLayout<Element>.size
+        return (only ?? Array(0..<MemoryLayout<Value>.size / width)).map {
             SharedField(structure: structure, name: "\(name)[\($0)]", offset: start + $0 * width, size: width, kind: .unsigned)
         }
     }
@@ -99,24 +102,18 @@ enum SharedLayout {
         .init(.consumer, "stale", \fs_consumer.stale),
     ] + latencyBuckets
 
-    /// The first and the last bucket of the latency histogram (a uint64_t array).
-    static let latencyBuckets: [SharedField] = {
-        let start = MemoryLayout<fs_consumer>.offset(of: \fs_consumer.latency_hist)!
-        let width = MemoryLayout<UInt64>.size
-        let last = MemoryLayout<fs_consumer>.size(ofField: \fs_consumer.latency_hist) / width - 1
-        return [0, last].map {
-            SharedField(structure: .consumer, name: "latency_hist[\($0)]", offset: start + $0 * width, size: width, kind: .unsigned)
-        }
-    }()
+    /// The first and the last bucket of the latency histogram.
+    static let latencyBuckets = SharedField.elements(.consumer, "latency_hist", \fs_consumer.latency_hist, of: UInt64.self,
+                                                     only: [0, Int(FS_LATENCY_BUCKETS) - 1])
 
     static let frame: [SharedField] = [
         .init(.frame, "magic", \fs_frame.magic), .init(.frame, "version", \fs_frame.version),
         .init(.frame, "seq", \fs_frame.seq), .init(.frame, "epoch", \fs_frame.epoch),
         .init(.frame, "width", \fs_frame.width), .init(.frame, "height", \fs_frame.height),
         .init(.frame, "pix_fmt", \fs_frame.pix_fmt), .init(.frame, "plane_count", \fs_frame.plane_count),
-    ] + SharedField.elements(.frame, "plane_offset", \fs_frame.plane_offset)
-      + SharedField.elements(.frame, "plane_stride", \fs_frame.plane_stride)
-      + SharedField.elements(.frame, "plane_size", \fs_frame.plane_size) + [
+    ] + SharedField.elements(.frame, "plane_offset", \fs_frame.plane_offset, of: UInt32.self)
+      + SharedField.elements(.frame, "plane_stride", \fs_frame.plane_stride, of: UInt32.self)
+      + SharedField.elements(.frame, "plane_size", \fs_frame.plane_size, of: UInt32.self) + [
         .init(.frame, "color_matrix", \fs_frame.color_matrix), .init(.frame, "color_range", \fs_frame.color_range),
         .init(.frame, "color_primaries", \fs_frame.color_primaries), .init(.frame, "color_transfer", \fs_frame.color_transfer),
         .init(.frame, "sar_num", \fs_frame.sar_num), .init(.frame, "sar_den", \fs_frame.sar_den),
@@ -136,9 +133,4 @@ enum SharedLayout {
         }
         return all.first { $0.name == name }!
     }
-}
-
-extension MemoryLayout {
-    /// The size of the field `path` leads to.
-    static func size<Value>(ofField path: KeyPath<T, Value>) -> Int { MemoryLayout<Value>.size }
 }
