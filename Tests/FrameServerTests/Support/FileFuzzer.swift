@@ -48,20 +48,27 @@ enum FuzzState: Int, Sendable, CustomStringConvertible {
 /// One framesrv command the fuzzer runs against the damaged stream.
 struct FuzzCommand: Sendable {
     let label: String
-    /// Arguments, given the stream's name and a directory for output files.
-    let arguments: @Sendable (_ stream: String, _ out: String) -> [String]
+    /// Arguments, given the stream's name, a directory for output files, and whether the
+    /// command attaches before the mutation (a sink then holds each frame 5 ms and reads
+    /// more frames, so that frames published before the change are still to be read after it).
+    let arguments: @Sendable (_ stream: String, _ out: String, _ early: Bool) -> [String]
     /// A consumer (sink, snapshot): started after the monitors, while a stopped producer resumes.
     let consumes: Bool
     /// A command whose output must list every healthy stream of the directory.
     let lists: Bool
 
+    /// A sink: with a live producer it attaches before the mutation and meets it in frames
+    /// already published.
+    var attachesEarly: Bool { label.hasPrefix("sink ") }
+
     static func monitor(_ label: String, lists: Bool = false, _ args: @escaping @Sendable (String) -> [String]) -> FuzzCommand {
-        FuzzCommand(label: label, arguments: { s, _ in args(s) }, consumes: false, lists: lists)
+        FuzzCommand(label: label, arguments: { s, _, _ in args(s) }, consumes: false, lists: lists)
     }
 
     static func sink(_ label: String, _ output: @escaping @Sendable (String) -> [String]) -> FuzzCommand {
-        FuzzCommand(label: "sink " + label, arguments: { s, out in
-            ["sink", "--in", s] + output(out) + ["--frames", "3", "--wait", "2", "--no-reattach", "--quiet"]
+        FuzzCommand(label: "sink " + label, arguments: { s, out, early in
+            ["sink", "--in", s] + output(out) + ["--frames", early ? "12" : "3", "--wait", "1", "--no-reattach", "--quiet"]
+                + (early ? ["--hold-us", "5000"] : [])
         }, consumes: true, lists: false)
     }
 
@@ -73,7 +80,7 @@ struct FuzzCommand: Sendable {
         .monitor("top --json -n 1", lists: true) { _ in ["top", "--json", "-n", "1"] },
         .monitor("inspect") { ["inspect", $0] },
         .monitor("inspect --json") { ["inspect", $0, "--json"] },
-        FuzzCommand(label: "inspect --snapshot", arguments: { s, out in ["inspect", s, "--snapshot", out + "/snap.png", "--wait", "1"] },
+        FuzzCommand(label: "inspect --snapshot", arguments: { s, out, _ in ["inspect", s, "--snapshot", out + "/snap.png", "--wait", "1"] },
                     consumes: true, lists: false),
         .sink("--null") { _ in ["--null"] },
         .sink("--null --live") { _ in ["--null", "--live"] },
@@ -165,7 +172,7 @@ final class FuzzWorker: @unchecked Sendable {
         let producer = try spawn(["produce", "--pattern", "--out", deadName, "--size", "64x48", "--rate", "200", "--slots", "4", "--quiet"])
         let holder = try spawn(["sink", "--in", deadName, "--null", "--lossless", "--hold-us", "10000000", "--quiet"])
         defer { for p in [producer, holder] { p.kill(); p.removeLogs() } }
-        guard eventually(timeout: 30, { (files.published ?? 0) >= 3 && self.entryActive(files) }) else {
+        guard eventually(timeout: 30, { (files.published ?? 0) >= 3 && files.deliveringConsumers >= 1 }) else {
             throw TestFailure("the stream for the dead template did not start")
         }
         producer.kill()
@@ -173,10 +180,6 @@ final class FuzzWorker: @unchecked Sendable {
         deadTemplate = files.save()
     }
 
-    /// Whether consumer entry 0 of the stream is active.
-    private func entryActive(_ files: StreamFiles) -> Bool {
-        files.read(SharedLayout.field(.consumer, "state")) == 2
-    }
 
     /// Frames the healthy stream's verifying sink has logged (its log only grows).
     func healthyFrames() -> Int { regularFileSize(healthyLog) ?? 0 }
@@ -185,62 +188,90 @@ final class FuzzWorker: @unchecked Sendable {
         try Proc(executable: framesrvPath, args: args, environment: ["FRAMESRV_DIR": scratch.path], logDirectory: out)
     }
 
-    /// Runs mutation `index`: the mutation, its commands, and every check.
+    /// The processes of one mutation against a live producer.
+    private struct Victim {
+        var producer: Proc?
+        /// A sink attached before the change (for changes that reach consumers).
+        var attached: Proc?
+        /// The mutation's own command, when it is a sink attached before the change.
+        var early: Proc?
+        var all: [Proc] { [producer, attached, early].compactMap { $0 } }
+    }
+
+    /// Runs mutation `index`: the mutation, its command, and every check.
     func run(_ index: Int) {
-        let catalogue = FileMutation.catalogue
-        let mutation = catalogue[index % catalogue.count]
-        let state = FuzzCommand.state(index)
+        let mutation = FileMutation.catalogue[index % FileMutation.catalogue.count]
+        let state = FuzzCommand.state(index), command = FuzzCommand.rotation(index)
         var rng = SplitMix64(seed: config.seed ^ (UInt64(index) &* 0x9E37_79B9_7F4A_7C15))
         var record = FuzzRecord(seed: config.seed, index: index, state: state, mutation: mutation.symbol)
         defer { finish(&record) }
         let name = state == .dead ? deadName : "v\(index)"
         let files = StreamFiles(directory: scratch.path, name: name)
-        var producer: Proc?
-        var attached: Proc?
-        defer { for p in [producer, attached].compactMap({ $0 }) { p.kill(); p.removeLogs() }; files.remove() }
+        var victim = Victim()
+        defer { for p in victim.all { p.kill(); p.removeLogs() }; files.remove() }
         do {
             if state == .dead {
                 files.restore(deadTemplate)
             } else {
-                producer = try spawn(["produce", "--pattern", "--out", name, "--size", "64x48", "--rate", "250", "--slots", "4", "--quiet"])
-                guard eventually(timeout: config.timeout, { (files.published ?? 0) >= 3 }) else {
-                    return record.setupFailed("the producer published no frame")
-                }
-                if mutation.reachesConsumers {
-                    attached = try spawn(["sink", "--in", name, "--null", "--no-reattach", "--quiet", "--name", "attached"])
-                    guard eventually(timeout: config.timeout, { self.entryActive(files) }) else {
-                        return record.setupFailed("the attached sink was not admitted")
-                    }
-                }
-                if state == .stopped {
-                    producer?.signal(SIGSTOP)
-                    _ = eventually(timeout: 5) { procFile("/proc/\(producer!.pid)/stat").contains(") T ") }
-                }
+                try start(&victim, name, files, mutation, command, &record)
+                guard victim.producer != nil else { return }
             }
             record.healthyBefore = healthyFrames()
             record.applied = mutation.apply(to: files, rng: &rng)
-            try runCommands([FuzzCommand.rotation(index)], on: name, producer: producer, &record)
-            if let producer {
+            if state == .running, mutation.isFrameHeader {
+                // Race the producer's own header writes for a while, so consumers read some.
+                for _ in 0..<25 { usleep(2_000); _ = mutation.apply(to: files, rng: &rng) }
+            }
+            try runCommand(command, on: name, victim, &record)
+            if let producer = victim.producer {
                 // Let the producer meet the change (a few frames, or half a second), then stop it.
                 let before = files.published ?? 0
                 _ = eventually(timeout: 0.5) { (files.published ?? 0) >= before &+ 3 }
                 producer.signal(SIGINT)
                 record.check(producer, as: state == .stopped ? "produce (resumed)" : "produce (running)", timeout: config.timeout)
             }
-            if let attached { record.check(attached, as: "sink --null (attached before)", timeout: config.timeout) }
+            if let attached = victim.attached { record.check(attached, as: "sink --null (attached before)", timeout: config.timeout) }
         } catch {
             record.setupFailed("\(error)")
         }
     }
 
-    private func runCommands(_ commands: [FuzzCommand], on name: String, producer: Proc?, _ record: inout FuzzRecord) throws {
-        for c in commands where !c.consumes {
-            let p = try spawn(c.arguments(name, out))
-            record.check(p, as: c.label, timeout: config.timeout, mustList: c.lists ? healthy : nil)
+    /// Starts the producer, the consumers that attach before the change, and (stopped state)
+    /// stops the producer. Leaves `victim.producer` nil after a setup failure.
+    private func start(_ victim: inout Victim, _ name: String, _ files: StreamFiles, _ mutation: FileMutation,
+                       _ command: FuzzCommand, _ record: inout FuzzRecord) throws {
+        let producer = try spawn(["produce", "--pattern", "--out", name, "--size", "64x48", "--rate", "250", "--slots", "4", "--quiet"])
+        guard eventually(timeout: config.timeout, { (files.published ?? 0) >= 3 }) else {
+            producer.kill()
+            producer.removeLogs()
+            return record.setupFailed("the producer published no frame")
         }
-        let consumers = try commands.filter(\.consumes).map { c in (c, try spawn(c.arguments(name, out))) }
-        if record.state == .stopped { producer?.signal(SIGCONT) }
-        for (c, p) in consumers { record.check(p, as: c.label, timeout: config.timeout) }
+        victim.producer = producer
+        if mutation.reachesConsumers {
+            victim.attached = try spawn(["sink", "--in", name, "--null", "--no-reattach", "--quiet", "--name", "attached"])
+        }
+        if command.attachesEarly { victim.early = try spawn(command.arguments(name, out, true)) }
+        let expected = (victim.attached == nil ? 0 : 1) + (victim.early == nil ? 0 : 1)
+        // Each reading frames, so that frames published before the change are still to be
+        // read after it. Not a failure if one never does: an early sink may fail on its own.
+        _ = eventually(timeout: 5) { files.deliveringConsumers >= expected }
+        if record.state == .stopped {
+            producer.signal(SIGSTOP)
+            _ = eventually(timeout: 5) { procFile("/proc/\(producer.pid)/stat").contains(") T ") }
+        }
+    }
+
+    /// Runs the mutation's command (a monitor to completion, then consumers while a stopped
+    /// producer resumes) and checks it.
+    private func runCommand(_ command: FuzzCommand, on name: String, _ victim: Victim, _ record: inout FuzzRecord) throws {
+        if !command.consumes {
+            let p = try spawn(command.arguments(name, out, false))
+            record.check(p, as: command.label, timeout: config.timeout, mustList: command.lists ? healthy : nil)
+        }
+        let consumer = command.consumes && victim.early == nil ? try spawn(command.arguments(name, out, false)) : nil
+        if record.state == .stopped { victim.producer?.signal(SIGCONT) }
+        if let consumer { record.check(consumer, as: command.label, timeout: config.timeout) }
+        if let early = victim.early { record.check(early, as: command.label + " (attached before)", timeout: config.timeout) }
     }
 
     /// Checks that the healthy stream still delivers, then files the mutation's failures.

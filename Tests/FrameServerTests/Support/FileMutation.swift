@@ -71,8 +71,8 @@ enum StreamFile: String, Sendable { case control = "ctl", pool }
 /// One change to a stream's files, described symbolically (`symbol`: the same for every
 /// run, the key of a crash signature); `apply` returns what it actually wrote.
 enum FileMutation: Sendable {
-    /// Fields of one record (several for a compound change), in the newest frame's slot
-    /// for slot records and frame headers, in consumer entry 0 for consumers.
+    /// Fields of one record (several for a compound change): in the newest frame's slot for
+    /// slot records, in every slot's frame header, in consumer entry 0 for consumers.
     case fields([(SharedField, FieldValue)])
     /// 1 to 32 random bytes at a random offset: anywhere in the file, or (pool) in a frame header.
     case randomBytes(StreamFile, headerOnly: Bool)
@@ -96,6 +96,12 @@ enum FileMutation: Sendable {
         }
     }
 
+    /// Whether the change is to frame headers (applied to every slot).
+    var isFrameHeader: Bool {
+        if case .fields(let changes) = self { return changes.contains { $0.0.structure == .frame } }
+        return false
+    }
+
     /// Whether a consumer attached before the change would meet it (worth attaching one).
     var reachesConsumers: Bool {
         switch self {
@@ -117,8 +123,14 @@ enum FileMutation: Sendable {
         }
     }
 
+    /// Sets `field` (every slot's, for a frame header) to `value`.
     private func applyField(_ field: SharedField, _ value: FieldValue, _ files: StreamFiles) -> String {
-        let index = field.structure == .consumer ? 0 : field.structure == .control ? 0 : files.latestSlot
+        guard field.structure == .frame else { return applyField(field, value, files, index: field.structure == .slot ? files.latestSlot : 0) }
+        let slots = min(Int(files.read(SharedLayout.field(.control, "slot_count")) ?? 1), Int(FS_MAX_SLOTS))
+        return (0..<max(slots, 1)).map { applyField(field, value, files, index: $0) }.joined(separator: "; ")
+    }
+
+    private func applyField(_ field: SharedField, _ value: FieldValue, _ files: StreamFiles, index: Int) -> String {
         guard let path = files.file(of: field.structure), let base = files.recordBase(field.structure, index: index) else {
             return "\(field): file not found"
         }

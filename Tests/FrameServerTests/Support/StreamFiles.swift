@@ -1,3 +1,4 @@
+import CFrameServer
 import Foundation
 import Glibc
 
@@ -43,6 +44,20 @@ struct StreamFiles: Sendable {
         guard let latest = read(SharedLayout.field(.control, "latest")), latest != 0,
               let count = read(SharedLayout.field(.control, "slot_count")), latest & 0xff < count else { return 0 }
         return Int(latest & 0xff)
+    }
+
+    /// Consumer entries in state FS_CONSUMER_ACTIVE that have been handed at least one frame.
+    var deliveringConsumers: Int {
+        let state = SharedLayout.field(.consumer, "state"), delivered = SharedLayout.field(.consumer, "delivered")
+        let size = SharedStructure.consumer.size
+        guard let base = recordBase(.consumer, index: 0),
+              let table = readBytes(control, at: base, count: Int(FS_MAX_CONSUMERS) * size) else { return 0 }
+        func word(_ at: Int, _ width: Int) -> UInt64 {
+            (0..<width).reduce(0) { $0 | UInt64(table[at + $1]) << (8 * UInt64($1)) }
+        }
+        return stride(from: 0, to: table.count - size + 1, by: size).filter {
+            word($0 + state.offset, state.size) == FS_CONSUMER_ACTIVE && word($0 + delivered.offset, delivered.size) > 0
+        }.count
     }
 
     /// Frames published so far (nil if the control segment is unreadable).
