@@ -144,8 +144,8 @@ final class FuzzWorker: @unchecked Sendable {
     let out: String
     let failures: Locked<[FuzzFailure]>
     let healthy = "steady"
-    private let healthyProducer: Proc
-    private let healthySink: Proc
+    private let healthyProducer: Spawned
+    private let healthySink: Spawned
     private let healthyLog: String
     /// The files of a stream whose producer (and one consumer) were SIGKILLed.
     private var deadTemplate: [String: [UInt8]] = [:]
@@ -158,10 +158,14 @@ final class FuzzWorker: @unchecked Sendable {
         out = scratch.path + "/out"
         mkdir(out, 0o700)
         healthyLog = scratch.path + "/steady.seqlog"
-        healthyProducer = try scratch.start(["produce", "--pattern", "--out", healthy, "--size", "64x48", "--rate", "100",
-                                             "--slots", "8", "--quiet"])
-        healthySink = try scratch.start(["sink", "--in", healthy, "--null", "--verify", "--lossless", "--seq-log", healthyLog,
-                                         "--stats-json", "--name", "steady-verify"])
+        // Their output outside `out`, which is emptied after every mutation.
+        let dir = scratch.path
+        func spawn(_ args: [String]) throws -> Spawned {
+            try Spawned(framesrvPath, args, environment: ["FRAMESRV_DIR": dir], logDirectory: dir)
+        }
+        healthyProducer = try spawn(["produce", "--pattern", "--out", healthy, "--size", "64x48", "--rate", "100", "--slots", "8", "--quiet"])
+        healthySink = try spawn(["sink", "--in", healthy, "--null", "--verify", "--lossless", "--seq-log", healthyLog,
+                                 "--stats-json", "--name", "steady-verify"])
         guard eventually(timeout: 30, { self.healthyFrames() > 0 }) else { throw TestFailure("the healthy stream delivers no frame") }
         try makeDeadTemplate()
     }
@@ -184,18 +188,18 @@ final class FuzzWorker: @unchecked Sendable {
     /// Frames the healthy stream's verifying sink has logged (its log only grows).
     func healthyFrames() -> Int { regularFileSize(healthyLog) ?? 0 }
 
-    func spawn(_ args: [String]) throws -> Proc {
-        try Proc(executable: framesrvPath, args: args, environment: ["FRAMESRV_DIR": scratch.path], logDirectory: out)
+    func spawn(_ args: [String]) throws -> Spawned {
+        try Spawned(framesrvPath, args, environment: ["FRAMESRV_DIR": scratch.path], logDirectory: out)
     }
 
     /// The processes of one mutation against a live producer.
     private struct Victim {
-        var producer: Proc?
+        var producer: Spawned?
         /// A sink attached before the change (for changes that reach consumers).
-        var attached: Proc?
+        var attached: Spawned?
         /// The mutation's own command, when it is a sink attached before the change.
-        var early: Proc?
-        var all: [Proc] { [producer, attached, early].compactMap { $0 } }
+        var early: Spawned?
+        var all: [Spawned] { [producer, attached, early].compactMap { $0 } }
     }
 
     /// Runs mutation `index`: the mutation, its command, and every check.
@@ -322,7 +326,7 @@ struct FuzzRecord {
     /// line on stderr, or (a listing command) a healthy stream missing from its output.
     /// Returns its standard output.
     @discardableResult
-    mutating func check(_ p: Proc, as label: String, timeout: Double, mustList healthy: String? = nil) -> String {
+    mutating func check(_ p: Spawned, as label: String, timeout: Double, mustList healthy: String? = nil) -> String {
         defer { p.removeLogs() }
         let outcome = p.outcome(timeout: timeout)
         let stdout = p.stdout, stderr = p.stderr

@@ -81,12 +81,8 @@ final class Proc: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle(forWritingAtPath: outPath)
         process.standardError = FileHandle(forWritingAtPath: errPath)
-        // Foundation's Process.run() is not safe to call from several threads at once (it
-        // crashed in memmove with the file fuzzer's parallel workers): one launch at a time.
-        try Self.launches.withLock { _ in try process.run() }
+        try process.run()
     }
-
-    private static let launches = Locked(())
 
     var pid: Int32 { process.processIdentifier }
     var isRunning: Bool { process.isRunning }
@@ -103,24 +99,6 @@ final class Proc: @unchecked Sendable {
             return -1
         }
         return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-    }
-
-    /// How the process ended: its exit status, the signal that ended it, or `.hung` when it
-    /// ran past `timeout` seconds (it is then SIGKILLed).
-    func outcome(timeout: Double) -> ProcessOutcome {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(2_000) }
-        if process.isRunning {
-            kill()
-            return .hung
-        }
-        return process.terminationReason == .uncaughtSignal ? .signaled(process.terminationStatus) : .exited(process.terminationStatus)
-    }
-
-    /// Deletes the files that captured the output.
-    func removeLogs() {
-        unlink(outPath)
-        unlink(errPath)
     }
 
     func signal(_ sig: Int32) { if process.isRunning { Glibc.kill(pid, sig) } }
