@@ -23,6 +23,9 @@ let package = Package(
         .target(name: "FrameMedia", dependencies: ["FrameServer", "CFFmpeg"]),
         // The command-line tool.
         .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia"]),
+        // End-to-end suites: real framesrv processes (see Tests/README.md).
         .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "CFrameServer", "framesrv"]),
+        // FrameMedia's pieces on their own, in process.
+        .testTarget(name: "FrameMediaTests", dependencies: ["FrameMedia", "FrameServer"]),
     ]
 )

@@ -3,8 +3,6 @@ import Testing
 
 // The README's first command and the chain benchmark: whole chains of framesrv processes.
 @Suite(.serialized) struct ChainTests {
-    let media = MediaTests()
-
     /// `framesrv demo` runs produce -> blur -> rgb -> record as four processes and leaves a
     /// recording that ffprobe reads with every frame, at the source's size and rate.
     @Test func demoRecordsTheWholeChain() throws {
@@ -31,7 +29,7 @@ import Testing
     /// and checks that both produced the same frames.
     @Test func benchChainSmoke() throws {
         let scratch = try Scratch()
-        let path = try media.generate(MediaTests.Input(file: "small.mp4", rate: "25", frames: 20,
+        let path = try generateClip(MediaInput(file: "small.mp4", rate: "25", frames: 20,
                                                        ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]), scratch)
         let r = try scratch.run(["bench", "chain", "-i", path], timeout: 120)
         #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")

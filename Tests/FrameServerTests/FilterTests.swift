@@ -6,11 +6,8 @@ import Testing
 /// `framesrv filter`: libavfilter graphs between streams, real processes end to end, with
 /// `ffmpeg -vf GRAPH -f framemd5 -` on the same input as the oracle for every frame.
 @Suite(.serialized) struct FilterTests {
-    /// The media tests' helpers: shell, clip generation, ffmpeg's framemd5.
-    let media = MediaTests()
-
     func clip(_ file: String, frames: Int, _ scratch: Scratch, size: String = "320x240", extra: [String] = []) throws -> String {
-        try media.generate(MediaTests.Input(file: file, rate: "25", frames: frames,
+        try generateClip(MediaInput(file: file, rate: "25", frames: frames,
                                             ffmpegArgs: ["-vf", "scale=\(size)", "-c:v", "libx264", "-pix_fmt", "yuv420p"] + extra), scratch)
     }
 
@@ -21,8 +18,6 @@ import Testing
         guard status == 0 else { throw TestFailure("ffmpeg -vf \(graph) failed on \(path): \(err)") }
         return String(decoding: out, as: UTF8.self)
     }
-
-    func frameLines(_ framemd5: String) -> [Substring] { media.frameLines(framemd5) }
 
     /// Whether `part` is `whole` with some lines left out (same order).
     func isOrderedSubset(_ part: [Substring], of whole: [Substring]) -> Bool {
@@ -294,8 +289,7 @@ import Testing
     /// sink gets ffmpeg's frames of each part without restarting.
     @Test func sizeChangeGoesThroughTheFilter() throws {
         let scratch = try Scratch()
-        let (part1, part2, joined) = try media.sizeChangeClip("176x144", "320x240", scratch)
-        let sizeAndHash = media.sizeAndHash
+        let (part1, part2, joined) = try sizeChangeClip("176x144", "320x240", scratch)
         let expected1 = sizeAndHash(try ffmpeg(part1, vf: "gblur=sigma=2", scratch))
         let expected2 = sizeAndHash(try ffmpeg(part2, vf: "gblur=sigma=2", scratch))
         #expect(expected1.count == 12 && expected2.count == 10)

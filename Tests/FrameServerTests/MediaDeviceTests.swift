@@ -14,7 +14,7 @@ extension MediaTests {
         #expect(status == 0, "\(err)")
         let expected = String(decoding: out, as: UTF8.self)
         #expect(frameLines(expected).count == 20)
-        let (md5, producer, _) = try pipeline(["-f", "lavfi", "-i", source, "--frames", "20"], stream: "lavfi", scratch)
+        let (md5, producer, _) = try framemd5Pipeline(["-f", "lavfi", "-i", source, "--frames", "20"], stream: "lavfi", scratch)
         #expect(md5 == expected, "framesrv's framemd5 of -f lavfi \(source) differs from ffmpeg's")
         // lavfi makes frames when asked: not a live source, nothing dropped.
         #expect(producer.stdout.contains("published 20 frames of 320x240 yuv420p") && producer.stdout.contains("dropped 0"),
@@ -80,7 +80,7 @@ extension MediaTests {
     /// `--strict` the first decode error is one error line and exit status 1.
     @Test func strictMakesTheFirstDecodeErrorFatal() throws {
         let scratch = try Scratch()
-        let full = try generate(Input(file: "full.h264", rate: "25", frames: 30, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]), scratch)
+        let full = try generateClip(Input(file: "full.h264", rate: "25", frames: 30, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]), scratch)
         var data = try Data(contentsOf: URL(fileURLWithPath: full))
         for offset in stride(from: data.count * 4 / 10, to: data.count * 4 / 10 + 2000, by: 97) {
             data.replaceSubrange(offset..<offset + 16, with: [UInt8](repeating: 0x5a, count: 16))
@@ -88,11 +88,11 @@ extension MediaTests {
         let corrupt = scratch.file("corrupt.h264")
         try data.write(to: URL(fileURLWithPath: corrupt))
         // One decoder thread on both sides: how errors are concealed depends on the threading.
-        let expected = try oracle(corrupt, before: "-threads 1", scratch)
+        let expected = try ffmpegFramemd5(corrupt, before: "-threads 1", scratch)
         let frames = frameLines(expected).count
         #expect(frames > 0)
 
-        let (md5, producer, _) = try pipeline(["-i", corrupt, "--threads", "1"], stream: "lenient", scratch)
+        let (md5, producer, _) = try framemd5Pipeline(["-i", corrupt, "--threads", "1"], stream: "lenient", scratch)
         #expect(md5 == expected)
         #expect(producer.stdout.contains("published \(frames) frames"), "\(producer.stdout)")
         #expect(!producer.stdout.contains("decode errors 0"), "\(producer.stdout)")
@@ -105,8 +105,8 @@ extension MediaTests {
         #expect(strict.stdout.isEmpty, "\(strict.stdout)")
 
         // An intact file is not affected by --strict.
-        let (md5Full, intact, _) = try pipeline(["-i", full, "--strict"], stream: "intact", scratch)
-        #expect(md5Full == (try oracle(full, scratch)))
+        let (md5Full, intact, _) = try framemd5Pipeline(["-i", full, "--strict"], stream: "intact", scratch)
+        #expect(md5Full == (try ffmpegFramemd5(full, scratch)))
         #expect(intact.stdout.contains("published 30 frames") && intact.stdout.contains("decode errors 0"), "\(intact.stdout)")
         #expect(try scratch.run(["produce", "--pattern", "--strict", "--out", "p"]).status == 2)
     }
@@ -120,9 +120,9 @@ extension MediaTests {
     func midStreamSizeChange(first: String, second: String) throws {
         let scratch = try Scratch()
         let (part1, part2, joined) = try sizeChangeClip(first, second, scratch)
-        let expected1 = sizeAndHash(try oracle(part1, scratch)), expected2 = sizeAndHash(try oracle(part2, scratch))
+        let expected1 = sizeAndHash(try ffmpegFramemd5(part1, scratch)), expected2 = sizeAndHash(try ffmpegFramemd5(part2, scratch))
         #expect(expected1.count == 12 && expected2.count == 10)
-        let (md5, producer, _) = try pipeline(["-i", joined, "--threads", "2"], stream: "resize", scratch)
+        let (md5, producer, _) = try framemd5Pipeline(["-i", joined, "--threads", "2"], stream: "resize", scratch)
         let got = sizeAndHash(md5)
         #expect(got.count == 22, "\(md5)")
         #expect(Array(got.prefix(12)) == expected1, "the frames before the change differ from ffmpeg's of part 1")
@@ -136,7 +136,7 @@ extension MediaTests {
     /// `bench decode -i SMALL --threads 1` prints framesrv's and ffmpeg's figures and their ratio.
     @Test func benchDecodeSmoke() throws {
         let scratch = try Scratch()
-        let path = try generate(Input(file: "small.mp4", rate: "25", frames: 25, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]), scratch)
+        let path = try generateClip(Input(file: "small.mp4", rate: "25", frames: 25, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]), scratch)
         let r = try scratch.run(["bench", "decode", "-i", path, "--threads", "1"], timeout: 120)
         #expect(r.status == 0, "\(r.stderr)")
         let lines = r.stdout.split(separator: "\n")

@@ -6,17 +6,6 @@ import Testing
 /// `produce -i` with ffmpeg's input options (-ss, -t, --loop = -stream_loop, -re, --readrate)
 /// and libswscale conversion (--pix-fmt, --size), each against `ffmpeg ... -f framemd5 -`.
 extension MediaTests {
-    /// What FFmpeg writes with `before` as input options and `after` as output options.
-    func oracle(_ path: String, before: String, after: String = "", _ scratch: Scratch) throws -> String {
-        let (status, out, err) = try shell("ffmpeg -v error \(before) -i '\(path)' -map 0:v:0 \(after) -f framemd5 -", scratch)
-        guard status == 0 else { throw TestFailure("ffmpeg \(before) ... \(after) -f framemd5 failed on \(path): \(err)") }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    func frameLines(_ framemd5: String) -> [Substring] {
-        framemd5.split(separator: "\n").filter { !$0.hasPrefix("#") }
-    }
-
     /// A GOP-12 H.264 clip (2 s at 25 fps), an NTSC clip with B-frames and a 4/3 aspect
     /// ratio, and an MPEG-TS clip (whose timestamps do not start at 0).
     static let seekInputs: [Input] = [
@@ -30,21 +19,21 @@ extension MediaTests {
     /// (accurate seek: from the keyframe before T, frames before T dropped, timestamps from 0).
     @Test(arguments: seekInputs) func seekAndDurationMatchFFmpeg(_ input: Input) throws {
         let scratch = try Scratch()
-        let path = try generate(input, scratch)
+        let path = try generateClip(input, scratch)
         for (ss, t) in [("1", "0.5"), ("00:00:00.7", "00:00:00.300"), ("0.52", nil)] {
             let before = "-ss \(ss)" + (t.map { " -t \($0)" } ?? "")
-            let expected = try oracle(path, before: before, scratch)
+            let expected = try ffmpegFramemd5(path, before: before, scratch)
             let count = frameLines(expected).count
             #expect(count > 0 && count < input.frames, "\(before): \(count) frames")
             let args = ["-i", path, "-ss", ss] + (t.map { ["-t", $0] } ?? [])
-            let (md5, producer, _) = try pipeline(args, stream: "seek", scratch)
+            let (md5, producer, _) = try framemd5Pipeline(args, stream: "seek", scratch)
             #expect(frameLines(md5).count == count, "\(input.file) \(before)")
             #expect(md5 == expected, "\(input.file) \(before): framesrv's framemd5 differs from ffmpeg's")
             #expect(producer.stdout.contains("published \(count) frames"), "\(producer.stdout)")
         }
         // -t alone, from the start.
-        let expected = try oracle(path, before: "-t 0.4", scratch)
-        let (md5, _, _) = try pipeline(["-i", path, "-t", "0.4"], stream: "dur", scratch)
+        let expected = try ffmpegFramemd5(path, before: "-t 0.4", scratch)
+        let (md5, _, _) = try framemd5Pipeline(["-i", path, "-t", "0.4"], stream: "dur", scratch)
         #expect(frameLines(expected).count > 0)
         #expect(md5 == expected, "\(input.file) -t 0.4: framesrv's framemd5 differs from ffmpeg's")
     }
@@ -52,27 +41,27 @@ extension MediaTests {
     /// `--loop N` = `-stream_loop N`: N+1 plays, timestamps continuing; with -ss/-t too.
     @Test(arguments: seekInputs) func loopMatchesFFmpegStreamLoop(_ input: Input) throws {
         let scratch = try Scratch()
-        let path = try generate(input, scratch)
-        let expected = try oracle(path, before: "-stream_loop 2", scratch)
+        let path = try generateClip(input, scratch)
+        let expected = try ffmpegFramemd5(path, before: "-stream_loop 2", scratch)
         // MPEG-TS: ffmpeg's seek back to the start lands after the first keyframe, so the
         // later plays are shorter (framesrv does the same: the hashes below match).
         let count = frameLines(expected).count
         #expect(input.file.hasSuffix(".ts") ? count > 2 * input.frames : count == 3 * input.frames)
-        let (md5, producer, _) = try pipeline(["-i", path, "--loop", "2"], stream: "loop", scratch)
+        let (md5, producer, _) = try framemd5Pipeline(["-i", path, "--loop", "2"], stream: "loop", scratch)
         #expect(md5 == expected, "\(input.file): --loop 2 differs from ffmpeg's -stream_loop 2")
         #expect(producer.stdout.contains("published \(count) frames"), "\(producer.stdout)")
 
         // -ss with --loop on MPEG-TS is left out: after a seek near the end of a TS file,
         // ffmpeg 5.1's own output (H.264 "co located POCs unavailable") is not one framesrv reproduces.
         if !input.file.hasSuffix(".ts") {
-            let combined = try oracle(path, before: "-ss 1.5 -stream_loop 1 -t 1", scratch)
-            let (md5b, _, _) = try pipeline(["-i", path, "-ss", "1.5", "--loop", "1", "-t", "1"], stream: "loop2", scratch)
+            let combined = try ffmpegFramemd5(path, before: "-ss 1.5 -stream_loop 1 -t 1", scratch)
+            let (md5b, _, _) = try framemd5Pipeline(["-i", path, "-ss", "1.5", "--loop", "1", "-t", "1"], stream: "loop2", scratch)
             #expect(md5b == combined, "\(input.file): -ss 1.5 --loop 1 -t 1 differs from ffmpeg's")
         }
 
         // -1: forever (until --frames here).
-        let forever = try oracle(path, before: "-stream_loop -1", after: "-frames:v \(4 * input.frames + 3)", scratch)
-        let (md5c, _, _) = try pipeline(["-i", path, "--loop", "-1", "--frames", String(4 * input.frames + 3)], stream: "loop3", scratch)
+        let forever = try ffmpegFramemd5(path, before: "-stream_loop -1", after: "-frames:v \(4 * input.frames + 3)", scratch)
+        let (md5c, _, _) = try framemd5Pipeline(["-i", path, "--loop", "-1", "--frames", String(4 * input.frames + 3)], stream: "loop3", scratch)
         #expect(md5c == forever, "\(input.file): --loop -1 differs from ffmpeg's -stream_loop -1")
     }
 
@@ -113,10 +102,10 @@ extension MediaTests {
     /// gives ffmpeg's bytes exactly.
     @Test(arguments: conversions) func conversionMatchesFFmpeg(_ c: Conversion) throws {
         let scratch = try Scratch()
-        let path = try generate(c.input, scratch)
-        let expected = try oracle(path, before: "", after: c.ffmpeg, scratch)
+        let path = try generateClip(c.input, scratch)
+        let expected = try ffmpegFramemd5(path, before: "", after: c.ffmpeg, scratch)
         #expect(frameLines(expected).count == c.input.frames)
-        let (md5, producer, _) = try pipeline(["-i", path] + c.framesrv, stream: "conv", scratch)
+        let (md5, producer, _) = try framemd5Pipeline(["-i", path] + c.framesrv, stream: "conv", scratch)
         #expect(md5 == expected, "\(c.testDescription): framesrv's framemd5 differs from ffmpeg's \(c.ffmpeg)")
         #expect(producer.stdout.contains("libswscale"), "\(producer.stdout)")
     }
@@ -125,8 +114,8 @@ extension MediaTests {
     /// range; a full-range source converted to yuv420p is limited range, its matrix kept.
     @Test func conversionUpdatesTheColourDescription() throws {
         let scratch = try Scratch()
-        let mjpeg = try generate(Input(file: "mjpeg.avi", rate: "25", frames: 3, ffmpegArgs: ["-c:v", "mjpeg"]), scratch)
-        let bt709 = try generate(Input(file: "bt709.mp4", rate: "25", frames: 3,
+        let mjpeg = try generateClip(Input(file: "mjpeg.avi", rate: "25", frames: 3, ffmpegArgs: ["-c:v", "mjpeg"]), scratch)
+        let bt709 = try generateClip(Input(file: "bt709.mp4", rate: "25", frames: 3,
                                        ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-colorspace", "bt709"]), scratch)
         for (path, args, matrix, range, format) in [
             (bt709, ["--pix-fmt", "rgb24"], UInt32(0), UInt32(2), PixelFormat.rgb24),
@@ -152,9 +141,9 @@ extension MediaTests {
     /// with frames still to publish, when the first frame arrives; and every frame arrives.
     @Test func realTimePacing() throws {
         let scratch = try Scratch()
-        let path = try generate(Input(file: "two-seconds.mkv", rate: "25", frames: 50,
+        let path = try generateClip(Input(file: "two-seconds.mkv", rate: "25", frames: 50,
                                       ffmpegArgs: ["-c:v", "ffv1", "-pix_fmt", "yuv420p"]), scratch)
-        let expected = try oracle(path, scratch)
+        let expected = try ffmpegFramemd5(path, scratch)
         let producer = try scratch.start(["produce", "-i", path, "-re", "--out", "re", "--wait-for", "2"])
         let sink = try scratch.start(["sink", "--in", "re", "--framemd5", "-"])
         var options = ConsumerOptions(mode: .lossless)
@@ -184,7 +173,7 @@ extension MediaTests {
     /// does not stop it; it finishes and reports what it dropped.
     @Test(arguments: [["-re"], ["--readrate", "2"]]) func realTimeProducerIsALiveSource(_ pace: [String]) throws {
         let scratch = try Scratch()
-        let path = try generate(Input(file: "two-seconds.mkv", rate: "25", frames: 50,
+        let path = try generateClip(Input(file: "two-seconds.mkv", rate: "25", frames: 50,
                                       ffmpegArgs: ["-c:v", "ffv1", "-pix_fmt", "yuv420p"]), scratch)
         let producer = try scratch.start(["produce", "-i", path, "--out", "live", "--slots", "2", "--wait-for", "1"] + pace)
         let sink = try scratch.start(["sink", "--in", "live", "--null"])

@@ -6,14 +6,7 @@ import Testing
 /// `framesrv produce -i INPUT`: decoded media through real processes, with FFmpeg's own
 /// `-f framemd5` output as the oracle for every frame's pixels, size and timestamps.
 @Suite(.serialized) struct MediaTests {
-    /// An input the test generates with the ffmpeg CLI (testsrc2, then `ffmpegArgs`).
-    struct Input: CustomTestStringConvertible, Sendable {
-        let file: String
-        let rate: String
-        let frames: Int
-        let ffmpegArgs: [String]
-        var testDescription: String { file }
-    }
+    typealias Input = MediaInput
 
     static let inputs: [Input] = [
         Input(file: "h264.mp4", rate: "25", frames: 30, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]),
@@ -43,73 +36,12 @@ import Testing
         return ffmpegEncoders.contains(input.ffmpegArgs[i + 1])
     }
 
-    /// The encoders `ffmpeg -encoders` lists.
-    static let ffmpegEncoders: Set<String> = {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["ffmpeg", "-hide_banner", "-encoders"]
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        guard (try? p.run()) != nil else { return [] }
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Set(String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line in
-            let fields = line.split(separator: " ")
-            return fields.count >= 2 && fields[0].count == 6 ? String(fields[1]) : nil
-        })
-    }()
-
-    /// Two H.264 clips, 12 frames of size `first` then 10 of size `second`, joined into one
-    /// MPEG-TS file with cat (the second's timestamps following the first's).
-    func sizeChangeClip(_ first: String, _ second: String, _ scratch: Scratch) throws -> (part1: String, part2: String, joined: String) {
-        let part1 = scratch.file("part1.ts"), part2 = scratch.file("part2.ts"), joined = scratch.file("joined.ts")
-        for (path, size, frames, offset) in [(part1, first, 12, "0"), (part2, second, 10, "0.6")] {
-            let (status, _, err) = try shell("ffmpeg -v error -y -f lavfi -i testsrc2=size=\(size):rate=25 -frames:v \(frames)"
-                                             + " -c:v libx264 -pix_fmt yuv420p -output_ts_offset \(offset) '\(path)'", scratch)
-            guard status == 0 else { throw TestFailure("ffmpeg could not generate \(path): \(err)") }
-        }
-        let (status, _, err) = try shell("cat '\(part1)' '\(part2)' > '\(joined)'", scratch)
-        guard status == 0 else { throw TestFailure("cat failed: \(err)") }
-        return (part1, part2, joined)
-    }
-
-    /// Each frame line's size and hash (framemd5's last two fields).
-    func sizeAndHash(_ framemd5: String) -> [[String]] {
-        frameLines(framemd5).map { $0.split(separator: ",").suffix(2).map { $0.trimmingCharacters(in: .whitespaces) } }
-    }
-
-    func generate(_ input: Input, _ scratch: Scratch) throws -> String {
-        let path = scratch.file(input.file)
-        let args = (["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=\(input.rate)",
-                     "-frames:v", String(input.frames)] + input.ffmpegArgs + [path]).map { "'\($0)'" }
-        let (status, _, err) = try shell("ffmpeg " + args.joined(separator: " "), scratch)
-        guard status == 0 else { throw TestFailure("ffmpeg could not generate \(input.file): \(err)") }
-        return path
-    }
-
-    /// What FFmpeg itself writes for the input's first video stream.
-    func oracle(_ path: String, _ scratch: Scratch) throws -> String {
-        let (status, out, err) = try shell("ffmpeg -v error -i '\(path)' -map 0:v:0 -f framemd5 -", scratch)
-        guard status == 0 else { throw TestFailure("ffmpeg -f framemd5 failed on \(path): \(err)") }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// Producer and sink as separate processes; returns the sink's framemd5 and the producer.
-    func pipeline(_ produceArgs: [String], stream: String, _ scratch: Scratch) throws -> (md5: String, producer: Proc, sink: Proc) {
-        let producer = try scratch.start(["produce"] + produceArgs + ["--out", stream, "--wait-for", "1"])
-        let sink = try scratch.start(["sink", "--in", stream, "--framemd5", "-"])
-        #expect(sink.wait(timeout: 60) == 0, "sink: \(sink.stderr)")
-        #expect(producer.wait(timeout: 60) == 0, "producer: \(producer.stderr)")
-        return (sink.stdout, producer, sink)
-    }
-
     @Test(arguments: inputs) func framemd5MatchesFFmpeg(_ input: Input) throws {
         let scratch = try Scratch()
-        let path = try generate(input, scratch)
-        let expected = try oracle(path, scratch)
+        let path = try generateClip(input, scratch)
+        let expected = try ffmpegFramemd5(path, scratch)
         #expect(expected.split(separator: "\n").filter { !$0.hasPrefix("#") }.count == input.frames)
-        let (md5, producer, _) = try pipeline(["-i", path, "--threads", "2"], stream: "media", scratch)
+        let (md5, producer, _) = try framemd5Pipeline(["-i", path, "--threads", "2"], stream: "media", scratch)
         #expect(md5 == expected, "framesrv's framemd5 of \(input.file) differs from ffmpeg's")
         #expect(producer.stdout.contains("published \(input.frames) frames"), "\(producer.stdout)")
         #expect(producer.stdout.contains("decode errors 0"), "\(producer.stdout)")
@@ -120,18 +52,11 @@ import Testing
         if !input.file.hasPrefix("raw") { #expect(counts.zeroCopy > 0, "\(producer.stdout)") }
     }
 
-    /// "N zero-copy, M copied" from a producer's summary line.
-    func pathCounts(_ summary: String) -> (zeroCopy: Int, copied: Int)? {
-        guard let r = summary.range(of: #"(\d+) zero-copy, (\d+) copied"#, options: .regularExpression) else { return nil }
-        let numbers = summary[r].split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
-        return numbers.count == 2 ? (numbers[0], numbers[1]) : nil
-    }
-
     /// `-i -`: a y4m stream from a pipe on standard input, frame for frame what ffmpeg decodes.
     @Test func standardInputFromAPipe() throws {
         let scratch = try Scratch()
-        let path = try generate(Input(file: "src.mkv", rate: "25", frames: 12, ffmpegArgs: ["-c:v", "ffv1", "-pix_fmt", "yuv422p"]), scratch)
-        let expected = try oracle(path, scratch)
+        let path = try generateClip(Input(file: "src.mkv", rate: "25", frames: 12, ffmpegArgs: ["-c:v", "ffv1", "-pix_fmt", "yuv422p"]), scratch)
+        let expected = try ffmpegFramemd5(path, scratch)
         let sink = try scratch.start(["sink", "--in", "piped", "--framemd5", "-"])
         let (status, out, err) = try shell(
             "ffmpeg -v error -i '\(path)' -f yuv4mpegpipe - | '\(framesrvPath)' produce -i - -f yuv4mpegpipe --out piped --wait-for 1",
@@ -166,16 +91,16 @@ import Testing
     /// (identical to ffmpeg's), reports the decode errors, and ends the stream normally.
     @Test func truncatedInputPublishesWhatDecodes() throws {
         let scratch = try Scratch()
-        let full = try generate(Input(file: "full.h264", rate: "25", frames: 20, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]), scratch)
+        let full = try generateClip(Input(file: "full.h264", rate: "25", frames: 20, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]), scratch)
         let data = try Data(contentsOf: URL(fileURLWithPath: full))
         let truncated = scratch.file("truncated.h264")
         try data.prefix(data.count * 6 / 10).write(to: URL(fileURLWithPath: truncated))
-        let expected = try oracle(truncated, scratch)
+        let expected = try ffmpegFramemd5(truncated, scratch)
         let frames = expected.split(separator: "\n").filter { !$0.hasPrefix("#") }.count
         #expect(frames > 0 && frames < 20)
         // One decoder thread: with frame threads, libavcodec's H.264 decoder flags the
         // concealed last frame only sometimes (the pixels are the same either way).
-        let (md5, producer, _) = try pipeline(["-i", truncated, "--threads", "1"], stream: "cut", scratch)
+        let (md5, producer, _) = try framemd5Pipeline(["-i", truncated, "--threads", "1"], stream: "cut", scratch)
         #expect(md5 == expected)
         #expect(producer.stdout.contains("published \(frames) frames"), "\(producer.stdout)")
         #expect(!producer.stdout.contains("decode errors 0"), "\(producer.stdout)")
@@ -185,9 +110,9 @@ import Testing
     /// `--frames N` stops after N decoded frames and ends the stream.
     @Test func framesLimitEndsTheStream() throws {
         let scratch = try Scratch()
-        let path = try generate(Input(file: "ten.y4m", rate: "25", frames: 10, ffmpegArgs: []), scratch)
-        let expected = try oracle(path, scratch).split(separator: "\n", omittingEmptySubsequences: false)
-        let (md5, producer, _) = try pipeline(["-i", path, "--frames", "4", "--slots", "2"], stream: "four", scratch)
+        let path = try generateClip(Input(file: "ten.y4m", rate: "25", frames: 10, ffmpegArgs: []), scratch)
+        let expected = try ffmpegFramemd5(path, scratch).split(separator: "\n", omittingEmptySubsequences: false)
+        let (md5, producer, _) = try framemd5Pipeline(["-i", path, "--frames", "4", "--slots", "2"], stream: "four", scratch)
         let header = expected.prefix { $0.hasPrefix("#") }
         let firstFour = expected.dropFirst(header.count).prefix(4)
         #expect(md5 == (header + firstFour).joined(separator: "\n") + "\n")

@@ -7,12 +7,10 @@ import Testing
 // predicted from it would decode wrong; if a held slot were, the sink would hash a torn
 // frame. Either way the framemd5 would differ from ffmpeg's.
 @Suite(.serialized) struct ZeroCopyDecodeTests {
-    let media = MediaTests()
-
     /// An H.264 clip with 4 reference frames and B-frames: the decoder keeps several
     /// pictures referenced at any time.
     func referenceHeavyClip(_ scratch: Scratch, frames: Int = 60) throws -> String {
-        try media.generate(MediaTests.Input(file: "refs.mp4", rate: "25", frames: frames,
+        try generateClip(MediaInput(file: "refs.mp4", rate: "25", frames: frames,
                                             ffmpegArgs: ["-c:v", "libx264", "-x264-params", "ref=4:bframes=3:keyint=30",
                                                          "-pix_fmt", "yuv420p"]), scratch)
     }
@@ -25,7 +23,7 @@ import Testing
     func referencesAndHoldsAreNeverOverwritten(slots: Int, losslessHoldMicros: String) throws {
         let scratch = try Scratch()
         let path = try referenceHeavyClip(scratch)
-        let expected = try media.oracle(path, scratch)
+        let expected = try ffmpegFramemd5(path, scratch)
         let live = try scratch.start(["sink", "--in", "zc", "--live", "--null", "--hold-us", "5000-20000", "--quiet"])
         let lossless = try scratch.start(["sink", "--in", "zc", "--framemd5", "-", "--hold-us", losslessHoldMicros])
         let producer = try scratch.start(["produce", "-i", path, "--out", "zc", "--wait-for", "1",
@@ -34,7 +32,7 @@ import Testing
         #expect(lossless.wait(timeout: 60) == 0, "sink: \(lossless.stderr)")
         #expect(live.wait(timeout: 60) == 0, "live sink: \(live.stderr)")
         #expect(lossless.stdout == expected, "framemd5 through zero-copy slots differs from ffmpeg's")
-        let path2 = try #require(media.pathCounts(producer.stdout), "\(producer.stdout)")
+        let path2 = try #require(pathCounts(producer.stdout), "\(producer.stdout)")
         #expect(path2.zeroCopy + path2.copied == 60, "\(producer.stdout)")
         #expect(path2.zeroCopy >= 30, "\(producer.stdout)")
         if slots == 16 { #expect(path2.copied == 0, "\(producer.stdout)") }
@@ -45,12 +43,12 @@ import Testing
     /// read-only to it, so it takes a new slot for every frame.
     @Test func inPlaceUpdatingDecoderGetsANewSlotPerFrame() throws {
         let scratch = try Scratch()
-        let path = try media.generate(MediaTests.Input(file: "qtrle.mov", rate: "25", frames: 40,
+        let path = try generateClip(MediaInput(file: "qtrle.mov", rate: "25", frames: 40,
                                                        ffmpegArgs: ["-c:v", "qtrle", "-pix_fmt", "rgb24"]), scratch)
-        let expected = try media.oracle(path, scratch)
-        let (md5, producer, _) = try media.pipeline(["-i", path], stream: "qtrle", scratch)
+        let expected = try ffmpegFramemd5(path, scratch)
+        let (md5, producer, _) = try framemd5Pipeline(["-i", path], stream: "qtrle", scratch)
         #expect(md5 == expected, "qtrle frames through zero-copy slots differ from ffmpeg's")
-        let counts = try #require(media.pathCounts(producer.stdout), "\(producer.stdout)")
+        let counts = try #require(pathCounts(producer.stdout), "\(producer.stdout)")
         #expect(counts.zeroCopy == 40 && counts.copied == 0, "\(producer.stdout)")
     }
 
@@ -58,8 +56,8 @@ import Testing
     @Test func copyPathGivesTheSameFrames() throws {
         let scratch = try Scratch()
         let path = try referenceHeavyClip(scratch, frames: 30)
-        let expected = try media.oracle(path, scratch)
-        let (md5, producer, _) = try media.pipeline(["-i", path, "--copy"], stream: "copied", scratch)
+        let expected = try ffmpegFramemd5(path, scratch)
+        let (md5, producer, _) = try framemd5Pipeline(["-i", path, "--copy"], stream: "copied", scratch)
         #expect(md5 == expected)
         #expect(producer.stdout.contains("0 zero-copy, 30 copied"), "\(producer.stdout)")
         let (status, _, err) = try scratch.run(["produce", "--pattern", "--out", "p", "--frames", "1", "--copy"])

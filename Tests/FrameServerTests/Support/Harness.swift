@@ -119,6 +119,42 @@ final class Proc: @unchecked Sendable {
     }
 }
 
+/// How a child process ended.
+enum ProcessOutcome: Equatable, Sendable, CustomStringConvertible {
+    case exited(Int32)
+    case signaled(Int32)
+    case hung
+
+    var description: String {
+        switch self {
+        case .exited(let status): "exit \(status)"
+        case .signaled(let signal): signalName(signal)
+        case .hung: "hang"
+        }
+    }
+}
+
+/// SIGSEGV, SIGBUS, ... for a signal number.
+func signalName(_ signal: Int32) -> String {
+    let names: [Int32: String] = [SIGILL: "SIGILL", SIGTRAP: "SIGTRAP", SIGABRT: "SIGABRT", SIGBUS: "SIGBUS", SIGFPE: "SIGFPE",
+                                  SIGKILL: "SIGKILL", SIGSEGV: "SIGSEGV", SIGPIPE: "SIGPIPE", SIGTERM: "SIGTERM", SIGINT: "SIGINT"]
+    return names[signal] ?? "signal \(signal)"
+}
+
+/// A value shared between threads behind a lock.
+final class Locked<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
+
 /// Waits until `condition` holds, checking every 2 ms; false if `timeout` seconds pass first.
 /// (A deadline on an observable condition, never a sleep standing in for synchronisation.)
 func eventually(timeout: Double = 30, _ condition: () -> Bool) -> Bool {
