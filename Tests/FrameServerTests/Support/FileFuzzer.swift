@@ -163,7 +163,7 @@ final class FuzzWorker: @unchecked Sendable {
         func spawn(_ args: [String]) throws -> Spawned {
             try Spawned(framesrvPath, args, environment: ["FRAMESRV_DIR": dir], logDirectory: dir)
         }
-        healthyProducer = try spawn(["produce", "--pattern", "--out", healthy, "--size", "64x48", "--rate", "100", "--slots", "8", "--quiet"])
+        healthyProducer = try spawn(["produce", "--pattern", "--out", healthy, "--size", "64x48", "--rate", "30", "--slots", "8", "--quiet"])
         healthySink = try spawn(["sink", "--in", healthy, "--null", "--verify", "--lossless", "--seq-log", healthyLog,
                                  "--stats-json", "--name", "steady-verify"])
         guard eventually(timeout: 30, { self.healthyFrames() > 0 }) else { throw TestFailure("the healthy stream delivers no frame") }
@@ -251,7 +251,8 @@ final class FuzzWorker: @unchecked Sendable {
             return record.setupFailed("the producer published no frame")
         }
         victim.producer = producer
-        if mutation.reachesConsumers {
+        // (A command that is a sink attaches before the change itself: no second one then.)
+        if mutation.reachesConsumers && !command.attachesEarly {
             victim.attached = try spawn(["sink", "--in", name, "--null", "--no-reattach", "--quiet", "--name", "attached"])
         }
         if command.attachesEarly { victim.early = try spawn(command.arguments(name, out, true)) }
