@@ -109,6 +109,7 @@ public struct StreamSnapshot: Sendable, Encodable {
             throw FrameServerError(error)
         }
         let c = control.header
+        let stats = control.statistics
         let alive = control.producer.isAlive
         let now = monotonicNanos()
         let latest = control.latestWord
@@ -132,10 +133,8 @@ public struct StreamSnapshot: Sendable, Encodable {
             state: !alive ? "dead" : control.ended ? "ended" : "running",
             liveSource: control.liveSource, slots: Int(control.slotCount),
             slotBytes: c.pointee.slot_stride, epoch: control.epoch,
-            published: fs_peek_u64(&c.pointee.published), dropped: fs_peek_u64(&c.pointee.dropped),
-            minFreeSlots: fs_peek_u64(&c.pointee.min_free), freeSlots: free,
-            reclaimedConsumers: fs_peek_u64(&c.pointee.reclaimed),
-            blockedMillis: Double(fs_peek_u64(&c.pointee.blocked_ns)) / 1e6,
+            published: stats.published, dropped: stats.dropped, minFreeSlots: stats.minFree, freeSlots: free,
+            reclaimedConsumers: stats.reclaimed, blockedMillis: Double(stats.blockedNanos) / 1e6,
             nominalRate: Double(control.nominalRateMilli ?? 0) / 1000, format: format, lastSequence: lastSeq,
             consumers: consumers, slotTable: slotTable)
         return (snapshot, warnings)
@@ -148,11 +147,11 @@ public struct StreamSnapshot: Sendable, Encodable {
         var free = 0
         for i in 0..<control.slotCount {
             let s = control.slot(i)
-            let h = fs_load_u64(&s.pointee.holders)
+            let h = control.holders(i)
             let holders = (0..<Int(FS_MAX_CONSUMERS)).filter { h & (1 << UInt64($0)) != 0 }
             for c in holders { heldBy[c, default: []].append(Int(i)) }
             let seq = s.pointee.seq
-            let producerHold = fs_load_u64(&s.pointee.producer_hold) != 0
+            let producerHold = control.producerHolds(i)
             let state = h & FS_HOLDER_WRITER != 0 ? "writing" : !holders.isEmpty ? "held"
                 : producerHold ? "reference" : seq != 0 ? "ready" : "free"
             if fs_slot_is_free(s) != 0 { free += 1 }
