@@ -198,7 +198,7 @@ final class Attachment {
     private let producerFD: Int32
     private let socket: ZMQSocket
     private let directory: RuntimeDirectory
-    private var pools: [UInt64: (file: Segment, held: Int)] = [:]
+    private var pools: [UInt64: (file: Segment, slotBytes: Int, held: Int)] = [:]
     private var producerExited = false
     private var detached = false
     private var expected: UInt64 = 0
@@ -384,14 +384,13 @@ final class Attachment {
     private func mapCurrentPool() {
         let epoch = control.epoch
         guard epoch != 0, pools[epoch] == nil, let file = try? openPool(epoch: epoch) else { return }
-        pools[epoch] = (file, 0)
+        pools[epoch] = (file.pool, file.slotBytes, 0)
         for old in pools.keys where old != epoch && pools[old]!.held <= 0 { pools[old] = nil }
     }
 
-    /// Maps pool `epoch` read-only; it must hold at least a header per slot.
-    private func openPool(epoch: UInt64) throws(SegmentError) -> Segment {
-        try Segment.open(directory.poolPath(stream, epoch: epoch), writable: false,
-                         minimumSize: Int(control.slotCount) * FrameFormat.headerSize)
+    /// Maps pool `epoch` read-only (`Segment.openPool` checks its size).
+    private func openPool(epoch: UInt64) throws(SegmentError) -> (pool: Segment, slotBytes: Int) {
+        try Segment.openPool(directory.poolPath(stream, epoch: epoch), slotCount: control.slotCount)
     }
 
     /// Hands out a held slot as a Frame, mapping its pool epoch (read-only) if needed.
@@ -400,17 +399,19 @@ final class Attachment {
     private func deliver(slot: UInt32, seq: UInt64) throws(FrameServerError) -> Frame {
         let epoch = control.slot(slot).pointee.epoch
         if pools[epoch] == nil {
-            do { pools[epoch] = (try openPool(epoch: epoch), 0) } catch {
+            do {
+                let file = try openPool(epoch: epoch)
+                pools[epoch] = (file.pool, file.slotBytes, 0)
+            } catch {
                 release(slot: slot, epoch: epoch, mapped: false)
                 throw FrameServerError(error)
             }
         }
         // Each epoch's pool has its own slot size: derive it from the mapping, not the header.
-        let pool = pools[epoch]!.file
-        let slotBytes = pool.size / Int(control.slotCount)
+        let (pool, slotBytes, _) = pools[epoch]!
         let base = UnsafeRawPointer(pool.base + Int(slot) * slotBytes)
         // One copy of the header: what is validated is what the frame reports and reads through.
-        let header = base.load(as: fs_frame.self)
+        let header = pool.frameHeader(slot: slot, slotBytes: slotBytes)
         // Nothing counted as held yet, so a refused header releases with mapped: false.
         if pool.truncated || control.segment.truncated {
             release(slot: slot, epoch: epoch, mapped: false)
@@ -451,7 +452,7 @@ final class Attachment {
 
     /// Bytes of one slot of epoch `epoch`'s pool (mapped while a frame of it is held).
     func slotBytes(epoch: UInt64) -> Int {
-        (pools[epoch]?.file.size ?? 0) / Int(control.slotCount)
+        pools[epoch]?.slotBytes ?? 0
     }
 
     /// A `SharedFrame`'s release, from whatever thread drops the last reference: the slot

@@ -204,10 +204,8 @@ public struct StreamSnapshot: Sendable, Encodable {
                                      in directory: RuntimeDirectory) throws(SegmentError) -> String? {
         guard let (seq, slot) = try control.latest() else { return nil }
         let epoch = control.slot(slot).pointee.epoch
-        let minimum = Int(control.slotCount) * FrameFormat.headerSize
-        let pool = try Segment.open(directory.poolPath(stream, epoch: epoch), writable: false, minimumSize: minimum)
-        let slotBytes = pool.size / Int(control.slotCount)
-        let raw = (pool.base + Int(slot) * slotBytes).load(as: fs_frame.self)
+        let (pool, slotBytes) = try Segment.openPool(directory.poolPath(stream, epoch: epoch), slotCount: control.slotCount)
+        let raw = pool.frameHeader(slot: slot, slotBytes: slotBytes)
         guard !pool.truncated, (try? FrameHeader.validate(raw, sequence: seq, slotBytes: slotBytes)) != nil else { return nil }
         let h = FrameHeader(raw)
         let c = h.description.color
