@@ -109,6 +109,28 @@ import Testing
         #expect(status != 0 && status < 128, "inspect exits with an error, not a signal or a hang")
     }
 
+    /// A pool whose size is not a whole number of 64-byte-multiple slots (a truncation while
+    /// nobody had it mapped) is refused: its slots' headers would be misaligned.
+    @Test func poolOfTheWrongSizeIsRefused() throws {
+        let scratch = try Scratch()
+        let (producer, consumer) = try producerAndConsumer("odd", slots: 3, scratch)
+        try publishPattern(producer, FrameFormat(.gray8, width: 64, height: 48))
+        let path = scratch.file("odd.pool.1")
+        let full = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(truncate(path, off_t(full - 6102)) == 0)
+        let snapshot = try #require(scratch.snapshot("odd"))
+        #expect(snapshot.format == nil, "the monitor shows no format instead of reading a misaligned header")
+        let consumer2 = try Consumer(stream: "odd", options: ConsumerOptions(mode: .live), directory: scratch.directory)
+        do {
+            _ = try consumer2.next()
+            Issue.record("a frame was delivered from a damaged pool")
+        } catch {
+            #expect(error.description.contains("odd.pool.1") && error.description.contains("file size"), "\(error)")
+        }
+        _ = consumer
+        producer.close()
+    }
+
     /// Consumer entries whose mode or state is none of the protocol's are skipped with a warning.
     @Test func badConsumerEntriesAreSkipped() throws {
         let scratch = try Scratch()

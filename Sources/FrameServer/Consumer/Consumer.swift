@@ -198,7 +198,7 @@ final class Attachment {
     private let producerFD: Int32
     private let socket: ZMQSocket
     private let directory: RuntimeDirectory
-    private var pools: [UInt64: (file: Segment, held: Int)] = [:]
+    private var pools: [UInt64: (file: Segment, slotBytes: Int, held: Int)] = [:]
     private var producerExited = false
     private var detached = false
     private var expected: UInt64 = 0
@@ -214,7 +214,6 @@ final class Attachment {
     /// consumer's thread has not done yet: see `releaseShared` and `settleReleases`.
     private let pendingReleases = Mutex<[(slot: UInt32, epoch: UInt64)]>([])
     private let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 8)
-    private let entry: UnsafeMutablePointer<fs_consumer>
 
     /// Opens and validates the control segment and claims a consumer entry; nil when
     /// there is no stream yet or only a dead producer's leftovers.
@@ -258,7 +257,6 @@ final class Attachment {
         self.stream = stream; self.mode = mode; self.control = control
         self.index = index; self.bit = 1 << UInt64(index)
         self.producerPID = producerPID; self.producerFD = producerFD; self.socket = socket; self.directory = directory
-        self.entry = control.consumer(index)
         self.liveMaxHeld = control.liveMaxHeld
     }
 
@@ -332,14 +330,14 @@ final class Attachment {
             mode = .live
             if lastDelivered == 0 {
                 // Nothing delivered yet: every frame owed since admission counts as missed.
-                let first = expected != 0 ? expected : fs_load_u64(&entry.pointee.first_seq)
+                let first = expected != 0 ? expected : control.firstSequence(index)
                 lastDelivered = first > 0 ? first - 1 : 0
                 countMissesFromStart = true
             }
             return try nextLive()
         }
         if expected == 0 {
-            let first = fs_load_u64(&entry.pointee.first_seq)
+            let first = control.firstSequence(index)
             if first == 0 {
                 return control.ended ? .ended : .nothingYet
             }
@@ -367,12 +365,12 @@ final class Attachment {
                 if lastDelivered > 0 || countMissesFromStart {
                     let skipped = seq - lastDelivered - 1
                     missedTotal += skipped
-                    fs_count(&entry.pointee.missed, skipped)
+                    control.countMissed(index, skipped)
                 }
                 return .frame(try deliver(slot: slot, seq: seq))
             }
             // Stale announcement: the slot was recycled between reading `latest` and acquiring.
-            fs_count(&entry.pointee.stale, 1)
+            control.countStale(index)
             control.notifyProducer()
             // Still the same newest frame: its slot is being rewritten. Wait for the doorbell
             // of the frame being written instead of spinning.
@@ -386,14 +384,13 @@ final class Attachment {
     private func mapCurrentPool() {
         let epoch = control.epoch
         guard epoch != 0, pools[epoch] == nil, let file = try? openPool(epoch: epoch) else { return }
-        pools[epoch] = (file, 0)
+        pools[epoch] = (file.pool, file.slotBytes, 0)
         for old in pools.keys where old != epoch && pools[old]!.held <= 0 { pools[old] = nil }
     }
 
-    /// Maps pool `epoch` read-only; it must hold at least a header per slot.
-    private func openPool(epoch: UInt64) throws(SegmentError) -> Segment {
-        try Segment.open(directory.poolPath(stream, epoch: epoch), writable: false,
-                         minimumSize: Int(control.slotCount) * FrameFormat.headerSize)
+    /// Maps pool `epoch` read-only (`Segment.openPool` checks its size).
+    private func openPool(epoch: UInt64) throws(SegmentError) -> (pool: Segment, slotBytes: Int) {
+        try Segment.openPool(directory.poolPath(stream, epoch: epoch), slotCount: control.slotCount)
     }
 
     /// Hands out a held slot as a Frame, mapping its pool epoch (read-only) if needed.
@@ -402,17 +399,19 @@ final class Attachment {
     private func deliver(slot: UInt32, seq: UInt64) throws(FrameServerError) -> Frame {
         let epoch = control.slot(slot).pointee.epoch
         if pools[epoch] == nil {
-            do { pools[epoch] = (try openPool(epoch: epoch), 0) } catch {
+            do {
+                let file = try openPool(epoch: epoch)
+                pools[epoch] = (file.pool, file.slotBytes, 0)
+            } catch {
                 release(slot: slot, epoch: epoch, mapped: false)
                 throw FrameServerError(error)
             }
         }
         // Each epoch's pool has its own slot size: derive it from the mapping, not the header.
-        let pool = pools[epoch]!.file
-        let slotBytes = pool.size / Int(control.slotCount)
+        let (pool, slotBytes, _) = pools[epoch]!
         let base = UnsafeRawPointer(pool.base + Int(slot) * slotBytes)
         // One copy of the header: what is validated is what the frame reports and reads through.
-        let header = base.load(as: fs_frame.self)
+        let header = pool.frameHeader(slot: slot, slotBytes: slotBytes)
         // Nothing counted as held yet, so a refused header releases with mapped: false.
         if pool.truncated || control.segment.truncated {
             release(slot: slot, epoch: epoch, mapped: false)
@@ -428,11 +427,7 @@ final class Attachment {
         let now = monotonicNanos()
         let capture = header.capture_ns
         let latency = now > capture ? now - capture : 0
-        recordLatency(latency)
-        fs_count(&entry.pointee.delivered, 1)
-        fs_store_u64(&entry.pointee.last_seq, seq)
-        fs_store_u64(&entry.pointee.held, UInt64(heldCount))
-        if heldCount == 1 { fs_store_u64(&entry.pointee.hold_since_ns, now) }
+        control.recordDelivery(index, sequence: seq, held: heldCount, now: now, latencyNanos: latency)
         lastDelivered = seq
         return Frame(owner: Unmanaged.passRetained(self), slot: slot, sequence: seq, epoch: epoch, base: base,
                      header: FrameHeader(header), latencyNanos: latency)
@@ -443,15 +438,6 @@ final class Attachment {
     static func headerProblem(_ h: fs_frame, seq: UInt64, slotBytes: Int) -> String? {
         do { try FrameHeader.validate(h, sequence: seq, slotBytes: slotBytes) } catch { return error.description }
         return nil
-    }
-
-    private func recordLatency(_ ns: UInt64) {
-        let us = ns / 1000
-        let bucket = us == 0 ? 0 : min(Int(FS_LATENCY_BUCKETS) - 1, 64 - us.leadingZeroBitCount)
-        withUnsafeMutablePointer(to: &entry.pointee.latency_hist) { p in
-            p.withMemoryRebound(to: UInt64.self, capacity: Int(FS_LATENCY_BUCKETS)) { fs_count($0 + bucket, 1) }
-        }
-        fs_count(&entry.pointee.latency_sum_ns, ns)
     }
 
     /// Gives a slot back to the producer. SYNC: fs_slot_release (release ordering).
@@ -466,7 +452,7 @@ final class Attachment {
 
     /// Bytes of one slot of epoch `epoch`'s pool (mapped while a frame of it is held).
     func slotBytes(epoch: UInt64) -> Int {
-        (pools[epoch]?.file.size ?? 0) / Int(control.slotCount)
+        pools[epoch]?.slotBytes ?? 0
     }
 
     /// A `SharedFrame`'s release, from whatever thread drops the last reference: the slot
@@ -491,8 +477,7 @@ final class Attachment {
     /// deferred detach, the old pool's mapping.
     private func releaseBookkeeping(epoch: UInt64) {
         heldCount -= 1
-        fs_store_u64(&entry.pointee.held, UInt64(heldCount))
-        fs_store_u64(&entry.pointee.hold_since_ns, heldCount == 0 ? 0 : monotonicNanos())
+        control.recordRelease(index, held: heldCount)
         // Last: after CLOSING the entry may be freed and claimed by another consumer.
         if detached, heldCount == 0 { sendDetach() }
         if var p = pools[epoch] {

@@ -50,6 +50,27 @@ final class Segment: @unchecked Sendable {
         return Segment(path: path, base: p, size: size, writable: writable, created: nil, fd: fd)
     }
 
+    /// Maps pool `path` of a stream with `slotCount` (validated) slots, read-only, and
+    /// returns it with its slot stride. The file must hold a whole number of slots of a
+    /// multiple of 64 bytes (the producer uses whole pages), each at least a frame header:
+    /// anything else is a damaged pool, and a stride that is not a multiple of 64 would
+    /// misalign every slot's header.
+    static func openPool(_ path: String, slotCount: UInt32) throws(SegmentError) -> (pool: Segment, slotBytes: Int) {
+        let n = Int(slotCount)
+        let pool = try open(path, writable: false, minimumSize: n * FrameFormat.headerSize)
+        let slotBytes = pool.size / n
+        guard pool.size % n == 0, slotBytes % 64 == 0 else {
+            throw .badField(path: path, field: "file size", value: UInt64(pool.size),
+                            expected: "\(n) slots of a multiple of 64 bytes")
+        }
+        return (pool, slotBytes)
+    }
+
+    /// The frame header at the start of slot `i` of a pool with `slotBytes`-byte slots (a copy).
+    func frameHeader(slot i: UInt32, slotBytes: Int) -> fs_frame {
+        (base + Int(i) * slotBytes).loadUnaligned(as: fs_frame.self)
+    }
+
     /// Whether a SIGBUS was caught on this mapping: the file was truncated under us and
     /// the mapping now reads zeros.
     var truncated: Bool { fs_guard_faults(guardEntry) != 0 }

@@ -54,6 +54,40 @@ extension ConsumerSnapshot {
     }
 }
 
+/// Whether a stream's producer runs (`StreamSnapshot.state` holds the raw value, which
+/// `ls --json` prints).
+public enum StreamState: String, Sendable, Encodable {
+    case running, ended
+    /// The producer is gone and left its files.
+    case dead
+}
+
+/// What a slot is doing (`SlotSnapshot.state` holds the raw value).
+public enum SlotState: String, Sendable, Encodable {
+    case free, writing, held
+    /// Published, held by no consumer, still used by the producer's decoder as a reference picture.
+    case reference
+    /// Published, held by nobody.
+    case ready
+}
+
+extension StreamSnapshot {
+    /// `state` as an enum.
+    public var streamState: StreamState { StreamState(rawValue: state) ?? .dead }
+}
+
+extension SlotSnapshot {
+    /// `state` as an enum.
+    public var slotState: SlotState { SlotState(rawValue: state) ?? .free }
+}
+
+extension ConsumerSnapshot {
+    /// `mode` as an enum (the names `ConsumerMode.name` gives).
+    public var consumerMode: ConsumerMode? { [ConsumerMode.live, .lossless, .monitor].first { $0.name == mode } }
+    /// `state` as an enum (the names `ConsumerState.name` gives).
+    public var consumerState: ConsumerState? { [ConsumerState.free, .claimed, .active, .closing].first { $0.name == state } }
+}
+
 /// One slot of the pool.
 public struct SlotSnapshot: Sendable, Encodable {
     public let index: Int
@@ -84,6 +118,8 @@ public struct StreamSnapshot: Sendable, Encodable {
     public let minFreeSlots: UInt64
     public let freeSlots: Int
     public let reclaimedConsumers: UInt64
+    /// Lossless consumers the producer's stall timeout demoted to live.
+    public let demotedConsumers: UInt64
     public let blockedMillis: Double
     public let nominalRate: Double
     public let format: String?
@@ -109,6 +145,7 @@ public struct StreamSnapshot: Sendable, Encodable {
             throw FrameServerError(error)
         }
         let c = control.header
+        let stats = control.statistics
         let alive = control.producer.isAlive
         let now = monotonicNanos()
         let latest = control.latestWord
@@ -129,13 +166,11 @@ public struct StreamSnapshot: Sendable, Encodable {
         do { try control.segment.checkIntact() } catch { throw .segment(error) }
         let snapshot = StreamSnapshot(
             name: control.streamName, producerPID: c.pointee.producer_pid,
-            state: !alive ? "dead" : control.ended ? "ended" : "running",
+            state: (!alive ? StreamState.dead : control.ended ? .ended : .running).rawValue,
             liveSource: control.liveSource, slots: Int(control.slotCount),
             slotBytes: c.pointee.slot_stride, epoch: control.epoch,
-            published: fs_peek_u64(&c.pointee.published), dropped: fs_peek_u64(&c.pointee.dropped),
-            minFreeSlots: fs_peek_u64(&c.pointee.min_free), freeSlots: free,
-            reclaimedConsumers: fs_peek_u64(&c.pointee.reclaimed),
-            blockedMillis: Double(fs_peek_u64(&c.pointee.blocked_ns)) / 1e6,
+            published: stats.published, dropped: stats.dropped, minFreeSlots: stats.minFree, freeSlots: free,
+            reclaimedConsumers: stats.reclaimed, demotedConsumers: stats.demoted, blockedMillis: Double(stats.blockedNanos) / 1e6,
             nominalRate: Double(control.nominalRateMilli ?? 0) / 1000, format: format, lastSequence: lastSeq,
             consumers: consumers, slotTable: slotTable)
         return (snapshot, warnings)
@@ -148,16 +183,16 @@ public struct StreamSnapshot: Sendable, Encodable {
         var free = 0
         for i in 0..<control.slotCount {
             let s = control.slot(i)
-            let h = fs_load_u64(&s.pointee.holders)
+            let h = control.holders(i)
             let holders = (0..<Int(FS_MAX_CONSUMERS)).filter { h & (1 << UInt64($0)) != 0 }
             for c in holders { heldBy[c, default: []].append(Int(i)) }
             let seq = s.pointee.seq
-            let producerHold = fs_load_u64(&s.pointee.producer_hold) != 0
-            let state = h & FS_HOLDER_WRITER != 0 ? "writing" : !holders.isEmpty ? "held"
-                : producerHold ? "reference" : seq != 0 ? "ready" : "free"
+            let producerHold = control.producerHolds(i)
+            let state: SlotState = h & FS_HOLDER_WRITER != 0 ? .writing : !holders.isEmpty ? .held
+                : producerHold ? .reference : seq != 0 ? .ready : .free
             if fs_slot_is_free(s) != 0 { free += 1 }
             let published = s.pointee.publish_ns
-            slotTable.append(SlotSnapshot(index: Int(i), state: state, sequence: seq, epoch: s.pointee.epoch, holders: holders,
+            slotTable.append(SlotSnapshot(index: Int(i), state: state.rawValue, sequence: seq, epoch: s.pointee.epoch, holders: holders,
                                           ageMillis: published == 0 || published > now ? 0 : Double(now - published) / 1e6))
         }
         return (slotTable, heldBy, free)
@@ -169,10 +204,8 @@ public struct StreamSnapshot: Sendable, Encodable {
                                      in directory: RuntimeDirectory) throws(SegmentError) -> String? {
         guard let (seq, slot) = try control.latest() else { return nil }
         let epoch = control.slot(slot).pointee.epoch
-        let minimum = Int(control.slotCount) * FrameFormat.headerSize
-        let pool = try Segment.open(directory.poolPath(stream, epoch: epoch), writable: false, minimumSize: minimum)
-        let slotBytes = pool.size / Int(control.slotCount)
-        let raw = (pool.base + Int(slot) * slotBytes).load(as: fs_frame.self)
+        let (pool, slotBytes) = try Segment.openPool(directory.poolPath(stream, epoch: epoch), slotCount: control.slotCount)
+        let raw = pool.frameHeader(slot: slot, slotBytes: slotBytes)
         guard !pool.truncated, (try? FrameHeader.validate(raw, sequence: seq, slotBytes: slotBytes)) != nil else { return nil }
         let h = FrameHeader(raw)
         let c = h.description.color

@@ -216,7 +216,7 @@ public final class Producer: @unchecked Sendable {
             }
             guard let slot = takeFreeSlot(wait: !options.liveSource) else {
                 // A live source found no free slot; otherwise `shouldStop` ended the wait.
-                if options.liveSource { fs_count(&ctl.pointee.dropped, 1) }   // stat
+                if options.liveSource { control.countDropped() }
                 return nil
             }
             let base = pool!.base + Int(slot) * slotStride
@@ -266,7 +266,7 @@ public final class Producer: @unchecked Sendable {
                 _ = sleepOnWake(until: nil) {
                     (0..<control.slotCount).contains { fs_slot_is_free(slotCtl($0)) != 0 } ? true : nil
                 }
-                fs_count(&ctl.pointee.blocked_ns, monotonicNanos() - start)
+                control.addBlocked(nanos: monotonicNanos() - start)
             }
         }
     }
@@ -319,8 +319,8 @@ public final class Producer: @unchecked Sendable {
     /// futex wait returns at once and `ready` is asked again (no lost wake-up).
     private func sleepOnWake<T>(until deadline: UInt64?, beforeSleep: () -> Void = {}, _ ready: () -> T?) -> T? {
         while true {
-            let w = fs_producer_wait_begin(ctl)
-            defer { fs_producer_wait_end(ctl) }
+            let w = control.beginWaitForRelease()
+            defer { control.endWaitForRelease() }
             if let value = ready() { return value }
             // A truncated control segment (now private zero pages) wakes nobody: give up.
             if control.segment.truncated { return nil }
@@ -331,7 +331,7 @@ public final class Producer: @unchecked Sendable {
                 timeout = min(timeout, Int64(deadline - now))
             }
             beforeSleep()
-            _ = fs_sys_futex_wait(&ctl.pointee.wake, w, timeout)
+            control.waitForRelease(seen: w, timeoutNanos: timeout)
         }
     }
 
@@ -372,9 +372,9 @@ public final class Producer: @unchecked Sendable {
     }
 
     /// Frames published so far.
-    public var publishedCount: UInt64 { fs_peek_u64(&ctl.pointee.published) }
+    public var publishedCount: UInt64 { control.statistics.published }
     /// Frames dropped at the source.
-    public var droppedCount: UInt64 { fs_peek_u64(&ctl.pointee.dropped) }
+    public var droppedCount: UInt64 { control.statistics.dropped }
 
     // MARK: Slots
 
@@ -397,7 +397,7 @@ public final class Producer: @unchecked Sendable {
         if let taken {
             retire(slot: taken)
             nextSlotHint = (taken + 1) % n
-            if free - 1 < fs_peek_u64(&ctl.pointee.min_free) { fs_stat_set(&ctl.pointee.min_free, free - 1) }
+            control.noteFreeSlots(free - 1)
         }
         return taken
     }
@@ -406,7 +406,7 @@ public final class Producer: @unchecked Sendable {
         if let s = tryTakeFreeSlot() { return s }
         guard wait else { return nil }
         let start = monotonicNanos()
-        defer { fs_count(&ctl.pointee.blocked_ns, monotonicNanos() - start) }
+        defer { control.addBlocked(nanos: monotonicNanos() - start) }
         // Ring the doorbell again before each sleep: a consumer whose subscription reached
         // ZeroMQ after the original announcements (a late joiner) then still wakes up and
         // finds the frames reserved for it.
@@ -430,7 +430,7 @@ public final class Producer: @unchecked Sendable {
         let mask = shared.withLock { $0.losslessMask }
         var demoted = false
         for i in 0..<Int(FS_MAX_CONSUMERS) where mask & (1 << UInt64(i)) != 0 {
-            let delivered = fs_peek_u64(&control.consumer(i).pointee.delivered)
+            let delivered = control.progress(i).delivered
             guard let seen = progress[i], seen.delivered == delivered else {
                 progress[i] = (delivered, now)
                 continue
@@ -440,8 +440,8 @@ public final class Producer: @unchecked Sendable {
             shared.withLock { st in
                 guard st.losslessMask & bit != 0 else { return }
                 st.losslessMask &= ~bit
-                fs_store_u64(&ctl.pointee.lossless_mask, st.losslessMask)
-                control.demoteToLive(i, bit: bit, delivered: fs_peek_u64(&control.consumer(i).pointee.last_seq))
+                control.publishLosslessMask(st.losslessMask)
+                control.demoteToLive(i, bit: bit, delivered: control.progress(i).lastSequence)
             }
             progress[i] = nil
             demoted = true
@@ -517,7 +517,7 @@ public final class Producer: @unchecked Sendable {
     func abandon(_ slot: UInt32) {
         slotLock.withLock { outstanding -= 1 }
         fs_slot_abandon(slotCtl(slot))
-        fs_bump(&ctl.pointee.wake)
+        control.bumpWake()
     }
 
     /// Publishes a `WritableFrame`'s slot (canonical layout).
@@ -564,8 +564,7 @@ public final class Producer: @unchecked Sendable {
             return seq
         }
         latestPublished = (seq, slot)
-        fs_count(&ctl.pointee.published, 1)
-        fs_store_u64(&ctl.pointee.last_publish_ns, now)
+        control.countPublished(at: now)
         announce(Announcement(kind: .frame, stream: stream, sequence: seq, slot: slot, flags: d.flags, epoch: epoch,
                               captureNanos: header.capture_ns, pts: d.pts, publishNanos: now))
     }
@@ -593,20 +592,19 @@ public final class Producer: @unchecked Sendable {
         while true {
             // Read the futex word before `running`: close() clears `running` and then bumps
             // the word, so either this sees running == false or the wait returns at once.
-            let seen = fs_load_u32(&ctl.pointee.attach_seq)
+            let seen = control.attachSequence
             guard shared.withLock({ $0.running }) else { return }
             scanConsumers()
             // At most a second: a control segment truncated under us is replaced by private
             // zero pages (the SIGBUS guard), and close()'s wake then no longer reaches a
             // wait keyed on the old shared page.
-            _ = fs_sys_futex_wait(&ctl.pointee.attach_seq, seen, Self.longestWaitNanos)
+            control.waitForConsumerChange(seen: seen, timeoutNanos: Self.longestWaitNanos)
         }
     }
 
     private func scanConsumers() {
         var changed = false
         for i in 0..<Int(FS_MAX_CONSUMERS) {
-            let e = control.consumer(i)
             let pid = control.consumerPID(i)
             guard pid != 0 else { continue }
             // A state that is none of the protocol's is a bad entry: left alone (a dead
@@ -627,9 +625,9 @@ public final class Producer: @unchecked Sendable {
                     st.watched[i] = (fd, identity)
                     if lossless {
                         // SYNC: first_seq is stored before any frame carrying the bit is published.
-                        fs_store_u64(&e.pointee.first_seq, st.nextSeq)
+                        control.admit(i, firstSequence: st.nextSeq)
                         st.losslessMask |= 1 << UInt64(i)
-                        fs_store_u64(&ctl.pointee.lossless_mask, st.losslessMask)
+                        control.publishLosslessMask(st.losslessMask)
                     }
                 }
                 changed = true
@@ -685,13 +683,13 @@ public final class Producer: @unchecked Sendable {
         shared.withLock { st in
             // Under the lock: no publish can be between reading the mask and storing holders.
             st.losslessMask &= ~bit
-            fs_store_u64(&ctl.pointee.lossless_mask, st.losslessMask)
+            control.publishLosslessMask(st.losslessMask)
             control.clearHolder(bit)
             if let w = st.watched.removeValue(forKey: i) { st.toClose.append(w.fd) }
             // Only free the entry if it still belongs to the process we reclaim.
             control.freeConsumer(i, ifOwnedBy: identity.pid)
         }
-        if died { fs_count(&ctl.pointee.reclaimed, 1) }
+        if died { control.countReclaimed() }
         _ = fs_sys_eventfd_signal(wakeFD)
         wakeWaiters()
     }
