@@ -27,15 +27,18 @@ fuzz-long:
 	FUZZ_RUNS=1000000 Fuzz/run.sh
 
 ## The stress, pipeline and chain tests under ThreadSanitizer, in their own build directory
-## (the framesrv processes the tests start are that build's TSan executable too).
-## Suppressions: .ci/tsan-suppressions.txt (each entry says why).
+## (the framesrv processes the tests start are that build's TSan executable too). Every TSan
+## process, tests and children, writes its reports to .build-tsan/reports/: any report fails.
+## Suppressions: .ci/tsan-suppressions.txt (each entry says why). Skipped here:
+## steadyStateDoesNotGrowMemory measures RSS, which TSan's shadow memory inflates, and needs
+## 36,000 frames in 60 s, more than a TSan build publishes on 2 cores.
 test-tsan:
 	@scripts/setup --test
 	swift build --build-tests --sanitize=thread --scratch-path .build-tsan
 	rm -rf .build-tsan/reports && mkdir -p .build-tsan/reports
 	TSAN_OPTIONS="halt_on_error=0 suppressions=$(CURDIR)/.ci/tsan-suppressions.txt log_path=$(CURDIR)/.build-tsan/reports/tsan" \
 		SWIFT_BACKTRACE=enable=no swift test --skip-build --sanitize=thread --scratch-path .build-tsan --no-parallel \
-		--filter 'StressTests|PipelineTests|ChainTests'
+		--filter 'StressTests|PipelineTests|ChainTests' --skip steadyStateDoesNotGrowMemory
 	@if ls .build-tsan/reports/tsan.* >/dev/null 2>&1; then \
 		cat .build-tsan/reports/tsan.*; echo "test-tsan: ThreadSanitizer reports above (.build-tsan/reports)" >&2; exit 1; fi
 

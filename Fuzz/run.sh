@@ -6,6 +6,8 @@
 #   Fuzz/run.sh                      # make fuzz
 #   FUZZ_RUNS=1000000 Fuzz/run.sh    # make fuzz-long: prints the inputs each target ran
 #   Fuzz/run.sh header control
+#   FUZZ_KEEP_GOING=1 FUZZ_RUNS=1000000 Fuzz/run.sh control   # count past known crashes (libFuzzer
+#       -fork=1 -ignore_crashes=1); crashing inputs stay in .build-fuzz/crashes/<target>/
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${FUZZ_BUILD:-$PWD/.build-fuzz}
@@ -20,12 +22,18 @@ for t in "${@:-${ALL[@]}}"; do
     mkdir -p "$work" "$crashes"
     limit=(-max_total_time="${FUZZ_SECONDS:-30}")
     [[ -n ${FUZZ_RUNS:-} ]] && limit=(-runs="$FUZZ_RUNS")
+    [[ -n ${FUZZ_KEEP_GOING:-} ]] && limit+=(-fork=1 -ignore_crashes=1)
     # New inputs go to the scratch directory (first); Fuzz/corpus/<t> is read, regression inputs first.
     log=$OUT/$t.log
     "$OUT/fuzz-$t" "${limit[@]}" -max_len=$max_len -print_final_stats=1 -artifact_prefix="$crashes/" \
         "$work" "Fuzz/corpus/$t" > "$log" 2>&1
     status=$?
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    if [[ -n ${FUZZ_KEEP_GOING:-} ]]; then
+        line=$(grep -E '^#[0-9]+: ' "$log" | tail -1)
+        echo "fuzz: $t: ${line%%:*} inputs (-fork=1), oom/timeout/crash ${line##*crash: }; inputs in $crashes"
+        continue
+    fi
     if [[ $status -eq 0 ]]; then
         echo "fuzz: $t: ${runs:-?} inputs, no crash"
         continue
