@@ -35,6 +35,7 @@ fuzz-long:
 test-tsan:
 	@scripts/setup --test
 	swift build --build-tests --sanitize=thread --scratch-path .build-tsan
+	@nm .build-tsan/debug/framesrv | grep -q __tsan_init || { echo "test-tsan: .build-tsan/debug/framesrv is not a TSan build" >&2; exit 1; }
 	rm -rf .build-tsan/reports && mkdir -p .build-tsan/reports
 	TSAN_OPTIONS="halt_on_error=0 suppressions=$(CURDIR)/.ci/tsan-suppressions.txt log_path=$(CURDIR)/.build-tsan/reports/tsan" \
 		SWIFT_BACKTRACE=enable=no swift test --skip-build --sanitize=thread --scratch-path .build-tsan --no-parallel \
