@@ -31,7 +31,8 @@ func checkAccepted(_ bytes: UnsafeRawBufferPointer) {
     table("consumer records", offset: c.consumer_offset, count: c.max_consumers, size: MemoryLayout<fs_consumer>.size)
 }
 
-/// The input as a mapped file, the way a consumer maps `NAME.ctl` (one scratch file per process).
+/// The input as a mapped file, the way a consumer maps `NAME.ctl` (one scratch file per process,
+/// unlinked at once and reached through /proc/self/fd, so a crash leaves nothing in /dev/shm).
 func mapped(_ bytes: UnsafeRawBufferPointer) -> MappedFile? {
     guard ftruncate(scratch.fd, 0) == 0, bytes.isEmpty || pwrite(scratch.fd, bytes.baseAddress, bytes.count, 0) == bytes.count
     else { fatalError("cannot write the scratch file \(scratch.path)") }
@@ -39,9 +40,9 @@ func mapped(_ bytes: UnsafeRawBufferPointer) -> MappedFile? {
 }
 
 let scratch: (path: String, fd: Int32) = {
-    let path = "/dev/shm/fuzz-control-\(getpid()).ctl"
-    let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-    guard fd >= 0 else { fatalError("cannot create \(path)") }
-    atexit { unlink("/dev/shm/fuzz-control-\(getpid()).ctl") }
-    return (path, fd)
+    let name = "/dev/shm/fuzz-control-\(getpid()).ctl"
+    let fd = open(name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { fatalError("cannot create \(name)") }
+    unlink(name)
+    return ("/proc/self/fd/\(fd)", fd)
 }()
