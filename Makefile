@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: demo test build bench clean
+.PHONY: demo test build bench clean fuzz fuzz-long test-tsan test-asan
 
 ## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
 demo:
@@ -15,6 +15,39 @@ test:
 	@scripts/setup --test
 	swift build --build-tests
 	swift test --no-parallel
+
+## Builds the libFuzzer targets (Fuzz/) and runs each for FUZZ_SECONDS; fails on any crash
+## (the crashing input is saved to Fuzz/corpus/<target>/ as a regression input: commit it).
+FUZZ_SECONDS ?= 30
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) Fuzz/run.sh
+
+## Runs each libFuzzer target for 1,000,000 inputs and prints the counts.
+fuzz-long:
+	FUZZ_RUNS=1000000 Fuzz/run.sh
+
+## The stress, pipeline and chain tests under ThreadSanitizer, in their own build directory
+## (the framesrv processes the tests start are that build's TSan executable too). Every TSan
+## process, tests and children, writes its reports to .build-tsan/reports/: any report fails.
+## Suppressions: .ci/tsan-suppressions.txt (each entry says why). Skipped here:
+## steadyStateDoesNotGrowMemory measures RSS, which TSan's shadow memory inflates, and needs
+## 36,000 frames in 60 s, more than a TSan build publishes on 2 cores.
+test-tsan:
+	@scripts/setup --test
+	swift build --build-tests --sanitize=thread --scratch-path .build-tsan
+	@nm .build-tsan/debug/framesrv | grep -q __tsan_init || { echo "test-tsan: .build-tsan/debug/framesrv is not a TSan build" >&2; exit 1; }
+	rm -rf .build-tsan/reports && mkdir -p .build-tsan/reports
+	TSAN_OPTIONS="halt_on_error=0 suppressions=$(CURDIR)/.ci/tsan-suppressions.txt log_path=$(CURDIR)/.build-tsan/reports/tsan" \
+		SWIFT_BACKTRACE=enable=no swift test --skip-build --sanitize=thread --scratch-path .build-tsan --no-parallel \
+		--filter 'StressTests|PipelineTests|ChainTests' --skip steadyStateDoesNotGrowMemory
+	@if ls .build-tsan/reports/tsan.* >/dev/null 2>&1; then \
+		cat .build-tsan/reports/tsan.*; echo "test-tsan: ThreadSanitizer reports above (.build-tsan/reports)" >&2; exit 1; fi
+
+## The C client (clients/c) built with AddressSanitizer and UBSan against real producers.
+test-asan:
+	@scripts/setup --test
+	swift build --product framesrv
+	clients/c/asan-check.sh .build/debug/framesrv
 
 build:
 	@scripts/setup

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets into $FUZZ_BUILD (default .build-fuzz) with swiftc directly:
+# FrameServer and FrameMedia as static libraries compiled with -enable-testing (so a target
+# can `@testable import` them and reach internal validators), every Swift and C file with
+# coverage (-sanitize=fuzzer) and AddressSanitizer. SwiftPM's --sanitize=fuzzer would link
+# libFuzzer's main() into the framesrv executable and the test bundle too; this keeps the
+# package untouched.
+#
+#   Fuzz/build.sh            # all targets
+#   Fuzz/build.sh header     # one target
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/opt/swift/usr/bin:$PATH
+ROOT=$PWD
+OUT=${FUZZ_BUILD:-$ROOT/.build-fuzz}
+SAN=(-sanitize=fuzzer,address -use-ld=lld)
+SWIFTC=(swiftc -O -g -parse-as-library "${SAN[@]}")
+mkdir -p "$OUT/include/CFrameServer"
+
+# CFrameServer: SwiftPM generates this module map from the include/ directory; so do we.
+cat > "$OUT/include/CFrameServer/module.modulemap" <<MAP
+module CFrameServer {
+    header "$ROOT/Sources/CFrameServer/include/CFrameServer.h"
+    export *
+}
+MAP
+FFMPEG_CFLAGS=$(pkg-config --cflags libavcodec libavformat libavdevice libavutil libswscale libavfilter)
+FFMPEG_LIBS=$(pkg-config --libs libavcodec libavformat libavdevice libavutil libswscale libavfilter)
+INCLUDES=(-I "$OUT" -I "$OUT/include/CFrameServer" -I Sources/CZMQ -I Sources/CFFmpeg)
+for f in $FFMPEG_CFLAGS; do INCLUDES+=(-Xcc "$f"); done
+
+# Rebuilds $1 only when one of the other arguments is newer.
+stale() { local out=$1; shift; [[ ! -e $out ]] || [[ -n $(find "$@" -newer "$out" -print -quit) ]]; }
+
+library() { # name, sources...
+    local name=$1; shift
+    if stale "$OUT/lib$name.a" "$@" Fuzz/build.sh; then
+        echo "fuzz: compiling $name"
+        "${SWIFTC[@]}" -enable-testing -module-name "$name" -emit-module -emit-module-path "$OUT/$name.swiftmodule" \
+            -emit-library -static -o "$OUT/lib$name.a" "${INCLUDES[@]}" "$@"
+    fi
+}
+
+if stale "$OUT/shim.o" Sources/CFrameServer; then
+    clang -g -O2 -fsanitize=fuzzer-no-link,address -I Sources/CFrameServer/include \
+        -c Sources/CFrameServer/shim.c -o "$OUT/shim.o"
+fi
+mapfile -t SERVER < <(find Sources/FrameServer -name '*.swift' | sort)
+mapfile -t MEDIA < <(find Sources/FrameMedia -name '*.swift' | sort)
+mapfile -t CLI < <(find Sources/framesrv -name '*.swift' ! -name main.swift | sort)
+mapfile -t ARGS < <(echo Sources/framesrv/CommandLine/Arguments.swift)
+
+target() { # name (links against FrameServer)
+    local name=$1 src=Fuzz/Targets/$1.swift
+    if stale "$OUT/fuzz-$name" "$src" "$OUT/libFrameServer.a" Fuzz/build.sh; then
+        echo "fuzz: linking fuzz-$name"
+        "${SWIFTC[@]}" -module-name "fuzz_$name" "${INCLUDES[@]}" "$src" "$OUT/libFrameServer.a" "$OUT/shim.o" -lzmq \
+            -o "$OUT/fuzz-$name"
+    fi
+}
+# The options target is compiled into the framesrv module itself (internal access to the commands).
+options() {
+    if stale "$OUT/fuzz-options" Fuzz/Targets/options.swift "${CLI[@]}" "$OUT/libFrameMedia.a" "$OUT/libFrameServer.a" Fuzz/build.sh; then
+        echo "fuzz: linking fuzz-options"
+        "${SWIFTC[@]}" -module-name framesrv "${INCLUDES[@]}" Fuzz/Targets/options.swift "${CLI[@]}" \
+            "$OUT/libFrameMedia.a" "$OUT/libFrameServer.a" "$OUT/shim.o" -lzmq $FFMPEG_LIBS -o "$OUT/fuzz-options"
+    fi
+}
+arguments() {
+    if stale "$OUT/fuzz-arguments" Fuzz/Targets/arguments.swift "${ARGS[@]}" Fuzz/build.sh; then
+        echo "fuzz: linking fuzz-arguments"
+        "${SWIFTC[@]}" -module-name framesrv Fuzz/Targets/arguments.swift "${ARGS[@]}" -o "$OUT/fuzz-arguments"
+    fi
+}
+
+ALL=(control header announcement arguments options)
+WANT=("${@:-${ALL[@]}}")
+for t in "${WANT[@]}"; do
+    case $t in
+        control|header|announcement)
+            library FrameServer "${SERVER[@]}"
+            target "$t" ;;
+        arguments) arguments ;;
+        options)
+            library FrameServer "${SERVER[@]}"
+            library FrameMedia "${MEDIA[@]}"
+            options ;;
+        *) echo "fuzz: unknown target '$t' (targets: ${ALL[*]})" >&2; exit 2 ;;
+    esac
+done
