@@ -360,11 +360,8 @@ public struct FilteredFrame: ~Copyable {
         var d = FrameDescription()
         var color = ColorDescription(matrix: UInt32(f.colorspace.rawValue), range: UInt32(f.color_range.rawValue),
                                      primaries: UInt32(f.color_primaries.rawValue), transfer: UInt32(f.color_trc.rawValue))
-        if pf.isRGB {
-            // RGB carries matrix 0 (protocol section 20), and libswscale's RGB is full range.
-            color.matrix = 0
-            color.range = 2
-        }
+        // RGB carries matrix 0 and is full range; YUV is what the graph says.
+        if pf.isRGB { color = color.converted(toRGB: true, fullRange: true) }
         d.color = color
         d.sampleAspectRatio = f.sample_aspect_ratio.num > 0 && f.sample_aspect_ratio.den > 0
             ? Rational(f.sample_aspect_ratio.num, f.sample_aspect_ratio.den) : Rational(0, 1)

@@ -75,14 +75,7 @@ public final class FrameConverter {
         guard rows == Int32(format.height) else { throw .ffmpeg("sws_scale", "wrote \(rows) of \(format.height) rows") }
 
         // The colour of what was written.
-        if format.pixelFormat.isRGB {
-            color.matrix = 0
-            color.range = 2
-        } else {
-            // A YUV frame made from RGB was made with BT.601 (smpte170m) coefficients.
-            if color.matrix == 0 { color.matrix = 6 }
-            color.range = outputFull ? 2 : 1
-        }
+        color = color.converted(toRGB: format.pixelFormat.isRGB, fullRange: outputFull)
         var d = frame.description
         d.color = color
         // The container's aspect ratio describes the source size; a new size keeps the picture's shape.

@@ -124,9 +124,12 @@ public final class FrameMD5Writer {
         try emit("0, \(pad(String(pts), 10)), \(pad(String(pts), 10)), \(pad(String(lineDuration), 8)), "
                  + "\(pad(String(size), 8)), \(hex)\n")
         frames += 1
+        // Each frame's line goes out now: a failing output (a full disk, /dev/full) is an
+        // error at the first frame, not after 64 KB of buffered lines.
+        try flush()
     }
 
-    /// Writes what is buffered (call at the end).
+    /// Writes what is buffered (each `write` does; call it at the end too).
     public func flush() throws(MediaError) {
         var written = 0
         while written < buffer.count {

@@ -266,12 +266,7 @@ public final class Recorder {
         // The colour the encoder will see (what the adapter writes when it converts).
         var color = d.color
         if format != source {
-            if FrameAdapter.isRGB(format) {
-                color.matrix = 0; color.range = 2
-            } else {
-                if color.matrix == 0 { color.matrix = 6 }
-                if color.range != 2 || FrameAdapter.isRGB(source) { color.range = 1 }
-            }
+            color = color.converted(toRGB: FrameAdapter.isRGB(format), fullRange: sourceFull && !FrameAdapter.isRGB(source))
         }
         let sar = d.sampleAspectRatio
         let global = outputFormat.pointee.flags & AVFMT_GLOBALHEADER != 0
