@@ -36,6 +36,12 @@ guard name != "--help", name != "-h", name != "help" else {
 guard let command = commands.first(where: { $0.name == name }) else {
     fail("unknown command '\(name)'; commands are: \(commands.map(\.name).joined(separator: ", "))", status: 2)
 }
+// A path that is not UTF-8 would reach the library repaired (U+FFFD) and be reported as
+// missing: refuse it as what it is.
+for i in 1..<Int(CommandLine.argc) {
+    guard let raw = CommandLine.unsafeArgv[i], String(validatingCString: raw) == nil else { continue }
+    fail("argument \(i) ('\(String(cString: raw))') is not valid UTF-8: framesrv takes UTF-8 names and paths", status: 2)
+}
 dieWithParent()
 let arguments = Array(argv.dropFirst())
 if Arguments(arguments, command: name).wantsHelp {

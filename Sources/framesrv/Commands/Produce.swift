@@ -96,6 +96,10 @@ enum ProduceCommand: Command {
         // stream abnormally so that its sinks exit non-zero; Producer has no such ending yet.
         producer.finish()
         try writeStats(o, producer: producer, report: report, decodeErrors: decoder.decodeErrors)
+        if media.input_.strict, let error = decoder.firstError {
+            // The stream ended at the first decode error; that error is the one line reported.
+            throw MediaInputError.decodeError(media.input, error)
+        }
         if !o.quiet {
             let what = report.formats.map(\.description).joined(separator: ", then ")
             let path = publisher.path == .convert ? "libswscale" : "\(report.inPlace) zero-copy, \(report.copied) copied"
@@ -103,10 +107,6 @@ enum ProduceCommand: Command {
                   + " (\(decoder.codecName), \(path)) in \(formatDouble(report.seconds, 2)) s"
                   + " (\(formatDouble(Double(producer.publishedCount) / max(report.seconds, 1e-9), 0)) fps),"
                   + " dropped \(producer.droppedCount), decode errors \(decoder.decodeErrors)")
-        }
-        if media.input_.strict, let error = decoder.firstError {
-            // The stream ended at the first decode error; that error is the one line reported.
-            throw MediaInputError.decodeError(media.input, error)
         }
         if decoder.tooManyErrors() {
             warn("error: '\(media.input)': \(decoder.framesDecoded) frames decoded, \(decoder.decodeFailures) decoding errors:"
