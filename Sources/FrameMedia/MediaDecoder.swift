@@ -361,19 +361,12 @@ public struct DecodedFrame: ~Copyable {
         pixelFormat = Self.framesrvFormat(named: pixelFormatName)
         width = Int(f.width)
         height = Int(f.height)
-        var d = FrameDescription()
-        var range = UInt32(f.color_range.rawValue)
-        if Self.jpegFormats[pixelFormatName] != nil, range == 0 { range = 2 }
-        d.color = ColorDescription(matrix: UInt32(f.colorspace.rawValue), range: range,
-                                   primaries: UInt32(f.color_primaries.rawValue), transfer: UInt32(f.color_trc.rawValue))
-        d.sampleAspectRatio = sampleAspectRatio.num > 0 ? sampleAspectRatio : Rational(0, 1)
-        let pts = f.best_effort_timestamp
-        d.pts = pts == cffmpeg_nopts() ? nil : pts   // packets were rebased
-        d.timeBase = timeBase
-        d.duration = max(0, f.pkt_duration)
-        d.captureNanos = monotonicNanos()
-        d.flags = f.key_frame != 0 ? [.keyframe] : []
-        description = d
+        var color = ColorDescription(f)
+        // The "j" formats are full range when the frame does not say.
+        if Self.jpegFormats[pixelFormatName] != nil, color.range == 0 { color.range = 2 }
+        // best_effort_timestamp: packets were rebased.
+        description = FrameDescription(f, color: color, pts: f.best_effort_timestamp, duration: f.pkt_duration,
+                                       timeBase: timeBase, sampleAspectRatio: sampleAspectRatio)
     }
 
     /// The frame's framesrv format, or the error naming a pixel format framesrv cannot carry.

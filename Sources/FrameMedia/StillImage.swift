@@ -58,8 +58,7 @@ public enum StillImage {
         }
         defer { sws_freeContext(sws) }
         let color = header.description.color
-        let matrix: Int32 = [1, 4, 5, 6, 7, 9, 10].contains(color.matrix) ? Int32(color.matrix) : SWS_CS_DEFAULT
-        _ = sws_setColorspaceDetails(sws, sws_getCoefficients(matrix), color.range == 2 ? 1 : 0,
+        _ = sws_setColorspaceDetails(sws, sws_getCoefficients(color.swsColorspace), color.range == 2 ? 1 : 0,
                                      sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16)
         let planes = FramePlanes(header, base: frame.base)
         r = withUnsafeMutableBytes(of: &rgb.pointee.data) { data in
