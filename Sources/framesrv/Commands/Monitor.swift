@@ -79,6 +79,8 @@ enum InspectCommand: Command {
     static let summary = "show one stream: slots, consumers, counters"
     static let help = """
     usage: framesrv inspect STREAM [--json | --snapshot FILE.png]
+           framesrv inspect [options] -- STREAM    (a name starting with '-', which produce and
+                                                   filter no longer create)
 
     Reads the stream's shared statistics without attaching (holds no slot, never slows
     the pipeline): producer, pool, per-slot table (state, sequence, holders, age) and
