@@ -1,4 +1,5 @@
 import Foundation
+import FrameServer
 import Glibc
 
 /// This program's own executable, for commands that run stages as child processes.
@@ -62,6 +63,39 @@ final class Child {
     var exitStatus: Int32? {
         guard !process.isRunning else { return nil }
         return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    }
+}
+
+/// Stages of a pipeline run as child processes (demo, bench chain): when one fails, the
+/// others are stopped, so a parent never waits on a chain that cannot finish.
+extension [Child] {
+    /// The first stage (upstream first, as they were started downstream first) that exited
+    /// with a failure, if any.
+    var failedStage: Child? { reversed().first { ($0.exitStatus ?? 0) != 0 } }
+
+    /// Waits until every stage has exited, or one has failed (then stops the others); the failed one.
+    func waitForAllOrFirstFailure() -> Child? {
+        while contains(where: { $0.process.isRunning }) {
+            if let failed = failedStage {
+                stopAll()
+                return failed
+            }
+            usleep(20_000)
+        }
+        return failedStage
+    }
+
+    /// After `waitSeconds` for the stages to end by themselves, SIGINT to every stage still
+    /// running; SIGKILL to any still running 5 s later.
+    func stopAll(waitSeconds: Double = 0) {
+        func wait(_ seconds: Double) {
+            let deadline = monotonicNanos() + UInt64(seconds * 1e9)
+            while contains(where: { $0.process.isRunning }), monotonicNanos() < deadline { usleep(50_000) }
+        }
+        wait(waitSeconds)
+        for s in reversed() { s.interrupt() }
+        wait(5)
+        for s in self { s.kill() }
     }
 }
 

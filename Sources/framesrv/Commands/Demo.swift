@@ -41,12 +41,12 @@ enum DemoCommand: Command {
         defer { for s in stages { s.stop() } }
         let start = monotonicNanos()
         LiveView(directory: dir, streams: [src, blur, rgb]).run {
-            stopRequested == 0 && stages.contains { $0.process.isRunning } && failedStage(stages) == nil
+            stopRequested == 0 && stages.contains { $0.process.isRunning } && stages.failedStage == nil
         }
-        if let failed = failedStage(stages) {
+        if let failed = stages.failedStage {
             // One stage failed: the others are stopped (a stage that does not stop is killed),
             // and the failure is the one line reported.
-            stopAll(stages)
+            stages.stopAll()
             let (code, _, err) = failed.finishWithErrors()
             let why = err.split(separator: "\n").last.map(String.init) ?? "exit status \(code)"
             throw FrameServerError.invalidArgument("the \(failed.label) stage failed: \(why)")
@@ -55,7 +55,7 @@ enum DemoCommand: Command {
             // Stop the decoder only: its end of stream drains the chain, and the recorder
             // finishes the file with every frame decoded. Whatever still runs after 10 s is stopped too.
             stages.last?.interrupt()
-            stopAll(stages, waitSeconds: 10)
+            stages.stopAll(waitSeconds: 10)
         }
         return report(stages, output: o.output, seconds: Double(monotonicNanos() - start) / 1e9)
     }
@@ -76,28 +76,10 @@ enum DemoCommand: Command {
                                     + (o.frames.map { ["--frames", String($0)] } ?? []),
                                     label: "decode", captureErrors: true))
         } catch {
-            stopAll(stages)
+            stages.stopAll()
             throw error
         }
         return stages
-    }
-
-    /// The first stage (upstream first) that exited with a failure, if any.
-    static func failedStage(_ stages: [Child]) -> Child? {
-        stages.reversed().first { ($0.exitStatus ?? 0) != 0 }
-    }
-
-    /// After `waitSeconds` for the stages to end by themselves, SIGINT to every stage still
-    /// running; SIGKILL to any still running 5 s later.
-    static func stopAll(_ stages: [Child], waitSeconds: Double = 0) {
-        func wait(_ seconds: Double) {
-            let deadline = monotonicNanos() + UInt64(seconds * 1e9)
-            while stages.contains(where: { $0.process.isRunning }), monotonicNanos() < deadline { usleep(50_000) }
-        }
-        wait(waitSeconds)
-        for s in stages.reversed() { s.interrupt() }
-        wait(5)
-        for s in stages { s.kill() }
     }
 
     /// Each stage's summary line, and where the recording is.
