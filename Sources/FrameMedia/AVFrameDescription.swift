@@ -37,3 +37,14 @@ extension FrameDescription {
         flags = f.key_frame != 0 ? [.keyframe] : []
     }
 }
+
+/// An AVFrame's planes as framesrv walks them: each plane's first byte and line size (the
+/// first `count` planes; a missing plane is nil).
+func avPlanes(_ frame: UnsafePointer<AVFrame>, count: Int) -> [(data: UnsafeMutablePointer<UInt8>?, linesize: Int)] {
+    withUnsafeBytes(of: frame.pointee.data) { d in
+        withUnsafeBytes(of: frame.pointee.linesize) { l in
+            let data = d.bindMemory(to: UnsafeMutablePointer<UInt8>?.self), lines = l.bindMemory(to: Int32.self)
+            return (0..<min(count, data.count)).map { (data[$0], Int(lines[$0])) }
+        }
+    }
+}

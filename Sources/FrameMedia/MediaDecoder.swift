@@ -407,20 +407,12 @@ public struct DecodedFrame: ~Copyable {
 /// Copies `frame`'s planes, row by row, into `slot` (which must have the frame's format).
 func copyFramePlanes(_ frame: UnsafePointer<AVFrame>, into slot: borrowing WritableFrame) {
     let format = slot.format
-    let f = frame.pointee
-    withUnsafeBytes(of: f.data) { dataTuple in
-        withUnsafeBytes(of: f.linesize) { linesizeTuple in
-            let data = dataTuple.bindMemory(to: UnsafeMutablePointer<UInt8>?.self)
-            let linesize = linesizeTuple.bindMemory(to: Int32.self)
-            for i in format.pixelFormat.planes.indices {
-                guard let src = data[i] else { continue }
-                let dst = slot.plane(i).baseAddress!
-                let rowBytes = format.rowBytes(plane: i), stride = format.stride(plane: i)
-                let srcStride = Int(linesize[i])
-                for y in 0..<format.rows(plane: i) {
-                    memcpy(dst + y * stride, src + y * srcStride, rowBytes)
-                }
-            }
+    for (i, plane) in avPlanes(frame, count: format.pixelFormat.planes.count).enumerated() {
+        guard let src = plane.data else { continue }
+        let dst = slot.plane(i).baseAddress!
+        let rowBytes = format.rowBytes(plane: i), stride = format.stride(plane: i)
+        for y in 0..<format.rows(plane: i) {
+            memcpy(dst + y * stride, src + y * plane.linesize, rowBytes)
         }
     }
 }
