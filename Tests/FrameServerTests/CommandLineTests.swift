@@ -14,7 +14,7 @@ import Testing
         let produce = try ProduceOptions(parsing: ["--pattern", "--out", "p", "--stall-timeout", "2.5", "--frames", "3"])
         #expect(produce.out == "p" && produce.stallTimeout == 2.5 && produce.pattern.frames == 3 && produce.media == nil)
         let media = try ProduceOptions(parsing: ["-i", "/nonexistent.mp4", "--out", "m", "-ss", "1.5", "--copy"])
-        #expect(media.media?.input == "/nonexistent.mp4" && media.media?.input_.start == 1_500_000 && media.media?.copy == true)
+        #expect(media.media?.input == "/nonexistent.mp4" && media.media?.inputOptions.start == 1_500_000 && media.media?.copy == true)
         #expect(try InspectOptions(parsing: ["--", "-x"]).stream == "-x")
         #expect(try SinkOptions(parsing: ["--in", "a", "--framemd5", "-"]).outputs == ["-"])
         #expect(try FilterOptions(parsing: ["--in", "a", "--out", "b", "--preset", "gray"]).graph == "format=gray")

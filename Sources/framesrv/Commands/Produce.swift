@@ -73,7 +73,7 @@ enum ProduceCommand: Command {
     static func run(_ o: ProduceOptions) throws -> Int32 {
         guard let media = o.media else { return try producePattern(o) }
         let publisher = try MediaPublisher(input: media.input, formatName: media.format, threads: media.threads,
-                                           options: media.input_, converter: media.converter, copy: media.copy)
+                                           options: media.inputOptions, converter: media.converter, copy: media.copy)
         let decoder = publisher.decoder
         if decoder.seekFailed {
             warn("cannot seek in '\(media.input)': decoding from the start and dropping frames before -ss, as ffmpeg does")
@@ -96,7 +96,7 @@ enum ProduceCommand: Command {
         // stream abnormally so that its sinks exit non-zero; Producer has no such ending yet.
         producer.finish()
         try writeStats(o, producer: producer, report: report, decodeErrors: decoder.decodeErrors)
-        if media.input_.strict, let error = decoder.firstError {
+        if media.inputOptions.strict, let error = decoder.firstError {
             // The stream ended at the first decode error; that error is the one line reported.
             throw MediaInputError.decodeError(media.input, error)
         }

@@ -9,7 +9,7 @@ struct ProduceOptions: CommandOptions {
         var format: String?
         var threads = 0
         /// -ss, -t, --loop, --strict.
-        var input_ = MediaInputOptions()
+        var inputOptions = MediaInputOptions()
         /// -re (1) or --readrate X.
         var readrate: Double?
         /// --pix-fmt / --size: convert with libswscale.
@@ -77,10 +77,10 @@ struct ProduceOptions: CommandOptions {
             }
             guard !(realTime && readrate != nil) else { throw UsageError("-re and --readrate X are one choice: -re is --readrate 1") }
             var media = Media(input: mediaInput, format: inputFormat, threads: threads,
-                              input_: MediaInputOptions(loops: loops, strict: strict),
+                              inputOptions: MediaInputOptions(loops: loops, strict: strict),
                               readrate: realTime ? 1 : readrate, pixelFormat: pixelFormat, size: size, copy: copy)
-            media.input_.start = try Self.time(startText, option: "-ss", positive: false)
-            media.input_.duration = try Self.time(durationText, option: "-t", positive: true)
+            media.inputOptions.start = try Self.time(startText, option: "-ss", positive: false)
+            media.inputOptions.duration = try Self.time(durationText, option: "-t", positive: true)
             self.media = media
             return
         }
