@@ -12,11 +12,11 @@ public final class SinkOutputs {
     /// Paths (`-` for standard output) of the outputs wanted; `shouldStop` ends a write
     /// blocked on a reader that does not read.
     public init(framemd5: String?, y4m: String?, raw: String?, record: String?, recordOptions: RecordOptions,
-                shouldStop: @escaping () -> Bool) throws {
+                shouldStop: @escaping () -> Bool) throws(MediaOutputError) {
         recorder = try record.map { path throws(MediaOutputError) in try Recorder(path: path, options: recordOptions) }
         self.y4m = try y4m.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .y4m, shouldStop: shouldStop) }
         self.raw = try raw.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .raw, shouldStop: shouldStop) }
-        md5 = try framemd5.map { path throws(MediaError) in try FrameMD5Writer(path: path) }
+        md5 = try framemd5.map { path throws(MediaOutputError) in try FrameMD5Writer(path: path) }
     }
 
     /// The stream's nominal rate: ffmpeg's output time base for framemd5, the y4m header's
@@ -31,7 +31,7 @@ public final class SinkOutputs {
     }
 
     /// Writes `frame` to every output.
-    public func write(_ frame: borrowing Frame) throws {
+    public func write(_ frame: borrowing Frame) throws(MediaOutputError) {
         try md5?.write(frame)
         try y4m?.write(frame)
         try raw?.write(frame)
@@ -39,7 +39,7 @@ public final class SinkOutputs {
     }
 
     /// Completes every output: drains the encoder and writes the trailer, writes the last checksums.
-    public func finish() throws {
+    public func finish() throws(MediaOutputError) {
         try recorder?.finish()
         try md5?.flush()
     }
