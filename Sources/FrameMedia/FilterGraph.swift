@@ -191,7 +191,7 @@ public final class FilterGraph {
         f.pointee.pts = d.pts ?? cffmpeg_nopts()
         f.pointee.pkt_duration = d.duration
         f.pointee.key_frame = d.flags.contains(.keyframe) ? 1 : 0
-        f.pointee.sample_aspect_ratio = AVRational(num: d.sampleAspectRatio.num, den: d.sampleAspectRatio.den)
+        f.pointee.sample_aspect_ratio = d.sampleAspectRatio.av
         f.pointee.colorspace = AVColorSpace(rawValue: d.color.matrix)
         f.pointee.color_range = AVColorRange(rawValue: d.color.range)
         f.pointee.color_primaries = AVColorPrimaries(rawValue: d.color.primaries)
@@ -357,29 +357,16 @@ public struct FilteredFrame: ~Copyable {
         let name = av_get_pix_fmt_name(AVPixelFormat(rawValue: f.format)).map { String(cString: $0) } ?? "format \(f.format)"
         guard let pf = PixelFormat(name: name), pf.name == name else { throw .unsupportedOutput(name) }
         format = FrameFormat(pf, width: Int(f.width), height: Int(f.height))
-        var d = FrameDescription()
-        var color = ColorDescription(matrix: UInt32(f.colorspace.rawValue), range: UInt32(f.color_range.rawValue),
-                                     primaries: UInt32(f.color_primaries.rawValue), transfer: UInt32(f.color_trc.rawValue))
-        if pf.isRGB {
-            // RGB carries matrix 0 (protocol section 20), and libswscale's RGB is full range.
-            color.matrix = 0
-            color.range = 2
-        }
-        d.color = color
-        d.sampleAspectRatio = f.sample_aspect_ratio.num > 0 && f.sample_aspect_ratio.den > 0
-            ? Rational(f.sample_aspect_ratio.num, f.sample_aspect_ratio.den) : Rational(0, 1)
-        d.pts = f.pts == cffmpeg_nopts() ? nil : f.pts
-        d.timeBase = timeBase
+        var color = ColorDescription(f)
+        // RGB carries matrix 0 and is full range; YUV is what the graph says.
+        if pf.isRGB { color = color.converted(toRGB: true, fullRange: true) }
         // Filters keep the source frame's duration, in the input's time base.
         var duration = max(0, f.pkt_duration)
         if duration > 0, timeBase != inputTimeBase, timeBase.den > 0, inputTimeBase.den > 0 {
-            duration = av_rescale_q(duration, AVRational(num: inputTimeBase.num, den: inputTimeBase.den),
-                                    AVRational(num: timeBase.num, den: timeBase.den))
+            duration = av_rescale_q(duration, inputTimeBase.av, timeBase.av)
         }
-        d.duration = duration
-        d.captureNanos = monotonicNanos()
-        d.flags = f.key_frame != 0 ? [.keyframe] : []
-        description = d
+        description = FrameDescription(f, color: color, pts: f.pts, duration: duration, timeBase: timeBase,
+                                       sampleAspectRatio: Rational(f.sample_aspect_ratio))
     }
 
     deinit {

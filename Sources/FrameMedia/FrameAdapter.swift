@@ -169,13 +169,7 @@ final class FrameAdapter {
         guard rows == height else { throw .ffmpeg("sws_scale", "wrote \(rows) of \(height) rows") }
         convertedFrames += 1
         // The colour of what was written (as FrameConverter reports it).
-        if isRGB {
-            c.matrix = 0
-            c.range = 2
-        } else {
-            if c.matrix == 0 { c.matrix = 6 }
-            c.range = swsFullOutput ? 2 : 1
-        }
+        c = c.converted(toRGB: isRGB, fullRange: swsFullOutput)
         setColor(out, c)
         color = c
         return out

@@ -75,14 +75,7 @@ public final class FrameConverter {
         guard rows == Int32(format.height) else { throw .ffmpeg("sws_scale", "wrote \(rows) of \(format.height) rows") }
 
         // The colour of what was written.
-        if format.pixelFormat.isRGB {
-            color.matrix = 0
-            color.range = 2
-        } else {
-            // A YUV frame made from RGB was made with BT.601 (smpte170m) coefficients.
-            if color.matrix == 0 { color.matrix = 6 }
-            color.range = outputFull ? 2 : 1
-        }
+        color = color.converted(toRGB: format.pixelFormat.isRGB, fullRange: outputFull)
         var d = frame.description
         d.color = color
         // The container's aspect ratio describes the source size; a new size keeps the picture's shape.
@@ -98,7 +91,6 @@ public final class FrameConverter {
     private var outFormat: FrameFormat?
     private func sameOutput(_ format: FrameFormat) -> Bool { outFormat == format }
 
-    /// libswscale's SWS_CS_* for a frame's matrix code (unspecified and others: its default, BT.601).
     /// A bicubic libswscale context set up as ffmpeg's vf_scale does: libswscale's defaults,
     /// then the source's matrix and range, and the output range `fullRangeOutput` when given
     /// (YUV outputs). Also returns whether the output is full range. nil: no such conversion.
@@ -110,16 +102,13 @@ public final class FrameConverter {
         var invTable: UnsafeMutablePointer<Int32>?, table: UnsafeMutablePointer<Int32>?
         var srcRange: Int32 = 0, dstRange: Int32 = 0, brightness: Int32 = 0, contrast: Int32 = 0, saturation: Int32 = 0
         _ = sws_getColorspaceDetails(c, &invTable, &srcRange, &table, &dstRange, &brightness, &contrast, &saturation)
-        let coefficients = sws_getCoefficients(swsColorspace(color.matrix))
+        let coefficients = sws_getCoefficients(color.swsColorspace)
         if color.range == 1 || color.range == 2 { srcRange = color.range == 2 ? 1 : 0 }
         if let fullRangeOutput { dstRange = fullRangeOutput ? 1 : 0 }
         _ = sws_setColorspaceDetails(c, coefficients, srcRange, coefficients, dstRange, brightness, contrast, saturation)
         return (c, dstRange != 0)
     }
 
-    static func swsColorspace(_ matrix: UInt32) -> Int32 {
-        [1, 4, 5, 6, 7, 9, 10].contains(matrix) ? Int32(matrix) : SWS_CS_DEFAULT
-    }
 }
 
 /// FFmpeg's view of a held frame's planes, where its header puts them (never a layout

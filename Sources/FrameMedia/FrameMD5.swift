@@ -28,7 +28,7 @@ public final class FrameMD5Writer {
     public var frameRate: Double?
 
     /// Writes to `path`, or to standard output for `-`. `frameRate`: the stream's nominal rate.
-    public init(path: String, frameRate: Double? = nil) throws(MediaError) {
+    public init(path: String, frameRate: Double? = nil) throws(MediaOutputError) {
         self.path = path
         self.frameRate = frameRate
         if path == "-" {
@@ -36,7 +36,7 @@ public final class FrameMD5Writer {
             ownsFD = false
         } else {
             fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw .io(path, .current) }
+            guard fd >= 0 else { throw .cannotOpen(path, Errno.current.description) }
             ownsFD = true
         }
         guard let ctx = av_md5_alloc() else { throw .ffmpeg("av_md5_alloc", "out of memory") }
@@ -55,9 +55,11 @@ public final class FrameMD5Writer {
     }
 
     /// Appends the line for `frame` (and the header, before the first frame).
-    public func write(_ frame: borrowing Frame) throws(MediaError) {
+    public func write(_ frame: borrowing Frame) throws(MediaOutputError) {
         let header = frame.header
-        guard let format = header.format else { throw .unreadablePixelFormat(header.pixelFormatName) }
+        guard let format = header.format else {
+            throw .pixelFormat("framemd5", header.pixelFormatName, PixelFormat.allCases.map(\.name).joined(separator: ", "))
+        }
         let d = header.description
         let tb = outputTimeBase ?? Self.rateTimeBase(frameRate) ?? Self.outputTimeBase(d)
         if outputTimeBase == nil {
@@ -124,10 +126,13 @@ public final class FrameMD5Writer {
         try emit("0, \(pad(String(pts), 10)), \(pad(String(pts), 10)), \(pad(String(lineDuration), 8)), "
                  + "\(pad(String(size), 8)), \(hex)\n")
         frames += 1
+        // Each frame's line goes out now: a failing output (a full disk, /dev/full) is an
+        // error at the first frame, not after 64 KB of buffered lines.
+        try flush()
     }
 
-    /// Writes what is buffered (call at the end).
-    public func flush() throws(MediaError) {
+    /// Writes what is buffered (each `write` does; call it at the end too).
+    public func flush() throws(MediaOutputError) {
         var written = 0
         while written < buffer.count {
             let n = buffer.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
@@ -138,7 +143,7 @@ public final class FrameMD5Writer {
         buffer.removeAll(keepingCapacity: true)
     }
 
-    private func emit(_ text: String) throws(MediaError) {
+    private func emit(_ text: String) throws(MediaOutputError) {
         buffer.append(contentsOf: text.utf8)
         if buffer.count >= 1 << 16 { try flush() }
     }

@@ -87,6 +87,14 @@ public final class MediaDecoder {
     public private(set) var decodeErrors = 0
     /// Frames returned so far.
     public private(set) var framesDecoded = 0
+    /// Packets or frames the decoder rejected (what ffmpeg counts as decoding errors; not
+    /// concealed frames, not read errors).
+    public private(set) var decodeFailures = 0
+    /// ffmpeg's `-max_error_rate` rule (default 2/3): more decoding errors than that share of
+    /// all decode attempts is a failed input; ffmpeg then exits with status 69.
+    public func tooManyErrors(maxErrorRate: Double = 2.0 / 3.0) -> Bool {
+        decodeFailures > 0 && Double(decodeFailures) > maxErrorRate * Double(framesDecoded + decodeFailures)
+    }
     /// What the first decode error was (with `strict`, why decoding ended), nil if none.
     public private(set) var firstError: String?
     /// The input format's name as libavformat calls it (`mov,mp4,m4a,3gp,3g2,mj2`, `x11grab`, ...).
@@ -226,8 +234,9 @@ public final class MediaDecoder {
     /// Counts a decode error; the first one is remembered, and with `strict` ends decoding.
     /// Returns whether decoding goes on.
     @discardableResult
-    private func noteError(_ what: String, _ code: Int32? = nil) -> Bool {
+    private func noteError(_ what: String, _ code: Int32? = nil, failure: Bool = true) -> Bool {
         decodeErrors += 1
+        if failure { decodeFailures += 1 }
         if firstError == nil { firstError = code.map { "\(what): \(ffmpegMessage($0))" } ?? what }
         if options.strict { finished = true; return false }
         return true
@@ -265,7 +274,7 @@ public final class MediaDecoder {
                     // A frame the decoder concealed errors in is still delivered (as ffmpeg does), and
                     // counted; with `strict` it ends decoding instead.
                     if frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0 {
-                        guard noteError("frame \(framesDecoded + 1) has errors the decoder concealed") else { return nil }
+                        guard noteError("frame \(framesDecoded + 1) has errors the decoder concealed", failure: false) else { return nil }
                     }
                     framesDecoded += 1
                     // As ffmpeg: the container's aspect ratio when it has one, else the frame's.
@@ -294,7 +303,7 @@ public final class MediaDecoder {
             let r = av_read_frame(format, packet)
             if r < 0 {
                 // End of input (or a read error, which ffmpeg also treats as the end): drain.
-                if r != cffmpeg_eof(), !noteError("reading the input failed", r) { return nil }
+                if r != cffmpeg_eof(), !noteError("reading the input failed", r, failure: false) { return nil }
                 _ = avcodec_send_packet(codec, nil)
                 draining = true
                 receiving = true
@@ -352,19 +361,12 @@ public struct DecodedFrame: ~Copyable {
         pixelFormat = Self.framesrvFormat(named: pixelFormatName)
         width = Int(f.width)
         height = Int(f.height)
-        var d = FrameDescription()
-        var range = UInt32(f.color_range.rawValue)
-        if Self.jpegFormats[pixelFormatName] != nil, range == 0 { range = 2 }
-        d.color = ColorDescription(matrix: UInt32(f.colorspace.rawValue), range: range,
-                                   primaries: UInt32(f.color_primaries.rawValue), transfer: UInt32(f.color_trc.rawValue))
-        d.sampleAspectRatio = sampleAspectRatio.num > 0 ? sampleAspectRatio : Rational(0, 1)
-        let pts = f.best_effort_timestamp
-        d.pts = pts == cffmpeg_nopts() ? nil : pts   // packets were rebased
-        d.timeBase = timeBase
-        d.duration = max(0, f.pkt_duration)
-        d.captureNanos = monotonicNanos()
-        d.flags = f.key_frame != 0 ? [.keyframe] : []
-        description = d
+        var color = ColorDescription(f)
+        // The "j" formats are full range when the frame does not say.
+        if Self.jpegFormats[pixelFormatName] != nil, color.range == 0 { color.range = 2 }
+        // best_effort_timestamp: packets were rebased.
+        description = FrameDescription(f, color: color, pts: f.best_effort_timestamp, duration: f.pkt_duration,
+                                       timeBase: timeBase, sampleAspectRatio: sampleAspectRatio)
     }
 
     /// The frame's framesrv format, or the error naming a pixel format framesrv cannot carry.
@@ -405,20 +407,12 @@ public struct DecodedFrame: ~Copyable {
 /// Copies `frame`'s planes, row by row, into `slot` (which must have the frame's format).
 func copyFramePlanes(_ frame: UnsafePointer<AVFrame>, into slot: borrowing WritableFrame) {
     let format = slot.format
-    let f = frame.pointee
-    withUnsafeBytes(of: f.data) { dataTuple in
-        withUnsafeBytes(of: f.linesize) { linesizeTuple in
-            let data = dataTuple.bindMemory(to: UnsafeMutablePointer<UInt8>?.self)
-            let linesize = linesizeTuple.bindMemory(to: Int32.self)
-            for i in format.pixelFormat.planes.indices {
-                guard let src = data[i] else { continue }
-                let dst = slot.plane(i).baseAddress!
-                let rowBytes = format.rowBytes(plane: i), stride = format.stride(plane: i)
-                let srcStride = Int(linesize[i])
-                for y in 0..<format.rows(plane: i) {
-                    memcpy(dst + y * stride, src + y * srcStride, rowBytes)
-                }
-            }
+    for (i, plane) in avPlanes(frame, count: format.pixelFormat.planes.count).enumerated() {
+        guard let src = plane.data else { continue }
+        let dst = slot.plane(i).baseAddress!
+        let rowBytes = format.rowBytes(plane: i), stride = format.stride(plane: i)
+        for y in 0..<format.rows(plane: i) {
+            memcpy(dst + y * stride, src + y * plane.linesize, rowBytes)
         }
     }
 }

@@ -74,20 +74,13 @@ public final class PackedVideoWriter {
         var vectors: [iovec] = []
         vectors.reserveCapacity(8)
         if kind == .y4m { vectors.append(iovec(iov_base: frameMarker.baseAddress, iov_len: frameMarker.count)) }
-        withUnsafeBytes(of: f.pointee.data) { d in
-            withUnsafeBytes(of: f.pointee.linesize) { l in
-                let data = d.bindMemory(to: UnsafeMutablePointer<UInt8>?.self)
-                let lines = l.bindMemory(to: Int32.self)
-                for i in rowBytes.indices {
-                    guard let base = data[i] else { continue }
-                    let stride = Int(lines[i])
-                    if stride == rowBytes[i] {
-                        vectors.append(iovec(iov_base: UnsafeMutableRawPointer(base), iov_len: rowBytes[i] * rows[i]))
-                    } else {
-                        for y in 0..<rows[i] {
-                            vectors.append(iovec(iov_base: UnsafeMutableRawPointer(base + y * stride), iov_len: rowBytes[i]))
-                        }
-                    }
+        for (i, plane) in avPlanes(f, count: rowBytes.count).enumerated() {
+            guard let base = plane.data else { continue }
+            if plane.linesize == rowBytes[i] {
+                vectors.append(iovec(iov_base: UnsafeMutableRawPointer(base), iov_len: rowBytes[i] * rows[i]))
+            } else {
+                for y in 0..<rows[i] {
+                    vectors.append(iovec(iov_base: UnsafeMutableRawPointer(base + y * plane.linesize), iov_len: rowBytes[i]))
                 }
             }
         }

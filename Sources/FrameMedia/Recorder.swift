@@ -266,12 +266,7 @@ public final class Recorder {
         // The colour the encoder will see (what the adapter writes when it converts).
         var color = d.color
         if format != source {
-            if FrameAdapter.isRGB(format) {
-                color.matrix = 0; color.range = 2
-            } else {
-                if color.matrix == 0 { color.matrix = 6 }
-                if color.range != 2 || FrameAdapter.isRGB(source) { color.range = 1 }
-            }
+            color = color.converted(toRGB: FrameAdapter.isRGB(format), fullRange: sourceFull && !FrameAdapter.isRGB(source))
         }
         let sar = d.sampleAspectRatio
         let global = outputFormat.pointee.flags & AVFMT_GLOBALHEADER != 0
@@ -282,7 +277,7 @@ public final class Recorder {
             c.pointee.colorspace = AVColorSpace(rawValue: color.matrix)
             c.pointee.color_primaries = AVColorPrimaries(rawValue: color.primaries)
             c.pointee.color_trc = AVColorTransferCharacteristic(rawValue: color.transfer)
-            if sar.num > 0, sar.den > 0 { c.pointee.sample_aspect_ratio = AVRational(num: sar.num, den: sar.den) }
+            if sar.num > 0, sar.den > 0 { c.pointee.sample_aspect_ratio = sar.av }
         }
         guard let c = codecContext else { throw .ffmpeg("avcodec_open2", "no encoder") }
 
@@ -341,11 +336,11 @@ public final class Recorder {
         var duration: Int64 = 1
         var pts = nextPts
         if let p = d.pts, d.timeBase.num > 0, d.timeBase.den > 0 {
-            let tb = AVRational(num: d.timeBase.num, den: d.timeBase.den)
+            let tb = d.timeBase.av
             pts = av_rescale_q(p, tb, encoderTimeBase) + ptsOffset
             if d.duration > 0 { duration = max(1, av_rescale_q(d.duration, tb, encoderTimeBase)) }
         } else if d.duration > 0, d.timeBase.num > 0 {
-            duration = max(1, av_rescale_q(d.duration, AVRational(num: d.timeBase.num, den: d.timeBase.den), encoderTimeBase))
+            duration = max(1, av_rescale_q(d.duration, d.timeBase.av, encoderTimeBase))
         }
         if let lastPts, pts <= lastPts {
             ptsOffset += nextPts - pts

@@ -2,8 +2,9 @@ import CFFmpeg
 import FrameServer
 import Glibc
 
-/// What can go wrong turning a frame into a file with FFmpeg.
-public enum MediaError: Error, CustomStringConvertible, Sendable {
+/// What can go wrong writing a frame as a still image (`framesrv inspect --snapshot`).
+/// (The other outputs throw `MediaOutputError`.)
+public enum StillImageError: Error, CustomStringConvertible, Sendable {
     /// FFmpeg has no pixel format by this name.
     case unsupportedPixelFormat(String)
     /// A frame's pixel format has no code in this build of framesrv.
@@ -36,7 +37,7 @@ public enum StillImage {
     ///
     /// The corresponding FFmpeg calls are `sws_scale` (with `sws_setColorspaceDetails`) and
     /// the PNG encoder's `avcodec_send_frame` / `avcodec_receive_packet`.
-    public static func writePNG(_ frame: borrowing Frame, to path: String) throws(MediaError) {
+    public static func writePNG(_ frame: borrowing Frame, to path: String) throws(StillImageError) {
         let header = frame.header
         let width = Int32(header.width), height = Int32(header.height)
         let source = av_get_pix_fmt(header.pixelFormatName)
@@ -58,8 +59,7 @@ public enum StillImage {
         }
         defer { sws_freeContext(sws) }
         let color = header.description.color
-        let matrix: Int32 = [1, 4, 5, 6, 7, 9, 10].contains(color.matrix) ? Int32(color.matrix) : SWS_CS_DEFAULT
-        _ = sws_setColorspaceDetails(sws, sws_getCoefficients(matrix), color.range == 2 ? 1 : 0,
+        _ = sws_setColorspaceDetails(sws, sws_getCoefficients(color.swsColorspace), color.range == 2 ? 1 : 0,
                                      sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16)
         let planes = FramePlanes(header, base: frame.base)
         r = withUnsafeMutableBytes(of: &rgb.pointee.data) { data in

@@ -23,21 +23,34 @@ func rootHelp(_ commands: [CommandEntry]) -> String {
 }
 
 let argv = Array(CommandLine.arguments.dropFirst())
-guard let name = argv.first, name != "--help", name != "-h", name != "help" else {
+guard let name = argv.first else {
+    // No command is a usage mistake: the usage goes to standard error, as the one error line would.
+    var text = rootHelp(commands)
+    text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+    exit(2)
+}
+guard name != "--help", name != "-h", name != "help" else {
     print(rootHelp(commands), terminator: "")
-    exit(argv.isEmpty ? 2 : 0)
+    exit(0)
 }
 guard let command = commands.first(where: { $0.name == name }) else {
     fail("unknown command '\(name)'; commands are: \(commands.map(\.name).joined(separator: ", "))", status: 2)
 }
-var args = Arguments(Array(argv.dropFirst()), command: name)
-if args.wantsHelp {
+// A path that is not UTF-8 would reach the library repaired (U+FFFD) and be reported as
+// missing: refuse it as what it is.
+for i in 1..<Int(CommandLine.argc) {
+    guard let raw = CommandLine.unsafeArgv[i], String(validatingCString: raw) == nil else { continue }
+    fail("argument \(i) ('\(String(cString: raw))') is not valid UTF-8: framesrv takes UTF-8 names and paths", status: 2)
+}
+dieWithParent()
+let arguments = Array(argv.dropFirst())
+if Arguments(arguments, command: name).wantsHelp {
     print(command.help)
     exit(0)
 }
 let status: Int32
 do {
-    status = try command.run(&args)
+    status = try command.run(arguments)
 } catch let e as UsageError {
     fail(e.description, status: 2)
 } catch let e as FrameServerError {

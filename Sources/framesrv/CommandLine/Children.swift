@@ -1,4 +1,5 @@
 import Foundation
+import FrameServer
 import Glibc
 
 /// This program's own executable, for commands that run stages as child processes.
@@ -23,7 +24,9 @@ final class Child {
         errors = captureErrors ? Pipe() : nil
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        // A framesrv stage dies with this process (`dieWithParent()`), so no stage outlives its parent.
+        process.environment = ProcessInfo.processInfo.environment
+            .merging(environment) { $1 }.merging([parentEnvironmentKey: String(getpid())]) { $1 }
         process.standardInput = FileHandle.nullDevice
         if captureOutput { process.standardOutput = output }
         if let errors {
@@ -49,9 +52,70 @@ final class Child {
     }
 
     /// SIGINT: a framesrv stage finishes its work (ends its stream, closes its file) and exits.
-    func interrupt() { if process.isRunning { kill(process.processIdentifier, SIGINT) } }
+    func interrupt() { if process.isRunning { Glibc.kill(process.processIdentifier, SIGINT) } }
 
     func stop() { if process.isRunning { process.terminate() } }
+
+    /// SIGKILL: for a stage that did not stop when asked.
+    func kill() { if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) } }
+
+    /// The exit status once the child has exited (a signal counts as 128 + its number), nil while it runs.
+    var exitStatus: Int32? {
+        guard !process.isRunning else { return nil }
+        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    }
+}
+
+/// Stages of a pipeline run as child processes (demo, bench chain): when one fails, the
+/// others are stopped, so a parent never waits on a chain that cannot finish.
+extension [Child] {
+    /// The first stage (upstream first, as they were started downstream first) that exited
+    /// with a failure, if any.
+    var failedStage: Child? { reversed().first { ($0.exitStatus ?? 0) != 0 } }
+
+    /// Waits until every stage has exited, or one has failed (then stops the others); the failed one.
+    func waitForAllOrFirstFailure() -> Child? {
+        while contains(where: { $0.process.isRunning }) {
+            if let failed = failedStage {
+                stopAll()
+                return failed
+            }
+            usleep(20_000)
+        }
+        return failedStage
+    }
+
+    /// After `waitSeconds` for the stages to end by themselves, SIGINT to every stage still
+    /// running; SIGKILL to any still running 5 s later.
+    func stopAll(waitSeconds: Double = 0) {
+        func wait(_ seconds: Double) {
+            let deadline = monotonicNanos() + UInt64(seconds * 1e9)
+            while contains(where: { $0.process.isRunning }), monotonicNanos() < deadline { usleep(50_000) }
+        }
+        wait(waitSeconds)
+        for s in reversed() { s.interrupt() }
+        wait(5)
+        for s in self { s.kill() }
+    }
+}
+
+/// Set in a stage's environment to its parent's pid.
+let parentEnvironmentKey = "FRAMESRV_PARENT_PID"
+
+/// A stage started by a framesrv parent (`Child`) gets SIGTERM when that parent dies, however
+/// it dies (SIGKILL too): it then stops as on SIGINT, ending its stream and removing its files.
+/// If the parent is already gone, it stops at once.
+///
+/// The corresponding C call is `prctl(PR_SET_PDEATHSIG, SIGTERM)` (variadic in C, so called
+/// through its address).
+func dieWithParent() {
+    guard let text = ProcessInfo.processInfo.environment[parentEnvironmentKey], let parent = pid_t(text) else { return }
+    typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
+    if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") {
+        _ = unsafeBitCast(symbol, to: Prctl.self)(1 /* PR_SET_PDEATHSIG */, UInt(SIGTERM), 0, 0, 0)
+    }
+    // The parent may have died before the call: then no signal will come.
+    if getppid() != parent { kill(getpid(), SIGTERM) }
 }
 
 /// Standard error text read to the end on another thread.

@@ -1,4 +1,5 @@
 import Foundation
+import FrameMedia
 import FrameServer
 
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
@@ -37,24 +38,12 @@ enum BenchCommand: Command {
       --threads T  threads per stage: each decoder and filter graph, and ffmpeg's (default 1)
     """
 
-    static func run(_ args: inout Arguments) throws -> Int32 {
-        let quick = args.flag("--quick")
-        let framesOption = try args.int("--frames", range: 100...10_000_000)
-        let frames = framesOption ?? (quick ? 2000 : 20_000)
-        let input = try args.value("--input", "-i")
-        let threads = try args.int("--threads", range: 0...256)
-        let what = args.positionals()
-        try args.finish()
-        if what == ["decode"] || what == ["chain"] {
-            guard !quick, framesOption == nil else { throw UsageError("--frames and --quick go with 'bench transport'") }
-            if what == ["decode"] { try decode(input: input, threads: threads) } else { try chain(input: input, threads: threads) }
-            return 0
+    static func run(_ o: BenchOptions) throws -> Int32 {
+        switch o.benchmark {
+        case .decode: try decode(input: o.input, threads: o.threads)
+        case .chain: try chain(input: o.input, threads: o.threads)
+        case .transport(let frames): try transport(frames: frames)
         }
-        guard what == ["transport"] else {
-            throw UsageError("say what to measure: framesrv bench transport, bench decode or bench chain")
-        }
-        guard input == nil, threads == nil else { throw UsageError("-i and --threads go with 'bench decode' and 'bench chain'") }
-        try transport(frames: frames)
         return 0
     }
 
@@ -77,17 +66,11 @@ enum BenchCommand: Command {
         guard producer.waitForLosslessConsumers(consumers, timeoutSeconds: 30) else {
             throw FrameServerError.invalidArgument("bench: consumers did not attach within 30 s")
         }
-        let format = FrameFormat(.yuv420p, width: size.0, height: size.1)
-        var painted = Set<UInt32>()
+        var plan = PatternPlan(pixelFormat: .yuv420p, width: size.0, height: size.1, rate: rate, frames: frames)
+        // Paint each slot once: the benchmark measures the transport, not the painter.
+        plan.paintOnce = true
         let start = monotonicNanos()
-        for i in 0..<frames {
-            if let rate { sleepUntil(start + UInt64(Double(i) * 1e9 / rate)) }
-            guard var frame = try producer.reserve(format) else { continue }
-            // Paint each slot once: the benchmark measures the transport, not the painter.
-            if painted.insert(frame.slot).inserted { TestPattern.fill(frame, sequence: producer.nextSequence) }
-            frame.description.flags = [.keyframe]
-            frame.publish()
-        }
+        try PatternPublisher.run(plan, into: producer) { false }
         producer.finish()
         var result = RunResult(fps: 0, p50: 0, p99: 0, corrupt: 0)
         for (i, sink) in sinks.enumerated() {

@@ -47,12 +47,12 @@ extension BenchCommand {
             try Child(["produce", "-i", file, "--out", "a", "--threads", String(threads), "--wait-for", "1", "--quiet"],
                       label: "produce", environment: env, captureErrors: true),
         ]
-        var failure: String?
-        for stage in stages.reversed() {
-            let (status, _, err) = stage.finishWithErrors()
-            if status != 0, failure == nil { failure = "\(stage.label) failed (status \(status)): \(err)" }
+        // A stage that fails stops the others: the stages before it would wait for it forever.
+        if let failed = stages.waitForAllOrFirstFailure() {
+            let (status, _, err) = failed.finishWithErrors()
+            throw FrameServerError.invalidArgument("bench chain: \(failed.label) failed (status \(status)): \(err)")
         }
-        if let failure { throw FrameServerError.invalidArgument("bench chain: \(failure)") }
+        for stage in stages { _ = stage.finishWithErrors() }
         return Double(monotonicNanos() - start) / 1e9
     }
 

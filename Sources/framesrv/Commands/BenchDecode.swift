@@ -44,10 +44,11 @@ extension BenchCommand {
         let sink = try Child(["sink", "--in", "bench", "--null", "--lossless", "--stats-json", "--quiet", "--wait", "60"],
                              label: "sink", environment: env)
         let start = monotonicNanos()
-        let producer = try Child(["produce", "-i", file, "--out", "bench", "--wait-for", "1"]
+        let statsFile = scratch.path + "/produce-stats.json"
+        let producer = try Child(["produce", "-i", file, "--out", "bench", "--wait-for", "1", "--quiet", "--stats-json", statsFile]
                                  + (threads.map { ["--threads", String($0)] } ?? []) + (copy ? ["--copy"] : []),
                                  label: "producer", environment: env)
-        let (pStatus, summary) = producer.finish()
+        let (pStatus, _) = producer.finish()
         let (sStatus, out) = sink.finish()
         let seconds = Double(monotonicNanos() - start) / 1e9
         guard pStatus == 0 else { throw FrameServerError.invalidArgument("bench decode: framesrv produce failed (status \(pStatus))") }
@@ -56,10 +57,10 @@ extension BenchCommand {
               let received = json["received"] as? Int, received > 0 else {
             throw FrameServerError.invalidArgument("bench decode: the sink failed (status \(sStatus)): \(out)")
         }
-        // "... (h264, 250 zero-copy, 0 copied) in ..."
-        let path = summary.split(separator: "(").dropFirst().first { $0.contains("copied") }
-            .map { $0.split(separator: ")").first.map(String.init) ?? "" }
-            .map { $0.split(separator: ",").dropFirst().map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ") } ?? "?"
+        // The producer's figures from its --stats-json file, not from its summary line.
+        let stats = (try? Data(contentsOf: URL(fileURLWithPath: statsFile)))
+            .flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+        let path = stats.map { "\($0["zero_copy"] ?? "?") zero-copy, \($0["copied"] ?? "?") copied" } ?? "?"
         return DecodeRun(frames: received, seconds: seconds, path: path)
     }
 

@@ -27,48 +27,63 @@ enum DemoCommand: Command {
       --sigma S       blur strength (default 4)
     """
 
-    static func run(_ args: inout Arguments) throws -> Int32 {
-        let input = try args.value("-i", "--input")
-        let output = try args.value("-o", "--output") ?? "framesrv-demo.mp4"
-        let frames = try args.int("--frames", range: 1...10_000_000) ?? (input == nil ? 300 : nil)
-        let sigma = try args.double("--sigma", range: 0.1...100) ?? 4
-        try args.finish()
-        if let input, !FileManager.default.isReadableFile(atPath: input) {
+    static func run(_ o: DemoOptions) throws -> Int32 {
+        if let input = o.input, !FileManager.default.isReadableFile(atPath: input) {
             throw UsageError("cannot read '\(input)'")
         }
-
         let dir = try RuntimeDirectory()
         let base = "demo\(getpid())"
         let (src, blur, rgb) = (base + "-src", base + "-blur", base + "-rgb")
-        let source = input.map { ["-i", $0] } ?? ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30"]
-        print("demo: \(input ?? "testsrc2 1280x720 30 fps") -> blur (sigma \(formatDouble(sigma, 1))) -> rgb24 -> \(output)")
+        print("demo: \(o.input ?? "testsrc2 1280x720 30 fps") -> blur (sigma \(formatDouble(o.sigma, 1))) -> rgb24 -> \(o.output)")
         print("demo: streams \(src), \(blur), \(rgb) in \(dir.path)")
-
-        // Downstream first, each producer waiting for its consumer, so no frame is published
-        // before the next stage is there to take it.
-        var stages: [Child] = []
-        defer { for s in stages { s.stop() } }
-        stages.append(try Child(["sink", "--in", rgb, "--record", output, "--name", "recorder"],
-                                label: "record", captureErrors: true))
-        stages.append(try Child(["filter", "--in", blur, "--out", rgb, "--preset", "rgb", "--wait-for", "1"],
-                                label: "rgb", captureErrors: true))
-        stages.append(try Child(["filter", "--in", src, "--out", blur, "--preset", "blur=\(formatDouble(sigma, 2))", "--wait-for", "1"],
-                                label: "blur", captureErrors: true))
-        stages.append(try Child(["produce"] + source + ["--out", src, "--wait-for", "1"]
-                                + (frames.map { ["--frames", String($0)] } ?? []),
-                                label: "decode", captureErrors: true))
         installStopHandlers()
+        let stages = try startStages(o, src: src, blur: blur, rgb: rgb)
+        defer { for s in stages { s.stop() } }
         let start = monotonicNanos()
-        LiveView(directory: dir, streams: [src, blur, rgb]).run { stopRequested == 0 && stages.contains { $0.process.isRunning } }
+        LiveView(directory: dir, streams: [src, blur, rgb]).run {
+            stopRequested == 0 && stages.contains { $0.process.isRunning } && stages.failedStage == nil
+        }
+        if let failed = stages.failedStage {
+            // One stage failed: the others are stopped (a stage that does not stop is killed),
+            // and the failure is the one line reported.
+            stages.stopAll()
+            let (code, _, err) = failed.finishWithErrors()
+            let why = err.split(separator: "\n").last.map(String.init) ?? "exit status \(code)"
+            throw FrameServerError.invalidArgument("the \(failed.label) stage failed: \(why)")
+        }
         if stopRequested != 0 {
             // Stop the decoder only: its end of stream drains the chain, and the recorder
-            // finishes the file with every frame decoded. Whatever still runs after 10 s is
-            // interrupted too.
+            // finishes the file with every frame decoded. Whatever still runs after 10 s is stopped too.
             stages.last?.interrupt()
-            let deadline = monotonicNanos() + 10_000_000_000
-            while stages.contains(where: { $0.process.isRunning }), monotonicNanos() < deadline { usleep(50_000) }
-            for s in stages.reversed() { s.interrupt() }
+            stages.stopAll(waitSeconds: 10)
         }
+        return report(stages, output: o.output, seconds: Double(monotonicNanos() - start) / 1e9)
+    }
+
+    /// Downstream first, each producer waiting for its consumer, so no frame is published
+    /// before the next stage is there to take it.
+    static func startStages(_ o: DemoOptions, src: String, blur: String, rgb: String) throws -> [Child] {
+        let source = o.input.map { ["-i", $0] } ?? ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30"]
+        var stages: [Child] = []
+        do {
+            stages.append(try Child(["sink", "--in", rgb, "--record", o.output, "--name", "recorder"],
+                                    label: "record", captureErrors: true))
+            stages.append(try Child(["filter", "--in", blur, "--out", rgb, "--preset", "rgb", "--wait-for", "1"],
+                                    label: "rgb", captureErrors: true))
+            stages.append(try Child(["filter", "--in", src, "--out", blur, "--preset", "blur=\(formatDouble(o.sigma, 2))", "--wait-for", "1"],
+                                    label: "blur", captureErrors: true))
+            stages.append(try Child(["produce"] + source + ["--out", src, "--wait-for", "1"]
+                                    + (o.frames.map { ["--frames", String($0)] } ?? []),
+                                    label: "decode", captureErrors: true))
+        } catch {
+            stages.stopAll()
+            throw error
+        }
+        return stages
+    }
+
+    /// Each stage's summary line, and where the recording is.
+    static func report(_ stages: [Child], output: String, seconds: Double) -> Int32 {
         var failed = false
         for child in stages.reversed() {
             let (code, out, err) = child.finishWithErrors()
@@ -79,9 +94,8 @@ enum DemoCommand: Command {
                 if !err.isEmpty { print(err.trimmingCharacters(in: .whitespacesAndNewlines)) }
             }
         }
-        let seconds = Double(monotonicNanos() - start) / 1e9
         guard !failed else {
-            print("demo: a stage failed (see above)")
+            warn("error: a stage failed (see above)")
             return 1
         }
         let path = output.hasPrefix("/") ? output : FileManager.default.currentDirectoryPath + "/" + output

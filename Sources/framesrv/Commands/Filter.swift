@@ -55,66 +55,64 @@ enum FilterCommand: Command {
     cannot take A's frames, an unreadable blend image) is exit status 1.
     """
 
-    static func run(_ args: inout Arguments) throws -> Int32 {
-        let input = try args.value("--in", "-i")
-        let out = try args.value("--out", "-o")
-        let vf = try args.value("--vf", "-vf")
-        let preset = try args.value("--preset")
-        let live = args.flag("--live")
-        let lossless = args.flag("--lossless")
-        let liveSource = args.flag("--live-source")
-        let slots = try args.int("--slots", range: 1...64) ?? 8
-        let wait = try args.double("--wait", range: 0...1e9)
-        let waitFor = try args.int("--wait-for", range: 0...63) ?? 0
-        let threads = try args.int("--threads", range: 0...256) ?? 0
-        let quiet = args.flag("--quiet", "-q")
-        try args.finish()
-
-        guard let input else { throw UsageError("missing --in A: the stream to read") }
-        guard let out else { throw UsageError("missing --out B: the stream to create") }
-        guard input != out else { throw UsageError("--in and --out name the same stream '\(input)'") }
-        guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
-        guard (vf != nil) != (preset != nil) else {
-            throw UsageError("say what to run: --vf GRAPH or --preset NAME (one of them)")
-        }
-        let text: String
-        var blendImage: String?
-        if let preset {
-            (text, blendImage) = try expand(preset: preset)
-        } else {
-            text = vf!
-            guard !text.allSatisfy({ $0 == " " }) else { throw UsageError("--vf needs a filter graph, not an empty string") }
-        }
-        if let blendImage {
-            // The image must decode now: libavfilter's movie source would only fail at the first frame.
-            guard access(blendImage, R_OK) == 0 else {
-                throw BlendImageError(image: blendImage, reason: String(cString: strerror(errno)))
-            }
-            do {
-                let decoder = try MediaDecoder(input: blendImage)
-                switch decoder.next() {
-                case .none: throw BlendImageError(image: blendImage, reason: "no picture decodes from it")
-                case .some: break
-                }
-            } catch let error as MediaInputError {
-                throw BlendImageError(image: blendImage, reason: error.description)
-            }
-        }
+    static func run(_ o: FilterOptions) throws -> Int32 {
+        if let image = o.blendImage { try checkBlendImage(image) }
         let graph: FilterGraph
         do {
-            graph = try FilterGraph(graph: text, threads: threads)
+            graph = try FilterGraph(graph: o.graph, threads: o.threads)
         } catch {
-            if let blendImage {
-                if case .invalidGraph(_, let message) = error { throw BlendImageError(image: blendImage, reason: message) }
-                throw BlendImageError(image: blendImage, reason: error.description)
+            if let image = o.blendImage {
+                if case .invalidGraph(_, let message) = error { throw BlendImageError(image: image, reason: message) }
+                throw BlendImageError(image: image, reason: error.description)
             }
             switch error {
             case .invalidGraph, .notAVideoGraph: throw UsageError(error.description)
             default: throw error
             }
         }
-        return try runFilter(graph, input: input, out: out, mode: live ? .live : .lossless, liveSource: live || liveSource,
-                             slots: slots, wait: wait, waitFor: waitFor, quiet: quiet)
+        installStopHandlers()
+        let pipeline = FilterPipeline(graph: graph, consumer: try Consumer(stream: o.input, options: o.consumerOptions),
+                                      output: o.out, outputOptions: o.outputOptions) { stopRequested != 0 }
+        defer { pipeline.close() }
+        // ffmpeg's status line on a terminal: frames published to B and the media time they cover.
+        var clock = MediaClock()
+        var progress = Progress(enabled: stderrIsTerminal && !o.quiet)
+        pipeline.onPublish = { description, rate in
+            clock.record(description, frameRate: rate)
+            progress.update(frames: clock.frames, mediaSeconds: clock.seconds)
+        }
+        pipeline.onProducerGone = { pid in
+            warn("producer of '\(o.input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
+        }
+        let start = monotonicNanos()
+        try pipeline.run()
+        progress.finish(frames: clock.frames, mediaSeconds: clock.seconds)
+        if !o.quiet { print(summary(pipeline, seconds: Double(monotonicNanos() - start) / 1e9)) }
+        return 0
+    }
+
+    static func summary(_ p: FilterPipeline, seconds secs: Double) -> String {
+        let what = p.formats.map(\.description).joined(separator: ", then ")
+        return "filter: \(p.consumer.stream) -> \(p.output): \(p.framesIn) frames in (\(p.graph.framesInPlace) in place, \(p.graph.framesCopied) copied),"
+            + " published \(p.producer?.publishedCount ?? 0) frames of \(what.isEmpty ? "nothing" : what) (one copy each)"
+            + " in \(formatDouble(secs, 2)) s (\(formatDouble(Double(p.framesIn) / max(secs, 1e-9), 0)) fps),"
+            + " dropped \(p.producer?.droppedCount ?? 0), graph '\(p.graph.graph)'"
+    }
+
+    /// The blend image must decode now: libavfilter's movie source would only fail at the first frame.
+    static func checkBlendImage(_ image: String) throws {
+        guard access(image, R_OK) == 0 else {
+            throw BlendImageError(image: image, reason: String(cString: strerror(errno)))
+        }
+        do {
+            let decoder = try MediaDecoder(input: image)
+            switch decoder.next() {
+            case .none: throw BlendImageError(image: image, reason: "no picture decodes from it")
+            case .some: break
+            }
+        } catch let error as MediaInputError {
+            throw BlendImageError(image: image, reason: error.description)
+        }
     }
 
     /// A blend image that cannot be read or decoded (one line: the image, why).
@@ -170,131 +168,5 @@ enum FilterCommand: Command {
             out.append(c)
         }
         return out
-    }
-
-    static func runFilter(_ graph: FilterGraph, input: String, out: String, mode: DeliveryMode, liveSource: Bool,
-                          slots: Int, wait: Double?, waitFor: Int, quiet: Bool) throws -> Int32 {
-        var options = ConsumerOptions(mode: mode)
-        options.waitSeconds = wait
-        options.name = "filter"
-        installStopHandlers()
-        let consumer = try Consumer(stream: input, options: options)
-        consumer.shouldStop = { stopRequested != 0 }
-
-        var producer: Producer?
-        defer { producer?.close() }
-        var inputRate: Double?
-        var framesIn = 0
-        var formats: [FrameFormat] = []
-        var waited = false
-        let start = monotonicNanos()
-        // ffmpeg's status line on a terminal: frames published to B and the media time they cover.
-        var clock = MediaClock()
-        var progress = Progress(enabled: stderrIsTerminal && !quiet)
-        // Set when A's producer went away: B's next frame (the new producer's first through a
-        // new graph) starts a new timeline.
-        var discontinuity = false
-
-        /// B, once the graph's output frame rate is known; waits for --wait-for consumers.
-        func output() throws -> Producer? {
-            if let producer { return producer }
-            var o = ProducerOptions()
-            o.slots = slots
-            o.liveSource = liveSource
-            let rate = graph.outputFrameRate.map { Double($0.num) / Double($0.den) } ?? inputRate
-            o.nominalRate = rate.flatMap { $0 > 0 ? $0 : nil }
-            let p = try Producer(stream: out, options: o)
-            p.shouldStop = { stopRequested != 0 }   // SIGINT/SIGTERM end a wait for a slot of B
-            producer = p
-            while waitFor > 0, !waited, !p.waitForLosslessConsumers(waitFor, timeoutSeconds: 0.5) {
-                if stopRequested != 0 { return nil }
-            }
-            waited = true
-            return p
-        }
-
-        /// Publishes every frame the graph has ready: one copy each, into B's slot.
-        func drain() throws {
-            while let frame = try graph.receive() {
-                guard let p = try output() else { return }
-                if formats.last != frame.format { formats.append(frame.format) }
-                // A new size or pixel format is just a new reservation: B starts a new epoch if it must.
-                guard var slot = try p.reserve(frame.format) else { continue }   // live source: dropped
-                frame.copyPlanes(into: slot)
-                slot.description = frame.description
-                if discontinuity {
-                    slot.description.flags.insert(.discontinuity)
-                    discontinuity = false
-                }
-                slot.publish()
-                clock.record(frame.description, frameRate: p.options.nominalRate)
-                progress.update(frames: clock.frames, mediaSeconds: clock.seconds)
-            }
-        }
-
-        // A's producer gone without ending the stream: the old run's last frames go through
-        // the graph into B now, and the new producer's first frame builds a new graph (its
-        // timestamps start again; filters with state must not see them as going backwards).
-        var eventError: Error?
-        consumer.onEvent = { event in
-            guard case .producerGone(let pid) = event else { return }
-            warn("producer of '\(input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
-            do {
-                try graph.sendEnd()
-                try drain()
-                graph.restart()
-                if framesIn > 0 { discontinuity = true }
-            } catch {
-                if eventError == nil { eventError = error }
-            }
-        }
-
-        while stopRequested == 0, let frame = try consumer.next() {
-            if let eventError { throw eventError }
-            framesIn += 1
-            if inputRate == nil {
-                // The stream's nominal frame rate: what the graph's source is told (as ffmpeg tells it the input's).
-                let rate = (try? StreamSnapshot.read(input, in: consumer.directory))?.nominalRate ?? 0
-                inputRate = rate > 0 ? rate : nil
-                graph.inputFrameRate = inputRate.flatMap { Rational(nominalRate: $0) }
-            }
-            let shared = frame.share()
-            if !graph.accepts(shared.header) {
-                // A new size or pixel format: the old graph's last frames out, then a new graph.
-                try graph.sendEnd()
-                try drain()
-            }
-            // In place while the frames libavfilter keeps stay within what the stream allows
-            // this consumer to hold (live: the hold limit; lossless: half the pool, so the
-            // producer keeps slots to write into); past that, copied.
-            // (`held` counts this frame: with one slot, A's only one, every frame is copied.)
-            let held = consumer.heldFrames
-            let inPlace = consumer.liveHoldLimit.map { held < $0 } ?? (held <= (consumer.slotCount ?? 2) / 2)
-            try graph.send(shared, inPlace: inPlace)
-            if producer == nil, try output() == nil { break }
-            try drain()
-            // The graph's output ended (trim): so does B, as ffmpeg stops there.
-            if graph.isFinished { break }
-        }
-        if let eventError { throw eventError }
-        // End of A (or SIGINT/SIGTERM): everything still in the graph comes out, then B ends.
-        try graph.sendEnd()
-        try drain()
-        if producer == nil, framesIn == 0, stopRequested == 0 {
-            // A ended before any frame: B exists and ends too, so its consumers end as well.
-            _ = try output()
-        }
-        producer?.finish()
-        progress.finish(frames: clock.frames, mediaSeconds: clock.seconds)
-        if !quiet {
-            let secs = Double(monotonicNanos() - start) / 1e9
-            let what = formats.map(\.description).joined(separator: ", then ")
-            let published = producer?.publishedCount ?? 0
-            print("filter: \(input) -> \(out): \(framesIn) frames in (\(graph.framesInPlace) in place, \(graph.framesCopied) copied),"
-                  + " published \(published) frames of \(what.isEmpty ? "nothing" : what) (one copy each)"
-                  + " in \(formatDouble(secs, 2)) s (\(formatDouble(Double(framesIn) / max(secs, 1e-9), 0)) fps),"
-                  + " dropped \(producer?.droppedCount ?? 0), graph '\(graph.graph)'")
-        }
-        return 0
     }
 }

@@ -21,9 +21,8 @@ enum ListCommand: Command {
       --json    one JSON array of stream snapshots, each with its measured "fps"
     """
 
-    static func run(_ args: inout Arguments) throws -> Int32 {
-        let json = args.flag("--json")
-        try args.finish()
+    static func run(_ o: ListOptions) throws -> Int32 {
+        let json = o.json
         let dir = try RuntimeDirectory()
         let streams = measure(dir)
         if json {
@@ -80,6 +79,8 @@ enum InspectCommand: Command {
     static let summary = "show one stream: slots, consumers, counters"
     static let help = """
     usage: framesrv inspect STREAM [--json | --snapshot FILE.png]
+           framesrv inspect [options] -- STREAM    (a name starting with '-', which produce and
+                                                   filter no longer create)
 
     Reads the stream's shared statistics without attaching (holds no slot, never slows
     the pipeline): producer, pool, per-slot table (state, sequence, holders, age) and
@@ -91,17 +92,11 @@ enum InspectCommand: Command {
       --wait SECONDS     with --snapshot: how long to wait for a frame (default 5)
     """
 
-    static func run(_ args: inout Arguments) throws -> Int32 {
-        let json = args.flag("--json")
-        let snapshot = try args.value("--snapshot")
-        let wait = try args.double("--wait", range: 0...86400) ?? 5
-        let names = args.positionals()
-        try args.finish()
-        guard names.count == 1, let name = names.first else { throw UsageError("name one stream: framesrv inspect STREAM") }
+    static func run(_ o: InspectOptions) throws -> Int32 {
+        let (json, name) = (o.json, o.stream)
         try validateStreamName(name)
-        if let snapshot {
-            guard !json else { throw UsageError("choose one of --json and --snapshot") }
-            return try writeSnapshot(of: name, to: snapshot, waitSeconds: wait)
+        if let snapshot = o.snapshot {
+            return try writeSnapshot(of: name, to: snapshot, waitSeconds: o.wait)
         }
         let dir = try RuntimeDirectory()
         let s: StreamSnapshot
@@ -172,8 +167,7 @@ enum CleanCommand: Command {
     runtime directory whose producer no longer runs. Running streams are untouched.
     """
 
-    static func run(_ args: inout Arguments) throws -> Int32 {
-        try args.finish()
+    static func run(_ o: CleanOptions) throws -> Int32 {
         let dir = try RuntimeDirectory()
         let removed = dir.removeOrphans()
         for f in removed { print("removed \(f)") }

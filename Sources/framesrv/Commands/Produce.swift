@@ -1,3 +1,4 @@
+import Foundation
 import FrameMedia
 import FrameServer
 import Glibc
@@ -59,253 +60,109 @@ enum ProduceCommand: Command {
       --fill once          paint each slot once and republish it (benchmarks: no verifiable content)
       --sndhwm N           ZeroMQ send high-water mark in messages (default 1000)
       --size-change-at K:WxH  switch to size WxH from frame K on (repeatable as K:WxH,K:WxH)
+      --stall-timeout S    a lossless consumer that makes no progress for S seconds is demoted
+                           or detached (see PROTOCOL.md), and counted
+      --stats-json FILE    write the final figures as one JSON object to FILE (for scripts and
+                           'bench decode'; the summary line is for people)
       --quiet              no summary line
+
+    Exit status: 0; 1 on an error; 69 when decoding failed more often than ffmpeg's
+    -max_error_rate allows (2/3 of the attempts), as ffmpeg exits then.
     """
 
-    static func run(_ args: inout Arguments) throws -> Int32 {
-        let pattern = args.flag("--pattern")
-        let mediaInput = try args.value("--input", "-i")
-        let inputFormat = try args.value("-f", "--format")
-        let threads = try args.int("--threads", range: 0...256) ?? 0
-        let out = try args.value("--out", "-o")
-        let sizeText = try args.value("--size", "-s")
-        let size = try parseSize(sizeText ?? "640x360", option: "--size")
-        let fmtText = try args.value("--pix-fmt", "-pix_fmt")
-        let fmtName = fmtText ?? "yuv420p"
-        let startText = try args.value("-ss")
-        let durationText = try args.value("-t")
-        let loops = try args.int("--loop", "-stream_loop", range: -1...Int(Int32.max)) ?? 0
-        let realTime = args.flag("-re", "--re")
-        let readrate = try args.double("--readrate", range: 0.001...1000)
-        let rateText = try args.value("--rate", "-r") ?? "30"
-        let frames = try args.int("--frames", "-frames", range: 1...Int(Int32.max))
-        let slotsGiven = try args.int("--slots", range: 1...64)
-        let slots = slotsGiven ?? 8
-        let liveSource = args.flag("--live-source")
-        let copy = args.flag("--copy")
-        let waitFor = try args.int("--wait-for", range: 0...63) ?? 0
-        let fillOnce = try args.value("--fill").map { v throws(UsageError) -> Bool in
-            guard v == "once" || v == "every" else { throw UsageError("--fill must be 'once' or 'every', not '\(v)'") }
-            return v == "once"
-        } ?? false
-        let hwm = try args.int("--sndhwm", range: 1...1_000_000) ?? 1000
-        let changes = try parseSizeChanges(try args.value("--size-change-at"))
-        let quiet = args.flag("--quiet", "-q")
-        let strict = args.flag("--strict")
-        try args.finish()
+    static func run(_ o: ProduceOptions) throws -> Int32 {
+        guard let media = o.media else { return try producePattern(o) }
+        let publisher = try MediaPublisher(input: media.input, formatName: media.format, threads: media.threads,
+                                           options: media.inputOptions, converter: media.converter, copy: media.copy)
+        let decoder = publisher.decoder
+        if decoder.seekFailed {
+            warn("cannot seek in '\(media.input)': decoding from the start and dropping frames before -ss, as ffmpeg does")
+        }
+        // -re / --readrate and capture devices (x11grab, v4l2, ...) set the pace: drop at the source.
+        let live = o.liveSource || media.readrate != nil || decoder.isLiveSource
+        guard let producer = try openStream(o, slots: o.slots ?? publisher.path.defaultSlots, liveSource: live,
+                                            rate: publisher.frameRate) else { return 130 }
+        // The decoder goes first: freeing it ends the leases of the slots it still references.
+        defer { publisher.close(); producer.close() }
+        let report = try publisher.run(into: producer, live: live, readrate: media.readrate, frames: o.frames) { stopRequested != 0 }
+        return try finishMedia(o, media, publisher, producer, report)
+    }
 
-        guard pattern != (mediaInput != nil) else {
-            throw UsageError("say what to produce: -i INPUT (a media file, - for standard input) or --pattern")
-        }
-        guard let out else { throw UsageError("missing --out NAME: the stream to create") }
-        if let mediaInput {
-            var options = MediaInputOptions(loops: loops, strict: strict)
-            if let startText {
-                guard let t = MediaInputOptions.parseTime(startText), t >= 0 else {
-                    throw UsageError("-ss must be a time (seconds, or [HH:]MM:SS[.xxx]), not '\(startText)'")
-                }
-                options.start = t
-            }
-            if let durationText {
-                guard let t = MediaInputOptions.parseTime(durationText), t > 0 else {
-                    throw UsageError("-t must be a positive time (seconds, or [HH:]MM:SS[.xxx]), not '\(durationText)'")
-                }
-                options.duration = t
-            }
-            guard !(realTime && readrate != nil) else { throw UsageError("-re and --readrate X are one choice: -re is --readrate 1") }
-            var pixelFormat: PixelFormat?
-            if let fmtText {
-                guard let f = PixelFormat(name: fmtText) else {
-                    throw UsageError("unknown pixel format '\(fmtText)'; known: \(PixelFormat.allCases.map(\.name).joined(separator: ", "))")
-                }
-                pixelFormat = f
-            }
-            let converter = pixelFormat != nil || sizeText != nil
-                ? FrameConverter(pixelFormat: pixelFormat, size: sizeText != nil ? size : nil) : nil
-            return try produceMedia(input: mediaInput, formatName: inputFormat, threads: threads, options: options,
-                                    readrate: realTime ? 1 : readrate, converter: converter, out: out,
-                                    frames: frames, slots: slotsGiven ?? (converter == nil && !copy ? 16 : 8), liveSource: liveSource, waitFor: waitFor,
-                                    hwm: hwm, quiet: quiet, copy: copy)
-        }
-        guard inputFormat == nil else { throw UsageError("-f FMT goes with -i INPUT") }
-        guard !strict else { throw UsageError("--strict goes with -i INPUT") }
-        guard !copy else { throw UsageError("--copy goes with -i INPUT") }
-        guard startText == nil, durationText == nil, loops == 0, !realTime, readrate == nil else {
-            throw UsageError("-ss, -t, --loop, -re and --readrate go with -i INPUT")
-        }
-        guard let pixelFormat = PixelFormat(name: fmtName) else {
-            throw UsageError("unknown pixel format '\(fmtName)'; known: \(PixelFormat.allCases.map(\.name).joined(separator: ", "))")
-        }
-        var rate: Double?
-        if rateText != "max" {
-            guard let r = Double(rateText), r >= 0.001, r <= 1_000_000 else {
-                throw UsageError("--rate must be frames per second (0.001 to 1000000) or 'max', not '\(rateText)'")
-            }
-            rate = r
-        }
-
-        guard let producer = try openStream(out, slots: slots, liveSource: liveSource, hwm: hwm, rate: rate,
-                                            waitFor: waitFor) else { return 130 }
-        defer { producer.close() }
-
-        var format = FrameFormat(pixelFormat, width: size.0, height: size.1)
-        var painted = Set<UInt32>()
-        let start = monotonicNanos()
-        var index: UInt64 = 0
-        while stopRequested == 0 {
-            if let frames, index >= UInt64(frames) { break }
-            if let change = changes.last(where: { $0.frame <= index + 1 }) {
-                format = FrameFormat(pixelFormat, width: change.size.0, height: change.size.1)
-            }
-            if let rate {
-                sleepUntil(start + UInt64(Double(index) * 1e9 / rate))
-            }
-            index += 1
-            guard var frame = try producer.reserve(format) else { continue }   // dropped at the source
-            let seq = producer.nextSequence
-            if !fillOnce || !painted.contains(frame.slot) {
-                TestPattern.fill(frame, sequence: seq)
-                painted.insert(frame.slot)
-            }
-            frame.description = patternDescription(format: format, index: index, rate: rate,
-                                                   last: frames.map { index == UInt64($0) } ?? false)
-            frame.publish()
-        }
+    /// Ends the stream (or not, when the input failed), reports, and says the exit status.
+    static func finishMedia(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ publisher: MediaPublisher,
+                            _ producer: Producer, _ report: MediaPublishReport) throws -> Int32 {
+        let decoder = publisher.decoder
+        // TODO(integrator): a failed input (strict error, too many errors) should end the
+        // stream abnormally so that its sinks exit non-zero; Producer has no such ending yet.
         producer.finish()
-        if !quiet {
-            let secs = Double(monotonicNanos() - start) / 1e9
-            print("produce: \(out): published \(producer.publishedCount) frames of \(format) in \(formatDouble(secs, 2)) s"
+        try writeStats(o, producer: producer, report: report, decodeErrors: decoder.decodeErrors)
+        if media.inputOptions.strict, let error = decoder.firstError {
+            // The stream ended at the first decode error; that error is the one line reported.
+            throw MediaInputError.decodeError(media.input, error)
+        }
+        if !o.quiet {
+            let what = report.formats.map(\.description).joined(separator: ", then ")
+            let path = publisher.path == .convert ? "libswscale" : "\(report.inPlace) zero-copy, \(report.copied) copied"
+            print("produce: \(o.out): published \(producer.publishedCount) frames of \(what.isEmpty ? "nothing" : what)"
+                  + " (\(decoder.codecName), \(path)) in \(formatDouble(report.seconds, 2)) s"
+                  + " (\(formatDouble(Double(producer.publishedCount) / max(report.seconds, 1e-9), 0)) fps),"
+                  + " dropped \(producer.droppedCount), decode errors \(decoder.decodeErrors)")
+        }
+        if decoder.tooManyErrors() {
+            warn("error: '\(media.input)': \(decoder.framesDecoded) frames decoded, \(decoder.decodeFailures) decoding errors:"
+                 + " more than ffmpeg's -max_error_rate (2/3) allows; exit status 69, as ffmpeg's")
+            return 69
+        }
+        if decoder.decodeErrors > 0 {
+            warn("\(decoder.decodeErrors) decode error\(decoder.decodeErrors == 1 ? "" : "s") in '\(media.input)' (decoding went on, as ffmpeg does)")
+        }
+        if report.decoded == 0, stopRequested == 0 {
+            warn("'\(media.input)': no frame decoded; the stream ended empty (ffmpeg: \"Output file is empty\")")
+        }
+        return 0
+    }
+
+    static func producePattern(_ o: ProduceOptions) throws -> Int32 {
+        guard let producer = try openStream(o, slots: o.slots ?? 8, liveSource: o.liveSource, rate: o.pattern.rate) else { return 130 }
+        defer { producer.close() }
+        let start = monotonicNanos()
+        let format = try PatternPublisher.run(o.pattern, into: producer) { stopRequested != 0 }
+        producer.finish()
+        let secs = Double(monotonicNanos() - start) / 1e9
+        try writeStats(o, producer: producer, report: MediaPublishReport(seconds: secs), decodeErrors: 0)
+        if !o.quiet {
+            print("produce: \(o.out): published \(producer.publishedCount) frames of \(format) in \(formatDouble(secs, 2)) s"
                   + " (\(formatDouble(Double(producer.publishedCount) / max(secs, 1e-9), 0)) fps), dropped \(producer.droppedCount)")
         }
         return 0
     }
 
-    /// Decodes `input` and publishes every frame. Without `converter` (and without `copy`)
-    /// the decoder decodes straight into the pool's slots where it can (`SlotAllocator`) and
-    /// those frames are published where they are; the others are copied into a reserved
-    /// slot, or converted into it by libswscale with `converter`. With `readrate` (X times
-    /// real time) each frame waits until its timestamp is due and the producer is a live source.
-    static func produceMedia(input: String, formatName: String?, threads: Int, options: MediaInputOptions,
-                             readrate: Double?, converter: FrameConverter?, out: String, frames: Int?,
-                             slots: Int, liveSource: Bool, waitFor: Int, hwm: Int, quiet: Bool, copy: Bool) throws -> Int32 {
-        let allocator = converter == nil && !copy ? SlotAllocator() : nil
-        let decoder = try MediaDecoder(input: input, formatName: formatName, threads: threads,
-                                                      options: options, allocator: allocator)
-        if decoder.seekFailed {
-            warn("cannot seek in '\(input)': decoding from the start and dropping frames before -ss, as ffmpeg does")
+    /// --stats-json FILE: the figures of the summary line, for programs.
+    static func writeStats(_ o: ProduceOptions, producer: Producer, report: MediaPublishReport, decodeErrors: Int) throws {
+        guard let path = o.statsJSON else { return }
+        let json = "{\"stream\":\"\(o.out)\",\"published\":\(producer.publishedCount),\"dropped\":\(producer.droppedCount),"
+            + "\"zero_copy\":\(report.inPlace),\"copied\":\(report.copied),\"converted\":\(report.converted),"
+            + "\"decode_errors\":\(decodeErrors),\"seconds\":\(report.seconds)}\n"
+        guard FileManager.default.createFile(atPath: path, contents: Data(json.utf8)) else {
+            throw FrameServerError.invalidArgument("cannot write the statistics to '\(path)'")
         }
-        let rate = decoder.frameRate.map { Double($0.num) / Double($0.den) }
-        // -re / --readrate and capture devices (x11grab, v4l2, ...) set the pace: drop at the source.
-        let live = liveSource || readrate != nil || decoder.isLiveSource
-        guard let producer = try openStream(out, slots: slots, liveSource: live, hwm: hwm,
-                                            rate: rate, waitFor: waitFor) else { return 130 }
-        // The decoder goes first: freeing it ends the leases of the slots it still references.
-        defer { decoder.close(); producer.close() }
-        allocator?.attach(producer, wait: !live)
-        let start = monotonicNanos()
-        var copied = 0
-        var decoded = 0
-        var formats: [FrameFormat] = []
-        var firstTime: Double?
-        while stopRequested == 0, frames.map({ decoded < $0 }) ?? true, let picture = decoder.next() {
-            decoded += 1
-            if let readrate, let pts = picture.description.pts, decoder.timeBase.den > 0 {
-                // -re / --readrate: publish when the frame's time (from the first frame) is due.
-                let t = Double(pts) * Double(decoder.timeBase.num) / Double(decoder.timeBase.den)
-                let t0 = firstTime ?? t
-                firstTime = t0
-                sleepUntil(start + UInt64(max(0, (t - t0) / readrate * 1e9)))
-                if stopRequested != 0 { break }
-            }
-            let format = try converter?.outputFormat(for: picture) ?? picture.frameFormat()
-            if formats.last != format { formats.append(format) }
-            if converter == nil, picture.publishInPlace(to: producer, description: picture.description) { continue }
-            // A new size or pixel format is just a new reservation: the producer starts a new epoch.
-            guard var slot = try producer.reserve(format) else { continue }   // dropped at the source
-            if let converter {
-                slot.description = try converter.convert(picture, into: slot)
-            } else {
-                picture.copyPlanes(into: slot)
-                slot.description = picture.description
-                copied += 1
-            }
-            slot.publish()
-        }
-        producer.finish()
-        if options.strict, let error = decoder.firstError {
-            // The stream ended at the first decode error; that error is the one line reported.
-            throw MediaInputError.decodeError(input, error)
-        }
-        if decoder.decodeErrors > 0 {
-            warn("\(decoder.decodeErrors) decode error\(decoder.decodeErrors == 1 ? "" : "s") in '\(input)' (decoding went on, as ffmpeg does)")
-        }
-        if !quiet {
-            let secs = Double(monotonicNanos() - start) / 1e9
-            let what = formats.map(\.description).joined(separator: ", then ")
-            let path = converter != nil ? "libswscale"
-                : "\(producer.publishedInPlace) zero-copy, \(copied) copied"
-            print("produce: \(out): published \(producer.publishedCount) frames of \(what.isEmpty ? "nothing" : what)"
-                  + " (\(decoder.codecName), \(path)) in \(formatDouble(secs, 2)) s"
-                  + " (\(formatDouble(Double(producer.publishedCount) / max(secs, 1e-9), 0)) fps),"
-                  + " dropped \(producer.droppedCount), decode errors \(decoder.decodeErrors)")
-        }
-        return 0
     }
 
     /// Creates the stream and, with --wait-for, waits for that many lossless consumers;
     /// nil when SIGINT/SIGTERM came first.
-    static func openStream(_ out: String, slots: Int, liveSource: Bool, hwm: Int, rate: Double?,
-                           waitFor: Int) throws -> Producer? {
+    static func openStream(_ o: ProduceOptions, slots: Int, liveSource: Bool, rate: Double?) throws -> Producer? {
         var options = ProducerOptions()
         options.slots = slots
         options.liveSource = liveSource
-        options.sendHighWaterMark = Int32(hwm)
+        options.sendHighWaterMark = Int32(o.sendHighWaterMark)
         options.nominalRate = rate
+        // TODO(integrator): options.stallTimeout = o.stallTimeout (core's ProducerOptions.stallTimeout).
         installStopHandlers()
-        let producer = try Producer(stream: out, options: options)
+        let producer = try Producer(stream: o.out, options: options)
         producer.shouldStop = { stopRequested != 0 }
-        while waitFor > 0, !producer.waitForLosslessConsumers(waitFor, timeoutSeconds: 0.5) {
+        while o.waitFor > 0, !producer.waitForLosslessConsumers(o.waitFor, timeoutSeconds: 0.5) {
             if stopRequested != 0 { producer.close(); return nil }
         }
         return producer
     }
-
-    static func patternDescription(format: FrameFormat, index: UInt64, rate: Double?, last: Bool) -> FrameDescription {
-        var d = FrameDescription()
-        d.color = format.pixelFormat.isRGB
-            ? ColorDescription(matrix: 0, range: 2, primaries: 1, transfer: 1)
-            : .bt709Limited
-        d.sampleAspectRatio = Rational(1, 1)
-        if let rate, rate == rate.rounded(), rate <= Double(Int32.max) {
-            d.timeBase = Rational(1, Int32(rate))
-            d.pts = Int64(index - 1)
-            d.duration = 1
-        } else {
-            d.timeBase = Rational(1, 1_000_000)
-            d.pts = Int64((index - 1) * UInt64(1_000_000 / (rate ?? 1_000_000)))
-            d.duration = 0
-        }
-        d.flags = last ? [.keyframe, .endOfStream] : [.keyframe]
-        return d
-    }
-
-    static func parseSizeChanges(_ text: String?) throws(UsageError) -> [(frame: UInt64, size: (Int, Int))] {
-        guard let text else { return [] }
-        var out: [(frame: UInt64, size: (Int, Int))] = []
-        for item in text.split(separator: ",") {
-            let parts = item.split(separator: ":")
-            guard parts.count == 2, let k = UInt64(parts[0]), k >= 1 else {
-                throw UsageError("--size-change-at takes FRAME:WxH[,FRAME:WxH...], not '\(text)'")
-            }
-            out.append((k, try parseSize(String(parts[1]), option: "--size-change-at")))
-        }
-        return out.sorted { $0.frame < $1.frame }
-    }
-}
-
-func sleepUntil(_ ns: UInt64) {
-    let now = monotonicNanos()
-    guard ns > now else { return }
-    var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
-    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR, stopRequested == 0 {}
 }

@@ -65,193 +65,63 @@ enum SinkCommand: Command {
     on stderr twice a second, as ffmpeg does.
     """
 
-    static func run(_ args: inout Arguments) throws -> Int32 {
-        let input = try args.value("--in", "-i")
-        let null = args.flag("--null")
-        let framemd5 = try args.value("--framemd5")
-        let y4m = try args.value("--y4m")
-        let raw = try args.value("--raw")
-        let record = try args.value("--record")
-        let container = try args.value("-f", "--format")
-        let codec = try args.value("-c:v", "-vcodec", "--codec")
-        let bitRateText = try args.value("-b:v", "--bitrate")
-        let crf = try args.double("--crf", range: 0...63)
-        let gop = try args.int("-g", "--gop", range: 1...1_000_000)
-        let preset = try args.value("--preset")
-        let live = args.flag("--live")
-        let lossless = args.flag("--lossless")
-        let wait = try args.double("--wait", range: 0...1e9)
-        let frames = try args.int("--frames", range: 1...Int.max)
-        let verify = args.flag("--verify")
-        let hold = try parseHold(try args.value("--hold-us"))
-        let seqLog = try args.value("--seq-log")
-        let statsJSON = args.flag("--stats-json")
-        let noReattach = args.flag("--no-reattach")
-        let name = try args.value("--name") ?? "sink"
-        let rcvhwm = try args.int("--rcvhwm", range: 1...1_000_000) ?? 1000
-        let quiet = args.flag("--quiet", "-q")
-        try args.finish()
-
-        guard let input else { throw UsageError("missing --in NAME: the stream to read") }
-        let outputs = [framemd5, y4m, raw, record].compactMap { $0 }
-        guard null || !outputs.isEmpty else {
-            throw UsageError("say where frames go: --null, --framemd5 FILE|-, --y4m FILE|-, --raw FILE|- or --record FILE")
-        }
-        guard !null || outputs.isEmpty else { throw UsageError("--null discards frames: it goes with no other output") }
-        guard outputs.filter({ $0 == "-" }).count <= 1 else { throw UsageError("only one output can go to standard output (-)") }
-        guard record != "-" else { throw UsageError("--record needs a file name (for a pipe: --y4m - or --raw -)") }
-        guard outputs.isEmpty || !verify else { throw UsageError("--verify goes with --null") }
-        guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
-        var recordOptions = RecordOptions()
-        if record == nil {
-            let given = [("-f", container), ("-c:v", codec), ("-b:v", bitRateText), ("--preset", preset)].filter { $0.1 != nil }.map(\.0)
-                + (crf != nil ? ["--crf"] : []) + (gop != nil ? ["-g"] : [])
-            if let first = given.first { throw UsageError("\(first) goes with --record FILE") }
-        } else {
-            recordOptions.container = container
-            if let codec { recordOptions.codec = codec }
-            recordOptions.bitRate = try bitRateText.map { t throws(UsageError) in try parseBitRate(t) }
-            recordOptions.crf = crf
-            recordOptions.gop = gop
-            recordOptions.preset = preset
-        }
+    static func run(_ o: SinkOptions) throws -> Int32 {
         // The recorder first: its checks (container, encoder, settings, path) fail before any other file is truncated.
-        let recorder = try record.map { path throws(MediaOutputError) in try Recorder(path: path, options: recordOptions) }
-        let stop = { stopRequested != 0 }
-        let y4mWriter = try y4m.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .y4m, shouldStop: stop) }
-        let rawWriter = try raw.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .raw, shouldStop: stop) }
-        let md5Writer = try framemd5.map { path throws(MediaError) in try FrameMD5Writer(path: path) }
-
-        var logFD: Int32 = -1
-        if let seqLog {
-            logFD = open(seqLog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-            guard logFD >= 0 else { throw FrameServerError.system("open", path: seqLog, .current) }
-        }
-        defer { if logFD >= 0 { close(logFD) } }
-        // One write(2) per line: a sink killed with SIGKILL leaves a log that is complete up to its death.
-        func log(_ line: String) {
-            guard logFD >= 0 else { return }
-            var l = line + "\n"
-            l.withUTF8 { _ = write(logFD, $0.baseAddress, $0.count) }
-        }
-
-        var options = ConsumerOptions(mode: live ? .live : .lossless)
-        options.waitSeconds = wait
-        options.reattach = !noReattach
-        options.name = name
-        options.receiveHighWaterMark = Int32(rcvhwm)
+        let outputs = try SinkOutputs(framemd5: o.framemd5, y4m: o.y4m, raw: o.raw, record: o.record,
+                                      recordOptions: o.recordOptions) { stopRequested != 0 }
+        let log = try SequenceLog(path: o.seqLog)
         installStopHandlers()
-        let consumer = try Consumer(stream: input, options: options)
+        let consumer = try Consumer(stream: o.input, options: o.consumerOptions)
         consumer.shouldStop = { stopRequested != 0 }
+        var producerGone: Int32?
         consumer.onEvent = { event in
             switch event {
             case .attached(let pid):
-                log("attach \(pid)")
+                log.write("attach \(pid)")
+                producerGone = nil
             case .producerGone(let pid):
-                log("gone \(pid)")
-                warn("producer of '\(input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
+                log.write("gone \(pid)")
+                producerGone = pid
+                warn("producer of '\(o.input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
             }
         }
-
-        var stats = SinkStatistics()
-        var rng = SystemRandomNumberGenerator()
-        var frameRateRead = false
-        var frameRate: Double?
-        var clock = MediaClock()
-        var progress = Progress(enabled: stderrIsTerminal && !quiet)
-        let start = monotonicNanos()
+        var run = SinkRun(options: o, outputs: outputs, log: log)
         do {
-            while stopRequested == 0, frames.map({ stats.received < $0 }) ?? true, let frame = try consumer.next() {
-                stats.record(frame)
-                if !frameRateRead {
-                    frameRateRead = true
-                    // ffmpeg's framemd5 time base is 1/frame rate: the producer's nominal rate.
-                    let rate = (try? StreamSnapshot.read(input, in: consumer.directory)).map(\.nominalRate)
-                    frameRate = rate.flatMap { $0 > 0 ? $0 : nil }
-                    md5Writer?.frameRate = frameRate
-                    y4mWriter?.frameRate = frameRate
-                    rawWriter?.frameRate = frameRate
-                    recorder?.frameRate = frameRate
-                }
-                try md5Writer?.write(frame)
-                try y4mWriter?.write(frame)
-                if let rawWriter {
-                    let first = rawWriter.frames == 0
-                    try rawWriter.write(frame)
-                    if first, !quiet, let options = rawWriter.readBackOptions {
-                        warn("raw: read it back with: ffmpeg \(options) -i \(raw == "-" ? "-" : raw!)")
-                    }
-                }
-                try recorder?.write(frame)
-                if verify, !TestPattern.verify(frame) {
-                    stats.corrupt += 1
-                    log("corrupt \(frame.sequence)")
-                }
-                log("frame \(frame.sequence)")
-                clock.record(frame.header.description, frameRate: frameRate)
-                if let hold {
-                    let us = hold.lowerBound == hold.upperBound ? hold.lowerBound : Int.random(in: hold, using: &rng)
-                    if us > 0 { usleep(UInt32(us)) }
-                }
-                frame.release()
-                progress.update(frames: stats.received, mediaSeconds: clock.seconds, bytes: recorder?.bytesWritten)
-            }
+            try run.consume(consumer)
         } catch {
             // Keep what was written: complete the recording and the checksums before reporting.
-            try? recorder?.finish()
-            try? md5Writer?.flush()
-            progress.finish(frames: stats.received, mediaSeconds: clock.seconds, bytes: recorder?.bytesWritten)
+            try? outputs.finish()
+            run.progress.finish(frames: run.stats.received, mediaSeconds: run.clock.seconds, bytes: outputs.bytesRecorded)
             throw error
         }
-        try recorder?.finish()
-        try md5Writer?.flush()
-        progress.finish(frames: stats.received, mediaSeconds: clock.seconds, bytes: recorder?.bytesWritten)
-        stats.missed = consumer.missed
-        stats.seconds = Double(monotonicNanos() - start) / 1e9
-        // With frames or checksums on standard output, statistics go to standard error.
-        let toStderr = outputs.contains("-")
-        if statsJSON {
-            let line = stats.json(stream: input, mode: options.mode)
-            if toStderr { warn(line) } else { print(line) }
+        try outputs.finish()
+        run.progress.finish(frames: run.stats.received, mediaSeconds: run.clock.seconds, bytes: outputs.bytesRecorded)
+        run.stats.missed = consumer.missed
+        report(o, run.stats, outputs)
+        if let pid = producerGone {
+            // Stopped while the stream's producer was gone without ending it: the stream did not end.
+            warn("error: the producer of '\(o.input)' (pid \(pid)) exited without ending the stream")
+            return 1
         }
-        if !quiet {
-            let line = "sink: \(input) (\(options.mode.rawValue)): \(stats.summary)"
-            if toStderr { warn(line) } else { print(line) }
-            if let recorder, let record {
-                let what = recorder.outputDescription.map { " (\($0))" } ?? ""
-                let line = "record: \(record)\(what): \(recorder.frames) frames, \(recorder.bytesWritten) bytes"
-                    + (recorder.convertedFrames > 0 ? ", \(recorder.convertedFrames) converted" : "")
-                if toStderr { warn(line) } else { print(line) }
-            }
-            for (writer, path) in [(y4mWriter, y4m), (rawWriter, raw)] {
-                guard let writer, let path, writer.convertedFrames > 0 else { continue }
-                warn("\(path): \(writer.convertedFrames) frames converted to the first frame's size and format")
-            }
-        }
-        return stats.corrupt == 0 ? 0 : 3
+        return run.stats.corrupt == 0 ? 0 : 3
     }
 
-    /// `2M`, `800k`, `1.5M`, `500000`: bits per second.
-    static func parseBitRate(_ text: String) throws(UsageError) -> Int64 {
-        var t = Substring(text)
-        var scale = 1.0
-        if let last = t.last, let s = ["k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9][last] {
-            scale = s
-            t = t.dropLast()
+    /// The statistics and summary lines (to standard error when an output is standard output).
+    static func report(_ o: SinkOptions, _ stats: SinkStatistics, _ outputs: SinkOutputs) {
+        let toStderr = o.outputs.contains("-")
+        func say(_ line: String) { if toStderr { warn(line) } else { print(line) } }
+        if o.statsJSON { say(stats.json(stream: o.input, mode: o.consumerOptions.mode)) }
+        guard !o.quiet else { return }
+        say("sink: \(o.input) (\(o.consumerOptions.mode.rawValue)): \(stats.summary)")
+        if let recorder = outputs.recorder, let record = o.record {
+            let what = recorder.outputDescription.map { " (\($0))" } ?? ""
+            say("record: \(record)\(what): \(recorder.frames) frames, \(recorder.bytesWritten) bytes"
+                + (recorder.convertedFrames > 0 ? ", \(recorder.convertedFrames) converted" : ""))
         }
-        guard let v = Double(t), v.isFinite, v > 0, v * scale >= 1, v * scale <= 1e11 else {
-            throw UsageError("-b:v must be a bit rate such as 2M, 800k or 500000, not '\(text)'")
+        for (writer, path) in [(outputs.y4m, o.y4m), (outputs.raw, o.raw)] {
+            guard let writer, let path, writer.convertedFrames > 0 else { continue }
+            warn("\(path): \(writer.convertedFrames) frames converted to the first frame's size and format")
         }
-        return Int64((v * scale).rounded())
-    }
-
-    static func parseHold(_ text: String?) throws(UsageError) -> ClosedRange<Int>? {
-        guard let text else { return nil }
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard (1...2).contains(parts.count), let a = Int(parts[0]), let b = Int(parts.last!), a >= 0, b >= a, b <= 10_000_000 else {
-            throw UsageError("--hold-us takes MICROSECONDS or MIN-MAX (for example 0-2000), not '\(text)'")
-        }
-        return a...b
     }
 }
 
@@ -294,5 +164,75 @@ struct SinkStatistics {
         "{\"stream\":\"\(stream)\",\"mode\":\"\(mode.rawValue)\",\"received\":\(received),\"first\":\(first),\"last\":\(last),"
             + "\"missed\":\(missed),\"corrupt\":\(corrupt),\"seconds\":\(seconds),"
             + "\"latency_p50_us\":\(percentileMicros(0.5)),\"latency_p99_us\":\(percentileMicros(0.99))}"
+    }
+}
+
+/// --seq-log FILE: one write(2) per line, so a sink killed with SIGKILL leaves a log that is
+/// complete up to its death.
+final class SequenceLog {
+    private let fd: Int32
+    init(path: String?) throws {
+        guard let path else { fd = -1; return }
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw FrameServerError.system("open", path: path, .current) }
+    }
+    deinit { if fd >= 0 { close(fd) } }
+    func write(_ line: String) {
+        guard fd >= 0 else { return }
+        var l = line + "\n"
+        l.withUTF8 { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
+    }
+}
+
+/// One sink's pass over its stream: every frame to the outputs, verified, logged, held and counted.
+struct SinkRun {
+    let options: SinkOptions
+    let outputs: SinkOutputs
+    let log: SequenceLog
+    var stats = SinkStatistics()
+    var clock = MediaClock()
+    var progress: Progress
+    private var frameRate: Double?
+    private var rng = SystemRandomNumberGenerator()
+
+    init(options: SinkOptions, outputs: SinkOutputs, log: SequenceLog) {
+        self.options = options
+        self.outputs = outputs
+        self.log = log
+        progress = Progress(enabled: stderrIsTerminal && !options.quiet)
+    }
+
+    mutating func consume(_ consumer: Consumer) throws {
+        let start = monotonicNanos()
+        defer { stats.seconds = Double(monotonicNanos() - start) / 1e9 }
+        while stopRequested == 0, options.frames.map({ stats.received < $0 }) ?? true, let frame = try consumer.next() {
+            stats.record(frame)
+            if stats.received == 1 {
+                // ffmpeg's framemd5 time base is 1/frame rate: the producer's nominal rate.
+                frameRate = nominalRate(of: consumer)
+                outputs.frameRate = frameRate
+            }
+            let firstRaw = outputs.raw?.frames == 0
+            try outputs.write(frame)
+            if firstRaw, !options.quiet, let raw = options.raw, let readBack = outputs.raw?.readBackOptions {
+                warn("raw: read it back with: ffmpeg \(readBack) -i \(raw)")
+            }
+            if options.verify, !TestPattern.verify(frame) {
+                stats.corrupt += 1
+                log.write("corrupt \(frame.sequence)")
+            }
+            log.write("frame \(frame.sequence)")
+            clock.record(frame.header.description, frameRate: frameRate)
+            hold()
+            frame.release()
+            progress.update(frames: stats.received, mediaSeconds: clock.seconds, bytes: outputs.bytesRecorded)
+        }
+    }
+
+    /// --hold-us A[-B]: keeps the frame that long before releasing it.
+    private mutating func hold() {
+        guard let hold = options.hold else { return }
+        let us = hold.lowerBound == hold.upperBound ? hold.lowerBound : Int.random(in: hold, using: &rng)
+        if us > 0 { usleep(UInt32(us)) }
     }
 }

@@ -43,13 +43,8 @@ enum TopCommand: Command {
     /// How a refresh is shown.
     enum Output { case terminal, text, json }
 
-    static func run(_ args: inout Arguments) throws -> Int32 {
-        let interval = try args.double("-d", range: 0.01...86_400) ?? 1
-        let count = try args.int("-n", range: 1...Int.max)
-        let batch = args.flag("-b", "--batch")
-        let json = args.flag("--json")
-        try args.finish()
-        guard !(batch && json) else { throw UsageError("choose one of -b and --json") }
+    static func run(_ o: TopOptions) throws -> Int32 {
+        let (interval, count, batch, json) = (o.interval, o.count, o.batch, o.json)
         let dir = try RuntimeDirectory()
         let output: Output = json ? .json : !batch && isatty(1) != 0 ? .terminal : .text
 

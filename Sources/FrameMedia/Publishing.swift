@@ -1,0 +1,186 @@
+import FrameServer
+import Glibc
+
+/// Sleeps until `ns` on the monotonic clock; returns early when `shouldStop` says so after
+/// a signal interrupted the sleep.
+public func sleepUntil(_ ns: UInt64, shouldStop: () -> Bool = { false }) {
+    guard ns > monotonicNanos() else { return }
+    var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
+    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR, !shouldStop() {}
+}
+
+/// How decoded pictures reach the pool: the choice `produce -i` makes.
+public enum PublishPath: String, Sendable, Equatable {
+    /// The decoder decodes straight into the pool's slots where the codec allows it
+    /// (`SlotAllocator`); the other frames are copied once.
+    case zeroCopy = "zero-copy"
+    /// Every frame decoded into FFmpeg's memory and copied once into a slot.
+    case copy
+    /// Every frame converted into a slot by libswscale (`--pix-fmt`, `--size`).
+    case convert = "libswscale"
+
+    /// Converting wins over everything; else zero copy unless a copy is asked for.
+    public init(converting: Bool, copy: Bool) {
+        self = converting ? .convert : copy ? .copy : .zeroCopy
+    }
+
+    /// The pool's default size on this path: zero copy needs room for the decoder's
+    /// reference pictures, which it may keep in up to N - 2 slots.
+    public var defaultSlots: Int { self == .zeroCopy ? 16 : 8 }
+}
+
+/// What publishing a media input did: the figures of produce's summary line.
+public struct MediaPublishReport: Sendable {
+    public var decoded = 0
+    /// Frames published where the decoder wrote them (zero copy).
+    public var inPlace: UInt64 = 0
+    /// Frames copied once into a slot.
+    public var copied = 0
+    /// Frames converted by libswscale.
+    public var converted = 0
+    /// Each new frame format, in order.
+    public var formats: [FrameFormat] = []
+    public var seconds = 0.0
+    public init(seconds: Double = 0) { self.seconds = seconds }
+}
+
+/// Decodes a media input and publishes every frame into a producer's pool, by the path
+/// `PublishPath` chooses. The decoder and its allocator are made together: with zero
+/// copy the decoder's buffers are the pool's slots.
+public final class MediaPublisher {
+    public let decoder: MediaDecoder
+    public let path: PublishPath
+    private let converter: FrameConverter?
+    private let allocator: SlotAllocator?
+
+    public init(input: String, formatName: String?, threads: Int, options: MediaInputOptions,
+                converter: FrameConverter?, copy: Bool) throws(MediaInputError) {
+        path = PublishPath(converting: converter != nil, copy: copy)
+        allocator = path == .zeroCopy ? SlotAllocator() : nil
+        self.converter = converter
+        decoder = try MediaDecoder(input: input, formatName: formatName, threads: threads, options: options, allocator: allocator)
+    }
+
+    /// The input's frame rate in frames per second, if it has one.
+    public var frameRate: Double? { decoder.frameRate.map { Double($0.num) / Double($0.den) } }
+
+    /// Publishes up to `frames` frames into `producer` (which must stay open until `close()`).
+    /// `live`: never wait for a slot (drop instead). `readrate`: publish each frame when its
+    /// timestamp is due, at that many times real time (ffmpeg's -readrate).
+    public func run(into producer: Producer, live: Bool, readrate: Double?, frames: Int?,
+                    shouldStop: @escaping () -> Bool) throws -> MediaPublishReport {
+        allocator?.attach(producer, wait: !live)
+        var report = MediaPublishReport()
+        let start = monotonicNanos()
+        var firstTime: Double?
+        while !shouldStop(), frames.map({ report.decoded < $0 }) ?? true, let picture = decoder.next() {
+            report.decoded += 1
+            if let readrate, let t = decoder.seconds(of: picture.description) {
+                // Publish when the frame's time (from the first frame) is due.
+                let t0 = firstTime ?? t
+                firstTime = t0
+                sleepUntil(start + UInt64(max(0, (t - t0) / readrate * 1e9)), shouldStop: shouldStop)
+                if shouldStop() { break }
+            }
+            try publish(picture, into: producer, report: &report)
+        }
+        report.inPlace = producer.publishedInPlace
+        report.seconds = Double(monotonicNanos() - start) / 1e9
+        return report
+    }
+
+    private func publish(_ picture: borrowing DecodedFrame, into producer: Producer, report: inout MediaPublishReport) throws {
+        let format = try converter?.outputFormat(for: picture) ?? picture.frameFormat()
+        if report.formats.last != format { report.formats.append(format) }
+        if converter == nil, picture.publishInPlace(to: producer, description: picture.description) { return }
+        // A new size or pixel format is just a new reservation: the producer starts a new epoch.
+        guard var slot = try producer.reserve(format) else { return }   // dropped at the source
+        if let converter {
+            slot.description = try converter.convert(picture, into: slot)
+            report.converted += 1
+        } else {
+            picture.copyPlanes(into: slot)
+            slot.description = picture.description
+            report.copied += 1
+        }
+        slot.publish()
+    }
+
+    /// Frees the decoder first: that ends the leases of the slots it still references.
+    public func close() { decoder.close() }
+}
+
+extension MediaDecoder {
+    /// A frame's time in seconds in this input's time base, nil without a pts.
+    func seconds(of description: FrameDescription) -> Double? {
+        guard let pts = description.pts, timeBase.den > 0 else { return nil }
+        return Double(pts) * Double(timeBase.num) / Double(timeBase.den)
+    }
+}
+
+/// What the built-in test pattern publishes.
+public struct PatternPlan: Sendable {
+    public var pixelFormat: PixelFormat
+    public var width: Int
+    public var height: Int
+    /// Frames per second (nil: as fast as the consumers allow).
+    public var rate: Double?
+    /// Stop after this many frames (nil: until told to stop).
+    public var frames: Int?
+    /// Paint each slot once and republish it (benchmarks: no verifiable content).
+    public var paintOnce = false
+    /// From frame `frame` (1-based) on, this size.
+    public var sizeChanges: [(frame: UInt64, width: Int, height: Int)] = []
+
+    public init(pixelFormat: PixelFormat, width: Int, height: Int, rate: Double?, frames: Int?) {
+        self.pixelFormat = pixelFormat; self.width = width; self.height = height
+        self.rate = rate; self.frames = frames
+    }
+}
+
+/// The reserve-paint-publish loop of the built-in test pattern (produce --pattern, bench).
+public enum PatternPublisher {
+    /// Publishes `plan` into `producer`; returns the last frame format.
+    @discardableResult
+    public static func run(_ plan: PatternPlan, into producer: Producer,
+                           shouldStop: () -> Bool) throws(FrameServerError) -> FrameFormat {
+        var format = FrameFormat(plan.pixelFormat, width: plan.width, height: plan.height)
+        var painted = Set<UInt32>()
+        let start = monotonicNanos()
+        var index: UInt64 = 0
+        while !shouldStop() {
+            if let frames = plan.frames, index >= UInt64(frames) { break }
+            if let change = plan.sizeChanges.last(where: { $0.frame <= index + 1 }) {
+                format = FrameFormat(plan.pixelFormat, width: change.width, height: change.height)
+            }
+            if let rate = plan.rate { sleepUntil(start + UInt64(Double(index) * 1e9 / rate), shouldStop: shouldStop) }
+            index += 1
+            guard var frame = try producer.reserve(format) else { continue }   // dropped at the source
+            if !plan.paintOnce || painted.insert(frame.slot).inserted {
+                TestPattern.fill(frame, sequence: producer.nextSequence)
+            }
+            frame.description = description(format: format, index: index, rate: plan.rate,
+                                             last: plan.frames.map { index == UInt64($0) } ?? false)
+            frame.publish()
+        }
+        return format
+    }
+
+    /// Frame `index` (1-based): pts in 1/rate for whole rates, else in microseconds.
+    public static func description(format: FrameFormat, index: UInt64, rate: Double?, last: Bool) -> FrameDescription {
+        var d = FrameDescription()
+        d.color = ColorDescription.ofPattern(format.pixelFormat)
+        d.sampleAspectRatio = Rational(1, 1)
+        if let rate, rate == rate.rounded(), rate <= Double(Int32.max) {
+            d.timeBase = Rational(1, Int32(rate))
+            d.pts = Int64(index - 1)
+            d.duration = 1
+        } else {
+            d.timeBase = Rational(1, 1_000_000)
+            d.pts = Int64((index - 1) * UInt64(1_000_000 / (rate ?? 1_000_000)))
+            d.duration = 0
+        }
+        d.flags = last ? [.keyframe, .endOfStream] : [.keyframe]
+        return d
+    }
+}

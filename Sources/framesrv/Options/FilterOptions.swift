@@ -1,0 +1,53 @@
+import FrameMedia
+import FrameServer
+
+/// `framesrv filter`'s options, parsed and checked from the arguments alone (the blend
+/// image is checked when the command runs).
+struct FilterOptions: CommandOptions {
+    var input: String
+    var out: String
+    /// The libavfilter graph text (from --vf or the preset).
+    var graph: String
+    /// The image the blend preset reads.
+    var blendImage: String?
+    var consumerOptions = ConsumerOptions()
+    var outputOptions = FilterOutputOptions()
+    var threads = 0
+    var quiet = false
+
+    init(parsing arguments: [String]) throws(UsageError) {
+        var args = Arguments(arguments, command: "filter")
+        let input = try args.value("--in", "-i")
+        let out = try args.newStreamName("--out", "-o")
+        let vf = try args.value("--vf", "-vf")
+        let preset = try args.value("--preset")
+        let live = args.flag("--live")
+        let lossless = args.flag("--lossless")
+        let liveSource = args.flag("--live-source")
+        outputOptions.slots = try args.int("--slots", range: 1...64) ?? 8
+        consumerOptions.waitSeconds = try args.double("--wait", range: 0...1e9)
+        outputOptions.waitFor = try args.int("--wait-for", range: 0...63) ?? 0
+        threads = try args.int("--threads", range: 0...256) ?? 0
+        quiet = args.flag("--quiet", "-q")
+        try args.finish()
+
+        guard let input else { throw UsageError("missing --in A: the stream to read") }
+        guard let out else { throw UsageError("missing --out B: the stream to create") }
+        guard input != out else { throw UsageError("--in and --out name the same stream '\(input)'") }
+        guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
+        self.input = input
+        self.out = out
+        consumerOptions.mode = live ? .live : .lossless
+        consumerOptions.name = "filter"
+        outputOptions.liveSource = live || liveSource
+        switch (vf, preset) {
+        case (nil, let preset?):
+            (graph, blendImage) = try FilterCommand.expand(preset: preset)
+        case (let vf?, nil):
+            guard !vf.allSatisfy({ $0 == " " }) else { throw UsageError("--vf needs a filter graph, not an empty string") }
+            graph = vf
+        default:
+            throw UsageError("say what to run: --vf GRAPH or --preset NAME (one of them)")
+        }
+    }
+}

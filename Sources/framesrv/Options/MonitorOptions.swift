@@ -1,0 +1,100 @@
+/// `framesrv ls`'s options.
+struct ListOptions: CommandOptions {
+    var json = false
+    init(parsing arguments: [String]) throws(UsageError) {
+        var args = Arguments(arguments, command: "ls")
+        json = args.flag("--json")
+        try args.finish()
+    }
+}
+
+/// `framesrv inspect`'s options. A stream whose name starts with '-' is named after `--`
+/// (`framesrv inspect -- -x`).
+struct InspectOptions: CommandOptions {
+    var stream: String
+    var json = false
+    var snapshot: String?
+    var wait = 5.0
+
+    init(parsing arguments: [String]) throws(UsageError) {
+        var args = Arguments(arguments, command: "inspect")
+        json = args.flag("--json")
+        snapshot = try args.value("--snapshot")
+        wait = try args.double("--wait", range: 0...86400) ?? 5
+        let names = args.positionals()
+        try args.finish()
+        guard names.count == 1, let name = names.first else { throw UsageError("name one stream: framesrv inspect STREAM") }
+        guard !(json && snapshot != nil) else { throw UsageError("choose one of --json and --snapshot") }
+        stream = name
+    }
+}
+
+/// `framesrv clean`'s options: none.
+struct CleanOptions: CommandOptions {
+    init(parsing arguments: [String]) throws(UsageError) {
+        try Arguments(arguments, command: "clean").finish()
+    }
+}
+
+/// `framesrv top`'s options.
+struct TopOptions: CommandOptions {
+    var interval = 1.0
+    var count: Int?
+    var batch = false
+    var json = false
+
+    init(parsing arguments: [String]) throws(UsageError) {
+        var args = Arguments(arguments, command: "top")
+        interval = try args.double("-d", range: 0.01...86_400) ?? 1
+        count = try args.int("-n", range: 1...Int.max)
+        batch = args.flag("-b", "--batch")
+        json = args.flag("--json")
+        try args.finish()
+        guard !(batch && json) else { throw UsageError("choose one of -b and --json") }
+    }
+}
+
+/// `framesrv bench`'s options.
+struct BenchOptions: CommandOptions {
+    enum Benchmark: Equatable { case transport(frames: Int), decode, chain }
+    var benchmark: Benchmark
+    var input: String?
+    var threads: Int?
+
+    init(parsing arguments: [String]) throws(UsageError) {
+        var args = Arguments(arguments, command: "bench")
+        let quick = args.flag("--quick")
+        let frames = try args.int("--frames", range: 100...10_000_000)
+        input = try args.value("--input", "-i")
+        threads = try args.int("--threads", range: 0...256)
+        let what = args.positionals()
+        try args.finish()
+        switch what {
+        case ["decode"], ["chain"]:
+            guard !quick, frames == nil else { throw UsageError("--frames and --quick go with 'bench transport'") }
+            benchmark = what == ["decode"] ? .decode : .chain
+        case ["transport"]:
+            guard input == nil, threads == nil else { throw UsageError("-i and --threads go with 'bench decode' and 'bench chain'") }
+            benchmark = .transport(frames: frames ?? (quick ? 2000 : 20_000))
+        default:
+            throw UsageError("say what to measure: framesrv bench transport, bench decode or bench chain")
+        }
+    }
+}
+
+/// `framesrv demo`'s options (whether the input is readable is checked when it runs).
+struct DemoOptions: CommandOptions {
+    var input: String?
+    var output = "framesrv-demo.mp4"
+    var frames: Int?
+    var sigma = 4.0
+
+    init(parsing arguments: [String]) throws(UsageError) {
+        var args = Arguments(arguments, command: "demo")
+        input = try args.value("-i", "--input")
+        output = try args.value("-o", "--output") ?? "framesrv-demo.mp4"
+        frames = try args.int("--frames", range: 1...10_000_000) ?? (input == nil ? 300 : nil)
+        sigma = try args.double("--sigma", range: 0.1...100) ?? 4
+        try args.finish()
+    }
+}

@@ -1,0 +1,143 @@
+import FrameMedia
+import FrameServer
+
+/// `framesrv produce`'s options, parsed and checked from the arguments alone.
+struct ProduceOptions: CommandOptions {
+    /// With -i: what to decode and how.
+    struct Media {
+        var input: String
+        var format: String?
+        var threads = 0
+        /// -ss, -t, --loop, --strict.
+        var inputOptions = MediaInputOptions()
+        /// -re (1) or --readrate X.
+        var readrate: Double?
+        /// --pix-fmt / --size: convert with libswscale.
+        var pixelFormat: PixelFormat?
+        var size: (Int, Int)?
+        var copy = false
+        var converter: FrameConverter? {
+            pixelFormat != nil || size != nil ? FrameConverter(pixelFormat: pixelFormat, size: size) : nil
+        }
+    }
+
+    var out: String
+    /// nil: the built-in test pattern (`pattern`).
+    var media: Media?
+    var pattern = PatternPlan(pixelFormat: .yuv420p, width: 640, height: 360, rate: 30, frames: nil)
+    var frames: Int?
+    /// nil: the path's default (`PublishPath.defaultSlots`).
+    var slots: Int?
+    var liveSource = false
+    var waitFor = 0
+    var sendHighWaterMark = 1000
+    var stallTimeout: Double?
+    var statsJSON: String?
+    var quiet = false
+
+    init(parsing arguments: [String]) throws(UsageError) {
+        var args = Arguments(arguments, command: "produce")
+        let wantsPattern = args.flag("--pattern")
+        let mediaInput = try args.value("--input", "-i")
+        let inputFormat = try args.value("-f", "--format")
+        let threads = try args.int("--threads", range: 0...256) ?? 0
+        let out = try args.newStreamName("--out", "-o")
+        let sizeText = try args.value("--size", "-s")
+        let fmtText = try args.value("--pix-fmt", "-pix_fmt")
+        let startText = try args.value("-ss")
+        let durationText = try args.value("-t")
+        let loops = try args.int("--loop", "-stream_loop", range: -1...Int(Int32.max)) ?? 0
+        let realTime = args.flag("-re", "--re")
+        let readrate = try args.double("--readrate", range: 0.001...1000)
+        let rateText = try args.value("--rate", "-r")
+        frames = try args.int("--frames", "-frames", range: 1...Int(Int32.max))
+        slots = try args.int("--slots", range: 1...64)
+        liveSource = args.flag("--live-source")
+        let copy = args.flag("--copy")
+        waitFor = try args.int("--wait-for", range: 0...63) ?? 0
+        let fill = try args.value("--fill")
+        sendHighWaterMark = try args.int("--sndhwm", range: 1...1_000_000) ?? 1000
+        let changes = try Self.parseSizeChanges(try args.value("--size-change-at"))
+        stallTimeout = try args.double("--stall-timeout", range: 0.001...86_400)
+        statsJSON = try args.value("--stats-json")
+        quiet = args.flag("--quiet", "-q")
+        let strict = args.flag("--strict")
+        try args.finish()
+
+        guard wantsPattern != (mediaInput != nil) else {
+            throw UsageError("say what to produce: -i INPUT (a media file, - for standard input) or --pattern")
+        }
+        guard let out else { throw UsageError("missing --out NAME: the stream to create") }
+        self.out = out
+        let size = try sizeText.map { t throws(UsageError) in try parseSize(t, option: "--size") }
+        let pixelFormat = try fmtText.map { t throws(UsageError) in try Self.pixelFormat(t) }
+        if let mediaInput {
+            guard rateText == nil, fill == nil, changes.isEmpty else {
+                throw UsageError("--rate, --fill and --size-change-at go with --pattern")
+            }
+            guard !(realTime && readrate != nil) else { throw UsageError("-re and --readrate X are one choice: -re is --readrate 1") }
+            var media = Media(input: mediaInput, format: inputFormat, threads: threads,
+                              inputOptions: MediaInputOptions(loops: loops, strict: strict),
+                              readrate: realTime ? 1 : readrate, pixelFormat: pixelFormat, size: size, copy: copy)
+            media.inputOptions.start = try Self.time(startText, option: "-ss", positive: false)
+            media.inputOptions.duration = try Self.time(durationText, option: "-t", positive: true)
+            self.media = media
+            return
+        }
+        guard inputFormat == nil else { throw UsageError("-f FMT goes with -i INPUT") }
+        guard !strict else { throw UsageError("--strict goes with -i INPUT") }
+        guard !copy else { throw UsageError("--copy goes with -i INPUT") }
+        guard startText == nil, durationText == nil, loops == 0, !realTime, readrate == nil else {
+            throw UsageError("-ss, -t, --loop, -re and --readrate go with -i INPUT")
+        }
+        let (w, h) = size ?? (640, 360)
+        pattern = PatternPlan(pixelFormat: pixelFormat ?? .yuv420p, width: w, height: h,
+                              rate: try Self.rate(rateText ?? "30"), frames: frames)
+        (pattern.paintOnce, pattern.sizeChanges) = (try Self.paintOnce(fill), changes)
+    }
+
+    static func pixelFormat(_ text: String) throws(UsageError) -> PixelFormat {
+        guard let f = PixelFormat(name: text) else {
+            throw UsageError("unknown pixel format '\(text)'; known: \(PixelFormat.allCases.map(\.name).joined(separator: ", "))")
+        }
+        return f
+    }
+
+    /// `--rate FPS|max`: nil for max.
+    static func rate(_ text: String) throws(UsageError) -> Double? {
+        guard text != "max" else { return nil }
+        guard let r = Double(text), r >= 0.001, r <= 1_000_000 else {
+            throw UsageError("--rate must be frames per second (0.001 to 1000000) or 'max', not '\(text)'")
+        }
+        return r
+    }
+
+    static func paintOnce(_ text: String?) throws(UsageError) -> Bool {
+        guard let text else { return false }
+        guard text == "once" || text == "every" else { throw UsageError("--fill must be 'once' or 'every', not '\(text)'") }
+        return text == "once"
+    }
+
+    /// -ss / -t in microseconds (ffmpeg's syntax).
+    static func time(_ text: String?, option: String, positive: Bool) throws(UsageError) -> Int64? {
+        guard let text else { return nil }
+        guard let t = MediaInputOptions.parseTime(text), positive ? t > 0 : t >= 0 else {
+            throw UsageError("\(option) must be a\(positive ? " positive" : "") time (seconds, or [HH:]MM:SS[.xxx]), not '\(text)'")
+        }
+        return t
+    }
+
+    static func parseSizeChanges(_ text: String?) throws(UsageError) -> [(frame: UInt64, width: Int, height: Int)] {
+        guard let text else { return [] }
+        var out: [(frame: UInt64, width: Int, height: Int)] = []
+        for item in text.split(separator: ",") {
+            let parts = item.split(separator: ":")
+            guard parts.count == 2, let k = UInt64(parts[0]), k >= 1 else {
+                throw UsageError("--size-change-at takes FRAME:WxH[,FRAME:WxH...], not '\(text)'")
+            }
+            let (w, h) = try parseSize(String(parts[1]), option: "--size-change-at")
+            out.append((k, w, h))
+        }
+        return out.sorted { $0.frame < $1.frame }
+    }
+}

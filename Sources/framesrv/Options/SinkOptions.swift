@@ -1,0 +1,99 @@
+import FrameMedia
+import FrameServer
+
+/// `framesrv sink`'s options, parsed and checked from the arguments alone.
+struct SinkOptions: CommandOptions {
+    var input: String
+    var null = false
+    var framemd5: String?
+    var y4m: String?
+    var raw: String?
+    var record: String?
+    var recordOptions = RecordOptions()
+    var consumerOptions = ConsumerOptions()
+    var frames: Int?
+    var verify = false
+    var hold: ClosedRange<Int>?
+    var seqLog: String?
+    var statsJSON = false
+    var quiet = false
+
+    /// The outputs given (paths, `-` for standard output).
+    var outputs: [String] { [framemd5, y4m, raw, record].compactMap { $0 } }
+
+    init(parsing arguments: [String]) throws(UsageError) {
+        var args = Arguments(arguments, command: "sink")
+        let input = try args.value("--in", "-i")
+        null = args.flag("--null")
+        framemd5 = try args.value("--framemd5")
+        y4m = try args.value("--y4m")
+        raw = try args.value("--raw")
+        record = try args.value("--record")
+        let container = try args.value("-f", "--format")
+        let codec = try args.value("-c:v", "-vcodec", "--codec")
+        let bitRateText = try args.value("-b:v", "--bitrate")
+        let crf = try args.double("--crf", range: 0...63)
+        let gop = try args.int("-g", "--gop", range: 1...1_000_000)
+        let preset = try args.value("--preset")
+        let live = args.flag("--live")
+        let lossless = args.flag("--lossless")
+        consumerOptions.waitSeconds = try args.double("--wait", range: 0...1e9)
+        frames = try args.int("--frames", range: 1...Int.max)
+        verify = args.flag("--verify")
+        hold = try Self.parseHold(try args.value("--hold-us"))
+        seqLog = try args.value("--seq-log")
+        statsJSON = args.flag("--stats-json")
+        consumerOptions.reattach = !args.flag("--no-reattach")
+        consumerOptions.name = try args.value("--name") ?? "sink"
+        consumerOptions.receiveHighWaterMark = Int32(try args.int("--rcvhwm", range: 1...1_000_000) ?? 1000)
+        quiet = args.flag("--quiet", "-q")
+        try args.finish()
+
+        guard let input else { throw UsageError("missing --in NAME: the stream to read") }
+        self.input = input
+        guard null || !outputs.isEmpty else {
+            throw UsageError("say where frames go: --null, --framemd5 FILE|-, --y4m FILE|-, --raw FILE|- or --record FILE")
+        }
+        guard !null || outputs.isEmpty else { throw UsageError("--null discards frames: it goes with no other output") }
+        guard outputs.filter({ $0 == "-" }).count <= 1 else { throw UsageError("only one output can go to standard output (-)") }
+        guard record != "-" else { throw UsageError("--record needs a file name (for a pipe: --y4m - or --raw -)") }
+        guard outputs.isEmpty || !verify else { throw UsageError("--verify goes with --null") }
+        guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
+        consumerOptions.mode = live ? .live : .lossless
+        if record == nil {
+            let given = [("-f", container), ("-c:v", codec), ("-b:v", bitRateText), ("--preset", preset)].filter { $0.1 != nil }.map(\.0)
+                + (crf != nil ? ["--crf"] : []) + (gop != nil ? ["-g"] : [])
+            if let first = given.first { throw UsageError("\(first) goes with --record FILE") }
+        } else {
+            recordOptions.container = container
+            if let codec { recordOptions.codec = codec }
+            recordOptions.bitRate = try bitRateText.map { t throws(UsageError) in try Self.parseBitRate(t) }
+            recordOptions.crf = crf
+            recordOptions.gop = gop
+            recordOptions.preset = preset
+        }
+    }
+
+    /// `2M`, `800k`, `1.5M`, `500000`: bits per second.
+    static func parseBitRate(_ text: String) throws(UsageError) -> Int64 {
+        var t = Substring(text)
+        var scale = 1.0
+        if let last = t.last, let s = ["k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9][last] {
+            scale = s
+            t = t.dropLast()
+        }
+        guard let v = Double(t), v.isFinite, v > 0, v * scale >= 1, v * scale <= 1e11 else {
+            throw UsageError("-b:v must be a bit rate such as 2M, 800k or 500000, not '\(text)'")
+        }
+        return Int64((v * scale).rounded())
+    }
+
+    static func parseHold(_ text: String?) throws(UsageError) -> ClosedRange<Int>? {
+        guard let text else { return nil }
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let a = Int(parts[0]), let b = Int(parts.last!), a >= 0, b >= a, b <= 10_000_000 else {
+            throw UsageError("--hold-us takes MICROSECONDS or MIN-MAX (for example 0-2000), not '\(text)'")
+        }
+        return a...b
+    }
+}

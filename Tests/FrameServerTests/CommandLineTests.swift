@@ -1,0 +1,174 @@
+import Foundation
+import FrameServer
+@testable import framesrv
+import Glibc
+import Testing
+
+/// The command line itself: option parsing (each command's `XOptions(parsing:)`, a pure
+/// function of the arguments), usage errors, exit statuses, and a parent of stages (demo)
+/// that stops its children when one fails or when it dies.
+@Suite struct CommandLineTests {
+    // MARK: Parsing, in process
+
+    @Test func optionsParseWithoutIO() throws {
+        let produce = try ProduceOptions(parsing: ["--pattern", "--out", "p", "--stall-timeout", "2.5", "--frames", "3"])
+        #expect(produce.out == "p" && produce.stallTimeout == 2.5 && produce.pattern.frames == 3 && produce.media == nil)
+        let media = try ProduceOptions(parsing: ["-i", "/nonexistent.mp4", "--out", "m", "-ss", "1.5", "--copy"])
+        #expect(media.media?.input == "/nonexistent.mp4" && media.media?.inputOptions.start == 1_500_000 && media.media?.copy == true)
+        #expect(try InspectOptions(parsing: ["--", "-x"]).stream == "-x")
+        #expect(try SinkOptions(parsing: ["--in", "a", "--framemd5", "-"]).outputs == ["-"])
+        #expect(try FilterOptions(parsing: ["--in", "a", "--out", "b", "--preset", "gray"]).graph == "format=gray")
+        #expect(try BenchOptions(parsing: ["transport", "--quick"]).benchmark == .transport(frames: 2000))
+        #expect(try DemoOptions(parsing: ["-o", "/nonexistent/x.mp4", "--frames", "2"]).frames == 2)
+        _ = try ListOptions(parsing: ["--json"])
+        _ = try TopOptions(parsing: ["-n", "1", "-b"])
+        _ = try CleanOptions(parsing: [])
+    }
+
+    @Test(arguments: [
+        ["--pattern", "--out", "x", "--out", "y"],
+        ["--pattern", "--out", "x", "-o", "y"],
+        ["--pattern", "--out=x", "--out", "y"],
+        ["--pattern", "--out", "-x"],
+        ["--pattern", "--out", "p", "--stall-timeout", "0"],
+        ["--pattern", "--out", "p", "--stall-timeout", "nan"],
+        ["-i", "a.mp4", "--out", "p", "--rate", "5"],
+    ])
+    func produceUsageErrors(_ arguments: [String]) {
+        #expect(throws: UsageError.self) { try ProduceOptions(parsing: arguments) }
+    }
+
+    @Test func everyParserRejectsGarbageWithAUsageError() {
+        // What the libFuzzer targets do, a little: any argument array parses or throws UsageError.
+        var rng = SystemRandomNumberGenerator()
+        let words = ["--out", "--in", "-i", "--", "-", "--frames", "-1", "1e400", "=", "--size=0x0", "--pattern",
+                     "--null", "--framemd5", "--vf", "--preset", "blend=:", "--hold-us", "5-1", "\u{0}", "x"]
+        for _ in 0..<2000 {
+            let args = (0..<Int.random(in: 0...6, using: &rng)).map { _ in words.randomElement(using: &rng)! }
+            for parse in [{ _ = try ProduceOptions(parsing: args) }, { _ = try SinkOptions(parsing: args) },
+                          { _ = try FilterOptions(parsing: args) }, { _ = try InspectOptions(parsing: args) },
+                          { _ = try BenchOptions(parsing: args) }, { _ = try TopOptions(parsing: args) },
+                          { _ = try DemoOptions(parsing: args) }] as [() throws -> Void] {
+                do { try parse() } catch { #expect(error is UsageError, "\(args): \(error)") }
+            }
+        }
+    }
+
+    // MARK: The executable
+
+    @Test func noCommandIsAUsageErrorOnStandardError() throws {
+        let scratch = try Scratch()
+        let r = try scratch.run([])
+        #expect(r.status == 2)
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr.contains("usage: framesrv <command>"))
+        #expect(try scratch.run(["--help"]).status == 0)
+    }
+
+    @Test func repeatedOptionsAndDashNamesAreUsageErrors() throws {
+        let scratch = try Scratch()
+        let twice = try scratch.run(["produce", "--pattern", "--out", "x", "--out", "y", "--frames", "1"])
+        #expect(twice.status == 2)
+        #expect(twice.stderr == "framesrv: error: --out given twice ('x' and 'y'): say it once\n")
+        #expect(try scratch.run(["sink", "--in", "a", "--null", "--frames", "1", "--frames", "2"]).status == 2)
+        let dash = try scratch.run(["produce", "--pattern", "--out", "-x", "--frames", "1"])
+        #expect(dash.status == 2 && dash.stderr.contains("starts with '-'"), "\(dash.stderr)")
+        #expect(try scratch.run(["filter", "--in", "a", "--out", "-x", "--preset", "gray"]).status == 2)
+        // After `--` a name is a name, not an option.
+        let inspect = try scratch.run(["inspect", "--", "-x"])
+        #expect(inspect.status == 1 && inspect.stderr.contains("no stream named '-x'"), "\(inspect.stderr)")
+    }
+
+    @Test func invalidUTF8ArgumentIsNamedAsSuch() throws {
+        let scratch = try Scratch()
+        let r = try shell("'\(framesrvPath)' produce -i \"$(printf '/tmp/\\377.mp4')\" --out u", scratch)
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("is not valid UTF-8") && !r.stderr.contains("No such file"), "\(r.stderr)")
+        #expect(r.stderr.split(separator: "\n").count == 1, "\(r.stderr)")
+    }
+
+    @Test func damagedInputExitsAsFFmpegDoes() throws {
+        let scratch = try Scratch()
+        let clip = scratch.file("clip.mp4"), damaged = scratch.file("damaged.mp4")
+        try #require(try shell("ffmpeg -v error -f lavfi -i testsrc2=size=160x120:rate=25 -t 2 -c:v libx264 -g 5 '\(clip)'", scratch).status == 0)
+        // Overwrite the media data, but the last 20 KB, with a pattern: most packets fail to decode.
+        var data = try Data(contentsOf: URL(fileURLWithPath: clip))
+        let mdat = try #require(data.range(of: Data("mdat".utf8))).upperBound
+        for i in mdat..<max(mdat, data.count - 20_000) { data[i] = UInt8(truncatingIfNeeded: i &* 131) }
+        try data.write(to: URL(fileURLWithPath: damaged))
+        let ffmpeg = try shell("ffmpeg -v quiet -i '\(damaged)' -map 0:v:0 -f null -", scratch)
+        let produce = try scratch.run(["produce", "-i", damaged, "--out", "d", "--quiet"])
+        #expect(ffmpeg.status == 69)
+        #expect(produce.status == ffmpeg.status, "\(produce.stderr)")
+        #expect(produce.stderr.contains("decoding errors"), "\(produce.stderr)")
+    }
+
+    @Test func framemd5ToAFailingDeviceFailsAtTheFirstFrame() throws {
+        let scratch = try Scratch()
+        // An endless stream at 5 fps: 64 KB of lines would take minutes, so the error must come
+        // from the first frames, not from a full buffer or the end.
+        let producer = try scratch.start(["produce", "--pattern", "--out", "full", "--size", "64x64", "--rate", "5", "--quiet"])
+        let sink = try scratch.run(["sink", "--in", "full", "--framemd5", "/dev/full", "--quiet"], timeout: 30)
+        producer.signal(SIGINT)
+        #expect(sink.status == 1, "\(sink.stderr)")
+        #expect(sink.stderr.contains("/dev/full"), "\(sink.stderr)")
+        #expect(producer.wait() == 0)
+    }
+
+    @Test func sinkStoppedWhileItsProducerIsGoneExitsNonZero() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "g", "--size", "64x64", "--rate", "50", "--quiet"])
+        let sink = try scratch.start(["sink", "--in", "g", "--null", "--quiet"])
+        #expect(eventually { scratch.snapshot("g")?.consumers.count == 1 })
+        producer.kill()
+        #expect(eventually { sink.stderr.contains("exited without ending the stream") })
+        // SIGINT until it exits: one that lands after the consumer checked for a stop and before
+        // its wait for a new producer begins is only seen at the next wake-up (Consumer.waitAndAttach).
+        let deadline = Date().addingTimeInterval(30)
+        while sink.isRunning, Date() < deadline {
+            sink.signal(SIGINT)
+            _ = eventually(timeout: 1) { !sink.isRunning }
+        }
+        #expect(sink.wait() == 1, "\(sink.stderr)")
+    }
+
+    // MARK: A parent of stages
+
+    @Test func demoStopsEveryStageWhenOneFails() throws {
+        let scratch = try Scratch()
+        let r = try scratch.run(["demo", "-o", "/nonexistent/x.mp4", "--frames", "2"], timeout: 60)
+        #expect(r.status == 1)
+        #expect(r.stderr.hasPrefix("framesrv: error: the record stage failed: "), "\(r.stderr)")
+        #expect(r.stderr.split(separator: "\n").count == 1, "\(r.stderr)")
+        // Every stage ended its stream and removed its files.
+        #expect(eventually { streamFiles(scratch).isEmpty }, "\(streamFiles(scratch))")
+    }
+
+    @Test func stagesDieWithTheirParent() throws {
+        let scratch = try Scratch()
+        let demo = try scratch.start(["demo", "-o", scratch.file("demo.mp4"), "--frames", "100000"])
+        #expect(eventually { streamFiles(scratch).filter { $0.hasSuffix(".ctl") }.count == 3 })
+        let stages = children(of: demo.pid)
+        #expect(stages.count == 4, "\(stages)")
+        demo.kill()
+        #expect(eventually { stages.allSatisfy { !isAlive($0) } }, "stages left running after the demo died")
+        #expect(eventually { streamFiles(scratch).allSatisfy { !$0.hasSuffix(".ctl") } }, "\(streamFiles(scratch))")
+    }
+
+    /// Control segments, pools and sockets in the scratch directory (lock files stay by design).
+    func streamFiles(_ scratch: Scratch) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: scratch.path)) ?? [])
+            .filter { $0.hasSuffix(".ctl") || $0.contains(".pool.") || $0.hasSuffix(".sock") }
+    }
+
+    func children(of pid: Int32) -> [Int32] {
+        procFile("/proc/\(pid)/task/\(pid)/children").split(separator: " ").compactMap { Int32($0) }
+    }
+
+    /// Running (a zombie or a missing process is not).
+    func isAlive(_ pid: Int32) -> Bool {
+        let stat = procFile("/proc/\(pid)/stat")
+        guard let close = stat.lastIndex(of: ")") else { return false }
+        return !stat[stat.index(after: close)...].hasPrefix(" Z")
+    }
+}
