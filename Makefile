@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: demo test build bench clean fuzz fuzz-long test-tsan test-asan
+.PHONY: demo test build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan
 
 ## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
 demo:
@@ -25,6 +25,15 @@ fuzz:
 ## Runs each libFuzzer target for 1,000,000 inputs and prints the counts.
 fuzz-long:
 	FUZZ_RUNS=1000000 Fuzz/run.sh
+
+## A longer run of the multi-process file fuzzer (FileFuzzTests; `make test` runs 2,000
+## mutations): 20,000 mutations with a random seed, printed so a failure reproduces.
+fuzz-files:
+	@scripts/setup --test
+	swift build --build-tests
+	FRAMESRV_FILE_FUZZ_MUTATIONS=$${FRAMESRV_FILE_FUZZ_MUTATIONS:-20000} \
+		FRAMESRV_FILE_FUZZ_SEED=$${FRAMESRV_FILE_FUZZ_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')} \
+		swift test --skip-build --filter FileFuzzTests
 
 ## The stress, pipeline and chain tests under ThreadSanitizer, in their own build directory
 ## (the framesrv processes the tests start are that build's TSan executable too). Every TSan

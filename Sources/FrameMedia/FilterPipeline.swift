@@ -1,10 +1,9 @@
 import FrameServer
 
-/// The nominal frame rate of the stream `consumer` reads (nil when the producer set none).
-/// TODO(integrator): read it from the Consumer once it has it, instead of a monitor snapshot.
+/// The nominal frame rate of the stream `consumer` reads, in frames per second (nil when
+/// the producer set none): the control segment's value, as `Rational(nominalRate:)` reads it.
 public func nominalRate(of consumer: Consumer) -> Double? {
-    let rate = (try? StreamSnapshot.read(consumer.stream, in: consumer.directory))?.nominalRate ?? 0
-    return rate > 0 ? rate : nil
+    consumer.nominalRate.map { Double($0.num) / Double($0.den) }
 }
 
 /// How a filter publishes its output stream.

@@ -156,7 +156,7 @@ enum ProduceCommand: Command {
         options.liveSource = liveSource
         options.sendHighWaterMark = Int32(o.sendHighWaterMark)
         options.nominalRate = rate
-        // TODO(integrator): options.stallTimeout = o.stallTimeout (core's ProducerOptions.stallTimeout).
+        options.stallTimeout = o.stallTimeout
         installStopHandlers()
         let producer = try Producer(stream: o.out, options: options)
         producer.shouldStop = { stopRequested != 0 }
