@@ -24,10 +24,13 @@ import Testing
         let scratch = try Scratch()
         let path = try referenceHeavyClip(scratch)
         let expected = try ffmpegFramemd5(path, scratch)
-        let live = try scratch.start(["sink", "--in", "zc", "--live", "--null", "--hold-us", "5000-20000", "--quiet"])
-        let lossless = try scratch.start(["sink", "--in", "zc", "--framemd5", "-", "--hold-us", losslessHoldMicros])
+        // The producer waits for the lossless sink; the live sink is attached before that one
+        // starts, so it sees the stream from its first frame to its end however slow the machine.
         let producer = try scratch.start(["produce", "-i", path, "--out", "zc", "--wait-for", "1",
                                           "--slots", String(slots), "--threads", "2"])
+        let live = try scratch.start(["sink", "--in", "zc", "--live", "--null", "--hold-us", "5000-20000", "--quiet"])
+        #expect(eventually { scratch.snapshot("zc")?.consumers.count == 1 }, "live sink: \(live.stderr)")
+        let lossless = try scratch.start(["sink", "--in", "zc", "--framemd5", "-", "--hold-us", losslessHoldMicros])
         #expect(producer.wait(timeout: 60) == 0, "producer: \(producer.stderr)")
         #expect(lossless.wait(timeout: 60) == 0, "sink: \(lossless.stderr)")
         #expect(live.wait(timeout: 60) == 0, "live sink: \(live.stderr)")
