@@ -68,7 +68,7 @@ public enum FrameServerError: Error, CustomStringConvertible, Equatable, Sendabl
         case .producerGone(let n):
             return "the producer of stream '\(n)' exited"
         case .segment(let e):
-            return "shared-memory segment \(e.path) is unusable: \(e); run 'framesrv clean' to remove leftovers"
+            return "shared-memory segment \(e.path) is unusable: \(e.reason); run 'framesrv clean' to remove leftovers"
         case .badFrame(let path, let slot, let e):
             return "bad frame header in \(path) slot \(slot): \(e); frame skipped"
         case .attach(let e):

@@ -81,7 +81,7 @@ static const fsa_field fsa_fields[] = {
     F(fs_control, state), F(fs_control, end_seq), F(fs_control, attach_seq),
     F(fs_control, producer_waiting), F(fs_control, min_free), F(fs_control, reclaimed),
     F(fs_control, live_max_held), F(fs_control, flags), F(fs_control, name), F(fs_control, pool_size),
-    F(fs_control, last_publish_ns), F(fs_control, rate_milli), F(fs_control, reserved),
+    F(fs_control, last_publish_ns), F(fs_control, rate_milli), F(fs_control, demoted), F(fs_control, reserved),
     S(fs_slot_ctl),
     F(fs_slot_ctl, holders), F(fs_slot_ctl, seq), F(fs_slot_ctl, epoch), F(fs_slot_ctl, publish_ns),
     F(fs_slot_ctl, producer_hold), F(fs_slot_ctl, reserved),

@@ -205,7 +205,8 @@ class FsControl(ctypes.LittleEndianStructure):
         ("pool_size", u64),             # 224
         ("last_publish_ns", u64),       # 232
         ("rate_milli", u64),            # 240
-        ("reserved", u8 * 264),         # 248 .. 512
+        ("demoted", u64),               # 248 lossless consumers demoted to live by the stall timeout
+        ("reserved", u8 * 256),         # 256 .. 512
     ]
 
 

@@ -158,8 +158,7 @@ typedef struct fs_control {
     uint64_t pool_size;           /* 224 bytes of the current pool segment           */
     uint64_t last_publish_ns;     /* 232 CLOCK_MONOTONIC of the newest publish        */
     uint64_t rate_milli;          /* 240 nominal frame rate x 1000, 0 = unknown/max   */
-    uint64_t demoted;             /* 248 lossless consumers demoted to live by the producer's
-                                   *     stall timeout (stat; was reserved, 0, before it) */
+    uint64_t demoted;             /* 248 lossless consumers demoted to live by the stall timeout */
     uint8_t  reserved[256];       /* 256 .. 512 zero                                  */
 } fs_control;
 

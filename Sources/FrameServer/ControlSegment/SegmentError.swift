@@ -25,18 +25,22 @@ public enum SegmentError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    /// What is wrong, without the path (for messages that name the file once already).
+    public var reason: String {
         switch self {
-        case .notRegularFile(let p): "\(p) is not a regular file"
-        case .tooSmall(let p, let size, let needed): "\(p) has \(size) bytes, its header needs \(needed)"
-        case .badMagic(let p, let found): "\(p) is not a framesrv control segment (magic 0x\(String(found, radix: 16)))"
-        case .versionMismatch(let p, let found):
-            "control segment \(p) speaks framesrv protocol version \(found), but this program speaks version \(FS_PROTOCOL_VERSION)"
-        case .badField(let p, let field, let value, let expected): "\(p): \(field) is \(value), expected \(expected)"
-        case .truncated(let p): "\(p) was truncated while mapped"
-        case .system(let op, let p, let e): "cannot \(op) \(p): \(e)"
+        case .notRegularFile: "it is not a regular file"
+        case .tooSmall(_, let size, let needed): "it has \(size) bytes, its header needs \(needed)"
+        case .badMagic(_, let found): "it is not a framesrv control segment (magic 0x\(String(found, radix: 16)))"
+        case .versionMismatch(_, let found):
+            "it speaks framesrv protocol version \(found), but this program speaks version \(FS_PROTOCOL_VERSION)"
+        case .badField(_, let field, let value, let expected): "\(field) is \(value), expected \(expected)"
+        case .truncated: "it was truncated while mapped"
+        case .system(let op, _, let e): "cannot \(op) it: \(e)"
         }
     }
+
+    /// One line: the file, then what is wrong with it.
+    public var description: String { "\(path): \(reason)" }
 }
 
 /// Why a frame header in a pool slot cannot be trusted. The reader adds the file and slot.
