@@ -87,20 +87,41 @@ import Testing
         #expect(r.stderr.split(separator: "\n").count == 1, "\(r.stderr)")
     }
 
-    @Test func damagedInputExitsAsFFmpegDoes() throws {
-        let scratch = try Scratch()
+    /// An H.264 clip whose media data, but the last 20 KB, is overwritten with a pattern:
+    /// most packets fail to decode, more than ffmpeg's -max_error_rate allows.
+    private func damagedClip(_ scratch: Scratch) throws -> String {
         let clip = scratch.file("clip.mp4"), damaged = scratch.file("damaged.mp4")
         try #require(try shell("ffmpeg -v error -f lavfi -i testsrc2=size=160x120:rate=25 -t 2 -c:v libx264 -g 5 '\(clip)'", scratch).status == 0)
-        // Overwrite the media data, but the last 20 KB, with a pattern: most packets fail to decode.
         var data = try Data(contentsOf: URL(fileURLWithPath: clip))
         let mdat = try #require(data.range(of: Data("mdat".utf8))).upperBound
         for i in mdat..<max(mdat, data.count - 20_000) { data[i] = UInt8(truncatingIfNeeded: i &* 131) }
         try data.write(to: URL(fileURLWithPath: damaged))
+        return damaged
+    }
+
+    @Test func damagedInputExitsAsFFmpegDoes() throws {
+        let scratch = try Scratch()
+        let damaged = try damagedClip(scratch)
         let ffmpeg = try shell("ffmpeg -v quiet -i '\(damaged)' -map 0:v:0 -f null -", scratch)
         let produce = try scratch.run(["produce", "-i", damaged, "--out", "d", "--quiet"])
         #expect(ffmpeg.status == 69)
         #expect(produce.status == ffmpeg.status, "\(produce.stderr)")
         #expect(produce.stderr.contains("decoding errors"), "\(produce.stderr)")
+    }
+
+    /// A producer whose input failed ends its stream as failed: the frames it published still
+    /// arrive, and every stage below (a filter, then a sink) exits non-zero with one line.
+    @Test func failedInputFailsTheChainBelowIt() throws {
+        let scratch = try Scratch()
+        let damaged = try damagedClip(scratch)
+        let producer = try scratch.start(["produce", "-i", damaged, "--out", "d", "--wait-for", "1", "--quiet"])
+        let filter = try scratch.start(["filter", "--in", "d", "--out", "g", "--vf", "format=gray", "--wait-for", "1", "--quiet"])
+        let sink = try scratch.start(["sink", "--in", "g", "--null", "--quiet"])
+        #expect(producer.wait(timeout: 60) == 69, "\(producer.stderr)")
+        #expect(filter.wait(timeout: 60) == 1, "\(filter.stderr)")
+        #expect(sink.wait(timeout: 60) == 1, "\(sink.stderr)")
+        #expect(filter.stderr.contains("input failed") && filter.stderr.split(separator: "\n").count == 1, "\(filter.stderr)")
+        #expect(sink.stderr.contains("input failed") && sink.stderr.split(separator: "\n").count == 1, "\(sink.stderr)")
     }
 
     @Test func framemd5ToAFailingDeviceFailsAtTheFirstFrame() throws {

@@ -103,6 +103,10 @@ enum SinkCommand: Command {
             warn("error: the producer of '\(o.input)' (pid \(pid)) exited without ending the stream")
             return 1
         }
+        if consumer.sourceFailed {
+            warn("error: the producer of '\(o.input)' ended the stream after its input failed; \(run.stats.received) frames received")
+            return 1
+        }
         return run.stats.corrupt == 0 ? 0 : 3
     }
 
