@@ -172,3 +172,27 @@ import Testing
         return !stat[stat.index(after: close)...].hasPrefix(" Z")
     }
 }
+
+extension CommandLineTests {
+    /// Monitors look without touching: with no runtime directory they report no streams,
+    /// exit 0, and leave no directory behind.
+    @Test func monitorsDoNotCreateTheRuntimeDirectory() throws {
+        let scratch = try Scratch()
+        let absent = scratch.file("absent")
+        func run(_ args: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+            let p = try scratch.start(args, environment: ["FRAMESRV_DIR": absent])
+            return (p.wait(timeout: 60), p.stdout, p.stderr)
+        }
+        let ls = try run(["ls"])
+        #expect(ls.status == 0 && ls.stdout == "no streams in \(absent)\n", "\(ls)")
+        let json = try run(["ls", "--json"])
+        #expect(json.status == 0 && json.stdout == "[]\n", "\(json)")
+        let top = try run(["top", "-n", "1", "-b"])
+        #expect(top.status == 0 && top.stdout.contains("no streams"), "\(top)")
+        let clean = try run(["clean"])
+        #expect(clean.status == 0 && clean.stdout == "nothing to clean in \(absent)\n", "\(clean)")
+        let inspect = try run(["inspect", "s"])
+        #expect(inspect.status == 1 && inspect.stderr.contains("no stream named 's'"), "\(inspect)")
+        #expect(!FileManager.default.fileExists(atPath: absent))
+    }
+}
