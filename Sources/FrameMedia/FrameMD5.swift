@@ -133,7 +133,9 @@ public final class FrameMD5Writer {
             return nil
         }
         // Interrupted: a stop signal while the reader does not read (signals do not restart calls).
-        if let failure { throw failure == .interrupted ? .interrupted(path) : .io(path, failure) }
+        // The lines are dropped then, or `finish()` would block on that reader again, for good.
+        if failure == .interrupted { buffer.removeAll(); throw .interrupted(path) }
+        if let failure { throw .io(path, failure) }
         buffer.removeAll(keepingCapacity: true)
     }
 
