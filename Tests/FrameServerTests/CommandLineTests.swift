@@ -193,3 +193,54 @@ import Testing
         return !stat[stat.index(after: close)...].hasPrefix(" Z")
     }
 }
+
+extension CommandLineTests {
+    /// Monitors look without touching: with no runtime directory they report no streams,
+    /// exit 0, and leave no directory behind.
+    @Test func monitorsDoNotCreateTheRuntimeDirectory() throws {
+        let scratch = try Scratch()
+        let absent = scratch.file("absent")
+        func run(_ args: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+            let p = try scratch.start(args, environment: ["FRAMESRV_DIR": absent])
+            return (p.wait(timeout: 60), p.stdout, p.stderr)
+        }
+        let ls = try run(["ls"])
+        #expect(ls.status == 0 && ls.stdout == "no streams in \(absent)\n", "\(ls)")
+        let json = try run(["ls", "--json"])
+        #expect(json.status == 0 && json.stdout == "[]\n", "\(json)")
+        let top = try run(["top", "-n", "1", "-b"])
+        #expect(top.status == 0 && top.stdout.contains("no streams"), "\(top)")
+        let clean = try run(["clean"])
+        #expect(clean.status == 0 && clean.stdout == "nothing to clean in \(absent)\n", "\(clean)")
+        let inspect = try run(["inspect", "s"])
+        #expect(inspect.status == 1 && inspect.stderr.contains("no stream named 's'"), "\(inspect)")
+        #expect(!FileManager.default.fileExists(atPath: absent))
+    }
+
+    /// --framemd5 into a FIFO whose reader never reads: a stop signal ends the blocked write
+    /// with one line (exit 1), as it does for y4m.
+    @Test func framemd5BlockedOnAReaderThatDoesNotReadStops() throws {
+        let scratch = try Scratch()
+        let fifo = scratch.file("stuck.framemd5")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        #expect(reader >= 0)
+        defer { close(reader) }
+        let sink = try scratch.start(["sink", "--in", "md5", "--framemd5", fifo, "--lossless", "--quiet"])
+        // About 90 bytes a line: 2,000 frames fill the 64 KiB pipe.
+        let source = try scratch.start(["produce", "--pattern", "--out", "md5", "--size", "64x64", "--frames", "2000",
+                                        "--rate", "max", "--wait-for", "1", "--quiet"])
+        func delivered() -> UInt64 { (try? StreamSnapshot.read("md5", in: scratch.directory))?.consumers.first?.delivered ?? 0 }
+        // Blocked in write() with the pipe full: frames were delivered, and no more come.
+        #expect(eventually(timeout: 30) {
+            let before = delivered()
+            usleep(300_000)
+            return before > 0 && delivered() == before
+        })
+        sink.signal(SIGINT)
+        #expect(sink.wait(timeout: 20) == 1)
+        let lines = sink.stderr.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].contains("stopped while writing"), "\(sink.stderr)")
+        source.kill()
+    }
+}
