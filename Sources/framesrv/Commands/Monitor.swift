@@ -48,10 +48,13 @@ enum ListCommand: Command {
     /// Every stream read twice, 250 ms apart: the second snapshot with the frames per second
     /// published in between (nil for a stream that appeared or was restarted meanwhile).
     static func measure(_ dir: RuntimeDirectory?) -> [MeasuredStream] {
+        var warnings = WarningLog()
         let first = TopSample.take(dir)
+        warnings.report(first.warnings)
         guard !first.streams.isEmpty else { return [] }
         usleep(250_000)
         let second = TopSample.take(dir)
+        warnings.report(second.warnings)
         let seconds = Double(second.nanos - first.nanos) / 1e9
         return second.streams.map { s in
             MeasuredStream(snapshot: s, fps: measuredRate(s.published, since: first.stream(like: s)?.published, seconds: seconds))
@@ -102,7 +105,12 @@ enum InspectCommand: Command {
         let noStream = FrameServerError.invalidArgument("no stream named '\(name)' in \(RuntimeDirectory.defaultPath) (see 'framesrv ls')")
         guard let dir = try RuntimeDirectory.existing() else { throw noStream }   // not created by looking
         let s: StreamSnapshot
-        do { s = try StreamSnapshot.read(name, in: dir) } catch {
+        do {
+            let (snapshot, problems) = try StreamSnapshot.inspect(name, in: dir)
+            s = snapshot
+            var warnings = WarningLog()
+            warnings.report(problems)
+        } catch {
             if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { throw noStream }
             throw error
         }

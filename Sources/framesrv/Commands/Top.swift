@@ -55,9 +55,11 @@ enum TopCommand: Command {
 
         var previous: TopSample?
         var refreshes = 0
+        var warnings = WarningLog()
         while stopRequested == 0 {
             if dir == nil { dir = try RuntimeDirectory.existing() }
             let sample = TopSample.take(dir)
+            warnings.report(sample.warnings)
             let report = TopReport(sample, previous: previous)
             guard show(report, output, directory: dir?.path ?? RuntimeDirectory.defaultPath, interval: interval, first: refreshes == 0) else { break }
             previous = sample
@@ -127,16 +129,27 @@ struct TopSample {
     let unixTime: Double
     let nanos: UInt64
     let streams: [StreamSnapshot]
+    /// One line for each stream (or consumer entry) skipped because it could not be read.
+    let warnings: [String]
 
     /// `dir` nil: there is no runtime directory yet, so no streams.
     static func take(_ dir: RuntimeDirectory?) -> TopSample {
         let nanos = monotonicNanos()
-        return TopSample(unixTime: Date().timeIntervalSince1970, nanos: nanos, streams: dir.map { StreamSnapshot.all(in: $0) } ?? [])
+        let (streams, warnings) = dir.map { StreamSnapshot.scan(in: $0) } ?? ([], [])
+        return TopSample(unixTime: Date().timeIntervalSince1970, nanos: nanos, streams: streams, warnings: warnings)
     }
 
     /// The same stream in this sample: same name and same producer (a restart resets the counters).
     func stream(like s: StreamSnapshot) -> StreamSnapshot? {
         streams.first { $0.name == s.name && $0.producerPID == s.producerPID }
+    }
+}
+
+/// Prints each monitor warning (a stream skipped as unreadable) once, on standard error.
+struct WarningLog {
+    private var seen = Set<String>()
+    mutating func report(_ warnings: [String]) {
+        for w in warnings where seen.insert(w).inserted { warn("warning: \(w)") }
     }
 }
 
