@@ -354,7 +354,28 @@ final class Attachment {
             expected += 1
             return .frame(try deliver(slot: i, seq: expected - 1))
         }
-        return .nothingYet
+        return skipLostFrames() ? try nextLossless() : .nothingYet
+    }
+
+    /// Frame `expected` is in no slot reserved for us. The producer publishes in sequence
+    /// order, so once a later frame is reserved for us (seen with acquire, after the scan
+    /// that missed `expected`), `expected` can no longer arrive: a slot's `seq` was damaged
+    /// in shared memory. Skips to the oldest later frame reserved for us, counting the lost
+    /// ones as missed, so that one damaged slot cannot stall this consumer and, through it,
+    /// the producer. (A damaged last frame ends with the producer's exit, as any end does.)
+    /// Returns whether `nextLossless` should look again.
+    private func skipLostFrames() -> Bool {
+        var next: UInt64?
+        for i in 0..<control.slotCount {
+            guard let seq = control.reservedSequence(i, bit: bit), seq > expected else { continue }
+            next = min(next ?? seq, seq)
+        }
+        guard let next else { return false }
+        // Rescan: a frame `expected` published before `next` is visible now (sequence order).
+        for i in 0..<control.slotCount where fs_slot_held_by(control.slot(i), bit, expected) != 0 { return true }
+        missedTotal += next - expected
+        expected = next
+        return true
     }
 
     /// Live: the newest published frame, if newer than the last one delivered.

@@ -53,6 +53,17 @@ extension ControlSegment {
     /// Bumps `wake` without a futex wake (the producer's own abandon: nobody else sleeps on it).
     func bumpWake() { fs_bump(&header.pointee.wake) }
 
+    /// The sequence number of the frame in slot `i` if it is published and reserved for
+    /// (or held by) holder `bit`, whatever frame it is; nil otherwise.
+    /// SYNC: the acquire load of holders pairs with fs_slot_publish's release store, as in
+    /// fs_slot_held_by.
+    func reservedSequence(_ i: UInt32, bit: UInt64) -> UInt64? {
+        let s = slot(i)
+        let h = fs_load_u64(&s.pointee.holders)
+        guard h & bit != 0, h & FS_HOLDER_WRITER == 0 else { return nil }
+        return fs_peek_u64(&s.pointee.seq)
+    }
+
     // MARK: A consumer's own entry (the consumer writes it; stats are relaxed)
 
     /// Lossless: the first sequence reserved for entry `i`, 0 before admission.

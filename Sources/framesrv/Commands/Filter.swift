@@ -82,6 +82,7 @@ enum FilterCommand: Command {
             progress.update(frames: clock.frames, mediaSeconds: clock.seconds)
         }
         pipeline.onProducerGone = { pid in
+            guard o.consumerOptions.reattach else { return }   // the error that ends the filter says it
             warn("producer of '\(o.input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
         }
         let start = monotonicNanos()

@@ -82,7 +82,10 @@ enum SinkCommand: Command {
             case .producerGone(let pid):
                 log.write("gone \(pid)")
                 producerGone = pid
-                warn("producer of '\(o.input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
+                // Without reattaching, the error that ends the sink is the one line said.
+                if o.consumerOptions.reattach {
+                    warn("producer of '\(o.input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
+                }
             }
         }
         var run = SinkRun(options: o, outputs: outputs, log: log)
