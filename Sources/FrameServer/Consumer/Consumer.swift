@@ -171,10 +171,24 @@ public final class Consumer {
                 }
                 timeout = Int32(min(UInt64(Int32.max), (deadline - now + 999_999) / 1_000_000))
             }
-            // inotify fires when a producer renames its control segment into place.
-            if waitReadable([directoryWatch.rawValue], timeoutMillis: timeout) == nil, stopping() { return nil }
+            // inotify fires when a producer renames its control segment into place. The wait
+            // is bounded (see `stopRecheckMillis`) so that a stop request is always seen.
+            if stopping() { return nil }
+            let wait = timeout < 0 ? Self.stopRecheckMillis : min(timeout, Self.stopRecheckMillis)
+            if waitReadable([directoryWatch.rawValue], timeoutMillis: wait) == nil, stopping() { return nil }
         }
     }
+
+    /// The longest a wait for the stream sleeps before asking `shouldStop` again.
+    ///
+    /// A stop signal's handler only sets a flag (framesrv's handlers do not restart calls,
+    /// so a signal during `poll` ends it with EINTR, and then `shouldStop` is asked). A
+    /// signal that lands after that check but before `poll` starts interrupts nothing:
+    /// with an unbounded wait a sink waiting for its producer would then hang. Bounding the
+    /// wait closes that race (the stop is seen at most this late), and also serves a
+    /// `shouldStop` set by another thread. Between checks the stream is looked for again,
+    /// which costs one failed `open` while it does not exist.
+    static let stopRecheckMillis: Int32 = 250
 }
 
 /// One attachment to one producer's instance of a stream. Frames keep it alive, so a
