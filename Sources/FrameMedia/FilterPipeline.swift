@@ -99,7 +99,8 @@ public final class FilterPipeline {
             // The input ended before any frame: the output exists and ends too, so its consumers end as well.
             _ = try outputStream()
         }
-        producer?.finish()
+        // An input whose source failed makes an output that failed too, down the whole chain.
+        producer?.finish(failed: consumer.sourceFailed)
     }
 
     /// Closes the output stream.

@@ -183,72 +183,57 @@ final class FrameAdapter {
     }
 }
 
+/// Opens the output file `path` for writing (created or truncated, mode 0644), or nil for
+/// `-`, standard output (which is not ours to close).
+func openOutput(_ path: String) throws(MediaOutputError) -> FileDescriptor? {
+    guard path != "-" else { return nil }
+    do { return try .open(path, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644) } catch {
+        throw .cannotOpen(path, error.description)
+    }
+}
+
+/// The descriptor number of an output from `openOutput`: standard output's for nil.
+func outputNumber(_ descriptor: borrowing FileDescriptor?) -> Int32 {
+    switch descriptor {
+    case .some(let d): d.rawValue
+    case .none: 1
+    }
+}
+
 /// Where packed frames or a recording go: a file (created or truncated), or standard output for `-`.
 final class OutputFile {
     let path: String
-    let fd: Int32
-    private let owns: Bool
+    /// The file, or nil for standard output.
+    private let descriptor: FileDescriptor?
     private(set) var bytesWritten: Int64 = 0
     private let shouldStop: (() -> Bool)?
 
     init(path: String, shouldStop: (() -> Bool)? = nil) throws(MediaOutputError) {
         self.shouldStop = shouldStop
         self.path = path == "-" ? "standard output" : path
-        if path == "-" {
-            fd = 1
-            owns = false
-        } else {
-            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw .cannotOpen(path, Errno.current.description) }
-            owns = true
-        }
+        descriptor = try openOutput(path)
     }
 
-    deinit { if owns { close(fd) } }
+    var fd: Int32 { outputNumber(descriptor) }
 
     /// Writes every byte the vectors describe (retrying short writes). A write that a signal
     /// interrupts (framesrv's stop signals do not restart calls: EINTR, or a short write into
     /// a full pipe) throws `.interrupted` once `shouldStop` says so.
     func write(_ vectors: inout [iovec]) throws(MediaOutputError) {
-        var first = 0
-        while first < vectors.count {
-            let count = min(vectors.count - first, 1024)   // IOV_MAX
-            let n = vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress! + first, Int32(count)) }
-            if n < 0 {
-                if errno == EINTR { if shouldStop?() ?? true { throw .interrupted(path) } else { continue } }
-                throw .io(path, .current)
-            }
-            if shouldStop?() == true, n < vectors[first..<(first + count)].reduce(0, { $0 + $1.iov_len }) {
-                throw .interrupted(path)
-            }
-            bytesWritten += Int64(n)
-            var left = n
-            while left > 0, first < vectors.count {
-                let len = vectors[first].iov_len
-                if left >= len {
-                    left -= len
-                    first += 1
-                } else {
-                    vectors[first].iov_base = vectors[first].iov_base.map { $0 + left }
-                    vectors[first].iov_len -= left
-                    left = 0
-                }
-            }
-            while first < vectors.count, vectors[first].iov_len == 0 { first += 1 }
+        let total = vectors.reduce(0) { $0 + $1.iov_len }
+        // On a throw `vectors` holds what was not written: count what was.
+        defer { bytesWritten += Int64(total - vectors.reduce(0) { $0 + $1.iov_len }) }
+        do { try writeAll(fd, &vectors, shouldStop: shouldStop) } catch {
+            throw error == .interrupted ? .interrupted(path) : .io(path, error)
         }
     }
 
     func write(_ bytes: [UInt8]) throws(MediaOutputError) {
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 {
-                if errno == EINTR { if shouldStop?() ?? true { throw .interrupted(path) } else { continue } }
-                throw .io(path, .current)
-            }
-            if shouldStop?() == true, n < bytes.count - done { throw .interrupted(path) }
-            done += n
-            bytesWritten += Int64(n)
+        let failure: MediaOutputError? = bytes.withUnsafeBytes { buffer in
+            var vectors = [iovec(iov_base: UnsafeMutableRawPointer(mutating: buffer.baseAddress), iov_len: buffer.count)]
+            do throws(MediaOutputError) { try write(&vectors) } catch { return error }
+            return nil
         }
+        if let failure { throw failure }
     }
 }

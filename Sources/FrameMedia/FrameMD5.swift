@@ -14,9 +14,10 @@ import Glibc
 /// the default for framemd5). Exact for constant-frame-rate inputs; variable-frame-rate
 /// inputs may differ in the timestamp columns.
 public final class FrameMD5Writer {
-    private let fd: Int32
+    /// The file, or nil for standard output.
+    private let descriptor: FileDescriptor?
     private let path: String
-    private let ownsFD: Bool
+    private let shouldStop: (() -> Bool)?
     private var outputTimeBase: Rational?
     private var syncPts: Int64 = 0
     private var buffer: [UInt8] = []
@@ -28,23 +29,17 @@ public final class FrameMD5Writer {
     public var frameRate: Double?
 
     /// Writes to `path`, or to standard output for `-`. `frameRate`: the stream's nominal rate.
-    public init(path: String, frameRate: Double? = nil) throws(MediaOutputError) {
+    /// `shouldStop` true ends a write blocked on a reader that does not read with `.interrupted`.
+    public init(path: String, frameRate: Double? = nil, shouldStop: (() -> Bool)? = nil) throws(MediaOutputError) {
         self.path = path
         self.frameRate = frameRate
-        if path == "-" {
-            fd = 1
-            ownsFD = false
-        } else {
-            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw .cannotOpen(path, Errno.current.description) }
-            ownsFD = true
-        }
+        self.shouldStop = shouldStop
+        descriptor = try openOutput(path)
         guard let ctx = av_md5_alloc() else { throw .ffmpeg("av_md5_alloc", "out of memory") }
         md5 = ctx
     }
 
     deinit {
-        if ownsFD { Glibc.close(fd) }
         av_free(UnsafeMutableRawPointer(md5))
     }
 
@@ -133,13 +128,14 @@ public final class FrameMD5Writer {
 
     /// Writes what is buffered (each `write` does; call it at the end too).
     public func flush() throws(MediaOutputError) {
-        var written = 0
-        while written < buffer.count {
-            let n = buffer.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
-            // EINTR: a stop signal while the reader does not read (signals do not restart calls).
-            guard n > 0 else { throw .io(path, .current) }
-            written += n
+        let failure: Errno? = buffer.withUnsafeBytes { bytes in
+            do throws(Errno) { try writeAll(outputNumber(descriptor), bytes, shouldStop: shouldStop) } catch { return error }
+            return nil
         }
+        // Interrupted: a stop signal while the reader does not read (signals do not restart calls).
+        // The lines are dropped then, or `finish()` would block on that reader again, for good.
+        if failure == .interrupted { buffer.removeAll(); throw .interrupted(path) }
+        if let failure { throw .io(path, failure) }
         buffer.removeAll(keepingCapacity: true)
     }
 

@@ -16,7 +16,7 @@ public final class SinkOutputs {
         recorder = try record.map { path throws(MediaOutputError) in try Recorder(path: path, options: recordOptions) }
         self.y4m = try y4m.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .y4m, shouldStop: shouldStop) }
         self.raw = try raw.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .raw, shouldStop: shouldStop) }
-        md5 = try framemd5.map { path throws(MediaOutputError) in try FrameMD5Writer(path: path) }
+        md5 = try framemd5.map { path throws(MediaOutputError) in try FrameMD5Writer(path: path, shouldStop: shouldStop) }
     }
 
     /// The stream's nominal rate: ffmpeg's output time base for framemd5, the y4m header's

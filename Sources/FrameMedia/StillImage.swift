@@ -91,15 +91,11 @@ public enum StillImage {
         r = avcodec_receive_packet(context, packet)
         guard r >= 0, let data = packet.pointee.data else { throw .ffmpeg("avcodec_receive_packet", ffmpegMessage(r)) }
 
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .io(path, .current) }
-        defer { close(fd) }
-        var written = 0
-        let size = Int(packet.pointee.size)
-        while written < size {
-            let n = write(fd, data + written, size - written)
-            guard n > 0 else { throw .io(path, .current) }
-            written += n
+        do {
+            let file = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
+            try file.writeAll(UnsafeRawBufferPointer(start: data, count: Int(packet.pointee.size)))
+        } catch {
+            throw .io(path, error)
         }
     }
 }

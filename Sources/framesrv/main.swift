@@ -26,7 +26,7 @@ let argv = Array(CommandLine.arguments.dropFirst())
 guard let name = argv.first else {
     // No command is a usage mistake: the usage goes to standard error, as the one error line would.
     var text = rootHelp(commands)
-    text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+    text.withUTF8 { _ = try? writeAll(2, UnsafeRawBufferPointer($0)) }
     exit(2)
 }
 guard name != "--help", name != "-h", name != "help" else {
@@ -43,6 +43,8 @@ for i in 1..<Int(CommandLine.argc) {
     fail("argument \(i) ('\(String(cString: raw))') is not valid UTF-8: framesrv takes UTF-8 names and paths", status: 2)
 }
 dieWithParent()
+// A producer needs a descriptor per consumer connection, pidfd and pool: start with the hard limit.
+_ = try? raiseFileDescriptorLimit()
 let arguments = Array(argv.dropFirst())
 if Arguments(arguments, command: name).wantsHelp {
     print(command.help)

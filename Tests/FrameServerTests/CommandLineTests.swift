@@ -87,20 +87,41 @@ import Testing
         #expect(r.stderr.split(separator: "\n").count == 1, "\(r.stderr)")
     }
 
-    @Test func damagedInputExitsAsFFmpegDoes() throws {
-        let scratch = try Scratch()
+    /// An H.264 clip whose media data, but the last 20 KB, is overwritten with a pattern:
+    /// most packets fail to decode, more than ffmpeg's -max_error_rate allows.
+    private func damagedClip(_ scratch: Scratch) throws -> String {
         let clip = scratch.file("clip.mp4"), damaged = scratch.file("damaged.mp4")
         try #require(try shell("ffmpeg -v error -f lavfi -i testsrc2=size=160x120:rate=25 -t 2 -c:v libx264 -g 5 '\(clip)'", scratch).status == 0)
-        // Overwrite the media data, but the last 20 KB, with a pattern: most packets fail to decode.
         var data = try Data(contentsOf: URL(fileURLWithPath: clip))
         let mdat = try #require(data.range(of: Data("mdat".utf8))).upperBound
         for i in mdat..<max(mdat, data.count - 20_000) { data[i] = UInt8(truncatingIfNeeded: i &* 131) }
         try data.write(to: URL(fileURLWithPath: damaged))
+        return damaged
+    }
+
+    @Test func damagedInputExitsAsFFmpegDoes() throws {
+        let scratch = try Scratch()
+        let damaged = try damagedClip(scratch)
         let ffmpeg = try shell("ffmpeg -v quiet -i '\(damaged)' -map 0:v:0 -f null -", scratch)
         let produce = try scratch.run(["produce", "-i", damaged, "--out", "d", "--quiet"])
         #expect(ffmpeg.status == 69)
         #expect(produce.status == ffmpeg.status, "\(produce.stderr)")
         #expect(produce.stderr.contains("decoding errors"), "\(produce.stderr)")
+    }
+
+    /// A producer whose input failed ends its stream as failed: the frames it published still
+    /// arrive, and every stage below (a filter, then a sink) exits non-zero with one line.
+    @Test func failedInputFailsTheChainBelowIt() throws {
+        let scratch = try Scratch()
+        let damaged = try damagedClip(scratch)
+        let producer = try scratch.start(["produce", "-i", damaged, "--out", "d", "--wait-for", "1", "--quiet"])
+        let filter = try scratch.start(["filter", "--in", "d", "--out", "g", "--vf", "format=gray", "--wait-for", "1", "--quiet"])
+        let sink = try scratch.start(["sink", "--in", "g", "--null", "--quiet"])
+        #expect(producer.wait(timeout: 60) == 69, "\(producer.stderr)")
+        #expect(filter.wait(timeout: 60) == 1, "\(filter.stderr)")
+        #expect(sink.wait(timeout: 60) == 1, "\(sink.stderr)")
+        #expect(filter.stderr.contains("input failed") && filter.stderr.split(separator: "\n").count == 1, "\(filter.stderr)")
+        #expect(sink.stderr.contains("input failed") && sink.stderr.split(separator: "\n").count == 1, "\(sink.stderr)")
     }
 
     @Test func framemd5ToAFailingDeviceFailsAtTheFirstFrame() throws {
@@ -166,5 +187,56 @@ import Testing
         let stat = procFile("/proc/\(pid)/stat")
         guard let close = stat.lastIndex(of: ")") else { return false }
         return !stat[stat.index(after: close)...].hasPrefix(" Z")
+    }
+}
+
+extension CommandLineTests {
+    /// Monitors look without touching: with no runtime directory they report no streams,
+    /// exit 0, and leave no directory behind.
+    @Test func monitorsDoNotCreateTheRuntimeDirectory() throws {
+        let scratch = try Scratch()
+        let absent = scratch.file("absent")
+        func run(_ args: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+            let p = try scratch.start(args, environment: ["FRAMESRV_DIR": absent])
+            return (p.wait(timeout: 60), p.stdout, p.stderr)
+        }
+        let ls = try run(["ls"])
+        #expect(ls.status == 0 && ls.stdout == "no streams in \(absent)\n", "\(ls)")
+        let json = try run(["ls", "--json"])
+        #expect(json.status == 0 && json.stdout == "[]\n", "\(json)")
+        let top = try run(["top", "-n", "1", "-b"])
+        #expect(top.status == 0 && top.stdout.contains("no streams"), "\(top)")
+        let clean = try run(["clean"])
+        #expect(clean.status == 0 && clean.stdout == "nothing to clean in \(absent)\n", "\(clean)")
+        let inspect = try run(["inspect", "s"])
+        #expect(inspect.status == 1 && inspect.stderr.contains("no stream named 's'"), "\(inspect)")
+        #expect(!FileManager.default.fileExists(atPath: absent))
+    }
+
+    /// --framemd5 into a FIFO whose reader never reads: a stop signal ends the blocked write
+    /// with one line (exit 1), as it does for y4m.
+    @Test func framemd5BlockedOnAReaderThatDoesNotReadStops() throws {
+        let scratch = try Scratch()
+        let fifo = scratch.file("stuck.framemd5")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        #expect(reader >= 0)
+        defer { close(reader) }
+        let sink = try scratch.start(["sink", "--in", "md5", "--framemd5", fifo, "--lossless", "--quiet"])
+        // About 90 bytes a line: 2,000 frames fill the 64 KiB pipe.
+        let source = try scratch.start(["produce", "--pattern", "--out", "md5", "--size", "64x64", "--frames", "2000",
+                                        "--rate", "max", "--wait-for", "1", "--quiet"])
+        func delivered() -> UInt64 { (try? StreamSnapshot.read("md5", in: scratch.directory))?.consumers.first?.delivered ?? 0 }
+        // Blocked in write() with the pipe full: frames were delivered, and no more come.
+        #expect(eventually(timeout: 30) {
+            let before = delivered()
+            usleep(300_000)
+            return before > 0 && delivered() == before
+        })
+        sink.signal(SIGINT)
+        #expect(sink.wait(timeout: 20) == 1)
+        let lines = sink.stderr.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].contains("stopped while writing"), "\(sink.stderr)")
+        source.kill()
     }
 }

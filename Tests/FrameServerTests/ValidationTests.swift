@@ -69,8 +69,14 @@ import Testing
         #expect(streams.map(\.name) == ["good"])
         #expect(warnings.count == 1)
         #expect(warnings.first?.contains("bad.ctl") == true && warnings.first?.contains("slot_ctl_offset is 4294967295") == true)
-        let (status, out, err) = try scratch.run(["ls"])
-        #expect(status == 0 && out.contains("good"), "\(err)")
+        for args in [["ls"], ["ls", "--json"], ["top", "-b", "-n", "1"]] {
+            let (status, out, err) = try scratch.run(args)
+            #expect(status == 0 && out.contains("good"), "\(args): \(err)")
+            // The bad stream is named in exactly one warning line, not left out silently.
+            #expect(err.split(separator: "\n").count == 1 && err.contains("bad.ctl"), "\(args): \(err)")
+        }
+        let (status, _, err) = try scratch.run(["inspect", "bad"])
+        #expect(status == 1 && err.split(separator: "\n").count == 1 && err.contains("slot_ctl_offset"), "\(err)")
         bad.close()
         good.close()
     }

@@ -60,6 +60,7 @@ extern "C" {
 
 /* fs_control.flags */
 #define FS_CONTROL_LIVE_SOURCE 1u     /* producer drops at the source instead of waiting */
+#define FS_CONTROL_END_FAILED  2u     /* set with state ENDED: the source failed (decode errors, a read error) */
 
 /* fs_consumer.state */
 #define FS_CONSUMER_FREE    0u

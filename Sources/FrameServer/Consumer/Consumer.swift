@@ -99,6 +99,10 @@ public final class Consumer {
     }
     /// The time base matching `nominalRate` (its inverse), nil when the rate is unknown.
     public var nominalTimeBase: Rational? { nominalRate.map { Rational($0.den, $0.num) } }
+    /// Whether the stream ended because its source failed (the producer's
+    /// `finish(failed: true)`): every frame it published was delivered, but the input was
+    /// not read to its end. Valid once `next()` returned nil.
+    public private(set) var sourceFailed = false
     /// Whether the producer's stall timeout demoted this lossless consumer to live (it then
     /// receives the newest frames and counts the rest in `missed`).
     public var demotedToLive: Bool { options.mode == .lossless && attachment?.mode == .live }
@@ -134,6 +138,7 @@ public final class Consumer {
                 missed = a.missedTotal + missedBefore
                 return f
             case .ended:
+                sourceFailed = a.control.endedAfterFailure
                 return nil
             case .producerGone:
                 let pid = a.producerPID

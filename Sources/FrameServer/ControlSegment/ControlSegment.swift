@@ -300,9 +300,13 @@ public final class ControlSegment: @unchecked Sendable {
     var ended: Bool { fs_load_u32(&header.pointee.state) == FS_STREAM_ENDED }
     /// The last sequence number, valid once `ended`.
     var endSequence: UInt64 { header.pointee.end_seq }
-    /// SYNC: the release store of `state` publishes `end_seq`.
-    func markEnded(lastSequence: UInt64) {
+    /// Whether the stream ended because its source failed (`FS_CONTROL_END_FAILED`); read
+    /// after `ended`, whose acquire load orders it.
+    var endedAfterFailure: Bool { header.pointee.flags & FS_CONTROL_END_FAILED != 0 }
+    /// SYNC: the release store of `state` publishes `end_seq` and the END_FAILED flag.
+    func markEnded(lastSequence: UInt64, failed: Bool = false) {
         header.pointee.end_seq = lastSequence
+        if failed { header.pointee.flags |= FS_CONTROL_END_FAILED }
         fs_store_u32(&header.pointee.state, FS_STREAM_ENDED)
     }
 

@@ -366,10 +366,13 @@ public final class Producer: @unchecked Sendable {
     public var losslessConsumerCount: Int { shared.withLock { $0.losslessMask.nonzeroBitCount } }
 
     /// Marks the stream ended: consumers deliver what they hold and then stop.
-    public func finish() {
+    ///
+    /// `failed`: the source failed (too many decode errors, a read error); consumers still get
+    /// every frame published, then learn that the stream is incomplete (`Consumer.sourceFailed`).
+    public func finish(failed: Bool = false) {
         let last = shared.withLock { $0.nextSeq - 1 }
         ended = true
-        control.markEnded(lastSequence: last)   // SYNC: release, publishes end_seq
+        control.markEnded(lastSequence: last, failed: failed)   // SYNC: release, publishes end_seq
         announce(Announcement(kind: .end, stream: stream, sequence: last, epoch: epoch, publishNanos: monotonicNanos()))
         wakeWaiters()
     }

@@ -1,3 +1,4 @@
+import FrameServer
 import Glibc
 
 /// Prints one error line to standard error and exits.
@@ -10,7 +11,7 @@ func fail(_ message: String, status: Int32) -> Never {
 func warn(_ message: String) {
     // write(2) on fd 2: one unbuffered line, and no shared FILE* to reason about.
     var line = "framesrv: \(message)\n"
-    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+    line.withUTF8 { _ = try? writeAll(2, UnsafeRawBufferPointer($0)) }
 }
 
 /// Whether standard error is a terminal (progress lines are shown only there).

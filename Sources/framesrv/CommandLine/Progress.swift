@@ -38,7 +38,8 @@ struct Progress {
         guard enabled, shown || frames > 0 else { return }
         let elapsed = Double(monotonicNanos() - start) / 1e9
         draw(Self.line(frames: frames, mediaSeconds: mediaSeconds, bytes: bytes, elapsedSeconds: elapsed))
-        write(2, "\n", 1)
+        var newline = "\n"
+        newline.withUTF8 { _ = try? writeAll(2, UnsafeRawBufferPointer($0)) }
         shown = false
         shownWidth = 0
     }
@@ -49,7 +50,7 @@ struct Progress {
         if line.count < shownWidth { text += String(repeating: " ", count: shownWidth - line.count) }
         shownWidth = line.count
         shown = true
-        text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+        text.withUTF8 { _ = try? writeAll(2, UnsafeRawBufferPointer($0)) }
     }
 
     /// The status text (ffmpeg's fields and widths).

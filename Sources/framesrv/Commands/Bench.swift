@@ -107,11 +107,8 @@ enum BenchCommand: Command {
         let fd = pipe.fileHandleForWriting.fileDescriptor
         let start = monotonicNanos()
         for _ in 0..<frames {
-            var off = 0
-            while off < bytes {
-                let n = write(fd, buffer.baseAddress! + off, bytes - off)
-                guard n > 0 else { throw FrameServerError.system("write to pipe", path: nil, .current) }
-                off += n
+            do { try writeAll(fd, UnsafeRawBufferPointer(buffer)) } catch {
+                throw FrameServerError.system("write to pipe", path: nil, error)
             }
         }
         try pipe.fileHandleForWriting.close()

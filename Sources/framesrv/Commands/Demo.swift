@@ -120,7 +120,7 @@ struct LiveView {
             usleep(500_000)
             let sample = TopSample.take(directory)
             let ours = TopSample(unixTime: sample.unixTime, nanos: sample.nanos,
-                                 streams: streams.compactMap { name in sample.streams.first { $0.name == name } })
+                                 streams: streams.compactMap { name in sample.streams.first { $0.name == name } }, warnings: [])
             let lines = TopReport(ours, previous: previous).table()
             defer { previous = ours }
             // fps needs two samples; once the streams are gone, the last view stays.

@@ -88,6 +88,10 @@ enum FilterCommand: Command {
         try pipeline.run()
         progress.finish(frames: clock.frames, mediaSeconds: clock.seconds)
         if !o.quiet { print(summary(pipeline, seconds: Double(monotonicNanos() - start) / 1e9)) }
+        if pipeline.consumer.sourceFailed {
+            warn("error: the producer of '\(o.input)' ended the stream after its input failed; '\(o.out)' ends failed too")
+            return 1
+        }
         return 0
     }
 

@@ -23,14 +23,15 @@ enum ListCommand: Command {
 
     static func run(_ o: ListOptions) throws -> Int32 {
         let json = o.json
-        let dir = try RuntimeDirectory()
+        // Listing must not create the directory: none is a directory without streams.
+        let dir = try RuntimeDirectory.existing()
         let streams = measure(dir)
         if json {
             print(try encodeJSON(streams))
             return 0
         }
         if streams.isEmpty {
-            print("no streams in \(dir.path)")
+            print("no streams in \(dir?.path ?? RuntimeDirectory.defaultPath)")
             return 0
         }
         let widths = [20, 8, 8, 30, 7, 5, 10, 8, 9]
@@ -46,11 +47,14 @@ enum ListCommand: Command {
 
     /// Every stream read twice, 250 ms apart: the second snapshot with the frames per second
     /// published in between (nil for a stream that appeared or was restarted meanwhile).
-    static func measure(_ dir: RuntimeDirectory) -> [MeasuredStream] {
+    static func measure(_ dir: RuntimeDirectory?) -> [MeasuredStream] {
+        var warnings = WarningLog()
         let first = TopSample.take(dir)
+        warnings.report(first.warnings)
         guard !first.streams.isEmpty else { return [] }
         usleep(250_000)
         let second = TopSample.take(dir)
+        warnings.report(second.warnings)
         let seconds = Double(second.nanos - first.nanos) / 1e9
         return second.streams.map { s in
             MeasuredStream(snapshot: s, fps: measuredRate(s.published, since: first.stream(like: s)?.published, seconds: seconds))
@@ -98,12 +102,16 @@ enum InspectCommand: Command {
         if let snapshot = o.snapshot {
             return try writeSnapshot(of: name, to: snapshot, waitSeconds: o.wait)
         }
-        let dir = try RuntimeDirectory()
+        let noStream = FrameServerError.invalidArgument("no stream named '\(name)' in \(RuntimeDirectory.defaultPath) (see 'framesrv ls')")
+        guard let dir = try RuntimeDirectory.existing() else { throw noStream }   // not created by looking
         let s: StreamSnapshot
-        do { s = try StreamSnapshot.read(name, in: dir) } catch {
-            if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory {
-                throw FrameServerError.invalidArgument("no stream named '\(name)' in \(dir.path) (see 'framesrv ls')")
-            }
+        do {
+            let (snapshot, problems) = try StreamSnapshot.inspect(name, in: dir)
+            s = snapshot
+            var warnings = WarningLog()
+            warnings.report(problems)
+        } catch {
+            if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { throw noStream }
             throw error
         }
         if json {
@@ -168,10 +176,10 @@ enum CleanCommand: Command {
     """
 
     static func run(_ o: CleanOptions) throws -> Int32 {
-        let dir = try RuntimeDirectory()
-        let removed = dir.removeOrphans()
+        let dir = try RuntimeDirectory.existing()   // not created: none is nothing to clean
+        let removed = dir?.removeOrphans() ?? []
         for f in removed { print("removed \(f)") }
-        if removed.isEmpty { print("nothing to clean in \(dir.path)") }
+        if removed.isEmpty { print("nothing to clean in \(dir?.path ?? RuntimeDirectory.defaultPath)") }
         return 0
     }
 }

@@ -84,7 +84,13 @@ enum ProduceCommand: Command {
                                             rate: publisher.frameRate) else { return 130 }
         // The decoder goes first: freeing it ends the leases of the slots it still references.
         defer { publisher.close(); producer.close() }
-        let report = try publisher.run(into: producer, live: live, readrate: media.readrate, frames: o.frames) { stopRequested != 0 }
+        let report: MediaPublishReport
+        do {
+            report = try publisher.run(into: producer, live: live, readrate: media.readrate, frames: o.frames) { stopRequested != 0 }
+        } catch {
+            producer.finish(failed: true)   // consumers get what was published, then learn the input failed
+            throw error
+        }
         return try finishMedia(o, media, publisher, producer, report)
     }
 
@@ -92,9 +98,10 @@ enum ProduceCommand: Command {
     static func finishMedia(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ publisher: MediaPublisher,
                             _ producer: Producer, _ report: MediaPublishReport) throws -> Int32 {
         let decoder = publisher.decoder
-        // TODO(integrator): a failed input (strict error, too many errors) should end the
-        // stream abnormally so that its sinks exit non-zero; Producer has no such ending yet.
-        producer.finish()
+        // A failed input (the first decode error under --strict, more errors than ffmpeg
+        // allows) ends the stream as failed: its sinks and filters then exit non-zero too.
+        let failed = (media.inputOptions.strict && decoder.firstError != nil) || decoder.tooManyErrors()
+        producer.finish(failed: failed)
         try writeStats(o, producer: producer, report: report, decodeErrors: decoder.decodeErrors)
         if media.inputOptions.strict, let error = decoder.firstError {
             // The stream ended at the first decode error; that error is the one line reported.

@@ -103,6 +103,10 @@ enum SinkCommand: Command {
             warn("error: the producer of '\(o.input)' (pid \(pid)) exited without ending the stream")
             return 1
         }
+        if consumer.sourceFailed {
+            warn("error: the producer of '\(o.input)' ended the stream after its input failed; \(run.stats.received) frames received")
+            return 1
+        }
         return run.stats.corrupt == 0 ? 0 : 3
     }
 
@@ -170,17 +174,16 @@ struct SinkStatistics {
 /// --seq-log FILE: one write(2) per line, so a sink killed with SIGKILL leaves a log that is
 /// complete up to its death.
 final class SequenceLog {
-    private let fd: Int32
+    private let descriptor: FileDescriptor?
     init(path: String?) throws {
-        guard let path else { fd = -1; return }
-        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw FrameServerError.system("open", path: path, .current) }
+        guard let path else { descriptor = nil; return }
+        do { descriptor = try .open(path, O_WRONLY | O_CREAT | O_APPEND, mode: 0o644) } catch {
+            throw FrameServerError.system("open", path: path, error)
+        }
     }
-    deinit { if fd >= 0 { close(fd) } }
     func write(_ line: String) {
-        guard fd >= 0 else { return }
         var l = line + "\n"
-        l.withUTF8 { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
+        l.withUTF8 { bytes in _ = try? descriptor?.writeAll(UnsafeRawBufferPointer(bytes)) }
     }
 }
 

@@ -45,7 +45,8 @@ enum TopCommand: Command {
 
     static func run(_ o: TopOptions) throws -> Int32 {
         let (interval, count, batch, json) = (o.interval, o.count, o.batch, o.json)
-        let dir = try RuntimeDirectory()
+        // Watching must not create the directory: until it appears, there are no streams.
+        var dir = try RuntimeDirectory.existing()
         let output: Output = json ? .json : !batch && isatty(1) != 0 ? .terminal : .text
 
         installStopHandlers()
@@ -54,10 +55,13 @@ enum TopCommand: Command {
 
         var previous: TopSample?
         var refreshes = 0
+        var warnings = WarningLog()
         while stopRequested == 0 {
+            if dir == nil { dir = try RuntimeDirectory.existing() }
             let sample = TopSample.take(dir)
+            warnings.report(sample.warnings)
             let report = TopReport(sample, previous: previous)
-            guard show(report, output, directory: dir, interval: interval, first: refreshes == 0) else { break }
+            guard show(report, output, directory: dir?.path ?? RuntimeDirectory.defaultPath, interval: interval, first: refreshes == 0) else { break }
             previous = sample
             refreshes += 1
             if let count, refreshes >= count { break }
@@ -71,18 +75,18 @@ enum TopCommand: Command {
     static let showCursor = "\u{1B}[?25h"
 
     /// Shows one refresh; false once standard output is gone (a closed pipe).
-    static func show(_ report: TopReport, _ output: Output, directory: RuntimeDirectory, interval: Double,
+    static func show(_ report: TopReport, _ output: Output, directory: String, interval: Double,
                      first: Bool) -> Bool {
         switch output {
         case .json:
             guard let line = try? encodeJSON(report) else { return false }
             return writeOut(line + "\n")
         case .text:
-            let lines = report.streams.isEmpty ? ["no streams in \(directory.path)"] : report.table()
+            let lines = report.streams.isEmpty ? ["no streams in \(directory)"] : report.table()
             return writeOut((first ? "" : "\n") + lines.joined(separator: "\n") + "\n")
         case .terminal:
             let size = terminalSize()
-            var lines = report.table(title: "framesrv top: \(directory.path), refresh every \(formatDouble(interval, 2)) s")
+            var lines = report.table(title: "framesrv top: \(directory), refresh every \(formatDouble(interval, 2)) s")
             if report.streams.isEmpty { lines.append("no streams") }
             let visible = lines.prefix(size.rows).map { line in
                 var cut = String(line.prefix(size.columns))
@@ -116,16 +120,7 @@ enum TopCommand: Command {
     @discardableResult
     static func writeOut(_ text: String) -> Bool {
         var text = text
-        return text.withUTF8 { bytes in
-            var done = 0
-            while done < bytes.count {
-                let n = write(1, bytes.baseAddress! + done, bytes.count - done)
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { return false }
-                done += n
-            }
-            return true
-        }
+        return text.withUTF8 { bytes in (try? writeAll(1, UnsafeRawBufferPointer(bytes))) != nil }
     }
 }
 
@@ -134,15 +129,27 @@ struct TopSample {
     let unixTime: Double
     let nanos: UInt64
     let streams: [StreamSnapshot]
+    /// One line for each stream (or consumer entry) skipped because it could not be read.
+    let warnings: [String]
 
-    static func take(_ dir: RuntimeDirectory) -> TopSample {
+    /// `dir` nil: there is no runtime directory yet, so no streams.
+    static func take(_ dir: RuntimeDirectory?) -> TopSample {
         let nanos = monotonicNanos()
-        return TopSample(unixTime: Date().timeIntervalSince1970, nanos: nanos, streams: StreamSnapshot.all(in: dir))
+        let (streams, warnings) = dir.map { StreamSnapshot.scan(in: $0) } ?? ([], [])
+        return TopSample(unixTime: Date().timeIntervalSince1970, nanos: nanos, streams: streams, warnings: warnings)
     }
 
     /// The same stream in this sample: same name and same producer (a restart resets the counters).
     func stream(like s: StreamSnapshot) -> StreamSnapshot? {
         streams.first { $0.name == s.name && $0.producerPID == s.producerPID }
+    }
+}
+
+/// Prints each monitor warning (a stream skipped as unreadable) once, on standard error.
+struct WarningLog {
+    private var seen = Set<String>()
+    mutating func report(_ warnings: [String]) {
+        for w in warnings where seen.insert(w).inserted { warn("warning: \(w)") }
     }
 }
 
