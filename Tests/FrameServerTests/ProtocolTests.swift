@@ -188,6 +188,22 @@ import Testing
         producer.close()
     }
 
+    /// A stop that nothing wakes the consumer for (a SIGINT that lands just before its wait
+    /// for the stream begins, or a flag set by another thread) still ends that wait: the
+    /// wait re-asks `shouldStop` (Consumer.stopRecheckMillis), and `next()` returns nil.
+    /// Without the re-check it would wait for the stream until `waitSeconds` and throw.
+    @Test func stopWithoutAWakeUpEndsTheWaitForTheStream() throws {
+        let scratch = try Scratch()
+        var options = ConsumerOptions()
+        options.waitSeconds = 60
+        let consumer = try Consumer(stream: "never", options: options, directory: scratch.directory)
+        var asked = 0
+        consumer.shouldStop = { asked += 1; return asked >= 3 }   // true only after a wait timed out
+        let stopped = try consumer.next() == nil
+        #expect(stopped)
+        #expect(asked == 3)
+    }
+
     /// A second producer of a live stream is refused; a held frame is released exactly once.
     @Test func secondProducerIsRefused() throws {
         let scratch = try Scratch()

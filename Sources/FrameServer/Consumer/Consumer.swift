@@ -58,7 +58,8 @@ public final class Consumer {
     public private(set) var delivered: UInt64 = 0
     /// Frames a live consumer skipped because newer ones were there (or that were recycled under it).
     public private(set) var missed: UInt64 = 0
-    private let inotifyFD: Int32
+    /// Watches the runtime directory for a control segment renamed into place (inotify).
+    private let directoryWatch: FileDescriptor
 
     public init(stream: String, options: ConsumerOptions = ConsumerOptions(),
                 directory: RuntimeDirectory? = nil) throws(FrameServerError) {
@@ -66,13 +67,13 @@ public final class Consumer {
         self.stream = stream
         self.options = options
         if let directory { self.directory = directory } else { self.directory = try RuntimeDirectory() }
-        inotifyFD = fs_sys_inotify_dir(self.directory.path)
-        guard inotifyFD >= 0 else { throw .system("watch directory", path: self.directory.path, .current) }
+        do { directoryWatch = try watchDirectory(self.directory.path) } catch {
+            throw .system("watch directory", path: self.directory.path, error)
+        }
     }
 
     deinit {
-        attachment?.detach()
-        close(inotifyFD)
+        attachment?.detach()   // then directoryWatch closes itself
     }
 
     /// The attached producer's pid, if attached.
@@ -162,7 +163,7 @@ public final class Consumer {
         let start = monotonicNanos()
         let deadline = options.waitSeconds.map { start + UInt64(min(max(0, $0), 1e9) * 1e9) }
         while true {
-            _ = fs_sys_inotify_drain(inotifyFD)
+            drainDirectoryEvents(directoryWatch.rawValue)
             if let a = try Attachment.open(stream: stream, directory: directory, options: options) {
                 onEvent?(.attached(producerPID: a.producerPID))
                 return a
@@ -175,10 +176,24 @@ public final class Consumer {
                 }
                 timeout = Int32(min(UInt64(Int32.max), (deadline - now + 999_999) / 1_000_000))
             }
-            // inotify fires when a producer renames its control segment into place.
-            if waitReadable([inotifyFD], timeoutMillis: timeout) == nil, stopping() { return nil }
+            // inotify fires when a producer renames its control segment into place. The wait
+            // is bounded (see `stopRecheckMillis`) so that a stop request is always seen.
+            if stopping() { return nil }
+            let wait = timeout < 0 ? Self.stopRecheckMillis : min(timeout, Self.stopRecheckMillis)
+            if waitReadable([directoryWatch.rawValue], timeoutMillis: wait) == nil, stopping() { return nil }
         }
     }
+
+    /// The longest a wait for the stream sleeps before asking `shouldStop` again.
+    ///
+    /// A stop signal's handler only sets a flag (framesrv's handlers do not restart calls,
+    /// so a signal during `poll` ends it with EINTR, and then `shouldStop` is asked). A
+    /// signal that lands after that check but before `poll` starts interrupts nothing:
+    /// with an unbounded wait a sink waiting for its producer would then hang. Bounding the
+    /// wait closes that race (the stop is seen at most this late), and also serves a
+    /// `shouldStop` set by another thread. Between checks the stream is looked for again,
+    /// which costs one failed `open` while it does not exist.
+    static let stopRecheckMillis: Int32 = 250
 }
 
 /// One attachment to one producer's instance of a stream. Frames keep it alive, so a
@@ -200,7 +215,8 @@ final class Attachment {
     let index: Int
     let bit: UInt64
     let producerPID: Int32
-    private let producerFD: Int32
+    /// The producer's pidfd: readable once it exits.
+    private let producerFD: FileDescriptor
     private let socket: ZMQSocket
     private let directory: RuntimeDirectory
     private var pools: [UInt64: (file: Segment, slotBytes: Int, held: Int)] = [:]
@@ -230,35 +246,29 @@ final class Attachment {
         }
         let producer = control.producer
         guard let pidfd = producer.openExitDescriptor() else { return nil }   // a dead producer's leftover
-        let socket: ZMQSocket
-        do {
-            socket = try ZMQSocket(type: ZMQ_SUB)
-            socket.setOption(ZMQ_RCVHWM, options.receiveHighWaterMark)
-            socket.subscribeAll()
-            try socket.connect(directory.endpoint(stream))
-        } catch {
-            Glibc.close(pidfd)
-            throw error
-        }
+        let producerFD = FileDescriptor(adopting: pidfd)
+        // From here on, a throw closes producerFD with it.
+        let socket = try ZMQSocket(type: ZMQ_SUB)
+        socket.setOption(ZMQ_RCVHWM, options.receiveHighWaterMark)
+        socket.subscribeAll()
+        try socket.connect(directory.endpoint(stream))
         let me = ProcessIdentity.current
         guard let index = control.claimConsumer(pid: me.pid) else {
-            Glibc.close(pidfd)
             throw .tooManyConsumers(stream, max: Int(FS_MAX_CONSUMERS))
         }
         if options.mode == .live, !control.admitsLiveConsumer(index) {
             let live = control.liveConsumerCount(except: index)
             control.unclaimConsumer(index)
-            Glibc.close(pidfd)
             throw .attach(.poolTooSmallForLive(stream: stream, slots: Int(control.slotCount), liveConsumers: live,
                                                holdLimit: control.liveMaxHeld))
         }
         control.activateConsumer(index, identity: me, mode: options.mode == .live ? .live : .lossless, name: options.name)
         return Attachment(stream: stream, mode: options.mode, control: control, index: index, producerPID: producer.pid,
-                          producerFD: pidfd, socket: socket, directory: directory)
+                          producerFD: producerFD, socket: socket, directory: directory)
     }
 
     private init(stream: String, mode: DeliveryMode, control: ControlSegment, index: Int, producerPID: Int32,
-                 producerFD: Int32, socket: ZMQSocket, directory: RuntimeDirectory) {
+                 producerFD: consuming FileDescriptor, socket: ZMQSocket, directory: RuntimeDirectory) {
         self.stream = stream; self.mode = mode; self.control = control
         self.index = index; self.bit = 1 << UInt64(index)
         self.producerPID = producerPID; self.producerFD = producerFD; self.socket = socket; self.directory = directory
@@ -267,8 +277,7 @@ final class Attachment {
 
     deinit {
         settleReleases()
-        detach()
-        Glibc.close(producerFD)
+        detach()   // producerFD closes itself after this
         receiveBuffer.deallocate()
     }
 
@@ -317,8 +326,8 @@ final class Attachment {
             if producerExited { return .producerGone }
             if detached { return .ended }
             // Sleep until a doorbell rings or the producer exits (its pidfd becomes readable).
-            switch socket.wait(orReadable: [producerFD], timeoutMillis: recheckMillis) {
-            case producerFD: producerExited = true
+            switch socket.wait(orReadable: [producerFD.rawValue], timeoutMillis: recheckMillis) {
+            case producerFD.rawValue: producerExited = true
             case nil:
                 if stop() { return .ended }
                 recheckMillis = min(recheckMillis * 2, 1000)

@@ -40,7 +40,7 @@ extension ControlSegment {
     var attachSequence: UInt32 { fs_load_u32(&header.pointee.attach_seq) }
     /// Sleeps until `attach_seq` differs from `seen` (or `timeoutNanos`, or a signal).
     func waitForConsumerChange(seen: UInt32, timeoutNanos: Int64) {
-        _ = fs_sys_futex_wait(&header.pointee.attach_seq, seen, timeoutNanos)
+        _ = futexWait(&header.pointee.attach_seq, expected: seen, timeoutNanos: timeoutNanos)
     }
 
     // MARK: The producer's wait for a slot (section 12.3)
@@ -49,7 +49,7 @@ extension ControlSegment {
     func beginWaitForRelease() -> UInt32 { fs_producer_wait_begin(header) }
     func endWaitForRelease() { fs_producer_wait_end(header) }
     /// Sleeps until `wake` differs from `seen` (or `timeoutNanos`, or a signal).
-    func waitForRelease(seen: UInt32, timeoutNanos: Int64) { _ = fs_sys_futex_wait(&header.pointee.wake, seen, timeoutNanos) }
+    func waitForRelease(seen: UInt32, timeoutNanos: Int64) { _ = futexWait(&header.pointee.wake, expected: seen, timeoutNanos: timeoutNanos) }
     /// Bumps `wake` without a futex wake (the producer's own abandon: nobody else sleeps on it).
     func bumpWake() { fs_bump(&header.pointee.wake) }
 

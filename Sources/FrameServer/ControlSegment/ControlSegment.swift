@@ -122,7 +122,7 @@ public final class ControlSegment: @unchecked Sendable {
         c.pointee.consumer_offset = UInt32(MemoryLayout<fs_control>.size + s.slots * MemoryLayout<fs_slot_ctl>.size)
         c.pointee.producer_pid = me.pid
         c.pointee.producer_start_time = me.startTime
-        c.pointee.created_ns = fs_sys_realtime_ns()
+        c.pointee.created_ns = realtimeNanos()
         c.pointee.state = FS_STREAM_RUNNING
         c.pointee.min_free = UInt64(s.slots)
         c.pointee.live_max_held = UInt32(clamping: s.liveMaxHeld)
@@ -214,7 +214,7 @@ public final class ControlSegment: @unchecked Sendable {
     /// SYNC: seq_cst bump of `attach_seq` before the futex wake (fs_bump).
     func announceConsumerChange() {
         fs_bump(&header.pointee.attach_seq)
-        _ = fs_sys_futex_wake(&header.pointee.attach_seq)
+        futexWake(&header.pointee.attach_seq)
     }
 
     /// Claimed or active live consumers, not counting entry `except`.
@@ -313,18 +313,18 @@ public final class ControlSegment: @unchecked Sendable {
     /// Bumps `wake` and wakes a producer sleeping on it (the producer's own waiters).
     func wakeProducer() {
         fs_bump(&header.pointee.wake)
-        _ = fs_sys_futex_wake(&header.pointee.wake)
+        futexWake(&header.pointee.wake)
     }
 
     /// Tells a waiting producer that something changed (`fs_notify_producer`), waking it if it sleeps.
     func notifyProducer() {
-        if fs_notify_producer(header) != 0 { _ = fs_sys_futex_wake(&header.pointee.wake) }
+        if fs_notify_producer(header) != 0 { futexWake(&header.pointee.wake) }
     }
 
     /// Releases consumer `bit`'s hold on slot `i` and wakes the producer if it waits.
     /// SYNC: fs_slot_release (release ordering; any thread may call it).
     func release(slot i: UInt32, bit: UInt64) {
-        if fs_slot_release(header, slot(i), bit) != 0 { _ = fs_sys_futex_wake(&header.pointee.wake) }
+        if fs_slot_release(header, slot(i), bit) != 0 { futexWake(&header.pointee.wake) }
     }
 
     // MARK: Constant fields

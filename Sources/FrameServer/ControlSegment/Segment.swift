@@ -13,18 +13,20 @@ final class Segment: @unchecked Sendable {
     let base: UnsafeMutableRawPointer
     let size: Int
     private let created: MappedFile?
-    private let fd: Int32
+    /// The open file of a segment mapped by `open` (nil for `create`: `created` owns it).
+    private let descriptor: FileDescriptor?
     private let guardEntry: Int32
 
-    private init(path: String, base: UnsafeMutableRawPointer, size: Int, writable: Bool, created: MappedFile?, fd: Int32) {
-        self.path = path; self.base = base; self.size = size; self.created = created; self.fd = fd
+    private init(path: String, base: UnsafeMutableRawPointer, size: Int, writable: Bool, created: MappedFile?,
+                 descriptor: consuming FileDescriptor?) {
+        self.path = path; self.base = base; self.size = size; self.created = created; self.descriptor = descriptor
         guardEntry = fs_guard_register(base, size, writable ? 1 : 0)
     }
 
     /// Creates a new file of `size` zero bytes (mode 0600, fails if it exists), mapped read-write.
     static func create(_ path: String, size: Int) throws(FrameServerError) -> Segment {
         let file = try MappedFile.create(path, size: size)
-        return Segment(path: path, base: file.base, size: file.size, writable: true, created: file, fd: -1)
+        return Segment(path: path, base: file.base, size: file.size, writable: true, created: file, descriptor: nil)
     }
 
     /// Maps an existing segment another process made. The file is opened with
@@ -33,21 +35,19 @@ final class Segment: @unchecked Sendable {
     ///
     /// The corresponding C functions are `open`, `fstat` and `mmap`.
     static func open(_ path: String, writable: Bool, minimumSize: Int = 1) throws(SegmentError) -> Segment {
-        let fd = Glibc.open(path, (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else {
-            let e = Errno.current
-            if e == Errno(rawValue: ELOOP) { throw .notRegularFile(path: path) }
-            throw .system(operation: "open", path: path, e)
+        let fd: FileDescriptor
+        do { fd = try .open(path, (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOFOLLOW) } catch {
+            if error == Errno(rawValue: ELOOP) { throw .notRegularFile(path: path) }
+            throw .system(operation: "open", path: path, error)
         }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { let e = Errno.current; close(fd); throw .system(operation: "stat", path: path, e) }
-        guard st.st_mode & S_IFMT == S_IFREG else { close(fd); throw .notRegularFile(path: path) }
+        let st: stat
+        do { st = try fd.status() } catch { throw .system(operation: "stat", path: path, error) }
+        guard st.st_mode & S_IFMT == S_IFREG else { throw .notRegularFile(path: path) }
         let size = Int(st.st_size)
-        guard size >= max(1, minimumSize) else { close(fd); throw .tooSmall(path: path, size: size, needed: max(1, minimumSize)) }
-        let prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
-        let p = mmap(nil, size, prot, MAP_SHARED, fd, 0)
-        guard let p, p != MAP_FAILED else { let e = Errno.current; close(fd); throw .system(operation: "map", path: path, e) }
-        return Segment(path: path, base: p, size: size, writable: writable, created: nil, fd: fd)
+        guard size >= max(1, minimumSize) else { throw .tooSmall(path: path, size: size, needed: max(1, minimumSize)) }
+        let p: UnsafeMutableRawPointer
+        do { p = try fd.map(size: size, writable: writable) } catch { throw .system(operation: "map", path: path, error) }
+        return Segment(path: path, base: p, size: size, writable: writable, created: nil, descriptor: fd)
     }
 
     /// Maps pool `path` of a stream with `slotCount` (validated) slots, read-only, and
@@ -85,9 +85,6 @@ final class Segment: @unchecked Sendable {
     deinit {
         // Forget the range before it is unmapped, so the handler never maps over a reuse.
         fs_guard_unregister(guardEntry)
-        if created == nil {
-            munmap(base, size)
-            close(fd)
-        }
+        if created == nil { unmap(base, size: size) }   // then the descriptor closes itself
     }
 }

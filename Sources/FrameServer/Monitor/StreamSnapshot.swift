@@ -263,7 +263,7 @@ extension RuntimeDirectory {
         let names = Set(entries().compactMap { Self.stream(ofFile: $0) })
         for stream in names.sorted() {
             guard let lock = try? FileLock.tryExclusive(lockPath(stream)) else { continue }
-            for f in files(of: stream) where f != lockPath(stream) && unlink(f) == 0 { removed.append(f) }
+            for f in files(of: stream) where f != lockPath(stream) && (try? removeFile(f)) != nil { removed.append(f) }
             removed.append(lockPath(stream))
             lock.unlinkAndRelease()
         }

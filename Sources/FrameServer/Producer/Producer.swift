@@ -91,7 +91,8 @@ public final class Producer: @unchecked Sendable {
     private let announceBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 128, alignment: 8)
     private var templateFormat: FrameFormat?
     private var template = fs_frame()
-    private let wakeFD: Int32
+    /// Wakes the reaper thread's poll (an eventfd): closed with the object.
+    private let wakeFD: FileDescriptor
     private var threads: [pthread_t] = []
     /// Asked whenever a signal interrupts a wait for a slot; returning true makes `reserve`
     /// return nil (for example after SIGINT, so a command can end its stream and exit).
@@ -117,7 +118,7 @@ public final class Producer: @unchecked Sendable {
 
         self.lock = try Self.takeStreamLock(stream, in: dir)
         // Holding the lock proves every other file of this stream is a dead producer's leftover.
-        for f in dir.files(of: stream) where f != dir.lockPath(stream) { unlink(f) }
+        for f in dir.files(of: stream) where f != dir.lockPath(stream) { try? removeFile(f) }
 
         let tmp = dir.controlPath(stream) + ".tmp.\(getpid())"
         control = try ControlSegment.create(tmp, .init(stream: stream, slots: options.slots, liveSource: options.liveSource,
@@ -128,16 +129,18 @@ public final class Producer: @unchecked Sendable {
         do {
             try socket.bind(dir.endpoint(stream))
         } catch {
-            unlink(tmp)
+            try? removeFile(tmp)
             throw error
         }
-        if chmod(dir.socketPath(stream), 0o600) != 0 { /* the directory is 0700 anyway */ }
-        wakeFD = fs_sys_eventfd()
+        try? changeMode(dir.socketPath(stream), 0o600)   // a failure is harmless: the directory is 0700 anyway
+        do { wakeFD = try makeEventDescriptor() } catch {
+            try? removeFile(tmp)
+            throw .system("create the reaper's eventfd", path: nil, error)
+        }
         // Publishing the control segment under its real name is the moment the stream exists.
-        guard rename(tmp, dir.controlPath(stream)) == 0 else {
-            let e = Errno.current
-            unlink(tmp)
-            throw .system("publish control segment", path: dir.controlPath(stream), e)
+        do { try renameFile(tmp, to: dir.controlPath(stream)) } catch {
+            try? removeFile(tmp)
+            throw .system("publish control segment", path: dir.controlPath(stream), error)
         }
         // The watcher threads hold the producer until close() stops them.
         threads.append(spawnThread { self.watchAttachments() })
@@ -173,21 +176,21 @@ public final class Producer: @unchecked Sendable {
         waitForReleases(timeoutSeconds: 2)
         shared.withLock { $0.running = false }
         control.announceConsumerChange()
-        _ = fs_sys_eventfd_signal(wakeFD)
+        signalEvent(wakeFD.rawValue)
         for t in threads { pthread_join(t, nil) }
         shared.withLock { s in
-            for (_, w) in s.watched { Glibc.close(w.fd) }
-            for fd in s.toClose { Glibc.close(fd) }
+            for (_, w) in s.watched { FileDescriptor(adopting: w.fd).close() }
+            for fd in s.toClose { FileDescriptor(adopting: fd).close() }
             s.watched.removeAll(); s.toClose.removeAll()
         }
-        Glibc.close(wakeFD)
-        unlink(directory.controlPath(stream))
-        unlink(directory.socketPath(stream))
+        // wakeFD closes with the object (deinit): the watcher threads that used it are joined.
+        try? removeFile(directory.controlPath(stream))
+        try? removeFile(directory.socketPath(stream))
         // A consumer that still holds (or is owed) frames but has not mapped the pool yet
         // must still find it: leave it for the next producer of this name or 'framesrv clean'.
         if epoch > 0, !control.anySlotHeld(countingWriter: true) {
-            unlink(directory.poolPath(stream, epoch: epoch))
-            for r in retired { unlink(directory.poolPath(stream, epoch: r.epoch)) }
+            try? removeFile(directory.poolPath(stream, epoch: epoch))
+            for r in retired { try? removeFile(directory.poolPath(stream, epoch: r.epoch)) }
         }
         lock = nil   // the name is free for the next producer
     }
@@ -484,7 +487,7 @@ public final class Producer: @unchecked Sendable {
             throw error
         }
         if epoch > 0 {
-            if kept != 0 { retired.append((epoch, kept)) } else { unlink(directory.poolPath(stream, epoch: epoch)) }
+            if kept != 0 { retired.append((epoch, kept)) } else { try? removeFile(directory.poolPath(stream, epoch: epoch)) }
         }
         for i in reserved { retire(slot: i) }   // may end an older retired pool
         pool = newPool
@@ -506,7 +509,7 @@ public final class Producer: @unchecked Sendable {
         guard !retired.isEmpty else { return }
         let bit: UInt64 = 1 << UInt64(slot)
         for k in retired.indices { retired[k].slots &= ~bit }
-        for r in retired where r.slots == 0 { unlink(directory.poolPath(stream, epoch: r.epoch)) }
+        for r in retired where r.slots == 0 { try? removeFile(directory.poolPath(stream, epoch: r.epoch)) }
         retired.removeAll { $0.slots == 0 }
     }
 
@@ -637,8 +640,8 @@ public final class Producer: @unchecked Sendable {
             case .closing:
                 reclaim(i, identity: control.consumerIdentity(i))
                 changed = true
-            case .free where fs_sys_process_start_time(pid) == 0,
-                 .claimed where fs_sys_process_start_time(pid) == 0:
+            case .free where processStartTime(pid) == 0,
+                 .claimed where processStartTime(pid) == 0:
                 // Died between claiming the entry (CAS on pid) and finishing its registration.
                 reclaim(i, identity: ProcessIdentity(pid: pid, startTime: 0))
                 changed = true
@@ -647,7 +650,7 @@ public final class Producer: @unchecked Sendable {
             }
         }
         if changed {
-            _ = fs_sys_eventfd_signal(wakeFD)
+            signalEvent(wakeFD.rawValue)
             wakeWaiters()
         }
     }
@@ -661,14 +664,12 @@ public final class Producer: @unchecked Sendable {
                 st.toClose.removeAll()
                 return (st.running, st.watched.map { ($0.key, $0.value.fd) }, c)
             }
-            for fd in closing { Glibc.close(fd) }
+            for fd in closing { FileDescriptor(adopting: fd).close() }
             guard running else { return }
-            var pfds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            pfds += fds.map { pollfd(fd: $0.1, events: Int16(POLLIN), revents: 0) }
-            let r = poll(&pfds, nfds_t(pfds.count), -1)
-            guard r > 0 else { continue }
-            if pfds[0].revents != 0 { _ = fs_sys_eventfd_drain(wakeFD) }
-            for (k, (index, fd)) in fds.enumerated() where pfds[k + 1].revents != 0 {
+            let ready = readableDescriptors(among: [wakeFD.rawValue] + fds.map(\.1), timeoutMillis: -1)
+            guard !ready.isEmpty else { continue }
+            if ready.contains(wakeFD.rawValue) { drainEvent(wakeFD.rawValue) }
+            for (index, fd) in fds where ready.contains(fd) {
                 let identity = shared.withLock { st -> ProcessIdentity? in
                     st.watched[index]?.fd == fd ? st.watched[index]!.identity : nil
                 }
@@ -693,7 +694,7 @@ public final class Producer: @unchecked Sendable {
             control.freeConsumer(i, ifOwnedBy: identity.pid)
         }
         if died { control.countReclaimed() }
-        _ = fs_sys_eventfd_signal(wakeFD)
+        signalEvent(wakeFD.rawValue)
         wakeWaiters()
     }
 }

@@ -288,6 +288,11 @@ public func raiseFileDescriptorLimit() throws(FrameServerError) -> Int {
     return Int(clamping: n)
 }
 
+/// Opens the descriptor the accept guard keeps in reserve (idempotent): see `ZMQSocket.bind`.
+///
+/// The corresponding C function is `open("/dev/null")` (`fs_sys_connection_guard_arm` in shim.c).
+func armConnectionGuard() throws(Errno) { _ = try retryOnInterrupt { fs_sys_connection_guard_arm() } }
+
 /// Connections this process refused because it had run out of descriptors (see
 /// `ZMQSocket.bind`): a flood of connections to a producer's socket is counted here and
 /// logged on standard error (one line a second) instead of aborting inside libzmq.

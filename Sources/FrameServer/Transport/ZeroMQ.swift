@@ -56,8 +56,8 @@ final class ZMQSocket {
     ///
     /// The corresponding C function is `zmq_bind`.
     func bind(_ endpoint: String) throws(FrameServerError) {
-        if fs_sys_connection_guard_arm() != 0 {
-            throw .system("reserve a descriptor for the connection guard", path: nil, .current)
+        do { try armConnectionGuard() } catch {
+            throw .system("reserve a descriptor for the connection guard", path: nil, error)
         }
         guard zmq_bind(handle, endpoint) == 0 else { throw .zeromq("bind \(endpoint)", zmqErrorText()) }
     }
