@@ -12,8 +12,9 @@ let package = Package(
         // The shared-memory layout (the protocol's single source of truth) and the
         // GNU-only system calls Swift's Glibc module cannot see.
         .target(name: "CFrameServer"),
-        // libzmq, from Debian's libzmq3-dev.
-        .systemLibrary(name: "CZMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
+        // libzmq, from Debian's libzmq3-dev. No pkgConfig: zmq.h is in /usr/include and the module
+        // map links zmq, while libzmq.pc's cflags (-isystem for krb5) make SwiftPM warn on every build.
+        .systemLibrary(name: "CZMQ", providers: [.apt(["libzmq3-dev"])]),
         // FFmpeg's libavdevice, libavformat, libavcodec, libavutil and libswscale, from Debian's -dev packages.
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavcodec",
                        providers: [.apt(["libavdevice-dev", "libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
