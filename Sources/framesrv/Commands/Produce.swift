@@ -45,6 +45,9 @@ enum ProduceCommand: Command {
                            until it lets go. Other frames are copied once into a slot; the
                            summary line counts both.
       --copy               with -i: decode into FFmpeg's own memory and copy every frame
+                           (on a damaged input, areas the decoder could not decode then hold
+                           what ffmpeg's own buffers held, as in ffmpeg's output; zero copy
+                           leaves there what the slot held, an earlier frame of this stream)
       --pattern            the built-in moving test pattern (every byte derived from the
                            frame's sequence number, so consumers can verify it)
       --out NAME           the stream to create
