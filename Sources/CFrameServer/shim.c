@@ -310,8 +310,10 @@ static int fs_guard_state; // 0 not installed, 1 installing, 2 installed
 
 static void fs_guard_handler(int sig, siginfo_t *info, void *context)
 {
+    int saved_errno = errno;
     uintptr_t addr = (uintptr_t)info->si_addr;
-    for (unsigned i = 0; i < FS_GUARD_ENTRIES; i++) {
+    /* Only a fault (si_code > 0) has a meaningful si_addr; a SIGBUS sent with kill() is not ours. */
+    for (unsigned i = 0; info->si_code > 0 && i < FS_GUARD_ENTRIES; i++) {
         fs_guard_entry *e = &fs_guard_table[i];
         uintptr_t start = __atomic_load_n(&e->start, __ATOMIC_ACQUIRE);
         if (start <= 1) continue;
@@ -322,19 +324,26 @@ static void fs_guard_handler(int sig, siginfo_t *info, void *context)
         if (p == MAP_FAILED) break;
         __atomic_fetch_add(&e->faults, 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&fs_guard_total, 1, __ATOMIC_RELAXED);
+        errno = saved_errno;
         return; // the access is retried and now reads zeros
     }
-    // Not ours: put the previous action back and let the access fault again under it.
-    (void)sig; (void)context;
+    // Not ours: put the previous action back (the guard is off from now on: the next
+    // register installs it again) and let the access fault again under it; a signal that
+    // was sent rather than caused by an access is raised again, to be delivered under it.
+    (void)context;
     sigaction(SIGBUS, &fs_guard_previous, NULL);
+    __atomic_store_n(&fs_guard_state, 0, __ATOMIC_RELEASE);
+    if (info->si_code <= 0) raise(sig);
+    errno = saved_errno;
 }
 
 int fs_guard_install(void)
 {
     int expected = 0;
     if (!__atomic_compare_exchange_n(&fs_guard_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        while (__atomic_load_n(&fs_guard_state, __ATOMIC_ACQUIRE) == 1) {}
-        return 0;
+        int state;
+        while ((state = __atomic_load_n(&fs_guard_state, __ATOMIC_ACQUIRE)) == 1) {}
+        return state == 2 ? 0 : -1;   /* another thread installed it, or failed to */
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -226,6 +226,8 @@ final class Attachment {
     private var lastDelivered: UInt64 = 0
     /// A demoted consumer that had delivered nothing counts misses from its first owed frame.
     private var countMissesFromStart = false
+    /// Frames held when the stall timeout demoted this consumer to live (see `nextLive`).
+    private var heldAtDemotion = 0
     private(set) var missedTotal: UInt64 = 0
     /// Frames refused because their header failed validation.
     private(set) var badFrames: UInt64 = 0
@@ -342,6 +344,9 @@ final class Attachment {
             // The producer's stall timeout demoted us (PROTOCOL.md 12.6): newest frames from
             // now on; what we did not take is counted as missed.
             mode = .live
+            // Frames taken while lossless (a filter graph may keep several) do not count
+            // against the live hold limit: the limit applies to what is taken from now on.
+            heldAtDemotion = heldCount
             if lastDelivered == 0 {
                 // Nothing delivered yet: every frame owed since admission counts as missed.
                 let first = expected != 0 ? expected : control.firstSequence(index)
@@ -358,12 +363,17 @@ final class Attachment {
             expected = first
         }
         if control.ended && expected > control.endSequence { return .ended }
-        for i in 0..<control.slotCount where fs_slot_held_by(control.slot(i), bit, expected) != 0 {
-            // Advance first: a frame that cannot be delivered (error thrown) is skipped, not retried forever.
-            expected += 1
-            return .frame(try deliver(slot: i, seq: expected - 1))
+        // A second look only after skipping frames lost to a damaged slot (bounded: a slot
+        // rewritten over and over cannot keep us here).
+        for _ in 0..<2 {
+            for i in 0..<control.slotCount where fs_slot_held_by(control.slot(i), bit, expected) != 0 {
+                // Advance first: a frame that cannot be delivered (error thrown) is skipped, not retried forever.
+                expected += 1
+                return .frame(try deliver(slot: i, seq: expected - 1))
+            }
+            guard skipLostFrames() else { break }
         }
-        return skipLostFrames() ? try nextLossless() : .nothingYet
+        return .nothingYet
     }
 
     /// Frame `expected` is in no slot reserved for us. The producer publishes in sequence
@@ -371,25 +381,28 @@ final class Attachment {
     /// that missed `expected`), `expected` can no longer arrive: a slot's `seq` was damaged
     /// in shared memory. Skips to the oldest later frame reserved for us, counting the lost
     /// ones as missed, so that one damaged slot cannot stall this consumer and, through it,
-    /// the producer. (A damaged last frame ends with the producer's exit, as any end does.)
-    /// Returns whether `nextLossless` should look again.
+    /// the producer. A `seq` damaged to a value the producer has not published yet (past
+    /// `latest`, read after the scan) proves nothing and is passed over. (A damaged last
+    /// frame ends with the producer's exit, as any end does.) Returns whether
+    /// `nextLossless` should look again.
     private func skipLostFrames() -> Bool {
         var next: UInt64?
         for i in 0..<control.slotCount {
             guard let seq = control.reservedSequence(i, bit: bit), seq > expected else { continue }
             next = min(next ?? seq, seq)
         }
-        guard let next else { return false }
+        guard let next, next <= control.latestWord >> 8 else { return false }
         // Rescan: a frame `expected` published before `next` is visible now (sequence order).
         for i in 0..<control.slotCount where fs_slot_held_by(control.slot(i), bit, expected) != 0 { return true }
         missedTotal += next - expected
+        control.countMissed(index, next - expected)
         expected = next
         return true
     }
 
     /// Live: the newest published frame, if newer than the last one delivered.
     private func nextLive() throws(FrameServerError) -> Look {
-        guard heldCount < liveMaxHeld else { throw .holdLimit(max: liveMaxHeld) }
+        guard heldCount < liveMaxHeld + heldAtDemotion else { throw .holdLimit(max: liveMaxHeld) }
         while true {
             let word = control.latestWord
             let latest: (sequence: UInt64, slot: UInt32)?

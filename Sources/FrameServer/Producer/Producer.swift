@@ -266,10 +266,15 @@ public final class Producer: @unchecked Sendable {
             case .wait:
                 guard wait else { return nil }
                 let start = monotonicNanos()
-                _ = sleepOnWake(until: nil) {
-                    (0..<control.slotCount).contains { fs_slot_is_free(slotCtl($0)) != 0 } ? true : nil
+                // As takeFreeSlot: the stall timeout applies here too, and a stop gives up (the
+                // decoder then allocates from FFmpeg and the frame takes the copy path).
+                let woke = sleepOnWake(until: nil) { () -> Bool? in
+                    if (0..<control.slotCount).contains(where: { fs_slot_is_free(slotCtl($0)) != 0 }) { return true }
+                    if slotLock.withLock({ demoteStalledConsumers(waitingSince: start) }) { return true }
+                    return shouldStop?() == true ? false : nil
                 }
                 control.addBlocked(nanos: monotonicNanos() - start)
+                if woke != true { return nil }
             }
         }
     }
