@@ -267,7 +267,13 @@ static int fs_guarded_accept(int fd, __SOCKADDR_ARG addr, socklen_t *restrict le
     int r = f(fd, addr, len, flags);
     if (r >= 0) {
         uint64_t limit = fs_soft_nofile();
-        if ((uint64_t)r + fs_keep_free(limit) < limit) return r;
+        if ((uint64_t)r + fs_keep_free(limit) < limit) {
+            // A reserve given up at EMFILE and not taken back then: take it back now that
+            // descriptors are free again, or the next EMFILE could not refuse (libzmq would
+            // then find the connection still pending and spin).
+            if (__atomic_load_n(&fs_reserve_fd, __ATOMIC_ACQUIRE) < 0) (void)fs_sys_connection_guard_arm();
+            return r;
+        }
         close(r);
         fs_log_refusal(fd);
         errno = ECONNABORTED;
