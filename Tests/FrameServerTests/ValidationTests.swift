@@ -271,4 +271,23 @@ import Testing
         #expect(consumer.heldFrames == 0, "the bad frame's slot was released")
         producer.close()
     }
+
+    /// A slot whose `seq` was damaged in shared memory can never match the frame a lossless
+    /// consumer expects. It skips to the next frame reserved for it and counts the lost one
+    /// as missed, instead of waiting forever (and stalling the producer). A damaged value
+    /// past what the producer published proves nothing and is not skipped to.
+    @Test func losslessConsumerSkipsAFrameLostToADamagedSlot() throws {
+        let scratch = try Scratch()
+        let (producer, consumer) = try producerAndConsumer("lost", slots: 4, scratch)
+        let f = FrameFormat(.gray8, width: 32, height: 32)
+        for _ in 0..<3 { try publishPattern(producer, f) }
+        let slot = try #require((0..<4).first { fs_control_slot(producer.ctl, UInt32($0)).pointee.seq == 2 })
+        fs_control_slot(producer.ctl, UInt32(slot)).pointee.seq = 1000
+        #expect(try nextFrame(consumer).sequence == 1)
+        #expect(try nextFrame(consumer).sequence == 3)
+        #expect(consumer.missed == 1)
+        try publishPattern(producer, f)
+        #expect(try nextFrame(consumer).sequence == 4)
+        producer.close()
+    }
 }
