@@ -148,30 +148,16 @@ extension MediaTests {
     }
 }
 
-/// A program started with posix_spawn with no signal blocked (Foundation's Process passes
-/// on the test runner's blocked signals, and Xvfb would ignore SIGTERM), output discarded.
+/// A program started with no signal blocked (`spawnWithDefaultSignals`: Xvfb would
+/// otherwise ignore SIGTERM), output discarded.
 final class DaemonProcess {
     let pid: pid_t
     private var reaped = false
 
     init?(_ argv: [String]) {
-        var attr = posix_spawnattr_t()
-        posix_spawnattr_init(&attr)
-        defer { posix_spawnattr_destroy(&attr) }
-        var empty = sigset_t(), all = sigset_t()
-        sigemptyset(&empty)
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attr, &empty)
-        posix_spawnattr_setsigdefault(&attr, &all)
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        for fd: Int32 in [0, 1, 2] { posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0) }
-        var cArgs = argv.map { strdup($0) } + [nil]
-        defer { for p in cArgs { free(p) } }
-        var child: pid_t = 0
-        guard posix_spawn(&child, argv[0], &actions, &attr, &cArgs, environ) == 0 else { return nil }
+        let environment = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
+        guard let child = try? spawnWithDefaultSignals(argv, environment: environment, stdout: "/dev/null", stderr: "/dev/null")
+        else { return nil }
         pid = child
     }
 

@@ -15,29 +15,8 @@ final class Spawned: @unchecked Sendable {
         let id = UUID().uuidString.prefix(8)
         outPath = "\(logDirectory)/.out-\(id)"
         errPath = "\(logDirectory)/.err-\(id)"
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t(), all = sigset_t()
-        sigemptyset(&none)
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
-        let argv = ([executable] + args).map { strdup($0) } + [nil]
-        let envp = env.map { strdup($0) } + [nil]
-        defer { for p in argv + envp { free(p) } }
-        var child: pid_t = 0
-        let r = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
-        guard r == 0 else { throw TestFailure("posix_spawn \(executable): \(String(cString: strerror(r)))") }
-        pid = child
+        pid = try spawnWithDefaultSignals([executable] + args, environment: env, stdout: outPath, stderr: errPath)
     }
 
     deinit { kill() }
@@ -86,4 +65,33 @@ final class Spawned: @unchecked Sendable {
         ended = signal == 0 ? .exited((status >> 8) & 0xff) : .signaled(signal)
         return ended
     }
+}
+
+/// Starts `argv` with posix_spawn: stdin /dev/null, stdout and stderr to the files named
+/// (created 0600), every signal at its default action and none blocked (Foundation's
+/// Process passes on the test runner's blocked signals, and Xvfb would then ignore SIGTERM).
+/// `environment` as "KEY=value" strings.
+func spawnWithDefaultSignals(_ argv: [String], environment: [String], stdout: String, stderr: String) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var none = sigset_t(), all = sigset_t()
+    sigemptyset(&none)
+    sigfillset(&all)
+    posix_spawnattr_setsigmask(&attributes, &none)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    let cArgv = argv.map { strdup($0) } + [nil]
+    let envp = environment.map { strdup($0) } + [nil]
+    defer { for p in cArgv + envp { free(p) } }
+    var child: pid_t = 0
+    let r = posix_spawn(&child, argv[0], &actions, &attributes, cArgv, envp)
+    guard r == 0 else { throw TestFailure("posix_spawn \(argv[0]): \(String(cString: strerror(r)))") }
+    return child
 }
