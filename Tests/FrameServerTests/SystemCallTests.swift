@@ -4,7 +4,7 @@ import Glibc
 import Testing
 
 /// The syscall layer in System/: the owned descriptor, the EINTR loop, writeAll, and the
-/// checks MappedFile makes before it maps a file of a stream.
+/// checks Segment.open makes before it maps a file of a stream.
 @Suite struct SystemCallTests {
     static func isOpen(_ fd: Int32) -> Bool { fcntl(fd, F_GETFD) != -1 }
 
@@ -84,20 +84,21 @@ import Testing
         #expect(pollReadable([a.rawValue, b.rawValue, c.rawValue], timeoutMillis: 0) == c.rawValue)
     }
 
-    /// Finding 6: a FIFO in place of NAME.ctl hung every monitor in open(). MappedFile opens
-    /// without blocking and maps regular files only; a symbolic link is not followed.
-    @Test func mappedFileRefusesFifosAndLinks() throws {
+    /// Finding 6: a FIFO in place of NAME.ctl hung every monitor in open(). Segment.open (the
+    /// one opener of another process's segment) opens without blocking and maps regular
+    /// files only; a symbolic link is not followed.
+    @Test func segmentOpenRefusesFifosAndLinks() throws {
         let folder = TemporaryFolder("framesrv-sys")
         let fifo = folder.path + "/s.ctl"
         #expect(mkfifo(fifo, 0o600) == 0)
         for writable in [false, true] {
-            #expect(throws: FrameServerError.self) { _ = try MappedFile.openExisting(fifo, writable: writable) }
+            #expect(throws: SegmentError.self) { _ = try Segment.open(fifo, writable: writable) }
         }
         let target = folder.path + "/real"
         #expect(FileManager.default.createFile(atPath: target, contents: Data(count: 4096)))
         #expect(symlink(target, folder.path + "/link.ctl") == 0)
-        #expect(throws: FrameServerError.self) { _ = try MappedFile.openExisting(folder.path + "/link.ctl", writable: false) }
-        let file = try MappedFile.openExisting(target, writable: false)
+        #expect(throws: SegmentError.self) { _ = try Segment.open(folder.path + "/link.ctl", writable: false) }
+        let file = try Segment.open(target, writable: false)
         #expect(file.size == 4096)
     }
 

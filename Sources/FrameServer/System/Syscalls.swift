@@ -41,21 +41,6 @@ final class MappedFile: @unchecked Sendable {
         return try map(path, fd, size: size, writable: true, populate: true)
     }
 
-    /// Maps an existing file, read-write or read-only (`PROT_READ`: writes fault).
-    ///
-    /// Only a regular file is mapped: a FIFO, device or directory in its place is refused
-    /// without blocking (`O_NONBLOCK` on the open, then `fstat`).
-    static func openExisting(_ path: String, writable: Bool) throws(FrameServerError) -> MappedFile {
-        let fd: FileDescriptor
-        do { fd = try .open(path, (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOFOLLOW) } catch {
-            throw .system("open", path: path, error)
-        }
-        let st: stat
-        do { st = try fd.status() } catch { throw .system("stat", path: path, error) }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { throw .corruptSegment(path, "it is not a regular file") }
-        return try map(path, fd, size: Int(st.st_size), writable: writable)
-    }
-
     private static func map(_ path: String, _ fd: consuming FileDescriptor, size: Int, writable: Bool,
                             populate: Bool = false) throws(FrameServerError) -> MappedFile {
         guard size > 0 else { throw .corruptSegment(path, "it is empty") }
