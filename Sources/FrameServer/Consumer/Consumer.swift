@@ -366,7 +366,7 @@ final class Attachment {
         // A second look only after skipping frames lost to a damaged slot (bounded: a slot
         // rewritten over and over cannot keep us here).
         for _ in 0..<2 {
-            for i in 0..<control.slotCount where fs_slot_held_by(control.slot(i), bit, expected) != 0 {
+            if let i = slotReserved(expected) {
                 // Advance first: a frame that cannot be delivered (error thrown) is skipped, not retried forever.
                 expected += 1
                 return .frame(try deliver(slot: i, seq: expected - 1))
@@ -374,6 +374,11 @@ final class Attachment {
             guard skipLostFrames() else { break }
         }
         return .nothingYet
+    }
+
+    /// The slot that holds frame `seq` reserved for us, if any (fs_slot_held_by's acquire).
+    private func slotReserved(_ seq: UInt64) -> UInt32? {
+        (0..<control.slotCount).first { fs_slot_held_by(control.slot($0), bit, seq) != 0 }
     }
 
     /// Frame `expected` is in no slot reserved for us. The producer publishes in sequence
@@ -393,7 +398,7 @@ final class Attachment {
         }
         guard let next, next <= control.latestWord >> 8 else { return false }
         // Rescan: a frame `expected` published before `next` is visible now (sequence order).
-        for i in 0..<control.slotCount where fs_slot_held_by(control.slot(i), bit, expected) != 0 { return true }
+        if slotReserved(expected) != nil { return true }
         missedTotal += next - expected
         control.countMissed(index, next - expected)
         expected = next
