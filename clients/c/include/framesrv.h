@@ -1,0 +1,311 @@
+/*
+ * framesrv.h: libframesrv, the C API of framesrv (protocol version 1).
+ *
+ * One C library that publishes and consumes framesrv streams. A stream made or read
+ * through it is indistinguishable from one made or read by the framesrv command or the
+ * Swift library. Every other language (Python, ...) binds this library; the protocol
+ * itself lives only here and in the Swift library (protocol/PROTOCOL.md).
+ *
+ * This is the stable, public API: it never exposes the shared-memory layout
+ * (Sources/CFrameServer/include/CFrameServer.h, which stays private to the library).
+ *
+ *   pkg-config --cflags --libs framesrv
+ *
+ * Conventions
+ *   - Every function that can fail returns an int status: FRAMESRV_OK (0), a positive
+ *     status that is not an error (FRAMESRV_TIMEOUT, FRAMESRV_END, FRAMESRV_GONE), or a
+ *     negative FRAMESRV_E_* error. framesrv_last_error() then gives one line naming the
+ *     file, the field and the value. Nothing aborts on bad input (bad arguments, bad
+ *     shared memory, a dead peer): it is an error code.
+ *   - Thread safety is stated per function. "One thread at a time" means per object:
+ *     different objects may be used from different threads concurrently.
+ *   - Timeouts are in milliseconds; -1 waits forever, 0 does not wait.
+ *   - All memory a function returns is owned by the library unless stated.
+ */
+#ifndef FRAMESRV_H
+#define FRAMESRV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FRAMESRV_VERSION_MAJOR 0
+#define FRAMESRV_VERSION_MINOR 1
+#define FRAMESRV_VERSION_PATCH 0
+#define FRAMESRV_PROTOCOL_VERSION 1
+#define FRAMESRV_MAX_PLANES 4
+
+/* ------------------------------------------------------------------------- */
+/* Status codes and errors                                                    */
+/* ------------------------------------------------------------------------- */
+
+typedef enum framesrv_status {
+    FRAMESRV_OK = 0,
+    FRAMESRV_TIMEOUT = 1,        /* nothing happened within the timeout                      */
+    FRAMESRV_END = 2,            /* the stream ended; every frame was delivered                */
+    FRAMESRV_GONE = 3,           /* the producer died (or the stream was removed)              */
+
+    FRAMESRV_E_INVALID = -1,     /* a bad argument (NULL, a bad name, size, format, state)     */
+    FRAMESRV_E_NOT_FOUND = -2,   /* no such stream (or no running producer) within the timeout */
+    FRAMESRV_E_BAD_DATA = -3,    /* shared memory failed validation (file, field, value)       */
+    FRAMESRV_E_SYSTEM = -4,      /* a system call failed (the message names it and errno)      */
+    FRAMESRV_E_BUSY = -5,        /* the name is taken by a live producer; no free consumer entry */
+    FRAMESRV_E_STATE = -6,       /* not valid now (publish twice, too many frames held, ...)   */
+    FRAMESRV_E_NO_MEMORY = -7,
+    FRAMESRV_E_DETACHED = -8,    /* this consumer was detached by the producer (stall timeout) */
+    FRAMESRV_E_ZMQ = -9,         /* ZeroMQ failed                                               */
+} framesrv_status;
+
+/* A static name such as "FRAMESRV_E_BAD_DATA". Any thread. */
+const char *framesrv_status_name(int status);
+
+/* The message of the last error returned to this thread (thread-local; valid until the
+ * next failing call in this thread), "" if none. Any thread. */
+const char *framesrv_last_error(void);
+
+/* The library's version, "0.1.0". */
+const char *framesrv_version(void);
+
+/* ------------------------------------------------------------------------- */
+/* Pixel formats (protocol codes; FFmpeg's names)                             */
+/* ------------------------------------------------------------------------- */
+
+typedef enum framesrv_pix_fmt {
+    FRAMESRV_PIX_OTHER = 0,
+    FRAMESRV_PIX_GRAY = 1,
+    FRAMESRV_PIX_NV12 = 2,
+    FRAMESRV_PIX_YUV420P = 3,
+    FRAMESRV_PIX_YUV422P = 4,
+    FRAMESRV_PIX_YUV444P = 5,
+    FRAMESRV_PIX_YUV420P10LE = 6,
+    FRAMESRV_PIX_RGB24 = 7,
+    FRAMESRV_PIX_BGRA = 8,
+    FRAMESRV_PIX_RGBA = 9,
+    FRAMESRV_PIX_P010LE = 10,
+    FRAMESRV_PIX_YUV422P10LE = 11,
+    FRAMESRV_PIX_YUV444P10LE = 12,
+    FRAMESRV_PIX_GRAY16LE = 13,
+    FRAMESRV_PIX_BGR24 = 14,
+    FRAMESRV_PIX_GBRP = 15,
+} framesrv_pix_fmt;
+
+/* FFmpeg's name of a code ("yuv420p"), NULL for an unknown code. Any thread. */
+const char *framesrv_pix_fmt_name(int pix_fmt);
+/* The code of an FFmpeg name, FRAMESRV_PIX_OTHER (0) if it is not one of the table's. */
+int framesrv_pix_fmt_from_name(const char *name);
+
+/* ------------------------------------------------------------------------- */
+/* Frames                                                                     */
+/* ------------------------------------------------------------------------- */
+
+/* One plane of a frame, as the frame's header describes it (validated: every plane lies
+ * inside its slot). `data` points into the shared pool: read-only for a consumer (the
+ * pool is mapped PROT_READ), writable for a producer between reserve and publish. */
+typedef struct framesrv_plane {
+    uint8_t *data;             /* first byte of row 0                                     */
+    size_t stride;             /* bytes from one row to the next (>= row_bytes)            */
+    size_t size;               /* stride * height                                          */
+    size_t row_bytes;          /* bytes of pixels in a row: width * components * sample_bytes */
+    uint32_t width;            /* samples per row: the frame's width >> the plane's shift  */
+    uint32_t height;           /* rows                                                     */
+    uint32_t components;       /* interleaved components per sample: 1 (Y, U), 2 (nv12 UV), 3 (rgb24), 4 (bgra) */
+    uint32_t sample_bytes;     /* bytes per component: 1, or 2 (little-endian 16-bit words) */
+} framesrv_plane;
+
+/* Frame flags (framesrv_frame_info.flags). */
+#define FRAMESRV_FRAME_KEY 1u
+#define FRAMESRV_FRAME_END_OF_STREAM 2u
+#define FRAMESRV_FRAME_DISCONTINUITY 4u
+
+#define FRAMESRV_PTS_NONE INT64_MIN
+
+/* Everything a frame's header says. For a consumer: a validated copy, read-only.
+ * For a producer: the fields marked (w) may be set between reserve and publish; publish
+ * writes them into the slot's header (the others are the library's and are ignored). */
+typedef struct framesrv_frame_info {
+    uint64_t seq;              /* sequence number, 1, 2, ... per stream                    */
+    uint64_t epoch;            /* pool epoch (changes with the format)                     */
+    uint32_t width, height;
+    int pix_fmt;               /* framesrv_pix_fmt; 0: see pix_fmt_name                     */
+    char pix_fmt_name[32];     /* FFmpeg's name                                            */
+    uint32_t plane_count;
+    framesrv_plane planes[FRAMESRV_MAX_PLANES];
+    uint32_t color_matrix;     /* (w) H.273 MatrixCoefficients (2 unspecified)             */
+    uint32_t color_range;      /* (w) 0 unspecified, 1 limited, 2 full                     */
+    uint32_t color_primaries;  /* (w) H.273 ColourPrimaries                                */
+    uint32_t color_transfer;   /* (w) H.273 TransferCharacteristics                        */
+    int32_t sar_num, sar_den;  /* (w) sample aspect ratio, 0/1 unknown                      */
+    int64_t pts;               /* (w) in time_base units, FRAMESRV_PTS_NONE unknown         */
+    int32_t time_base_num;     /* (w)                                                      */
+    int32_t time_base_den;     /* (w)                                                      */
+    int64_t duration;          /* (w) in time_base units, 0 unknown                         */
+    uint64_t capture_ns;       /* (w) CLOCK_MONOTONIC at capture/decode; 0: publish time    */
+    uint32_t flags;            /* (w) FRAMESRV_FRAME_*                                      */
+    uint64_t publish_ns;       /* CLOCK_MONOTONIC at publish (consumers)                    */
+} framesrv_frame_info;
+
+typedef struct framesrv_frame framesrv_frame;
+
+/* The frame's header. Valid until the frame is released, published or abandoned.
+ * A consumer must not write through it; a producer may set the (w) fields.
+ * Any thread that owns the frame. */
+framesrv_frame_info *framesrv_frame_info_of(framesrv_frame *frame);
+
+/* ------------------------------------------------------------------------- */
+/* Consumer                                                                   */
+/* ------------------------------------------------------------------------- */
+
+typedef enum framesrv_mode {
+    FRAMESRV_LIVE = 1,         /* the newest frame; skips (and counts) what it could not keep up with */
+    FRAMESRV_LOSSLESS = 2,     /* every frame from admission on, in order; the producer waits for it */
+} framesrv_mode;
+
+typedef struct framesrv_consumer_options {
+    framesrv_mode mode;        /* 0 = FRAMESRV_LOSSLESS                                     */
+    const char *client_name;   /* what monitors show (<= 31 bytes), NULL = the program name */
+    int attach_timeout_ms;     /* how long open waits for the stream to appear; -1 forever (default when options is NULL) */
+} framesrv_consumer_options;
+
+typedef struct framesrv_consumer framesrv_consumer;
+
+/* Stream-wide facts of the attached stream. */
+typedef struct framesrv_stream_info {
+    char name[49];
+    uint32_t slot_count;
+    int32_t rate_num, rate_den;   /* nominal frame rate, 0/0 unknown (as fast as possible)  */
+    int32_t producer_pid;
+    uint32_t live_source;         /* 1: the producer never waits for consumers               */
+    uint64_t epoch;               /* the current pool epoch                                  */
+} framesrv_stream_info;
+
+/* Counters of one consumer. */
+typedef struct framesrv_consumer_stats {
+    uint64_t delivered;        /* frames returned by next                                   */
+    uint64_t missed;           /* live: frames skipped; lossless: frames lost to damaged slots */
+    uint64_t bad_frames;       /* frames that failed validation (released and skipped)      */
+    uint64_t held;             /* frames held right now                                      */
+    uint64_t restarts;         /* times reopen attached to a new producer                    */
+} framesrv_consumer_stats;
+
+/* Attaches to stream NAME in the runtime directory ($FRAMESRV_DIR, else
+ * /dev/shm/framesrv-<uid>), waiting up to options->attach_timeout_ms for it to appear
+ * (and, lossless, for the producer to admit it). options may be NULL (lossless, wait
+ * forever). On success *out is the consumer. Any thread; the consumer is then used by
+ * one thread at a time. */
+int framesrv_consumer_open(framesrv_consumer **out, const char *name,
+                           const framesrv_consumer_options *options);
+
+/* The next frame: FRAMESRV_OK with *frame set, FRAMESRV_TIMEOUT, FRAMESRV_END (the
+ * stream ended and every frame due was delivered), FRAMESRV_GONE (the producer died),
+ * or an error. Lossless: in order, exactly once. Live: the newest frame not yet seen.
+ * A live consumer may hold at most the stream's live_max_held frames at once
+ * (FRAMESRV_E_STATE beyond). One thread at a time per consumer. */
+int framesrv_consumer_next(framesrv_consumer *consumer, int timeout_ms, framesrv_frame **frame);
+
+/* Gives the frame's slot back. The frame (its info and planes) is invalid afterwards.
+ * Frames may be released in any order, from any thread (but not concurrently with
+ * next or close on the same consumer). NULL is ignored. */
+void framesrv_frame_release(framesrv_frame *frame);
+
+/* After FRAMESRV_END or FRAMESRV_GONE (or any time): detaches, then waits up to
+ * timeout_ms for the next producer of the same name and attaches to it. Frames still
+ * held stay valid until released. One thread at a time per consumer. */
+int framesrv_consumer_reopen(framesrv_consumer *consumer, int timeout_ms);
+
+/* The attached stream's facts and this consumer's counters. One thread at a time. */
+int framesrv_consumer_stream_info(framesrv_consumer *consumer, framesrv_stream_info *info);
+int framesrv_consumer_stats_of(framesrv_consumer *consumer, framesrv_consumer_stats *stats);
+
+/* A descriptor that becomes readable when next may have something (the ZeroMQ SUB
+ * socket's ZMQ_FD; edge-triggered: always call next with timeout 0 until TIMEOUT), for
+ * event loops. -1 on error. */
+int framesrv_consumer_fd(framesrv_consumer *consumer);
+
+/* Releases every frame still held, detaches (CLOSING, so the producer frees the entry)
+ * and frees the consumer. Frames and planes of this consumer are invalid afterwards.
+ * NULL is ignored. Not concurrently with any other call on this consumer. */
+void framesrv_consumer_close(framesrv_consumer *consumer);
+
+/* ------------------------------------------------------------------------- */
+/* Producer                                                                   */
+/* ------------------------------------------------------------------------- */
+
+typedef struct framesrv_producer_options {
+    uint32_t width, height;    /* 1..16384                                                  */
+    int pix_fmt;               /* framesrv_pix_fmt, one of the table's (not OTHER)          */
+    uint32_t slots;            /* 1..64; 0 = 8                                              */
+    int32_t rate_num, rate_den;/* nominal frame rate; 0/0 = unknown. Also the default time base (den/num) */
+    uint32_t live_source;      /* 1: reserve never waits for consumers: it returns FRAMESRV_TIMEOUT (drop the frame; counted) */
+    uint32_t live_max_held;    /* frames a live consumer may hold at once; 0 = 1            */
+    uint32_t color_matrix, color_range, color_primaries, color_transfer; /* defaults for every frame; 0,0,0,0 = "unspecified" (2,0,2,2; matrix 0 for RGB formats) */
+} framesrv_producer_options;
+
+typedef struct framesrv_producer framesrv_producer;
+
+/* Counters of one producer. */
+typedef struct framesrv_producer_stats {
+    uint64_t published;
+    uint64_t dropped;          /* live source: reserve found no free slot                   */
+    uint64_t abandoned;
+    uint64_t consumers;        /* attached right now                                        */
+    uint64_t reclaimed;        /* consumers reclaimed because they died                     */
+    uint64_t blocked_ns;       /* time reserve waited for a free slot                       */
+} framesrv_producer_stats;
+
+/* Creates stream NAME (taking NAME.lock; FRAMESRV_E_BUSY if a live producer holds it;
+ * leftovers of a dead one are replaced), binds its ZeroMQ announcements and starts the
+ * producer's one background thread (admission of consumers, reclaiming dead ones).
+ * Any thread; the producer is then used by one thread at a time. */
+int framesrv_producer_open(framesrv_producer **out, const char *name,
+                           const framesrv_producer_options *options);
+
+/* Reserves a free slot: FRAMESRV_OK with *frame (its planes writable, its info's (w)
+ * fields preset: pts = seq-1 in the default time base, duration 1, the options' colour),
+ * FRAMESRV_TIMEOUT when no slot became free within timeout_ms (a live source never
+ * waits: the frame is dropped and counted), or an error. One frame reserved at a time. */
+int framesrv_producer_reserve(framesrv_producer *producer, int timeout_ms, framesrv_frame **frame);
+
+/* Publishes the reserved frame to every consumer (lossless ones receive it for sure) and
+ * announces it. The frame is invalid afterwards. */
+int framesrv_producer_publish(framesrv_producer *producer, framesrv_frame *frame);
+
+/* Gives the reserved frame back unpublished (its sequence number is not used). */
+int framesrv_producer_abandon(framesrv_producer *producer, framesrv_frame *frame);
+
+/* Blocks until `count` lossless consumers are attached (admitted), up to timeout_ms:
+ * FRAMESRV_OK or FRAMESRV_TIMEOUT. (framesrv produce --wait-for.) */
+int framesrv_producer_wait_for_consumers(framesrv_producer *producer, uint32_t count, int timeout_ms);
+
+/* A mid-stream format change: a new pool epoch with this size and format (the other
+ * options stay). No frame may be reserved. Frames held by consumers stay valid. */
+int framesrv_producer_change_format(framesrv_producer *producer, uint32_t width, uint32_t height, int pix_fmt);
+
+/* Ends the stream (failed != 0: the source failed, FS_CONTROL_END_FAILED): consumers
+ * receive every frame published, then FRAMESRV_END. No more frames after it. */
+int framesrv_producer_end(framesrv_producer *producer, int failed);
+
+int framesrv_producer_stats_of(framesrv_producer *producer, framesrv_producer_stats *stats);
+
+/* Ends the stream if it is not ended, stops the background thread, removes the stream's
+ * files once no consumer holds a frame (or leaves them for the consumers; a later
+ * producer or `framesrv clean` removes them), releases the lock and frees the producer.
+ * NULL is ignored. Not concurrently with any other call on this producer. */
+void framesrv_producer_close(framesrv_producer *producer);
+
+/* ------------------------------------------------------------------------- */
+/* Test pattern (PROTOCOL.md section 21)                                      */
+/* ------------------------------------------------------------------------- */
+
+/* Fills every plane of a reserved frame with the test pattern of its seq:
+ * byte (plane p, row y, byte x) = (x + 2y + 3 seq + 61 p) mod 256. Any thread. */
+void framesrv_pattern_fill(framesrv_frame *frame);
+/* Counts the bytes of a frame that differ from the pattern of its seq (0 = intact). */
+uint64_t framesrv_pattern_check(framesrv_frame *frame);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FRAMESRV_H */
