@@ -272,6 +272,14 @@ int framesrv_producer_reserve(framesrv_producer *producer, int timeout_ms, frame
  * announces it. The frame is invalid afterwards. */
 int framesrv_producer_publish(framesrv_producer *producer, framesrv_frame *frame);
 
+/* Publishes like framesrv_producer_publish, but the frame stays valid and its slot is not
+ * reused (fs_slot_ctl.producer_hold; monitors show "reference") until
+ * framesrv_frame_release(frame). For bindings whose arrays may outlive the frame: they keep
+ * reading exactly this frame, never a recycled slot. Reserve skips held slots (and returns
+ * FRAMESRV_TIMEOUT if every slot stays held). framesrv_frame_release may then be called
+ * from any thread. */
+int framesrv_producer_publish_keep(framesrv_producer *producer, framesrv_frame *frame);
+
 /* Gives the reserved frame back unpublished (its sequence number is not used). */
 int framesrv_producer_abandon(framesrv_producer *producer, framesrv_frame *frame);
 
