@@ -111,6 +111,22 @@ FSI_HIDDEN int fsi_canonical_layout(const fsi_pix_format *format, uint32_t width
  * validated header. For pix_fmt 0 every plane is 1 component of 1 byte, width = stride. */
 FSI_HIDDEN void fsi_describe_planes(framesrv_frame_info *info, const fs_frame *header, uint8_t *slot);
 
+/* ---- validation of what another process wrote (validate.c) -------------------------
+ * Each returns FRAMESRV_OK or FRAMESRV_E_BAD_DATA with one line naming the file, the
+ * field and the value (framesrv_last_error). Pure: they read only what they are given. */
+
+/* The control segment's header (PROTOCOL.md 4.1; ControlSegment.validate): magic, version,
+ * every fixed size and offset, slot_count 1..64 and a file large enough for the tables. */
+FSI_HIDDEN int fsi_validate_control(const void *bytes, size_t size, const char *path, uint32_t *slot_count);
+/* A pool file of `size` bytes holds slot_count slots of a multiple of 64 bytes, each at
+ * least a frame header (Segment.openPool): *slot_bytes is its slot stride. */
+FSI_HIDDEN int fsi_validate_pool(size_t size, uint32_t slot_count, const char *path, size_t *slot_bytes);
+/* A frame header (a copy taken once: validate the copy, then use only it), as
+ * FrameHeader.validate: magic, version, seq == the slot's seq, 1..16384 size, plane_count,
+ * every plane inside the slot (offset >= 256), pix_fmt and its name agree, a known
+ * format's rows fit their planes, pts and duration within +-2^62. `path`/`slot` name it. */
+FSI_HIDDEN int fsi_validate_frame(const fs_frame *header, uint64_t seq, uint64_t slot_bytes, const char *path, uint32_t slot);
+
 /* ---- frames (frame.c) ----------------------------------------------------------- */
 
 /* One mapped pool file, shared by the frames that live in it: unmapped when the last
