@@ -5,7 +5,7 @@
  * the pixel-format table, the canonical layout (PROTOCOL.md 4.2) and the test pattern.
  */
 #include "producer_check.h"
-#include "internal.h"
+#include "producer.h"
 
 static framesrv_producer_options valid(void)
 {
@@ -112,6 +112,51 @@ static void keep(void)
     framesrv_frame_release(b);   /* frees the producer */
 }
 
+static bool pool_exists(const char *name, int epoch)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.pool.%d", check_dir, name, epoch);
+    return access(path, F_OK) == 0;
+}
+
+static void publish_one(framesrv_producer *p)
+{
+    framesrv_frame *f;
+    CHECK_STATUS(framesrv_producer_reserve(p, 0, &f), FRAMESRV_OK);
+    if (f) CHECK_STATUS(framesrv_producer_publish(p, f), FRAMESRV_OK);
+}
+
+/* PROTOCOL.md 13: a pool whose slots still hold frames consumers have stays until those
+ * slots are taken again; a pool nobody holds goes at once. (A consumer's hold is
+ * simulated by setting its bit in the slot's holders word.) */
+static void epochs(void)
+{
+    framesrv_producer_options o = valid();
+    framesrv_producer *p;
+    CHECK_STATUS(framesrv_producer_open(&p, "epochs", &o), FRAMESRV_OK);
+    CHECK(!pool_exists("epochs", 1), "no pool before the first reserve");
+    publish_one(p);
+    CHECK(pool_exists("epochs", 1) && p->ctl->epoch == 1, "epoch 1");
+    uint32_t held = (uint32_t)(p->ctl->latest & 0xFF);
+    __atomic_fetch_or(&p->slots[held].holders, 1ull << 5, __ATOMIC_SEQ_CST);
+    CHECK_STATUS(framesrv_producer_change_format(p, 640, 480, FRAMESRV_PIX_YUV444P), FRAMESRV_OK);
+    CHECK(p->ctl->epoch == 2 && p->ctl->latest == 0, "epoch 2, latest cleared");
+    CHECK(pool_exists("epochs", 1) && pool_exists("epochs", 2), "pool 1 stays while slot %u is held", held);
+    CHECK(p->slots[held].seq == 1 && p->slots[held].epoch == 1, "the held slot keeps its frame");
+    publish_one(p);   /* takes the other slot */
+    CHECK(pool_exists("epochs", 1), "pool 1 still held");
+    __atomic_fetch_and(&p->slots[held].holders, ~(1ull << 5), __ATOMIC_SEQ_CST);
+    publish_one(p);   /* takes the released slot for epoch 2 */
+    CHECK(!pool_exists("epochs", 1), "pool 1 removed once its last slot is reused");
+    CHECK_STATUS(framesrv_producer_change_format(p, 64, 48, FRAMESRV_PIX_GRAY), FRAMESRV_OK);
+    CHECK(p->ctl->epoch == 2, "a smaller format reuses the pool");
+    CHECK_STATUS(framesrv_producer_change_format(p, 2000, 2000, FRAMESRV_PIX_GRAY), FRAMESRV_OK);
+    CHECK(p->ctl->epoch == 3 && !pool_exists("epochs", 2) && pool_exists("epochs", 3), "nobody held pool 2: removed");
+    publish_one(p);
+    framesrv_producer_close(p);
+    CHECK(!pool_exists("epochs", 3), "close removes the pool nobody holds");
+}
+
 static void formats(void)
 {
     for (int code = 1; code <= 15; code++) {
@@ -152,6 +197,7 @@ int main(void)
     bad_options();
     busy_and_state();
     keep();
+    epochs();
     formats();
     pattern();
     return check_finish("producer_api");
