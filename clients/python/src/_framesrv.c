@@ -127,6 +127,16 @@ typedef struct {
     int ended;                 /* producer: framesrv_producer_end was called      */
 } OwnerObject;
 
+/* Takes the owner's lock; the GIL is let go only if another thread holds the lock (a
+ * wait in progress, which never needs the GIL while it holds the lock). */
+static void lock_owner(OwnerObject *o)
+{
+    if (PyThread_acquire_lock(o->lock, NOWAIT_LOCK)) return;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(o->lock, WAIT_LOCK);
+    Py_END_ALLOW_THREADS
+}
+
 static void owner_close_now(OwnerObject *o)
 {
     if (o->closed) return;
@@ -224,12 +234,10 @@ static void frame_give_back(FrameObject *f)
     int state = f->state;
     f->state = FRAME_DONE;
     f->frame = NULL;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(o->lock, WAIT_LOCK);
+    lock_owner(o);
     if (o->is_producer && state == FRAME_LIVE) framesrv_producer_abandon(o->producer, frame);
     else if (state != FRAME_ABANDONED) framesrv_frame_release(frame);
     PyThread_release_lock(o->lock);
-    Py_END_ALLOW_THREADS
     owner_frame_done(o);
 }
 
