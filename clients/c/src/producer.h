@@ -77,6 +77,8 @@ FSI_HIDDEN int fsp_create_file(const char *path, size_t size, void **base);
 FSI_HIDDEN int fsp_set_format(framesrv_producer *p, uint32_t width, uint32_t height, int pix_fmt);
 FSI_HIDDEN int fsp_start_epoch(framesrv_producer *p);
 FSI_HIDDEN bool fsp_any_slot_held(framesrv_producer *p);
+/* Slot `slot` was taken for a current-epoch frame: it no longer keeps a retired pool. */
+FSI_HIDDEN void fsp_retire_slot(framesrv_producer *p, uint32_t slot);
 /* Bumps `wake` and futex-wakes whoever sleeps on it. */
 FSI_HIDDEN void fsp_wake(framesrv_producer *p);
 /* Sleeps on `wake` (the producer_waiting handshake of 12.3) until ready(p, arg) returns

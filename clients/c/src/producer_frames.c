@@ -20,6 +20,7 @@ static uint32_t try_take_slot(framesrv_producer *p)
         if (taken == UINT32_MAX && fs_slot_try_reserve(&p->slots[i])) taken = i;
     }
     if (taken == UINT32_MAX) return taken;
+    fsp_retire_slot(p, taken);
     p->next_hint = (taken + 1) % n;
     if (free_slots - 1 < fs_peek_u64(&p->ctl->min_free)) fs_stat_set(&p->ctl->min_free, free_slots - 1);
     return taken;

@@ -60,7 +60,7 @@ int fsp_set_format(framesrv_producer *p, uint32_t width, uint32_t height, int pi
 
 /* Slot `slot` now holds a current-epoch frame: retired pools none of whose slots hold an
  * old frame any more are removed (13 step 2). */
-static void retire_slot(framesrv_producer *p, uint32_t slot)
+void fsp_retire_slot(framesrv_producer *p, uint32_t slot)
 {
     uint32_t kept = 0;
     for (uint32_t k = 0; k < p->retired_count; k++) {
@@ -112,7 +112,7 @@ static void switch_pool(framesrv_producer *p, fsi_pool *pool, uint64_t reserved,
         fsi_pool_unref(p->pool);   /* frames held keep their own reference */
     }
     for (uint32_t i = 0; i < p->slot_count; i++)
-        if (reserved & (1ull << i)) retire_slot(p, i);
+        if (reserved & (1ull << i)) fsp_retire_slot(p, i);
     p->pool = pool;
     p->epoch = pool->epoch;
     fs_stat_set(&p->ctl->slot_stride, pool->slot_stride);
