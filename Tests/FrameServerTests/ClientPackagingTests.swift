@@ -18,14 +18,15 @@ struct ClientPackagingTests {
         print("make check: " + (check.stdout.split(separator: "\n").last.map(String.init) ?? ""))
     }
 
-    /// The Python package's own tests (clients/python/tests) with the venv's python.
+    /// The Python package's own tests (clients/python/tests) with the venv's python and this
+    /// build's framesrv (FRAMESRV_BIN).
     @Test("clients/python tests (pytest)", .timeLimit(.minutes(5)))
     func pythonTests() throws {
         let python = try ClientTools.python()
         let tests = repositoryRoot.appendingPathComponent("clients/python/tests").path
         // -p no:cacheprovider: no .pytest_cache written into the repository.
         let pytest = try ClientTools.run([python, "-m", "pytest", tests, "-q", "-p", "no:cacheprovider"], timeout: 280,
-                                         environment: ["FRAMESRV": framesrvPath])
+                                         environment: ["FRAMESRV_BIN": framesrvPath])
         #expect(pytest.status == 0, "pytest clients/python/tests exited \(pytest.status):\n\(pytest.stdout.suffix(8000))\n\(pytest.stderr.suffix(3000))")
         print("pytest: " + (pytest.stdout.split(separator: "\n").last.map(String.init) ?? ""))
     }

@@ -72,8 +72,8 @@ struct CrossLanguageTests {
 
     // MARK: Processes killed mid-stream
 
-    /// A lossless Python consumer that takes two frames, keeps them (the frames stay held),
-    /// says so, and sleeps: the producer stalls on it until it is reclaimed.
+    /// A lossless Python consumer that takes two frames and keeps their arrays (an array keeps
+    /// its frame held), says so, and sleeps: the producer stalls on it until it is reclaimed.
     static let holdingConsumer = """
         import sys, time
         import framesrv
@@ -81,9 +81,9 @@ struct CrossLanguageTests {
         consumer = framesrv.Consumer(sys.argv[1], mode="lossless")
         held = []
         for frame in consumer:
-            held.append(frame)
+            held.append((frame.seq, frame.array()))
             if len(held) == 2:
-                print("holding", held[0].seq, held[1].seq, flush=True)
+                print("holding", held[0][0], held[1][0], flush=True)
                 time.sleep(600)
         """
 
