@@ -153,6 +153,7 @@ struct framesrv_frame {
     framesrv_consumer *consumer; /* FSI_FRAME_CONSUMED */
     framesrv_producer *producer; /* FSI_FRAME_RESERVED */
     struct framesrv_frame *next_held; /* the consumer's list of held frames */
+    struct fsi_attachment *attachment; /* FSI_FRAME_CONSUMED: the producer instance it came from (consumer.h) */
 };
 
 /* framesrv_frame_release's two sides (frame.c dispatches on frame->kind; both are weak
