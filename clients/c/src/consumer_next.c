@@ -317,8 +317,8 @@ static int nothing_now(framesrv_consumer *c, const fsi_attachment *a)
 
 int framesrv_consumer_next(framesrv_consumer *c, int timeout_ms, framesrv_frame **frame)
 {
+    if (frame) *frame = NULL;
     if (!frame || !c) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_next: NULL argument");
-    *frame = NULL;
     if (c->ended) return c->ended;
     uint64_t deadline = fsi_deadline(timeout_ms);
     if (!c->att) {   /* a reopen that found no producer yet: keep looking */
