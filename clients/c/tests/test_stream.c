@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <time.h>
 
 extern char **environ;
 static const char *framesrv_bin;
@@ -128,6 +129,39 @@ static void killed_then_reopen(void)
     reap(b);
 }
 
+/* A lossless consumer that stalls while holding a frame is demoted to live by the
+ * producer's stall timeout (PROTOCOL.md 12.6): it goes on with newer frames, counting the
+ * ones it skipped, and still sees the end. */
+static void demoted_to_live(void)
+{
+    const char *args[] = { "--size", "32x32", "--rate", "max", "--frames", "400", "--slots", "3", "--wait-for", "1",
+                           "--stall-timeout", "0.3", NULL };
+    pid_t p = produce("stall", args);
+    framesrv_consumer *c = open_stream("stall", FRAMESRV_LOSSLESS);
+    if (!c) return (void)kill(p, SIGKILL), (void)reap(p);
+    framesrv_frame *held, *f;
+    CHECK_STATUS(framesrv_consumer_next(c, 10000, &held), FRAMESRV_OK);
+    struct timespec pause = { 1, 500000000 };
+    nanosleep(&pause, NULL);   /* no progress: the producer demotes us */
+    uint64_t last = held ? framesrv_frame_info_of(held)->seq : 0;
+    int status;
+    while ((status = framesrv_consumer_next(c, 10000, &f)) == FRAMESRV_OK) {
+        CHECK(framesrv_frame_info_of(f)->seq > last && framesrv_pattern_check(f) == 0, "frame %llu after %llu",
+              (unsigned long long)framesrv_frame_info_of(f)->seq, (unsigned long long)last);
+        last = framesrv_frame_info_of(f)->seq;
+        framesrv_frame_release(f);
+    }
+    CHECK_STATUS(status, FRAMESRV_END);
+    CHECK(held && framesrv_pattern_check(held) == 0, "the frame held across the demotion is intact");
+    framesrv_consumer_stats st;
+    framesrv_consumer_stats_of(c, &st);
+    CHECK(st.missed > 0 && st.delivered + st.missed <= 400, "delivered %llu missed %llu", (unsigned long long)st.delivered,
+          (unsigned long long)st.missed);
+    framesrv_frame_release(held);
+    framesrv_consumer_close(c);
+    reap(p);
+}
+
 int main(void)
 {
     framesrv_bin = getenv("FRAMESRV") ? getenv("FRAMESRV") : "../../.build/debug/framesrv";
@@ -139,5 +173,6 @@ int main(void)
     lossless_with_epochs();
     live_and_rate();
     killed_then_reopen();
+    demoted_to_live();
     return check_exit("test_stream");
 }
