@@ -282,11 +282,14 @@ static int next_lossless(framesrv_consumer *c, fsi_attachment *a, framesrv_frame
 
 /* ---- waiting (11) ------------------------------------------------------------------------- */
 
-/* Every pending announcement only says "look again". */
+/* Every pending announcement only says "look again" (5): each is decoded and checked,
+ * and one that fails is ignored like any other (shared memory is the truth). */
 static void drain_doorbell(fsi_attachment *a)
 {
-    uint8_t buf[256];
-    while (zmq_recv(a->sock, buf, sizeof buf, ZMQ_DONTWAIT) >= 0) {}
+    uint8_t buf[sizeof(fs_announce) + FS_NAME_MAX + 1];
+    int n;
+    while ((n = zmq_recv(a->sock, buf, sizeof buf, ZMQ_DONTWAIT)) >= 0)
+        (void)fsi_validate_announce(buf, (size_t)n <= sizeof buf ? (size_t)n : sizeof buf);
 }
 
 /* Sleeps on the doorbell and the producer's pidfd, bounded by the recheck interval and
