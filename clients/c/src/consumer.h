@@ -44,6 +44,8 @@ typedef struct fsi_attachment {
     uint32_t held;                 /* frames of this attachment the application holds          */
     fsi_pool *pool;                /* the current epoch's pool (one reference), NULL before    */
     bool retired;                  /* detach requested: CLOSING once held reaches 0             */
+    bool evicted;                  /* the producer freed our entry: its index may be another's now,
+                                    * so neither releases nor CLOSING touch the segment again  */
     struct fsi_attachment *next_retired;
 } fsi_attachment;
 

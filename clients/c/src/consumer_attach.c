@@ -155,12 +155,18 @@ static void drain_inotify(int fd)
     while (fd >= 0 && read(fd, buf, sizeof buf) > 0) {}
 }
 
+/* The longest open waits for the admission, whatever its timeout: a producer admits at
+ * once, so only a stuck one makes the wait end here (next() then waits on). */
+#define ADMISSION_WAIT_MAX_NS 2000000000ull
+
 /* Lossless: waits (bounded) until the producer admitted us, the stream ended or the
  * producer exited, so that frames published right after open are ours. Not an error
  * when the deadline passes first: next() waits on. */
 static void wait_admission(framesrv_consumer *c, uint64_t deadline)
 {
     fsi_attachment *a = c->att;
+    uint64_t cap = fsi_monotonic_ns() + ADMISSION_WAIT_MAX_NS;
+    if (deadline > cap) deadline = cap;
     while (a->mode == FS_MODE_LOSSLESS && fs_load_u64(&a->entry->first_seq) == 0 &&
            fs_load_u32(&a->ctl->state) != FS_STREAM_ENDED) {
         int ms = fsi_remaining_ms(deadline, 20);
@@ -205,7 +211,7 @@ void fsi_attachment_finish(framesrv_consumer *c, fsi_attachment *a)
     /* 8.2 / 15.3: CLOSING only to a producer that can act on it, and only now that we
      * hold nothing. SYNC: release store; the producer's watcher clears our bit from every
      * slot and frees the entry. */
-    if (a->entry && !a->producer_exited && fsi_pidfd_alive(a->producer_fd)) {
+    if (a->entry && !a->evicted && !a->producer_exited && fsi_pidfd_alive(a->producer_fd)) {
         fs_store_u32(&a->entry->state, FS_CONSUMER_CLOSING);
         fs_bump(&a->ctl->attach_seq);
         fsi_futex_wake(&a->ctl->attach_seq);

@@ -22,6 +22,7 @@ static bool stream_ended(const fsi_attachment *a) { return fs_load_u32(&a->ctl->
  * reserve) and says whether the producer sleeps on `wake`. */
 static void release_slot(fsi_attachment *a, uint32_t slot)
 {
+    if (a->evicted) return;
     if (fs_slot_release(a->ctl, fsi_att_slot(a, slot), a->bit)) fsi_futex_wake(&a->ctl->wake);
 }
 
@@ -169,8 +170,10 @@ void fsi_consumer_release(framesrv_frame *f)
     release_slot(a, f->slot);
     a->held--;
     c->stats.held--;
-    fs_stat_set(&a->entry->held, a->held);
-    fs_stat_set(&a->entry->hold_since_ns, a->held == 0 ? 0 : fsi_monotonic_ns());
+    if (!a->evicted) {
+        fs_stat_set(&a->entry->held, a->held);
+        fs_stat_set(&a->entry->hold_since_ns, a->held == 0 ? 0 : fsi_monotonic_ns());
+    }
     fsi_pool_unref(f->pool);
     free(f);
     if (a->retired && a->held == 0) fsi_attachment_finish(c, a);
@@ -332,8 +335,11 @@ int framesrv_consumer_next(framesrv_consumer *c, int timeout_ms, framesrv_frame 
     for (;;) {
         drain_doorbell(a);
         fsi_map_current_pool(c, a);
-        if (fs_load_i32(&a->entry->pid) != (int32_t)getpid())
-            return fsi_fail(FRAMESRV_E_DETACHED, "the producer of '%s' detached this consumer (entry %u)", c->stream, a->index);
+        if (a->evicted || fs_load_i32(&a->entry->pid) != (int32_t)getpid()) {
+            a->evicted = true;
+            return fsi_fail(FRAMESRV_E_DETACHED, "the producer of '%s' detached this consumer (entry %u): reopen to attach again",
+                            c->stream, a->index);
+        }
         int status = a->mode == FS_MODE_LOSSLESS ? next_lossless(c, a, frame) : next_live(c, a, frame);
         if (status == LOOK_BAD_FRAME) continue;   /* released, counted, skipped */
         if (status <= 0) return status;           /* a frame, or an error */

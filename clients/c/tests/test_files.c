@@ -211,6 +211,33 @@ static void lossless_admission_end(stream *s)
     CHECK(entry_of(s, i)->state == FS_CONSUMER_CLOSING, "entry %u CLOSING after close (state %u)", i, entry_of(s, i)->state);
 }
 
+/* The producer freed our entry (a stall-timeout detach) and another process claimed its
+ * index: next says DETACHED, and neither the release of a held frame nor close touches
+ * the new owner's bit or entry. */
+static void evicted(stream *s)
+{
+    framesrv_consumer *c;
+    s->ctl->latest = 0;
+    CHECK_STATUS(open_consumer("hand2", FRAMESRV_LIVE, &c), FRAMESRV_OK);
+    if (!c) return;
+    uint32_t i = 0;
+    while (i < FS_MAX_CONSUMERS && entry_of(s, i)->pid != getpid()) i++;
+    CHECK(i < FS_MAX_CONSUMERS, "an entry of ours");
+    if (i == FS_MAX_CONSUMERS) return;
+    framesrv_frame *f, *g;
+    write_frame(s, 0, 1);
+    s->ctl->latest = 1 << 8 | 0;
+    CHECK_STATUS(framesrv_consumer_next(c, 0, &f), FRAMESRV_OK);
+    fs_store_i32(&entry_of(s, i)->pid, 99999);   /* freed, then claimed by pid 99999 */
+    fs_store_u32(&entry_of(s, i)->state, FS_CONSUMER_ACTIVE);
+    CHECK_STATUS(framesrv_consumer_next(c, 0, &g), FRAMESRV_E_DETACHED);
+    CHECK_STATUS(framesrv_consumer_next(c, 0, &g), FRAMESRV_E_DETACHED);
+    framesrv_frame_release(f);
+    CHECK(slot_of(s, 0)->holders == 1ull << i, "the new owner's bit stays (holders 0x%llx)", (unsigned long long)slot_of(s, 0)->holders);
+    framesrv_consumer_close(c);
+    CHECK(entry_of(s, i)->state == FS_CONSUMER_ACTIVE, "the new owner's entry stays ACTIVE");
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", check_runtime_dir());
@@ -222,5 +249,8 @@ int main(void)
         live_bad_then_good(&s);
         lossless_admission_end(&s);
     }
+    stream s2;
+    CHECK(make_stream("hand2", &s2), "make the second hand-written stream");
+    if (s2.ctl && s2.pool) evicted(&s2);
     return check_exit("test_files");
 }
