@@ -150,10 +150,10 @@ int main(int argc, char **argv)
     char self[4096];
     snprintf(self, sizeof self, "%s", argv[0]);
     snprintf(produce_tool, sizeof produce_tool, "%s/../framesrv-produce", dirname(self));
-    check_setup();
+    check_runtime_dir();
     exactly_once();
     consumer_killed();
     if (access(produce_tool, X_OK) == 0) producer_killed();
     else printf("producer_consumer: producer_killed skipped (no %s)\n", produce_tool);
-    return check_finish("producer_consumer");
+    return check_exit("producer_consumer");
 }
