@@ -193,12 +193,12 @@ static void pattern(void)
 
 int main(void)
 {
-    check_setup();
+    check_runtime_dir();
     bad_options();
     busy_and_state();
     keep();
     epochs();
     formats();
     pattern();
-    return check_finish("producer_api");
+    return check_exit("producer_api");
 }
