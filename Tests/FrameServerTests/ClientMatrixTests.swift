@@ -21,8 +21,9 @@ struct ClientMatrixTests {
         // 4 slots for 120 frames: every slot is recycled 30 times under the consumer.
         let p = try startPatternProducer(producer, stream: "m", frames: n, slots: 4, scratch)
         let c = try ClientConsumer.start(consumer, stream: "m", scratch)
-        #expect(p.wait(timeout: 90) == 0, "\(producer) producer: \(p.stdout)\n\(p.stderr)")
-        #expect(c.process.wait(timeout: 60) == 0, "\(consumer) consumer: \(c.process.stdout)\n\(c.process.stderr)")
+        let (pStatus, cStatus) = finishPair(producer: p, consumer: c.process)
+        #expect(pStatus == 0, "\(producer) producer: \(p.stdout)\n\(p.stderr)")
+        #expect(cStatus == 0, "\(consumer) consumer: \(c.process.stdout)\n\(c.process.stderr)")
 
         let report = try c.report()
         #expect(report.received == UInt64(n) && report.first == 1 && report.last == UInt64(n) && report.corrupt == 0,
@@ -46,8 +47,9 @@ struct ClientMatrixTests {
             let stream = "f\(i)"
             let p = try startPatternProducer(pair.producer, stream: stream, size: "98x54", pixFmt: format, frames: 12, slots: 2, scratch)
             let c = try ClientConsumer.start(pair.consumer, stream: stream, scratch)
-            #expect(p.wait(timeout: 60) == 0, "\(format): \(pair.producer) producer: \(p.stderr)")
-            #expect(c.process.wait(timeout: 60) == 0, "\(format): \(pair.consumer) consumer: \(c.process.stdout)\n\(c.process.stderr)")
+            let (pStatus, cStatus) = finishPair(producer: p, consumer: c.process)
+            #expect(pStatus == 0, "\(format): \(pair.producer) producer: \(p.stderr)")
+            #expect(cStatus == 0, "\(format): \(pair.consumer) consumer: \(c.process.stdout)\n\(c.process.stderr)")
             let report = try c.report()
             #expect(report.seqs == Array(1...12) && report.corrupt == 0, "\(format) \(pair.producer) -> \(pair.consumer): \(report)")
         }

@@ -158,26 +158,51 @@ struct CrossLanguageTests {
         #expect(zip(runs[0], runs[0].dropFirst()).allSatisfy { $0 + 1 == $1 }, "the Python producer's frames in order")
     }
 
-    /// A C producer SIGKILLed mid-stream under a C and a Python consumer: both see it gone,
-    /// re-attach to the next C producer of the name and receive its frames, intact.
+    /// A lossless Python consumer that waits for the next producer when its producer dies
+    /// (`Consumer(reattach=True)`), checks every frame against the test pattern and logs it.
+    static let reattachingConsumer = """
+        import sys
+        import framesrv
+
+        seqs, corrupt = [], 0
+        with open(sys.argv[2], "w", buffering=1) as log:
+            for frame in framesrv.Consumer(sys.argv[1], mode="lossless", timeout=30, reattach=True):
+                corrupt += 1 if frame.pattern_check() else 0
+                seqs.append(frame.seq)
+                print(frame.seq, file=log)
+        print(f"py: received {len(seqs)} frames, first {seqs[0] if seqs else 0}, last {seqs[-1] if seqs else 0}, corrupt {corrupt}")
+        """
+
+    /// A C producer SIGKILLed mid-stream under a C consumer (examples/c/consumer, which
+    /// re-opens on GONE) and a Python one (`reattach=True`): both see it gone, re-attach to
+    /// the next C producer of the name and receive every frame of it.
     @Test("a SIGKILLed C producer: C and Python consumers re-attach to the next one", .timeLimit(.minutes(2)))
     func killedCProducer() throws {
         let scratch = try Scratch()
+        let (cConsumer, python) = (try ClientTools.cExample("consumer"), try ClientTools.python())
+        let script = scratch.file("reattach.py"), pyLog = scratch.file("py.seq")
+        try Self.reattachingConsumer.write(toFile: script, atomically: true, encoding: .utf8)
         let first = try startPatternProducer(.c, stream: "q", size: "160x120", frames: 100_000, rate: "200", slots: 4,
                                              waitFor: 2, scratch)
-        let consumers = try [ClientLanguage.c, .python].map { try ClientConsumer.start($0, stream: "q", scratch) }
-        try #require(eventually { consumers.allSatisfy { (readClientSeqLog($0.seqLog).first?.count ?? 0) >= 10 } },
-                     "the consumers got no frames from the C producer: \(first.stderr)")
+        let c = try scratch.start(["q"], executable: cConsumer)
+        let py = try scratch.start([script, "q", pyLog], executable: python)
+        let cFrames = { c.stdout.split(separator: "\n").filter { $0.hasPrefix("frame ") }
+            .compactMap { $0.split(separator: " ").dropFirst().first.flatMap { UInt64($0) } } }
+        try #require(eventually { cFrames().count >= 10 && (readClientSeqLog(pyLog).first?.count ?? 0) >= 10 },
+                     "the consumers got no frames from the C producer: \(first.stderr)\n\(c.stderr)\n\(py.stderr)")
         first.kill()
-        // Both notice the producer gone and wait for the next one of the name.
-        #expect(consumers.allSatisfy { $0.process.isRunning })
+        #expect(eventually(timeout: 10) { c.stderr.contains("waiting for a new producer") }, "the C consumer: \(c.stderr)")
+        #expect(c.isRunning && py.isRunning, "both wait for the next producer")
+
         let second = try startPatternProducer(.c, stream: "q", size: "160x120", frames: 60, slots: 4, waitFor: 2, scratch)
         #expect(second.wait(timeout: 60) == 0, "second producer: \(second.stdout)\n\(second.stderr)")
-        for consumer in consumers {
-            #expect(consumer.process.wait(timeout: 30) == 0, "\(consumer.language): \(consumer.process.stdout)\n\(consumer.process.stderr)")
-            let report = try consumer.report()
-            #expect(report.corrupt == 0 && report.runs.count == 2, "\(consumer.language): \(report)")
-            #expect(report.runs.last == Array(1...60), "\(consumer.language): every frame of the second producer")
-        }
+        #expect(c.wait(timeout: 30) == 0, "C consumer: \(c.stderr)")
+        #expect(py.wait(timeout: 30) == 0, "Python consumer: \(py.stdout)\n\(py.stderr)")
+        let cRuns = splitRuns(cFrames())
+        #expect(cRuns.count == 2 && cRuns.last == Array(1...60), "C: every frame of the second producer: \(cRuns.map(\.count))")
+        let pyRuns = readClientSeqLog(pyLog)
+        #expect(pyRuns.count == 2 && pyRuns.last == Array(1...60), "Python: every frame of the second producer: \(pyRuns.map(\.count))")
+        #expect(parseClientSummary(py.stdout, prefix: "py")?.corrupt == 0, "Python: \(py.stdout)")
     }
+
 }

@@ -107,9 +107,12 @@ extension BenchCommand {
     /// The venv python (--python, else scripts/python-env next to this executable's repository)
     /// and the C tools' directory (--c-tools, else clients/c/build).
     static func locateClientPrograms(python: String?, cTools: String?) throws -> ClientPrograms {
-        // .build/<config>/framesrv -> the repository root (three levels up, through the real path).
-        let root = URL(fileURLWithPath: selfExecutable).resolvingSymlinksInPath()
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        // The repository this executable was built in: the nearest directory above it with scripts/python-env.
+        var dir = URL(fileURLWithPath: selfExecutable).deletingLastPathComponent()
+        while dir.path != "/", !FileManager.default.isExecutableFile(atPath: dir.path + "/scripts/python-env") {
+            dir = dir.deletingLastPathComponent()
+        }
+        let root = dir.path
         let tools = cTools ?? root + "/clients/c/build"
         guard FileManager.default.isExecutableFile(atPath: tools + "/framesrv-consume") else {
             throw FrameServerError.invalidArgument("bench clients: no \(tools)/framesrv-consume: run 'make -C clients/c' or give --c-tools DIR")

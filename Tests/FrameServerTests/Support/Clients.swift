@@ -59,6 +59,20 @@ enum ClientTools {
         return path
     }
 
+    /// examples/c/NAME.c compiled against the static libframesrv in clients/c/build, into
+    /// .build/client-examples/NAME (examples/c's own pkg-config build is ClientPackagingTests').
+    static func cExample(_ name: String) throws -> String {
+        let library = try cBuildDirectory()
+        return try once("example-\(name)") { () throws(TestFailure) -> String in
+            let out = repositoryRoot.appendingPathComponent(".build/client-examples").path
+            try? FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+            let cc = try run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-I", "clients/c/include",
+                              "examples/c/\(name).c", library + "/libframesrv.a", "-lzmq", "-lpthread", "-o", out + "/" + name])
+            guard cc.status == 0 else { throw TestFailure("cc examples/c/\(name).c failed:\n\(cc.stderr)") }
+            return out + "/" + name
+        }
+    }
+
     /// The venv's python with the framesrv package installed (scripts/python-env).
     static func python() throws -> String {
         try once("python") { () throws(TestFailure) -> String in
@@ -92,18 +106,17 @@ func parseClientSummary(_ output: String, prefix: String) -> (received: UInt64, 
     return nil
 }
 
-/// A C or Python client's --seq-log: one sequence number per line; a line that is not a
-/// number (such as an attach or gone note) starts a new run when it says `attach`.
+/// A C or Python client's --seq-log (one sequence number per line), split into runs where the
+/// numbers start again (a new producer starts at 1).
 func readClientSeqLog(_ path: String) -> [[UInt64]] {
-    var runs: [[UInt64]] = [[]]
-    for line in procFile(path).split(separator: "\n") {
-        if let n = UInt64(line.trimmingCharacters(in: .whitespaces)) {
-            runs[runs.count - 1].append(n)
-        } else if line.contains("attach"), !(runs.last?.isEmpty ?? true) {
-            runs.append([])
-        }
+    splitRuns(procFile(path).split(separator: "\n").compactMap { UInt64($0.trimmingCharacters(in: .whitespaces)) })
+}
+
+/// Sequence numbers split where they do not increase (each run one producer's frames).
+func splitRuns(_ seqs: [UInt64]) -> [[UInt64]] {
+    seqs.reduce(into: [[UInt64]]()) { runs, n in
+        if let last = runs.last?.last, n > last { runs[runs.count - 1].append(n) } else { runs.append([n]) }
     }
-    return runs
 }
 
 /// A consumer process of one language with its sequence log.
@@ -122,7 +135,7 @@ struct ClientConsumer {
         switch language {
         case .swift:
             process = try scratch.start(["sink", "--in", stream, "--null", live ? "--live" : "--lossless", "--verify",
-                                         "--seq-log", log, "--stats-json", "--quiet"] + (reattach ? [] : ["--no-reattach"]))
+                                         "--seq-log", log, "--stats-json", "--quiet", "--wait", "30"] + (reattach ? [] : ["--no-reattach"]))
         case .c:
             let args = ["--in", stream, "--verify-pattern", "--seq-log", log, "--wait", "30"] + (live ? ["--live"] : []) + extra
             process = try scratch.start(args, executable: try ClientTools.cTool("framesrv-consume"))
@@ -172,4 +185,12 @@ func parsePublished(_ output: String, prefix: String) -> Int? {
         return line.split(separator: " ").dropFirst(2).first.flatMap { Int($0) }
     }
     return nil
+}
+
+/// Waits for a consumer, then its producer: a consumer that failed first stops the producer
+/// (which would otherwise wait for it until its timeout). Both exit statuses.
+func finishPair(producer: Proc, consumer: Proc) -> (producer: Int32, consumer: Int32) {
+    let consumerStatus = consumer.wait(timeout: 90)
+    if consumerStatus != 0 { producer.kill() }
+    return (producer.wait(timeout: 30), consumerStatus)
 }
