@@ -12,18 +12,26 @@ import Testing
 struct CrossLanguageTests {
     // MARK: A Python filter in a chain
 
-    /// 255 - x on every plane, written into the output frame: the numpy operation the test
-    /// repeats on ffmpeg's decoded frames.
+    /// 255 - x on every plane, written into the output frame in place, with the input's
+    /// header (timestamps, colour) copied over. (A Consumer and a Producer rather than
+    /// framesrv.filter, whose output does not wait for its consumer: the chain is lossless end
+    /// to end only if the output waits for the sink, as `framesrv filter --wait-for 1` does.)
     static let negateFilter = """
         import sys
         import numpy as np
         import framesrv
 
-        def negate(src, dst):
-            for s, d in zip(src.planes, dst.planes):
-                np.subtract(255, s, out=d)
-
-        framesrv.filter(sys.argv[1], sys.argv[2], negate)
+        producer = None
+        with framesrv.Consumer(sys.argv[1], mode="lossless", timeout=30) as consumer:
+            for frame in consumer:
+                if producer is None:
+                    producer = framesrv.Producer(sys.argv[2], frame.width, frame.height, frame.pix_fmt, rate=consumer.rate)
+                    producer.wait_for_consumers(1, timeout=30)
+                with producer.reserve() as out:
+                    out.copy_header_from(frame)
+                    for src, dst in zip(frame.planes, out.planes):
+                        np.subtract(255, src, out=dst)
+        producer.close()
         """
 
     /// The same operation on ffmpeg's rawvideo frames: one md5 per frame.
@@ -53,7 +61,7 @@ struct CrossLanguageTests {
 
         let producer = try scratch.start(["produce", "-i", clip, "--out", "a", "--wait-for", "1", "--quiet"])
         let stage = try scratch.start([filter, "a", "b"], executable: python)
-        let sink = try scratch.start(["sink", "--in", "b", "--framemd5", "-", "--no-reattach", "--quiet"])
+        let sink = try scratch.start(["sink", "--in", "b", "--framemd5", "-", "--no-reattach", "--wait", "30", "--quiet"])
         #expect(sink.wait(timeout: 90) == 0, "sink: \(sink.stderr)")
         #expect(stage.wait(timeout: 30) == 0, "python filter: \(stage.stdout)\n\(stage.stderr)")
         #expect(producer.wait(timeout: 30) == 0, "producer: \(producer.stderr)")
