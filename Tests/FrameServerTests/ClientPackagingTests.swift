@@ -15,7 +15,7 @@ struct ClientPackagingTests {
     func cChecks() throws {
         let check = try ClientTools.run(["make", "-C", "clients/c", "check"], timeout: 470, environment: ["FRAMESRV": framesrvPath])
         #expect(check.status == 0, "make -C clients/c check exited \(check.status):\n\(check.stdout.suffix(6000))\n\(check.stderr.suffix(4000))")
-        print("make check: " + (check.stdout.split(separator: "\n").last.map(String.init) ?? ""))
+        print("make check: " + (check.stdout.split(separator: "\n").last { $0.hasPrefix("check: all") }.map(String.init) ?? "no summary"))
     }
 
     /// The Python package's own tests (clients/python/tests) with the venv's python and this
