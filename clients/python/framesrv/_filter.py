@@ -77,7 +77,7 @@ def _process(frame, producer, fn, two):
 
 
 def filter(input, output, fn, *, out_pix_fmt=None, out_size=None, mode="lossless",
-           in_place=None, slots=8, timeout=None):
+           in_place=None, slots=8, timeout=None, wait_for=0):
     """Runs a stage from stream `input` to a new stream `output`, one output frame per
     input frame, until the input ends (then the output ends too). Returns the number of
     frames published.
@@ -90,7 +90,9 @@ def filter(input, output, fn, *, out_pix_fmt=None, out_size=None, mode="lossless
     The output has the input's size and format unless out_size=(w, h) / out_pix_fmt say
     otherwise (then it keeps them when the input changes format; else it follows the
     input). Timestamps, time base, duration, colour, sar, flags and capture time pass
-    through; the output's rate is the input's. SIGINT/SIGTERM end the output stream
+    through; the output's rate is the input's. wait_for: publish nothing until that many
+    lossless consumers are attached to the output (as ``produce --wait-for``); timeout:
+    seconds to wait for the input to appear (NotFound after). SIGINT/SIGTERM end the output stream
     cleanly (stop_on_signals) and return.
     """
     two = _wants_two(fn, in_place)
@@ -103,6 +105,7 @@ def filter(input, output, fn, *, out_pix_fmt=None, out_size=None, mode="lossless
                 fmt = _output_format(frame, out_pix_fmt, out_size)
                 if producer is None:
                     producer = _open_output(output, frame, fmt, consumer.rate, slots)
+                    producer.wait_for_consumers(wait_for)
                 elif fmt != (producer.width, producer.height, producer.pix_fmt):
                     producer.change_format(*fmt)
                 _process(frame, producer, fn, two)

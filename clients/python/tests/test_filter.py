@@ -23,12 +23,13 @@ def load_example(name):
     return module
 
 
-def pattern_planes(frame):
-    """The input test pattern of frame.seq, shaped like frame's planes."""
+def pattern_planes(frame, shapes=None):
+    """The input test pattern of frame.seq, shaped like frame's planes (or like shapes,
+    a list of (shape, dtype))."""
     out = []
-    for i, a in enumerate(frame.planes):
-        rows, row_bytes = a.shape[0], a.shape[1] * (a.shape[2] if a.ndim == 3 else 1) * a.itemsize
-        out.append(expected_pattern(frame.seq, i, rows, row_bytes).view(a.dtype).reshape(a.shape))
+    for i, (shape, dtype) in enumerate(shapes or [(a.shape, a.dtype) for a in frame.planes]):
+        row_bytes = int(np.prod(shape[1:])) * np.dtype(dtype).itemsize
+        out.append(expected_pattern(frame.seq, i, shape[0], row_bytes).view(dtype).reshape(shape))
     return out
 
 
@@ -50,7 +51,7 @@ def collect(name, check):
 
 INVERT = textwrap.dedent("""
     import sys, framesrv
-    n = framesrv.filter(sys.argv[1], sys.argv[2], lambda a: 255 - a)
+    n = framesrv.filter(sys.argv[1], sys.argv[2], lambda a: 255 - a, wait_for=1)
     print(f"filtered {n}")
 """)
 
@@ -74,7 +75,7 @@ def test_filter_function_result_copied(fsdir, framesrv_bin, procs):
 def test_numpy_overlay_example(fsdir, framesrv_bin, procs, pix_fmt):
     overlay = load_example("numpy_overlay")
     p = swift_pattern(procs, framesrv_bin, "cam", pix_fmt, 20, size="320x240")
-    f = procs.python(EXAMPLES / "numpy_overlay.py", "--in", "cam", "--out", "boxed")
+    f = procs.python(EXAMPLES / "numpy_overlay.py", "--in", "cam", "--out", "boxed", "--wait-for", "1")
 
     def check(frame):
         want = pattern_planes(frame)
@@ -95,11 +96,12 @@ def test_opencv_edges_example(fsdir, framesrv_bin, procs, pix_fmt):
     cv2 = pytest.importorskip("cv2")
     edges = load_example("opencv_edges")
     p = swift_pattern(procs, framesrv_bin, "cam", pix_fmt, 15, size="160x120")
-    f = procs.python(EXAMPLES / "opencv_edges.py", "--in", "cam", "--out", "edges")
+    f = procs.python(EXAMPLES / "opencv_edges.py", "--in", "cam", "--out", "edges", "--wait-for", "1")
 
     def check(frame):
         assert frame.pix_fmt == "gray" and frame.array().shape == (120, 160)
-        src = pattern_planes(frame)[0]
+        shape = (120, 160, 3) if pix_fmt == "rgb24" else (120, 160)
+        src = pattern_planes(frame, [(shape, np.uint8)])[0]
         luma = cv2.cvtColor(src, cv2.COLOR_RGB2GRAY) if pix_fmt == "rgb24" else src
         want = cv2.Canny(cv2.GaussianBlur(luma, (3, 3), 0), 50, 150)
         assert np.array_equal(frame.array(), want)
