@@ -78,10 +78,13 @@ static void busy_and_state(void)
     CHECK_STATUS(framesrv_producer_stats_of(p, &st), FRAMESRV_OK);
     CHECK(st.published == 1 && st.abandoned == 2, "published %llu abandoned %llu",
           (unsigned long long)st.published, (unsigned long long)st.abandoned);
+    CHECK_STATUS(framesrv_producer_reserve(p, 0, &f), FRAMESRV_OK);
     CHECK_STATUS(framesrv_producer_end(p, 0), FRAMESRV_OK);
     CHECK_STATUS(framesrv_producer_end(p, 0), FRAMESRV_E_STATE);
-    CHECK_STATUS(framesrv_producer_reserve(p, 0, &f), FRAMESRV_E_STATE);
-    framesrv_producer_close(p);
+    CHECK_STATUS(framesrv_producer_publish(p, f), FRAMESRV_E_STATE);   /* after the end: stays reserved */
+    CHECK_STATUS(framesrv_producer_reserve(p, 0, &g), FRAMESRV_E_STATE);
+    CHECK(p->ctl->end_seq == 1 && p->ctl->state == FS_STREAM_ENDED, "end_seq %llu", (unsigned long long)p->ctl->end_seq);
+    framesrv_producer_close(p);   /* abandons the reserved frame */
     CHECK_STATUS(framesrv_producer_open(&q, "api", &o), FRAMESRV_OK);   /* the name is free again */
     framesrv_producer_close(q);
     framesrv_producer_close(NULL);
