@@ -263,7 +263,8 @@ int framesrv_producer_open(framesrv_producer **out, const char *name,
                            const framesrv_producer_options *options);
 
 /* Reserves a free slot: FRAMESRV_OK with *frame (its planes writable, its info's (w)
- * fields preset: pts = seq-1 in the default time base, duration 1, the options' colour),
+ * fields preset: pts = seq-1 in the default time base (rate_den/rate_num, duration 1; without a
+ * rate 1/1000000, duration 0), sample aspect ratio 0/1, flags 0, the options' colour),
  * FRAMESRV_TIMEOUT when no slot became free within timeout_ms (a live source never
  * waits: the frame is dropped and counted), or an error. One frame reserved at a time. */
 int framesrv_producer_reserve(framesrv_producer *producer, int timeout_ms, framesrv_frame **frame);
