@@ -127,6 +127,10 @@ FSI_HIDDEN int fsi_validate_pool(size_t size, uint32_t slot_count, const char *p
  * format's rows fit their planes, pts and duration within +-2^62. `path`/`slot` name it. */
 FSI_HIDDEN int fsi_validate_frame(const fs_frame *header, uint64_t seq, uint64_t slot_bytes, const char *path, uint32_t slot);
 
+/* An announcement of `length` bytes (PROTOCOL.md 5), checked in the spec's order: short,
+ * bad-magic, version, kind, length (the vectors' error names appear in the message). */
+FSI_HIDDEN int fsi_validate_announce(const void *message, size_t length);
+
 /* ---- frames (frame.c) ----------------------------------------------------------- */
 
 /* One mapped pool file, shared by the frames that live in it: unmapped when the last
@@ -153,6 +157,7 @@ struct framesrv_frame {
     framesrv_consumer *consumer; /* FSI_FRAME_CONSUMED */
     framesrv_producer *producer; /* FSI_FRAME_RESERVED */
     struct framesrv_frame *next_held; /* the consumer's list of held frames */
+    struct fsi_attachment *attachment; /* FSI_FRAME_CONSUMED: the producer instance it came from (consumer.h) */
 };
 
 /* framesrv_frame_release's two sides (frame.c dispatches on frame->kind; both are weak

@@ -179,3 +179,20 @@ int fsi_validate_frame(const fs_frame *h, uint64_t seq, uint64_t slot_bytes, con
         return status;
     return check_range(w, "duration", h->duration, 0, TIMESTAMP_LIMIT);
 }
+
+/* ---- announcements (5) ------------------------------------------------------------------ */
+
+int fsi_validate_announce(const void *message, size_t length)
+{
+    fs_announce a;
+    if (length < sizeof a) return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (short): %zu bytes, expected at least %zu", length, sizeof a);
+    memcpy(&a, message, sizeof a);   /* little-endian hosts only, as the layout */
+    if (a.magic != FS_MAGIC_ANNOUNCE) return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (bad-magic): magic is 0x%x", a.magic);
+    if (a.version != FS_PROTOCOL_VERSION)
+        return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (version): version is %u, expected %u", a.version, FS_PROTOCOL_VERSION);
+    if (a.kind < FS_ANNOUNCE_FRAME || a.kind > FS_ANNOUNCE_EPOCH)
+        return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (kind): kind is %u, expected 1..3", a.kind);
+    if (length != sizeof a + a.name_len)
+        return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (length): %zu bytes, expected 64 + name_len %u", length, a.name_len);
+    return FRAMESRV_OK;
+}

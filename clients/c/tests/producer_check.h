@@ -1,16 +1,16 @@
 /*
- * producer_check.h: what the producer tests share. A CHECK that prints and counts, an
- * isolated runtime directory (FRAMESRV_DIR) removed at the end, and child processes.
+ * producer_check.h: what the producer tests add to check.h (CHECK, CHECK_STATUS, a private
+ * FRAMESRV_DIR): the Swift framesrv binary, and child processes started, awaited (bounded)
+ * and read.
  */
 #ifndef PRODUCER_CHECK_H
 #define PRODUCER_CHECK_H
 
-#define _GNU_SOURCE
+#include "check.h"
 #include <framesrv.h>
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -18,56 +18,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static int check_failures, check_count;
-
-#define CHECK(cond, ...) do {                                                        \
-        check_count++;                                                               \
-        if (!(cond)) {                                                               \
-            check_failures++;                                                        \
-            fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #cond);       \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fprintf(stderr, " (last error: %s)\n", framesrv_last_error());           \
-        }                                                                            \
-    } while (0)
-
-/* An int status equal to the expected one, named in the message. */
-#define CHECK_STATUS(expr, want) do {                                                \
-        int got_ = (expr);                                                           \
-        CHECK(got_ == (want), "%s returned %s, expected %s", #expr,                  \
-              framesrv_status_name(got_), framesrv_status_name(want));               \
-    } while (0)
-
-static char check_dir[64];
-
-__attribute__((unused)) static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-__attribute__((unused)) static void check_cleanup(void)
-{
-    if (check_dir[0]) nftw(check_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-/* A private runtime directory for this test program (FRAMESRV_DIR). */
-__attribute__((unused)) static void check_setup(void)
-{
-    snprintf(check_dir, sizeof check_dir, "/dev/shm/fs-ptest.XXXXXX");
-    if (mkdtemp(check_dir) == NULL) {
-        perror("mkdtemp");
-        exit(2);
-    }
-    setenv("FRAMESRV_DIR", check_dir, 1);
-    atexit(check_cleanup);
-}
-
-__attribute__((unused)) static int check_finish(const char *program)
-{
-    printf("%s: %d checks, %d failed\n", program, check_count, check_failures);
-    return check_failures ? 1 : 0;
-}
 
 /* The Swift framesrv binary: $FRAMESRV, else ../../.build/debug/framesrv. NULL if absent. */
 __attribute__((unused)) static const char *check_framesrv(void)

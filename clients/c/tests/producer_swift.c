@@ -152,12 +152,12 @@ int main(void)
         printf("producer_swift: skipped (no Swift framesrv: set FRAMESRV)\n");
         return 0;
     }
-    check_setup();
+    check_runtime_dir();
     lossless(FRAMESRV_PIX_YUV420P, 320, 240);
     lossless(FRAMESRV_PIX_P010LE, 99, 37);
     lossless(FRAMESRV_PIX_BGRA, 33, 17);
     format_changes();
     live_and_inspect();
     consumer_killed();
-    return check_finish("producer_swift");
+    return check_exit("producer_swift");
 }
