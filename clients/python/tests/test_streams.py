@@ -87,3 +87,47 @@ def test_producer_api_header_round_trip(fsdir):
             assert (g.color_matrix, g.color_range, g.width, g.height, g.pix_fmt) == (0, 2, 64, 48, "rgb24")
             assert np.array_equal(g.array(), img)
             g.release()
+
+
+def test_consume_tool_producer_killed_is_an_error(fsdir, framesrv_bin, procs):
+    import signal
+    c = procs.python("-m", "framesrv", "consume", "--in", "g", "--verify-pattern", "--wait", "30")
+    p = produce_pattern(procs, framesrv_bin, "g", "--rate", "50", "--size", "64x48", "--wait-for", "1")
+    with framesrv.Consumer("g", timeout=30) as watcher:      # a second consumer: frames flow
+        for frame in watcher:
+            if frame.seq == 10:
+                break
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    rc, out, err = procs.finish(c)
+    assert rc == 2 and "the producer died without ending the stream" in err
+    assert out.startswith("py: received ") and ", corrupt 0" in out
+
+
+def test_ctrl_c_while_waiting(fsdir, procs):
+    """A wait inside the library (here: for a stream that never appears) notices SIGINT."""
+    import signal
+    import time
+    c = procs.python("-m", "framesrv", "consume", "--in", "never")
+    time.sleep(1)
+    c.send_signal(signal.SIGINT)
+    rc, out, err = procs.finish(c, timeout=30)
+    assert (rc, out.strip()) == (0, "py: received 0 frames, first 0, last 0, corrupt 0"), err
+
+
+def test_reattach_to_the_next_producer(fsdir, framesrv_bin, procs):
+    import signal
+    p1 = produce_pattern(procs, framesrv_bin, "r", "--rate", "50", "--size", "64x48", "--wait-for", "1")
+    seen = []
+    with framesrv.Consumer("r", timeout=30, reattach=True) as c:
+        for frame in c:
+            seen.append((c.stream_info["producer_pid"], frame.seq))
+            assert frame.pattern_check() == 0
+            if len(seen) == 5:
+                p1.send_signal(signal.SIGKILL)
+                p1.wait()
+                p2 = produce_pattern(procs, framesrv_bin, "r", "--frames", "5", "--size", "64x48", "--wait-for", "1")
+    assert procs.finish(p2)[0] == 0
+    pids = [pid for pid, _ in seen]
+    assert pids[0] == p1.pid and pids[-1] == p2.pid
+    assert [s for pid, s in seen if pid == p2.pid] == [1, 2, 3, 4, 5]
