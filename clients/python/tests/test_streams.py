@@ -131,3 +131,13 @@ def test_reattach_to_the_next_producer(fsdir, framesrv_bin, procs):
     pids = [pid for pid, _ in seen]
     assert pids[0] == p1.pid and pids[-1] == p2.pid
     assert [s for pid, s in seen if pid == p2.pid] == [1, 2, 3, 4, 5]
+
+
+def test_bench_script_runs(fsdir, procs):
+    b = procs.python("-m", "framesrv.bench", "--size", "64x48", "--frames", "20")
+    rc, out, err = procs.finish(b, timeout=120)
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert [l.split(":")[0] for l in lines] == ["python consumer", "python producer, fill excluded",
+                                               "python producer, numpy fill", "zero copy"]
+    assert lines[-1].endswith("yes")
