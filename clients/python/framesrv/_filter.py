@@ -33,21 +33,22 @@ def _wants_two(fn, in_place):
     return len(params) >= 2
 
 
-def _store(out_frame, result):
-    """Copies fn's result into the output frame: one array for packed formats (or plane 0),
-    or a sequence of arrays, one per plane."""
+def _store(out_frame, result, in_frame):
+    """Copies fn's result into the output frame: one array fills plane 0 (the planes after
+    it are copied from the input when they have the same shape: a luma-only function on
+    yuv420p keeps the chroma), a sequence of arrays fills plane by plane."""
     planes = out_frame.planes
-    if isinstance(result, (list, tuple)):
-        if len(result) != len(planes):
-            raise ValueError(f"fn returned {len(result)} planes, the output has {len(planes)}")
-        pairs = zip(planes, result)
-    else:
-        pairs = [(planes[0], result)]
-    for dst, src in pairs:
+    results = list(result) if isinstance(result, (list, tuple)) else [result]
+    if len(results) > len(planes):
+        raise ValueError(f"fn returned {len(results)} planes, the output has {len(planes)}")
+    for dst, src in zip(planes, results):
         src = np.asarray(src)
         if src.shape != dst.shape and src.size == dst.size:
             src = src.reshape(dst.shape)
         np.copyto(dst, src, casting="unsafe")
+    for dst, src in zip(planes[len(results):], in_frame.planes[len(results):]):
+        if dst.shape == src.shape and dst.dtype == src.dtype:
+            np.copyto(dst, src)
 
 
 def _output_format(first, out_pix_fmt, out_size):
@@ -73,7 +74,7 @@ def _process(frame, producer, fn, two):
         if two:
             fn(frame, out_frame)
         else:
-            _store(out_frame, fn(frame.array()))
+            _store(out_frame, fn(frame.array()), frame)
 
 
 def filter(input, output, fn, *, out_pix_fmt=None, out_size=None, mode="lossless",
@@ -82,8 +83,10 @@ def filter(input, output, fn, *, out_pix_fmt=None, out_size=None, mode="lossless
     input frame, until the input ends (then the output ends too). Returns the number of
     frames published.
 
-    fn(array_in) -> array_out: array_in is the input's ``frame.array()`` (read-only), the
-    result is copied into the output frame (a sequence of arrays fills plane by plane).
+    fn(array_in) -> array_out: array_in is the input's ``frame.array()`` (read-only; plane 0
+    of planar formats), the result is copied into the output frame (a sequence of arrays
+    fills plane by plane; planes it does not fill are copied from the input when they
+    have the same shape).
     fn(frame_in, frame_out): with in_place=True, or when fn takes two arguments: fn
     writes into ``frame_out.planes`` itself (no copy of the result).
 

@@ -126,3 +126,59 @@ def test_filter_ends_cleanly_on_sigterm(fsdir, framesrv_bin, procs):
     assert rest == [] or rest[-1].seq >= first.seq
     p.send_signal(signal.SIGINT)
     procs.finish(p)
+
+
+CHAIN_FILTER = textwrap.dedent("""
+    import sys, numpy as np, framesrv
+
+    def invert(frame_in, frame_out):
+        for dst, src in zip(frame_out.planes, frame_in.planes):
+            np.subtract(255, src, out=dst)
+
+    print("filtered", framesrv.filter(sys.argv[1], sys.argv[2], invert, wait_for=1))
+""")
+
+
+def test_python_filter_in_a_framesrv_chain(fsdir, framesrv_bin, procs, tmp_path):
+    """produce -i FILE -> Python numpy filter -> sink --framemd5: every output frame is the
+    same numpy operation applied to ffmpeg's own decode of FILE."""
+    import hashlib
+    import shutil
+    import subprocess
+    if not shutil.which("ffmpeg"):
+        pytest.skip("no ffmpeg")
+    w, h, n = 160, 120, 20
+    media = tmp_path / "in.mkv"
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", f"testsrc2=size={w}x{h}:rate=25",
+                    "-frames:v", str(n), "-pix_fmt", "yuv420p", "-c:v", "ffv1", str(media)], check=True)
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", str(media), "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"],
+                         check=True, capture_output=True).stdout
+    size = w * h * 3 // 2
+    want = [hashlib.md5((255 - np.frombuffer(raw[i * size:(i + 1) * size], np.uint8)).tobytes()).hexdigest()
+            for i in range(n)]
+    md5 = tmp_path / "out.framemd5"
+    sink = procs.start(framesrv_bin, "sink", "--in", "inv", "--framemd5", md5)
+    f = procs.python("-c", CHAIN_FILTER, "src", "inv")
+    p = procs.start(framesrv_bin, "produce", "-i", media, "--out", "src", "--wait-for", "1")
+    assert procs.finish(p)[0] == 0
+    assert procs.finish(f)[1].strip() == f"filtered {n}"
+    rc, out, err = procs.finish(sink)
+    assert rc == 0, err
+    lines = [l for l in md5.read_text().splitlines() if l and not l.startswith("#")]
+    assert [l.split(",")[-1].strip() for l in lines] == want
+    assert [int(l.split(",")[2]) for l in lines] == list(range(n))       # pts passed through
+
+
+def test_filter_luma_function_keeps_chroma(fsdir, framesrv_bin, procs):
+    p = swift_pattern(procs, framesrv_bin, "in", "yuv420p", 10)
+    f = procs.python("-c", INVERT, "in", "out")
+
+    def check(frame):
+        want = pattern_planes(frame)
+        assert np.array_equal(frame.planes[0], 255 - want[0])
+        assert np.array_equal(frame.planes[1], want[1]) and np.array_equal(frame.planes[2], want[2])
+
+    seqs, _ = collect("out", check)
+    assert len(seqs) == 10
+    procs.finish(f)
+    procs.finish(p)

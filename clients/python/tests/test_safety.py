@@ -204,3 +204,23 @@ def test_python_consumer_killed_holding_frames(fsdir, framesrv_bin, procs, tmp_p
     assert procs.finish(p)[0] == 0
     rc, out, err = procs.finish(sink)
     assert rc == 0 and "received 60 frames (first 1, last 60), missed 0, corrupt 0" in out + err
+
+
+def test_live_consumer_keeping_arrays_hits_the_hold_limit(fsdir):
+    """Documented trade-off: a live consumer may hold live_max_held frames; arrays kept
+    beyond that make next raise StateError; dropping them lets it go on."""
+    with framesrv.Producer("l", 32, 16, "gray", slots=4, live_max_held=1) as p:
+        with framesrv.Consumer("l", mode="live", timeout=10) as c:
+            with p.reserve() as f:
+                f.fill_pattern()
+            kept = c.next(timeout=10).array()
+            with p.reserve() as f:
+                f.fill_pattern()
+            with pytest.raises(framesrv.StateError):
+                c.next(timeout=10)
+            assert_pattern([kept], 1)
+            del kept
+            gc.collect()
+            g = c.next(timeout=10)
+            assert g.seq == 2 and g.pattern_check() == 0
+            g.release()
