@@ -141,3 +141,28 @@ def test_bench_script_runs(fsdir, procs):
     assert [l.split(":")[0] for l in lines] == ["python consumer", "python producer, fill excluded",
                                                "python producer, numpy fill", "zero copy"]
     assert lines[-1].endswith("yes")
+
+
+def test_python_producer_killed_consumers_reattach(fsdir, framesrv_bin, procs, tmp_path):
+    """A Python producer killed with SIGKILL: the Swift sink sees it gone, attaches to the
+    next producer of the same name and verifies its frames."""
+    import signal
+    import time
+    log = tmp_path / "seq.log"
+    sink = procs.start(framesrv_bin, "sink", "--in", "k", "--null", "--verify", "--seq-log", log, "--wait", "30")
+    p1 = procs.python("-m", "framesrv", "produce", "--out", "k", "--rate", "100", "--size", "64x48", "--wait-for", "1")
+    deadline = time.monotonic() + 60
+    while not (log.exists() and log.read_text().count("frame ") >= 5):
+        assert time.monotonic() < deadline, "the sink received no frames"
+        time.sleep(0.05)
+    p1.send_signal(signal.SIGKILL)
+    p1.wait()
+    p2 = procs.python("-m", "framesrv", "produce", "--out", "k", "--frames", "10", "--rate", "max", "--size", "64x48",
+                      "--wait-for", "1")
+    assert procs.finish(p2)[1].strip() == "py: published 10 frames"
+    rc, out, err = procs.finish(sink)
+    assert rc == 0, err
+    events = log.read_text().split("\n")
+    assert "corrupt" not in log.read_text() and any(e.startswith("gone ") for e in events)
+    after = events[[i for i, e in enumerate(events) if e.startswith("gone ")][-1]:]
+    assert [e for e in after if e.startswith("frame ")] == [f"frame {i}" for i in range(1, 11)]
