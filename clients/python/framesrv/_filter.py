@@ -1,6 +1,7 @@
 """framesrv.filter: a stage between two streams, and the stop-signal helper."""
 import inspect
 import signal
+import threading
 
 import numpy as np
 
@@ -93,13 +94,16 @@ def filter(input, output, fn, *, out_pix_fmt=None, out_size=None, mode="lossless
     The output has the input's size and format unless out_size=(w, h) / out_pix_fmt say
     otherwise (then it keeps them when the input changes format; else it follows the
     input). Timestamps, time base, duration, colour, sar, flags and capture time pass
-    through; the output's rate is the input's. wait_for: publish nothing until that many
-    lossless consumers are attached to the output (as ``produce --wait-for``); timeout:
-    seconds to wait for the input to appear (NotFound after). SIGINT/SIGTERM end the output stream
-    cleanly (stop_on_signals) and return.
+    through; the output's rate is the input's.
+
+    wait_for: publish nothing until that many lossless consumers are attached to the
+    output (as ``produce --wait-for``). timeout: seconds to wait for the input to appear
+    (NotFound after). Called from the main thread, filter installs stop_on_signals(), so
+    SIGINT/SIGTERM end the output stream cleanly and it returns.
     """
     two = _wants_two(fn, in_place)
-    stop_on_signals()
+    if threading.current_thread() is threading.main_thread():
+        stop_on_signals()
     count = 0
     producer = None
     try:
