@@ -182,3 +182,20 @@ def test_filter_luma_function_keeps_chroma(fsdir, framesrv_bin, procs):
     assert len(seqs) == 10
     procs.finish(f)
     procs.finish(p)
+
+
+def test_filter_follows_a_format_change(fsdir, framesrv_bin, procs):
+    p = procs.start(framesrv_bin, "produce", "--pattern", "--out", "in", "--pix-fmt", "gray", "--frames", "12",
+                    "--rate", "max", "--size", "96x64", "--size-change-at", "6:200x150", "--wait-for", "1")
+    f = procs.python("-c", INVERT, "in", "out")
+    sizes = []
+
+    def check(frame):
+        assert np.array_equal(frame.array(), 255 - pattern_planes(frame)[0])
+        sizes.append((frame.seq, frame.width, frame.height))
+
+    seqs, _ = collect("out", check)
+    assert [s for s, _, _ in seqs] == list(range(1, 13))
+    assert sizes[4][1:] == (96, 64) and sizes[5][1:] == (200, 150)
+    assert procs.finish(f)[1].strip() == "filtered 12"
+    assert procs.finish(p)[0] == 0
