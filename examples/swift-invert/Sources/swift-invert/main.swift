@@ -31,7 +31,8 @@ struct NotEightBit: Error, CustomStringConvertible {
 
 /// One line to standard error, then exit.
 func fail(_ message: String, status: Int32) -> Never {
-    fputs("swift-invert: \(message)\n", stderr)
+    var line = "swift-invert: \(message)\n"
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
     exit(status)
 }
 
@@ -77,7 +78,7 @@ func run(_ o: Options) throws {
     let output = try Producer(stream: o.output, options: options)
     output.shouldStop = StopSignal.shouldStop
     defer { output.close() }                      // ends B: its consumers get every frame first
-    while o.waitFor > 0, !StopSignal.requested, !output.waitForLosslessConsumers(o.waitFor, timeoutSeconds: 0.5) {}
+    if o.waitFor > 0, !output.waitForLosslessConsumers(o.waitFor) { return }   // false: stopped
     while let frame = try input.next() {
         guard let format = frame.format, eightBit.contains(format.pixelFormat) else {
             output.finish(failed: true)
