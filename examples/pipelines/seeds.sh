@@ -14,8 +14,8 @@
 #   examples/pipelines/seeds.sh --input movie.mkv --out /tmp/seeds
 #   examples/pipelines/seeds.sh --input /dev/video0 --frames 300
 # It prints every command it starts; `framesrv top` shows the stages while it runs. Ctrl-C
-# (or SIGTERM) stops every stage cleanly: the recordings are completed. Exit status 0 when
-# every stage exited 0.
+# (or SIGTERM) stops the decoder, and the stages after it end when they have passed on every
+# frame decoded: the recordings are complete. Exit status 0 when every stage exited 0.
 set -u -o pipefail
 
 usage() {
@@ -82,6 +82,10 @@ esac
 image="$out/blend.png"
 ffmpeg -v error -y -f lavfi -i "smptebars=size=240x135" -frames:v 1 "$image" || die "ffmpeg could not make $image"
 
+# Each stage in a process group of its own (job control), so that Ctrl-C reaches this script
+# only, which stops the decoder (on_signal below) instead of every stage at once.
+set -m
+
 # Stream names of this run (several runs can share a runtime directory).
 s="seeds$$"
 pids=()
@@ -89,28 +93,39 @@ names=()
 start() {   # start NAME COMMAND...: runs a stage in the background and says so
     local name=$1; shift
     echo "seeds: starting $name: $*" >&2
-    "$@" &
+    "$@" </dev/null &
     pids+=($!)
     names+=("$name")
 }
 
 stopping=0
+alive() {   # whether a stage still runs
+    local pid
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && return 0; done
+    return 1
+}
+settle() {   # settle TENTHS: waits until no stage runs (true) or TENTHS x 0.1 s passed (false)
+    local i
+    for ((i = 0; i < $1; i++)); do alive || return 0; sleep 0.1; done
+    ! alive
+}
 stop_all() {   # SIGTERM to every stage still running (framesrv stages end their streams cleanly)
     stopping=1
+    local pid
     for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
 }
-kill_leftovers() {   # on exit: whatever still runs 10 s after a stop is killed
-    [ ${#pids[@]} -gt 0 ] || return 0
-    for _ in $(seq 100); do
-        local alive=0
-        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-        [ $alive = 0 ] && return 0
-        sleep 0.1
-    done
-    for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+on_signal() {   # stop the decoder only: its end of stream drains the chain and completes both
+                # recordings with every frame decoded; what still runs 10 s later is stopped too
+    stopping=1
+    if [ "${names[-1]:-}" = decode ]; then kill -TERM "${pids[-1]}" 2>/dev/null; else stop_all; fi
+    settle 100 || stop_all
 }
-trap 'stop_all' INT TERM
-trap 'stop_all; kill_leftovers' EXIT
+on_exit() {   # an early exit (set -u, an error): nothing of this run is left running
+    stop_all
+    settle 50 || for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+}
+trap on_signal INT TERM
+trap on_exit EXIT
 
 # Consumers first, the source last: every stage waits (--wait-for) for the one after it, so
 # no frame is published before its reader is attached.
