@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test-asan: the C client built with AddressSanitizer and UBSan (-fno-sanitize-recover,
+# make test-asan: the C client (libframesrv + tools/framesrv-consume.c) built with AddressSanitizer and UBSan (-fno-sanitize-recover,
 # so the first finding ends the process) against real producers, as CrossLanguageTests runs
 # it: lossless with --verify-pattern, several pixel formats, pool epochs (size changes),
 # --count, a slow producer, and a producer killed under it. Any sanitizer report fails.
@@ -11,8 +11,9 @@ BIN=$(realpath "${1:-.build/debug/framesrv}")
 WORK=$(mktemp -d /dev/shm/framesrv-asan.XXXXXX)
 export FRAMESRV_DIR=$WORK/run
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null; rm -rf "$WORK"' EXIT
-make -s -C clients/c framesrv_consume_asan OUT="$WORK/framesrv_consume_asan"
-CLIENT=$WORK/framesrv_consume_asan
+# libframesrv and build-asan/framesrv-consume with -fsanitize=address,undefined (make sanitize).
+make -s -C clients/c sanitize > /dev/null
+CLIENT=$(realpath clients/c/build-asan/framesrv-consume)
 # exitcode 86: a sanitizer finding, never confused with the client's own 1 (corrupt) or 2 (error).
 export ASAN_OPTIONS=detect_leaks=1:exitcode=86:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86
@@ -22,9 +23,12 @@ failures=0
 run() {
     local name=$1 expect=$2; shift 2
     local log=$WORK/$name
-    "$CLIENT" --in "$name" --verify-pattern --seq-log "$log.seq" --wait 30 > "$log.out" 2> "$log.err" &
+    "$CLIENT" --in "$name" ${LIVE:-} --verify-pattern --seq-log "$log.seq" --wait 30 > "$log.out" 2> "$log.err" &
     local client=$!
-    "$BIN" produce --pattern --out "$name" --wait-for 1 --quiet "$@" > /dev/null 2> "$log.producer" || true
+    # --wait-for counts lossless consumers only: a live client gets a paced stream instead.
+    local wait_for=(--wait-for 1)
+    [[ -z ${LIVE:-} ]] || { wait_for=(); sleep 0.5; }
+    "$BIN" produce --pattern --out "$name" "${wait_for[@]}" --quiet "$@" > /dev/null 2> "$log.producer" || true
     local status=0
     wait $client || status=$?
     local summary; summary=$(grep "^c: received" "$log.out" || true)
@@ -45,6 +49,9 @@ done
 run epochs 120 --size 64x64 --rate max --frames 120 --size-change-at 30:128x72,60:32x32,90:640x360
 run one-slot 50 --size 64x64 --rate max --frames 50 --slots 1
 run paced 20 --size 64x64 --rate 100 --frames 20
+
+# A live consumer of a paced stream (started first): whatever it kept up with, every frame intact.
+LIVE=--live run live - --size 160x120 --rate 200 --frames 200
 
 # --count: the client stops after N frames of a longer stream and detaches cleanly.
 "$BIN" produce --pattern --out counted --rate 200 --frames 400 --wait-for 1 --quiet > /dev/null 2>&1 &

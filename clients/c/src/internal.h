@@ -12,7 +12,11 @@
 #define FRAMESRV_INTERNAL_H
 
 #define _GNU_SOURCE
+/* The public API is the only thing the shared library exports: built with
+ * -fvisibility=hidden, the declarations of framesrv.h keep default visibility. */
+#pragma GCC visibility push(default)
 #include "framesrv.h"
+#pragma GCC visibility pop
 #include "CFrameServer.h"
 
 #include <stdbool.h>
@@ -41,8 +45,10 @@ FSI_HIDDEN int fsi_remaining_ms(uint64_t deadline, int cap_ms);
 
 /* ---- runtime directory and names ------------------------------------------ */
 
-/* $FRAMESRV_DIR, else /dev/shm/framesrv-<uid> (PROTOCOL.md 3.1): created 0700 if missing
- * when `create`, checked to be a directory owned by us otherwise. */
+/* $FRAMESRV_DIR, else $XDG_RUNTIME_DIR/framesrv, else /dev/shm/framesrv-<uid> (else
+ * /tmp/framesrv-<uid>) (PROTOCOL.md 3.1, RuntimeDirectory.swift): created 0700 if missing
+ * when `create`; always checked to be a directory owned by us (FRAMESRV_E_NOT_FOUND if it
+ * does not exist and not `create`), tightened to 0700. */
 FSI_HIDDEN int fsi_runtime_dir(char *out, size_t size, bool create);
 /* [A-Za-z0-9._-]{1,48}, not "." or ".." (3.3). */
 FSI_HIDDEN int fsi_check_name(const char *name);
@@ -68,7 +74,9 @@ FSI_HIDDEN void fsi_futex_wait(uint32_t *word, uint32_t expected, int timeout_ms
 /* ---- mapping files ------------------------------------------------------------ */
 
 /* Opens path O_RDONLY|O_NONBLOCK|O_NOFOLLOW (or O_RDWR when writable), checks it is a
- * regular file of a non-zero size, and maps all of it (MAP_SHARED). */
+ * regular file of a non-zero size, and maps all of it (MAP_SHARED). FRAMESRV_E_NOT_FOUND
+ * (errno ENOENT) when it does not exist, FRAMESRV_E_BAD_DATA for a link, a FIFO, a
+ * directory or an empty file, FRAMESRV_E_SYSTEM otherwise; the last error says which. */
 FSI_HIDDEN int fsi_map_file(const char *path, bool writable, void **base, size_t *size);
 
 /* ---- pixel formats and layout (pixfmt.c) -------------------------------------- */
@@ -103,6 +111,26 @@ FSI_HIDDEN int fsi_canonical_layout(const fsi_pix_format *format, uint32_t width
  * validated header. For pix_fmt 0 every plane is 1 component of 1 byte, width = stride. */
 FSI_HIDDEN void fsi_describe_planes(framesrv_frame_info *info, const fs_frame *header, uint8_t *slot);
 
+/* ---- validation of what another process wrote (validate.c) -------------------------
+ * Each returns FRAMESRV_OK or FRAMESRV_E_BAD_DATA with one line naming the file, the
+ * field and the value (framesrv_last_error). Pure: they read only what they are given. */
+
+/* The control segment's header (PROTOCOL.md 4.1; ControlSegment.validate): magic, version,
+ * every fixed size and offset, slot_count 1..64 and a file large enough for the tables. */
+FSI_HIDDEN int fsi_validate_control(const void *bytes, size_t size, const char *path, uint32_t *slot_count);
+/* A pool file of `size` bytes holds slot_count slots of a multiple of 64 bytes, each at
+ * least a frame header (Segment.openPool): *slot_bytes is its slot stride. */
+FSI_HIDDEN int fsi_validate_pool(size_t size, uint32_t slot_count, const char *path, size_t *slot_bytes);
+/* A frame header (a copy taken once: validate the copy, then use only it), as
+ * FrameHeader.validate: magic, version, seq == the slot's seq, 1..16384 size, plane_count,
+ * every plane inside the slot (offset >= 256), pix_fmt and its name agree, a known
+ * format's rows fit their planes, pts and duration within +-2^62. `path`/`slot` name it. */
+FSI_HIDDEN int fsi_validate_frame(const fs_frame *header, uint64_t seq, uint64_t slot_bytes, const char *path, uint32_t slot);
+
+/* An announcement of `length` bytes (PROTOCOL.md 5), checked in the spec's order: short,
+ * bad-magic, version, kind, length (the vectors' error names appear in the message). */
+FSI_HIDDEN int fsi_validate_announce(const void *message, size_t length);
+
 /* ---- frames (frame.c) ----------------------------------------------------------- */
 
 /* One mapped pool file, shared by the frames that live in it: unmapped when the last
@@ -115,8 +143,9 @@ typedef struct fsi_pool {
     uint32_t refs;             /* the owner's current-pool reference + one per frame held */
 } fsi_pool;
 
+/* Atomic counts: a frame may be released from another thread than its owner's. */
 FSI_HIDDEN void fsi_pool_ref(fsi_pool *pool);
-FSI_HIDDEN void fsi_pool_unref(fsi_pool *pool);     /* munmap + free at 0 */
+FSI_HIDDEN void fsi_pool_unref(fsi_pool *pool);     /* munmap + free at 0; NULL ignored */
 
 enum fsi_frame_kind { FSI_FRAME_CONSUMED = 1, FSI_FRAME_RESERVED = 2 };
 
@@ -128,6 +157,14 @@ struct framesrv_frame {
     framesrv_consumer *consumer; /* FSI_FRAME_CONSUMED */
     framesrv_producer *producer; /* FSI_FRAME_RESERVED */
     struct framesrv_frame *next_held; /* the consumer's list of held frames */
+    struct fsi_attachment *attachment; /* FSI_FRAME_CONSUMED: the producer instance it came from (consumer.h) */
 };
+
+/* framesrv_frame_release's two sides (frame.c dispatches on frame->kind; both are weak
+ * references there, so a program linking one side statically does not need the other):
+ * consumer.c gives a consumed frame's slot back; producer.c drops the producer's own
+ * reference (producer_hold) to a frame published with framesrv_producer_publish_keep. */
+FSI_HIDDEN void fsi_consumer_release(framesrv_frame *frame);
+FSI_HIDDEN void fsi_producer_release_kept(framesrv_frame *frame);
 
 #endif /* FRAMESRV_INTERNAL_H */

@@ -1,0 +1,141 @@
+/*
+ * consumer.c: the consumer's public lifecycle: open, reopen, close, stream_info, stats
+ * and fd. Attaching is consumer_attach.c's; receiving frames is consumer_next.c's.
+ */
+#include "consumer.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+#include <zmq.h>
+
+/* What monitors show: the option's name, else the program's, at most 31 bytes. */
+static void set_client_name(framesrv_consumer *c, const char *name)
+{
+    if (!name || !*name) name = program_invocation_short_name;
+    if (!name || !*name) name = "c-consumer";
+    size_t n = strnlen(name, sizeof c->client_name - 1);
+    memcpy(c->client_name, name, n);
+    c->client_name[n] = '\0';
+}
+
+static int check_options(const framesrv_consumer_options *o, int *mode)
+{
+    *mode = FS_MODE_LOSSLESS;
+    if (!o || o->mode == 0 || o->mode == FRAMESRV_LOSSLESS) return FRAMESRV_OK;
+    if (o->mode == FRAMESRV_LIVE) {
+        *mode = FS_MODE_LIVE;
+        return FRAMESRV_OK;
+    }
+    return fsi_fail(FRAMESRV_E_INVALID, "consumer mode %d: use FRAMESRV_LIVE (1) or FRAMESRV_LOSSLESS (2)", (int)o->mode);
+}
+
+/* Everything but the attachment: the runtime directory and its inotify watch. */
+static int consumer_new(framesrv_consumer **out, const char *name, const framesrv_consumer_options *options)
+{
+    int mode, status;
+    if ((status = fsi_check_name(name)) != FRAMESRV_OK || (status = check_options(options, &mode)) != FRAMESRV_OK) return status;
+    framesrv_consumer *c = calloc(1, sizeof *c);
+    if (!c) return fsi_fail(FRAMESRV_E_NO_MEMORY, "out of memory opening a consumer of '%s'", name);
+    c->inotify_fd = -1;
+    c->mode = mode;
+    c->recheck_ms = FSI_RECHECK_MS;
+    snprintf(c->stream, sizeof c->stream, "%s", name);
+    set_client_name(c, options ? options->client_name : NULL);
+    *out = c;
+    if ((status = fsi_runtime_dir(c->dir, sizeof c->dir, true)) != FRAMESRV_OK) return status;
+    c->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (c->inotify_fd >= 0 && inotify_add_watch(c->inotify_fd, c->dir, IN_CREATE | IN_MOVED_TO) < 0) {
+        close(c->inotify_fd);
+        c->inotify_fd = -1;   /* the attach wait falls back to bounded sleeps */
+    }
+    return FRAMESRV_OK;   /* the ZeroMQ context comes with the first attachment */
+}
+
+int framesrv_consumer_open(framesrv_consumer **out, const char *name, const framesrv_consumer_options *options)
+{
+    if (!out) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_open: out is NULL");
+    *out = NULL;
+    framesrv_consumer *c = NULL;
+    int status = consumer_new(&c, name, options);
+    if (status == FRAMESRV_OK) status = fsi_consumer_attach(c, fsi_deadline(options ? options->attach_timeout_ms : -1));
+    if (status != FRAMESRV_OK) {
+        framesrv_consumer_close(c);
+        return status;
+    }
+    *out = c;
+    return FRAMESRV_OK;
+}
+
+int framesrv_consumer_reopen(framesrv_consumer *c, int timeout_ms)
+{
+    if (!c) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_reopen: consumer is NULL");
+    if (c->att) fsi_attachment_retire(c, c->att);
+    c->ended = 0;
+    int status = fsi_consumer_attach(c, fsi_deadline(timeout_ms));
+    if (status == FRAMESRV_OK) c->stats.restarts++;
+    return status;
+}
+
+void framesrv_consumer_close(framesrv_consumer *c)
+{
+    if (!c) return;
+    while (c->held) framesrv_frame_release(c->held);
+    if (c->att) fsi_attachment_retire(c, c->att);
+    /* Nothing is held any more, so every retired attachment was finished by its last release. */
+    if (c->zctx) zmq_ctx_term(c->zctx);
+    if (c->inotify_fd >= 0) close(c->inotify_fd);
+    free(c);
+}
+
+/* rate_milli as a reduced fraction of int32s, 0/0 when unknown or not representable. */
+static void nominal_rate(uint64_t milli, int32_t *num, int32_t *den)
+{
+    *num = *den = 0;
+    if (milli == 0) return;
+    uint64_t a = milli, b = 1000;
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    uint64_t n = milli / a, d = 1000 / a;
+    if (n > INT32_MAX) return;
+    *num = (int32_t)n;
+    *den = (int32_t)d;
+}
+
+int framesrv_consumer_stream_info(framesrv_consumer *c, framesrv_stream_info *info)
+{
+    if (!c || !info) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_stream_info: NULL argument");
+    const fsi_attachment *a = c->att;
+    if (!a) return fsi_fail(FRAMESRV_E_STATE, "consumer of '%s' is not attached: call framesrv_consumer_reopen", c->stream);
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", c->stream);
+    info->slot_count = a->slot_count;
+    nominal_rate(a->ctl->rate_milli, &info->rate_num, &info->rate_den);
+    info->producer_pid = a->producer_pid;
+    info->live_source = (a->ctl->flags & FS_CONTROL_LIVE_SOURCE) != 0;
+    info->epoch = fs_load_u64(&a->ctl->epoch);
+    return FRAMESRV_OK;
+}
+
+int framesrv_consumer_stats_of(framesrv_consumer *c, framesrv_consumer_stats *stats)
+{
+    if (!c || !stats) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_stats_of: NULL argument");
+    *stats = c->stats;
+    return FRAMESRV_OK;
+}
+
+int framesrv_consumer_fd(framesrv_consumer *c)
+{
+    if (!c) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_fd: consumer is NULL"), -1;
+    if (!c->att) return fsi_fail(FRAMESRV_E_STATE, "consumer of '%s' is not attached", c->stream), -1;
+    int fd = -1;
+    size_t size = sizeof fd;
+    if (zmq_getsockopt(c->att->sock, ZMQ_FD, &fd, &size) != 0)
+        return fsi_fail(FRAMESRV_E_ZMQ, "ZeroMQ could not give the socket's descriptor: %s", zmq_strerror(zmq_errno())), -1;
+    return fd;
+}

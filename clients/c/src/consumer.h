@@ -1,0 +1,95 @@
+/*
+ * consumer.h: the consumer's private state, shared by consumer_attach.c (open, attach,
+ * reopen, detach, close, info) and consumer_next.c (next, deliver, release). Not installed.
+ *
+ * A consumer owns at most one current attachment (one producer instance of its stream)
+ * and the retired ones whose frames the application still holds (after reopen): a frame
+ * points at its attachment, so its release always reaches the control segment its slot
+ * lives in, and an attachment is finished (CLOSING, unmapped) when its last frame goes.
+ */
+#ifndef FRAMESRV_CONSUMER_H
+#define FRAMESRV_CONSUMER_H
+
+#include "internal.h"
+
+#include <limits.h>
+
+/* Look at shared memory again after RECHECK_MS without a doorbell, doubling up to
+ * RECHECK_MAX_MS (PROTOCOL.md 11): doorbells can be lost. */
+#define FSI_RECHECK_MS 100
+#define FSI_RECHECK_MAX_MS 1000
+/* The longest one wait for the stream to appear sleeps (inotify may miss a leftover
+ * control segment replaced by a new producer). */
+#define FSI_ATTACH_POLL_MS 250
+
+typedef struct fsi_attachment {
+    fs_control *ctl;               /* NAME.ctl, mapped read-write                             */
+    size_t ctl_size;
+    uint32_t slot_count;           /* validated once; never re-read                            */
+    uint32_t index;                /* our consumer entry                                       */
+    uint64_t bit;                  /* 1 << index                                               */
+    fs_consumer *entry;
+    int32_t producer_pid;
+    uint64_t producer_start_time;
+    int producer_fd;               /* pidfd: readable once the producer exits                  */
+    bool producer_exited;
+    void *sock;                    /* ZeroMQ SUB: the doorbell                                 */
+    int mode;                      /* FS_MODE_LOSSLESS until demoted (12.6), or FS_MODE_LIVE    */
+    uint32_t live_max_held;        /* max(1, ctl->live_max_held)                               */
+    uint64_t expected;             /* lossless: next seq owed, 0 until admitted                */
+    uint64_t last_delivered;       /* newest seq handed out (live: the miss count's base)      */
+    bool count_misses_from_start;  /* demoted before delivering anything                        */
+    uint32_t held_at_demotion;     /* frames held when demoted: not counted against the limit */
+    uint32_t hint;                 /* slot to start the lossless scan at                        */
+    uint32_t held;                 /* frames of this attachment the application holds          */
+    fsi_pool *pool;                /* the current epoch's pool (one reference), NULL before    */
+    bool retired;                  /* detach requested: CLOSING once held reaches 0             */
+    bool evicted;                  /* the producer freed our entry: its index may be another's now,
+                                    * so neither releases nor CLOSING touch the segment again  */
+    struct fsi_attachment *next_retired;
+} fsi_attachment;
+
+/* Records addressed with the validated slot count, never the segment's own offsets. */
+static inline fs_slot_ctl *fsi_att_slot(const fsi_attachment *a, uint32_t i)
+{
+    return (fs_slot_ctl *)((uint8_t *)a->ctl + sizeof(fs_control) + (size_t)i * sizeof(fs_slot_ctl));
+}
+static inline fs_consumer *fsi_att_entry(const fsi_attachment *a, uint32_t i)
+{
+    return (fs_consumer *)((uint8_t *)a->ctl + sizeof(fs_control) + (size_t)a->slot_count * sizeof(fs_slot_ctl) +
+                           (size_t)i * sizeof(fs_consumer));
+}
+
+struct framesrv_consumer {
+    char dir[PATH_MAX];
+    char stream[FS_NAME_MAX + 1];
+    char client_name[32];
+    int mode;                      /* the requested FS_MODE_*                                   */
+    void *zctx;
+    int inotify_fd;                /* the runtime directory: a control segment renamed in      */
+    fsi_attachment *att;           /* current, NULL between a failed reopen and the next       */
+    fsi_attachment *retired;       /* attachments with frames still held                       */
+    framesrv_frame *held;          /* every frame held, all attachments                         */
+    int ended;                     /* 0, FRAMESRV_END or FRAMESRV_GONE: sticky until reopen    */
+    int32_t skip_pid;              /* after reopen: the previous producer, not attached again  */
+    uint64_t skip_start;
+    int recheck_ms;
+    framesrv_consumer_stats stats;
+};
+
+/* consumer_attach.c */
+/* Waits until deadline for a live producer of the stream (other than the previous one,
+ * c->skip_pid / c->skip_start) and attaches to it (c->att); lossless, then waits (within
+ * the same deadline) for the admission. FRAMESRV_E_NOT_FOUND when none appeared. */
+FSI_HIDDEN int fsi_consumer_attach(framesrv_consumer *c, uint64_t deadline);
+/* Asks the producer to take the attachment out once nothing of it is held (8.2), then
+ * frees it; with frames still held it waits on c->retired for the last release. */
+FSI_HIDDEN void fsi_attachment_retire(framesrv_consumer *c, fsi_attachment *a);
+/* Called by a release that made a retired attachment's held count 0. */
+FSI_HIDDEN void fsi_attachment_finish(framesrv_consumer *c, fsi_attachment *a);
+
+/* consumer_next.c */
+/* Maps the current epoch's pool if it changed (8.1); keeps the old one while frames use it. */
+FSI_HIDDEN void fsi_map_current_pool(framesrv_consumer *c, fsi_attachment *a);
+
+#endif /* FRAMESRV_CONSUMER_H */

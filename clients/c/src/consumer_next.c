@@ -1,0 +1,351 @@
+/*
+ * consumer_next.c: receiving frames (PROTOCOL.md 9 lossless, 10 live, 11 the doorbell,
+ * 12.6 demotion, 13 epochs, 14 the end, 15.3 a dead producer) and releasing them (9.3).
+ */
+#include "consumer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zmq.h>
+
+/* What one look at shared memory found (besides FRAMESRV_OK: a frame, and errors < 0). */
+/* Apart from the public statuses (FRAMESRV_TIMEOUT is 1): never returned to the caller. */
+enum { LOOK_NOTHING = 101, LOOK_ENDED = 102, LOOK_BAD_FRAME = 103 };
+
+static bool stream_ended(const fsi_attachment *a) { return fs_load_u32(&a->ctl->state) == FS_STREAM_ENDED; }
+
+/* SYNC: fs_slot_release clears our bit with release ordering (pairs with the producer's
+ * reserve) and says whether the producer sleeps on `wake`. */
+static void release_slot(fsi_attachment *a, uint32_t slot)
+{
+    if (a->evicted) return;
+    if (fs_slot_release(a->ctl, fsi_att_slot(a, slot), a->bit)) fsi_futex_wake(&a->ctl->wake);
+}
+
+/* ---- pools ----------------------------------------------------------------------------- */
+
+/* Maps NAME.pool.<epoch> read-only, its slot size from its file size (4.2, 13). */
+static int map_pool(const framesrv_consumer *c, const fsi_attachment *a, uint64_t epoch, fsi_pool **out)
+{
+    char path[PATH_MAX + 64], suffix[40];
+    snprintf(suffix, sizeof suffix, ".pool.%llu", (unsigned long long)epoch);
+    void *base;
+    size_t size, slot_bytes;
+    int status = fsi_path(path, sizeof path, c->dir, c->stream, suffix);
+    if (status == FRAMESRV_OK) status = fsi_map_file(path, false, &base, &size);
+    if (status != FRAMESRV_OK) return status;
+    if ((status = fsi_validate_pool(size, a->slot_count, path, &slot_bytes)) == FRAMESRV_OK && !(*out = calloc(1, sizeof **out)))
+        status = fsi_fail(FRAMESRV_E_NO_MEMORY, "out of memory mapping %s", path);
+    if (status != FRAMESRV_OK) {
+        munmap(base, size);
+        return status;
+    }
+    **out = (fsi_pool){ .epoch = epoch, .base = base, .size = size, .slot_stride = slot_bytes, .refs = 1 };
+    return FRAMESRV_OK;
+}
+
+void fsi_map_current_pool(framesrv_consumer *c, fsi_attachment *a)
+{
+    uint64_t epoch = fs_load_u64(&a->ctl->epoch);
+    fsi_pool *pool;
+    if (epoch == 0 || (a->pool && a->pool->epoch == epoch) || map_pool(c, a, epoch, &pool) != FRAMESRV_OK) return;
+    fsi_pool_unref(a->pool);   /* frames of the old epoch keep their own references */
+    a->pool = pool;
+}
+
+/* A reference to the pool of `epoch`: the current one, one a held frame uses, or a new mapping. */
+static int pool_of(framesrv_consumer *c, fsi_attachment *a, uint64_t epoch, fsi_pool **out)
+{
+    fsi_pool *found = a->pool && a->pool->epoch == epoch ? a->pool : NULL;
+    for (framesrv_frame *f = c->held; !found && f; f = f->next_held)
+        if (f->attachment == a && f->pool->epoch == epoch) found = f->pool;
+    if (!found) return map_pool(c, a, epoch, out);
+    fsi_pool_ref(found);
+    *out = found;
+    return FRAMESRV_OK;
+}
+
+/* ---- delivering a held slot ------------------------------------------------------------- */
+
+/* The frame's info from the validated header copy. */
+static void fill_info(framesrv_frame_info *info, const fs_frame *h, uint8_t *slot_base, uint64_t publish_ns)
+{
+    info->seq = h->seq;
+    info->epoch = h->epoch;
+    info->width = h->width;
+    info->height = h->height;
+    memcpy(info->pix_fmt_name, h->pix_fmt_name, sizeof h->pix_fmt_name);
+    info->pix_fmt_name[sizeof info->pix_fmt_name - 1] = '\0';
+    info->pix_fmt = h->pix_fmt != FS_PIX_OTHER ? (int)h->pix_fmt : framesrv_pix_fmt_from_name(info->pix_fmt_name);
+    if (!info->pix_fmt_name[0] && info->pix_fmt) snprintf(info->pix_fmt_name, sizeof info->pix_fmt_name, "%s", framesrv_pix_fmt_name(info->pix_fmt));
+    fsi_describe_planes(info, h, slot_base);
+    info->color_matrix = h->color_matrix;
+    info->color_range = h->color_range;
+    info->color_primaries = h->color_primaries;
+    info->color_transfer = h->color_transfer;
+    info->sar_num = h->sar_num;
+    info->sar_den = h->sar_den;
+    info->pts = h->pts;
+    info->time_base_num = h->time_base_num;
+    info->time_base_den = h->time_base_den;
+    info->duration = h->duration;
+    info->capture_ns = h->capture_ns;
+    info->flags = h->flags;
+    info->publish_ns = publish_ns;
+}
+
+/* The entry's statistics for ls/top (relaxed; the consumer is their one writer). */
+static void record_delivery(fsi_attachment *a, uint64_t seq, uint64_t capture_ns)
+{
+    fs_consumer *e = a->entry;
+    uint64_t now = fsi_monotonic_ns(), latency = now > capture_ns ? now - capture_ns : 0, us = latency / 1000;
+    unsigned bucket = us == 0 ? 0 : (unsigned)(64 - __builtin_clzll(us));
+    if (bucket > FS_LATENCY_BUCKETS - 1) bucket = FS_LATENCY_BUCKETS - 1;
+    fs_count(&e->latency_hist[bucket], 1);
+    fs_count(&e->latency_sum_ns, latency);
+    fs_count(&e->delivered, 1);
+    fs_stat_set(&e->last_seq, seq);
+    fs_stat_set(&e->held, a->held);
+    if (a->held == 1) fs_stat_set(&e->hold_since_ns, now);
+}
+
+/* Hands out slot `slot`, which holds frame `seq` for us. A frame that cannot be delivered
+ * is released first: LOOK_BAD_FRAME for a header that fails validation (counted, skipped),
+ * an error for a pool that cannot be mapped. */
+static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint64_t seq, framesrv_frame **out)
+{
+    a->last_delivered = seq;   /* a frame refused below is skipped, not retried */
+    fs_slot_ctl *s = fsi_att_slot(a, slot);
+    fsi_pool *pool;
+    int status = pool_of(c, a, fs_peek_u64(&s->epoch), &pool);
+    if (status != FRAMESRV_OK) {
+        release_slot(a, slot);
+        return status;
+    }
+    uint8_t *base = pool->base + (size_t)slot * pool->slot_stride;
+    fs_frame h;   /* one copy: what is validated is what the frame reports and reads through */
+    memcpy(&h, base, sizeof h);
+    char path[PATH_MAX + 64], suffix[40];
+    snprintf(suffix, sizeof suffix, ".pool.%llu", (unsigned long long)pool->epoch);
+    fsi_path(path, sizeof path, c->dir, c->stream, suffix);
+    framesrv_frame *f = NULL;
+    if ((status = fsi_validate_frame(&h, seq, pool->slot_stride, path, slot)) != FRAMESRV_OK) status = LOOK_BAD_FRAME;
+    else if (!(f = calloc(1, sizeof *f))) status = fsi_fail(FRAMESRV_E_NO_MEMORY, "out of memory delivering frame %llu", (unsigned long long)seq);
+    if (status != FRAMESRV_OK) {
+        release_slot(a, slot);
+        fsi_pool_unref(pool);
+        if (status == LOOK_BAD_FRAME) c->stats.bad_frames++;
+        return status;
+    }
+    fill_info(&f->info, &h, base, fs_peek_u64(&s->publish_ns));
+    f->info.epoch = pool->epoch;   /* the pool it was read from (the slot's epoch) */
+    f->kind = FSI_FRAME_CONSUMED;
+    f->slot = slot;
+    f->pool = pool;
+    f->consumer = c;
+    f->attachment = a;
+    f->next_held = c->held;
+    c->held = f;
+    a->held++;
+    c->stats.held++;
+    c->stats.delivered++;
+    record_delivery(a, seq, h.capture_ns);
+    *out = f;
+    return FRAMESRV_OK;
+}
+
+void fsi_consumer_release(framesrv_frame *f)
+{
+    framesrv_consumer *c = f->consumer;
+    fsi_attachment *a = f->attachment;
+    for (framesrv_frame **p = &c->held; *p; p = &(*p)->next_held)
+        if (*p == f) {
+            *p = f->next_held;
+            break;
+        }
+    /* All reads of the frame are done: the release-ordered clear publishes that (9.3). */
+    release_slot(a, f->slot);
+    a->held--;
+    c->stats.held--;
+    if (!a->evicted) {
+        fs_stat_set(&a->entry->held, a->held);
+        fs_stat_set(&a->entry->hold_since_ns, a->held == 0 ? 0 : fsi_monotonic_ns());
+    }
+    fsi_pool_unref(f->pool);
+    free(f);
+    if (a->retired && a->held == 0) fsi_attachment_finish(c, a);
+}
+
+/* ---- live (10) --------------------------------------------------------------------------- */
+
+static void count_missed(framesrv_consumer *c, fsi_attachment *a, uint64_t n)
+{
+    c->stats.missed += n;
+    fs_count(&a->entry->missed, n);
+}
+
+static int next_live(framesrv_consumer *c, fsi_attachment *a, framesrv_frame **out)
+{
+    if (a->held >= a->live_max_held + a->held_at_demotion)
+        return fsi_fail(FRAMESRV_E_STATE, "live consumer of '%s' holds %u frames, the stream's limit: release a frame first",
+                        c->stream, a->held);
+    for (;;) {
+        uint64_t word = fs_load_u64(&a->ctl->latest), seq = word >> 8;
+        uint32_t slot = (uint32_t)(word & 0xFF);
+        if (word == 0 || seq <= a->last_delivered) return LOOK_NOTHING;
+        if (slot >= a->slot_count)
+            return fsi_fail(FRAMESRV_E_BAD_DATA, "%s/%s.ctl: latest slot is %u, expected a slot below %u", c->dir, c->stream, slot,
+                            a->slot_count);
+        if (fs_slot_try_acquire(fsi_att_slot(a, slot), a->bit, seq)) {
+            if (a->last_delivered > 0 || a->count_misses_from_start) count_missed(c, a, seq - a->last_delivered - 1);
+            return deliver(c, a, slot, seq, out);
+        }
+        /* Stale: the slot was recycled since `latest` was stored. Our transient bit may
+         * have failed the producer's reserve: tell it. */
+        fs_count(&a->entry->stale, 1);
+        if (fs_notify_producer(a->ctl)) fsi_futex_wake(&a->ctl->wake);
+        if (fs_load_u64(&a->ctl->latest) == word) return LOOK_NOTHING;   /* being rewritten: wait */
+    }
+}
+
+/* ---- lossless (9) ------------------------------------------------------------------------- */
+
+/* The slot holding frame `seq` reserved for us, scanning from the hint. */
+static bool slot_reserved(const fsi_attachment *a, uint64_t seq, uint32_t *slot)
+{
+    for (uint32_t k = 0; k < a->slot_count; k++) {
+        uint32_t i = (a->hint + k) % a->slot_count;
+        if (fs_slot_held_by(fsi_att_slot(a, i), a->bit, seq)) {
+            *slot = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Frame `expected` is in no slot reserved for us. Once a later published frame is, it can
+ * no longer arrive (a damaged slot seq): skip to it, counting the lost ones as missed
+ * (Consumer.swift skipLostFrames). Returns whether to look again. */
+static bool skip_lost_frames(framesrv_consumer *c, fsi_attachment *a)
+{
+    uint64_t next = 0;
+    for (uint32_t i = 0; i < a->slot_count; i++) {
+        fs_slot_ctl *s = fsi_att_slot(a, i);
+        uint64_t h = fs_load_u64(&s->holders), seq;
+        if ((h & a->bit) == 0 || (h & FS_HOLDER_WRITER) != 0) continue;
+        if ((seq = fs_peek_u64(&s->seq)) > a->expected && (next == 0 || seq < next)) next = seq;
+    }
+    uint32_t ignored;
+    if (next == 0 || next > fs_load_u64(&a->ctl->latest) >> 8) return false;
+    if (slot_reserved(a, a->expected, &ignored)) return true;   /* published meanwhile */
+    count_missed(c, a, next - a->expected);
+    a->expected = next;
+    return true;
+}
+
+/* The producer's stall timeout demoted us (12.6): live from now on. */
+static void demote(fsi_attachment *a)
+{
+    a->mode = FS_MODE_LIVE;
+    a->held_at_demotion = a->held;   /* frames taken while lossless do not count against the limit */
+    if (a->last_delivered == 0) {
+        uint64_t first = a->expected ? a->expected : fs_load_u64(&a->entry->first_seq);
+        a->last_delivered = first > 0 ? first - 1 : 0;
+        a->count_misses_from_start = true;
+    }
+}
+
+static int next_lossless(framesrv_consumer *c, fsi_attachment *a, framesrv_frame **out)
+{
+    if (fs_load_u32(&a->entry->mode) == FS_MODE_LIVE) {
+        demote(a);
+        return next_live(c, a, out);
+    }
+    if (a->expected == 0) {
+        /* SYNC: acquire, pairs with the producer's admission store (9.1). */
+        uint64_t first = fs_load_u64(&a->entry->first_seq);
+        if (first == 0) return stream_ended(a) ? LOOK_ENDED : LOOK_NOTHING;
+        a->expected = first;
+    }
+    /* SYNC: the acquire load of state orders the read of end_seq after it. */
+    if (stream_ended(a) && a->expected > a->ctl->end_seq) return LOOK_ENDED;
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t slot;
+        if (slot_reserved(a, a->expected, &slot)) {
+            a->hint = (slot + 1) % a->slot_count;
+            return deliver(c, a, slot, a->expected++, out);
+        }
+        if (!skip_lost_frames(c, a)) break;
+    }
+    return LOOK_NOTHING;
+}
+
+/* ---- waiting (11) ------------------------------------------------------------------------- */
+
+/* Every pending announcement only says "look again" (5): each is decoded and checked,
+ * and one that fails is ignored like any other (shared memory is the truth). */
+static void drain_doorbell(fsi_attachment *a)
+{
+    uint8_t buf[sizeof(fs_announce) + FS_NAME_MAX + 1];
+    int n;
+    while ((n = zmq_recv(a->sock, buf, sizeof buf, ZMQ_DONTWAIT)) >= 0)
+        (void)fsi_validate_announce(buf, (size_t)n <= sizeof buf ? (size_t)n : sizeof buf);
+}
+
+/* Sleeps on the doorbell and the producer's pidfd, bounded by the recheck interval and
+ * the deadline: LOOK_NOTHING to look again, FRAMESRV_TIMEOUT (also when a signal
+ * interrupts the wait, so the caller can check its own flags). */
+static int wait_doorbell(framesrv_consumer *c, fsi_attachment *a, uint64_t deadline)
+{
+    int ms = fsi_remaining_ms(deadline, c->recheck_ms);
+    if (ms == 0) return FRAMESRV_TIMEOUT;
+    zmq_pollitem_t items[2] = { { a->sock, 0, ZMQ_POLLIN, 0 }, { NULL, a->producer_fd, ZMQ_POLLIN, 0 } };
+    int n = zmq_poll(items, 2, ms);
+    if (n < 0 && zmq_errno() == EINTR) return FRAMESRV_TIMEOUT;
+    if (n < 0) return fsi_fail(FRAMESRV_E_ZMQ, "ZeroMQ could not poll the doorbell of '%s': %s", c->stream, zmq_strerror(zmq_errno()));
+    if (n > 0 && items[1].revents) a->producer_exited = true;
+    else if (n > 0) c->recheck_ms = FSI_RECHECK_MS;
+    else c->recheck_ms = c->recheck_ms * 2 > FSI_RECHECK_MAX_MS ? FSI_RECHECK_MAX_MS : c->recheck_ms * 2;
+    return LOOK_NOTHING;
+}
+
+/* Nothing to deliver now: the end, a dead producer, or 0 to wait. */
+static int nothing_now(framesrv_consumer *c, const fsi_attachment *a)
+{
+    if (stream_ended(a) && (a->mode == FS_MODE_LIVE || a->producer_exited)) return c->ended = FRAMESRV_END;
+    if (!a->producer_exited) return 0;
+    fsi_fail(FRAMESRV_GONE, "the producer of stream '%s' (pid %d) exited without ending the stream", c->stream, a->producer_pid);
+    return c->ended = FRAMESRV_GONE;
+}
+
+int framesrv_consumer_next(framesrv_consumer *c, int timeout_ms, framesrv_frame **frame)
+{
+    if (frame) *frame = NULL;
+    if (!frame || !c) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_next: NULL argument");
+    if (c->ended) return c->ended;
+    uint64_t deadline = fsi_deadline(timeout_ms);
+    if (!c->att) {   /* a reopen that found no producer yet: keep looking */
+        int status = fsi_consumer_attach(c, deadline);
+        if (status != FRAMESRV_OK) return status == FRAMESRV_E_NOT_FOUND ? FRAMESRV_TIMEOUT : status;
+    }
+    fsi_attachment *a = c->att;
+    for (;;) {
+        drain_doorbell(a);
+        fsi_map_current_pool(c, a);
+        if (a->evicted || fs_load_i32(&a->entry->pid) != (int32_t)getpid()) {
+            a->evicted = true;
+            return fsi_fail(FRAMESRV_E_DETACHED, "the producer of '%s' detached this consumer (entry %u): reopen to attach again",
+                            c->stream, a->index);
+        }
+        int status = a->mode == FS_MODE_LOSSLESS ? next_lossless(c, a, frame) : next_live(c, a, frame);
+        if (status == LOOK_BAD_FRAME) continue;   /* released, counted, skipped */
+        if (status <= 0) return status;           /* a frame, or an error */
+        if (status == LOOK_ENDED) return c->ended = FRAMESRV_END;
+        if ((status = nothing_now(c, a)) != 0) return status;
+        if ((status = wait_doorbell(c, a, deadline)) != LOOK_NOTHING) return status;
+    }
+}

@@ -1,0 +1,102 @@
+/*
+ * producer.h: the producer's private state, shared by producer_*.c. Not installed.
+ *
+ * Threads: the application's thread (one at a time: reserve, publish, ...) and the
+ * producer's background thread (admission, reclaim: producer_watch.c). `lock` is the one
+ * lock of PROTOCOL.md 12.2: admission, publishing and reclaim run under it, so first_seq,
+ * the sequence numbers and the reservation masks agree exactly. Fields marked (L) are
+ * read and written under `lock`; (A) only by the application's thread; (W) only by the
+ * background thread (and by close once it has joined it).
+ */
+#ifndef FRAMESRV_PRODUCER_H
+#define FRAMESRV_PRODUCER_H
+
+#include "internal.h"
+
+#include <limits.h>
+#include <pthread.h>
+
+/* The longest a producer thread sleeps on a futex before it looks again (17: a segment
+ * replaced by the SIGBUS guard's private pages no longer delivers wakes). */
+#define FSP_LONGEST_WAIT_MS 1000
+/* How often the background thread polls the pidfds of admitted consumers (12.5). */
+#define FSP_WATCH_POLL_MS 20
+
+struct framesrv_producer {
+    char name[FS_NAME_MAX + 1];
+    char dir[PATH_MAX];
+    framesrv_producer_options opt;   /* normalised: slots, live_max_held, colour set */
+    int lock_fd;                     /* NAME.lock, held with flock for life */
+    uint64_t start_time;             /* this process's field 22 */
+
+    /* The control segment, with this producer's own count and record addresses (17). */
+    fs_control *ctl;
+    size_t ctl_size;
+    uint32_t slot_count;
+    fs_slot_ctl *slots;
+    fs_consumer *consumers;
+
+    void *zmq_context, *pub;         /* (A) ZeroMQ sockets are not thread-safe */
+
+    pthread_mutex_t lock;
+    pthread_t thread;
+    bool thread_started;
+    bool running;                    /* (L) the background thread goes on */
+    uint64_t next_seq;               /* (L) */
+    uint64_t lossless_mask;          /* (L) */
+    int watched_fd[FS_MAX_CONSUMERS];/* (L, written by W) pidfd of an admitted consumer, -1 */
+    pid_t watched_pid[FS_MAX_CONSUMERS];
+    uint64_t consumers_now;          /* (L) entries watched */
+    uint64_t reclaimed;              /* (L) */
+    framesrv_frame *reserved;        /* (L, written by A) the frame between reserve and publish */
+    uint32_t kept;                   /* (L) frames published with publish_keep, not released */
+    bool closed;                     /* (L) close ran: the last kept release frees the producer */
+
+    /* (A) the pool, the format and the newest frame */
+    fsi_pool *pool;                  /* the current epoch's, one reference */
+    uint64_t epoch;
+    uint64_t retired_epoch[FS_MAX_SLOTS];   /* older pools whose files stay (13 step 2) */
+    uint64_t retired_slots[FS_MAX_SLOTS];   /* their slots still holding old frames */
+    uint32_t retired_count;
+    const fsi_pix_format *format;
+    uint32_t width, height;
+    fsi_layout layout;
+    fs_frame template_header;        /* the fields that depend only on the format */
+    uint32_t next_hint;              /* reservation rotates from here (12.2) */
+    bool has_latest;
+    uint64_t latest_seq;
+    uint32_t latest_slot;
+    bool ended;
+    framesrv_producer_stats stats;   /* published, dropped, abandoned, blocked_ns */
+};
+
+/* producer_open.c */
+FSI_HIDDEN int fsp_create_file(const char *path, size_t size, void **base);
+
+/* producer_slots.c */
+FSI_HIDDEN int fsp_set_format(framesrv_producer *p, uint32_t width, uint32_t height, int pix_fmt);
+FSI_HIDDEN int fsp_start_epoch(framesrv_producer *p);
+FSI_HIDDEN bool fsp_any_slot_held(framesrv_producer *p);
+/* Slot `slot` was taken for a current-epoch frame: it no longer keeps a retired pool. */
+FSI_HIDDEN void fsp_retire_slot(framesrv_producer *p, uint32_t slot);
+/* Bumps `wake` and futex-wakes whoever sleeps on it. */
+FSI_HIDDEN void fsp_wake(framesrv_producer *p);
+/* Sleeps on `wake` (the producer_waiting handshake of 12.3) until ready(p, arg) returns
+ * true (FRAMESRV_OK) or the deadline passes (FRAMESRV_TIMEOUT). */
+FSI_HIDDEN int fsp_sleep_on_wake(framesrv_producer *p, uint64_t deadline, bool reannounce,
+                                 bool (*ready)(framesrv_producer *p, void *arg), void *arg);
+
+/* producer_stream.c */
+FSI_HIDDEN void fsp_announce(framesrv_producer *p, uint16_t kind, uint64_t seq, uint32_t slot,
+                             uint32_t flags, uint64_t capture_ns, int64_t pts);
+FSI_HIDDEN void fsp_reannounce_latest(framesrv_producer *p);
+FSI_HIDDEN void fsp_unlink_pool(framesrv_producer *p, uint64_t epoch);
+
+/* producer_watch.c */
+FSI_HIDDEN void *fsp_watch_main(void *producer);
+FSI_HIDDEN void fsp_stop_watching(framesrv_producer *p);
+
+/* producer.c */
+FSI_HIDDEN void fsp_free(framesrv_producer *p);
+
+#endif /* FRAMESRV_PRODUCER_H */

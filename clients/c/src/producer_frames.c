@@ -1,0 +1,227 @@
+/*
+ * producer_frames.c: reserve, publish (and publish_keep), abandon (PROTOCOL.md 12.2, 12.3)
+ * and the release of a kept frame.
+ */
+#include "producer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Finds and reserves a free slot (holders 0 and producer_hold 0), starting after the last
+ * one used so frames rotate through the pool. UINT32_MAX when none is free. */
+static uint32_t try_take_slot(framesrv_producer *p)
+{
+    uint32_t n = p->slot_count, taken = UINT32_MAX;
+    uint64_t free_slots = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = (p->next_hint + k) % n;
+        if (!fs_slot_is_free(&p->slots[i])) continue;
+        free_slots++;
+        if (taken == UINT32_MAX && fs_slot_try_reserve(&p->slots[i])) taken = i;
+    }
+    if (taken == UINT32_MAX) return taken;
+    fsp_retire_slot(p, taken);
+    p->next_hint = (taken + 1) % n;
+    if (free_slots - 1 < fs_peek_u64(&p->ctl->min_free)) fs_stat_set(&p->ctl->min_free, free_slots - 1);
+    return taken;
+}
+
+static bool took_slot(framesrv_producer *p, void *arg)
+{
+    uint32_t *slot = arg;
+    *slot = try_take_slot(p);
+    return *slot != UINT32_MAX;
+}
+
+/* A free slot within the timeout (12.3), UINT32_MAX with FRAMESRV_TIMEOUT otherwise. */
+static int take_slot(framesrv_producer *p, int timeout_ms, uint32_t *slot)
+{
+    *slot = try_take_slot(p);
+    if (*slot != UINT32_MAX) return FRAMESRV_OK;
+    if (p->opt.live_source) {   /* drop at the source: no sequence number is used */
+        fs_count(&p->ctl->dropped, 1);
+        p->stats.dropped++;
+        return FRAMESRV_TIMEOUT;
+    }
+    uint64_t start = fsi_monotonic_ns();
+    int rc = fsp_sleep_on_wake(p, fsi_deadline(timeout_ms), true, took_slot, slot);
+    uint64_t waited = fsi_monotonic_ns() - start;
+    fs_count(&p->ctl->blocked_ns, waited);
+    p->stats.blocked_ns += waited;
+    return rc;
+}
+
+/* The frame of a reserved slot: planes from the layout, (w) fields preset. */
+static framesrv_frame *make_frame(framesrv_producer *p, uint32_t slot, uint64_t seq)
+{
+    framesrv_frame *f = calloc(1, sizeof *f);
+    if (f == NULL) return NULL;
+    f->kind = FSI_FRAME_RESERVED;
+    f->slot = slot;
+    f->pool = p->pool;
+    fsi_pool_ref(p->pool);
+    f->producer = p;
+    framesrv_frame_info *in = &f->info;
+    const fs_frame *h = &p->template_header;
+    in->seq = seq;
+    in->epoch = p->epoch;
+    in->width = h->width;
+    in->height = h->height;
+    in->pix_fmt = (int)h->pix_fmt;
+    memcpy(in->pix_fmt_name, h->pix_fmt_name, sizeof in->pix_fmt_name);
+    fsi_describe_planes(in, h, p->pool->base + (size_t)slot * p->pool->slot_stride);
+    in->color_matrix = p->opt.color_matrix;
+    in->color_range = p->opt.color_range;
+    in->color_primaries = p->opt.color_primaries;
+    in->color_transfer = p->opt.color_transfer;
+    in->sar_num = 0;
+    in->sar_den = 1;
+    bool rate = p->opt.rate_num > 0;
+    in->time_base_num = rate ? p->opt.rate_den : 1;
+    in->time_base_den = rate ? p->opt.rate_num : 1000000;
+    in->pts = (int64_t)(seq - 1);
+    in->duration = rate ? 1 : 0;
+    return f;
+}
+
+int framesrv_producer_reserve(framesrv_producer *p, int timeout_ms, framesrv_frame **frame)
+{
+    if (p == NULL || frame == NULL)
+        return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_reserve: producer and frame must not be NULL");
+    *frame = NULL;
+    if (p->ended) return fsi_fail(FRAMESRV_E_STATE, "reserve on stream '%s': the stream has ended", p->name);
+    if (p->reserved != NULL)
+        return fsi_fail(FRAMESRV_E_STATE, "reserve on stream '%s': a frame is already reserved (publish or abandon it)", p->name);
+    if (p->pool == NULL || p->layout.slot_bytes > p->pool->slot_stride) {
+        int rc = fsp_start_epoch(p);
+        if (rc != FRAMESRV_OK) return rc;
+    }
+    uint32_t slot;
+    int rc = take_slot(p, timeout_ms, &slot);
+    if (rc != FRAMESRV_OK) return rc;
+    pthread_mutex_lock(&p->lock);
+    uint64_t seq = p->next_seq;
+    framesrv_frame *f = make_frame(p, slot, seq);
+    p->reserved = f;
+    pthread_mutex_unlock(&p->lock);
+    if (f == NULL) {
+        fs_slot_abandon(&p->slots[slot]);
+        fsp_wake(p);
+        return fsi_fail(FRAMESRV_E_NO_MEMORY, "reserve: out of memory");
+    }
+    *frame = f;
+    return FRAMESRV_OK;
+}
+
+/* The (w) fields a consumer's validation would reject (PROTOCOL.md 16). */
+static int check_info(const framesrv_frame_info *in)
+{
+    const int64_t bound = (int64_t)1 << 62;
+    if (in->pts != FRAMESRV_PTS_NONE && (in->pts < -bound || in->pts > bound))
+        return fsi_fail(FRAMESRV_E_INVALID, "publish: pts %lld outside -2^62..2^62", (long long)in->pts);
+    if (in->duration < 0 || in->duration > bound)
+        return fsi_fail(FRAMESRV_E_INVALID, "publish: duration %lld outside 0..2^62", (long long)in->duration);
+    return FRAMESRV_OK;
+}
+
+/* The frame's header: the format's template plus the (w) fields. */
+static void write_header(framesrv_producer *p, framesrv_frame *f, fs_frame *h)
+{
+    const framesrv_frame_info *in = &f->info;
+    *h = p->template_header;
+    h->epoch = p->epoch;
+    h->color_matrix = in->color_matrix;
+    h->color_range = in->color_range;
+    h->color_primaries = in->color_primaries;
+    h->color_transfer = in->color_transfer;
+    h->sar_num = in->sar_num;
+    h->sar_den = in->sar_den;
+    h->pts = in->pts;
+    h->time_base_num = in->time_base_num;
+    h->time_base_den = in->time_base_den;
+    h->duration = in->duration;
+    h->capture_ns = in->capture_ns ? in->capture_ns : fsi_monotonic_ns();
+    h->flags = in->flags;
+}
+
+/* 12.2's publish, under the lock shared with admission and reclaim. */
+static int publish(framesrv_producer *p, framesrv_frame *f, bool keep)
+{
+    if (p == NULL || f == NULL)
+        return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_publish: producer and frame must not be NULL");
+    if (f != p->reserved)
+        return fsi_fail(FRAMESRV_E_STATE, "publish on stream '%s': the frame is not this producer's reserved frame", p->name);
+    if (p->ended)   /* the frame stays reserved: abandon it */
+        return fsi_fail(FRAMESRV_E_STATE, "publish on stream '%s': the stream has ended", p->name);
+    int rc = check_info(&f->info);
+    if (rc != FRAMESRV_OK) return rc;
+    fs_frame h;
+    write_header(p, f, &h);
+    fs_slot_ctl *s = &p->slots[f->slot];
+    uint64_t now = fsi_monotonic_ns();
+    pthread_mutex_lock(&p->lock);
+    uint64_t seq = p->next_seq++;
+    h.seq = seq;
+    memcpy(f->pool->base + (size_t)f->slot * f->pool->slot_stride, &h, sizeof h);
+    if (keep) fs_slot_hold_set(s);
+    fs_slot_publish(s, seq, p->epoch, now, p->lossless_mask);   /* SYNC: release: header and pixels */
+    fs_store_u64(&p->ctl->latest, seq << 8 | f->slot);
+    p->reserved = NULL;
+    if (keep) p->kept++;
+    pthread_mutex_unlock(&p->lock);
+    p->has_latest = true;
+    p->latest_seq = seq;
+    p->latest_slot = f->slot;
+    p->stats.published++;
+    fs_count(&p->ctl->published, 1);
+    fs_stat_set(&p->ctl->last_publish_ns, now);
+    fsp_announce(p, FS_ANNOUNCE_FRAME, seq, f->slot, h.flags, h.capture_ns, h.pts);
+    if (!keep) {
+        fsi_pool_unref(f->pool);
+        free(f);
+    }
+    return FRAMESRV_OK;
+}
+
+int framesrv_producer_publish(framesrv_producer *p, framesrv_frame *frame) { return publish(p, frame, false); }
+int framesrv_producer_publish_keep(framesrv_producer *p, framesrv_frame *frame) { return publish(p, frame, true); }
+
+int framesrv_producer_abandon(framesrv_producer *p, framesrv_frame *frame)
+{
+    if (p == NULL || frame == NULL)
+        return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_abandon: producer and frame must not be NULL");
+    pthread_mutex_lock(&p->lock);
+    bool mine = frame == p->reserved;
+    if (mine) p->reserved = NULL;
+    pthread_mutex_unlock(&p->lock);
+    if (!mine)
+        return fsi_fail(FRAMESRV_E_STATE, "abandon on stream '%s': the frame is not this producer's reserved frame", p->name);
+    fs_slot_abandon(&p->slots[frame->slot]);   /* seq 0 first: no stale match of the old frame */
+    fsp_wake(p);
+    p->stats.abandoned++;
+    fsi_pool_unref(frame->pool);
+    free(frame);
+    return FRAMESRV_OK;
+}
+
+/* framesrv_frame_release of a producer's frame (frame.c): a kept frame gives its slot back
+ * (producer_hold 0); a frame still reserved is abandoned. Any thread. */
+void fsi_producer_release_kept(framesrv_frame *frame)
+{
+    framesrv_producer *p = frame->producer;
+    pthread_mutex_lock(&p->lock);
+    bool reserved = frame == p->reserved;
+    pthread_mutex_unlock(&p->lock);
+    if (reserved) {
+        framesrv_producer_abandon(p, frame);
+        return;
+    }
+    fs_slot_hold_clear(&p->slots[frame->slot]);   /* SYNC: release, pairs with fs_slot_is_free */
+    fsp_wake(p);
+    fsi_pool_unref(frame->pool);
+    free(frame);
+    pthread_mutex_lock(&p->lock);
+    bool last = --p->kept == 0 && p->closed;
+    pthread_mutex_unlock(&p->lock);
+    if (last) fsp_free(p);
+}

@@ -1,0 +1,159 @@
+/*
+ * producer_consumer.c: libframesrv's producer with libframesrv's consumer, in separate
+ * processes. Lossless delivery is exactly once and in order with every byte intact; a
+ * consumer killed with SIGKILL is reclaimed and publishing goes on; a producer killed
+ * with SIGKILL mid-stream is FRAMESRV_GONE to its consumer, whose reopen then attaches
+ * to the next producer of the name (whose sequence numbers start at 1 again).
+ */
+#include "producer_check.h"
+
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdbool.h>
+
+static char produce_tool[4096];   /* framesrv-produce next to this test's build directory */
+
+/* The consumer child: reads `name` losslessly until the end; exit 0 when frames 1..expect
+ * arrived once each, in order, intact; 1 otherwise; 2 on an error. */
+static int consume_all(const char *name, uint64_t expect)
+{
+    framesrv_consumer_options o = {.mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000};
+    framesrv_consumer *c;
+    if (framesrv_consumer_open(&c, name, &o) != FRAMESRV_OK) return 2;
+    uint64_t next = 1;
+    int rc, status = 0;
+    framesrv_frame *f;
+    while ((rc = framesrv_consumer_next(c, 10000, &f)) == FRAMESRV_OK) {
+        framesrv_frame_info *in = framesrv_frame_info_of(f);
+        if (in->seq != next++ || framesrv_pattern_check(f) != 0) status = 1;
+        framesrv_frame_release(f);
+    }
+    if (rc != FRAMESRV_END || next - 1 != expect) status = status ? status : 1;
+    framesrv_consumer_close(c);
+    return status;
+}
+
+static void exactly_once(void)
+{
+    pid_t child = fork();
+    if (child == 0) _exit(consume_all("once", 1000));
+    framesrv_producer_options o = {.width = 160, .height = 90, .pix_fmt = FRAMESRV_PIX_YUV422P, .slots = 3};
+    framesrv_producer *p;
+    CHECK_STATUS(framesrv_producer_open(&p, "once", &o), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_producer_wait_for_consumers(p, 1, 20000), FRAMESRV_OK);
+    for (int i = 0; i < 1000; i++) {
+        framesrv_frame *f;
+        int rc = framesrv_producer_reserve(p, 10000, &f);
+        CHECK(rc == FRAMESRV_OK, "reserve %d: %s", i, framesrv_status_name(rc));
+        if (rc != FRAMESRV_OK) break;
+        if (i == 500) {   /* mid-stream format change: a new epoch */
+            framesrv_producer_abandon(p, f);
+            CHECK_STATUS(framesrv_producer_change_format(p, 640, 360, FRAMESRV_PIX_YUV420P), FRAMESRV_OK);
+            CHECK_STATUS(framesrv_producer_reserve(p, 10000, &f), FRAMESRV_OK);
+        }
+        framesrv_pattern_fill(f);
+        CHECK_STATUS(framesrv_producer_publish(p, f), FRAMESRV_OK);
+    }
+    framesrv_producer_close(p);
+    CHECK(check_wait(child, 60) == 0, "the C consumer got frames 1..1000 once each, in order, intact");
+}
+
+/* The consumer child: takes one frame, keeps it, and waits to be killed. */
+static void consumer_killed(void)
+{
+    pid_t child = fork();
+    if (child == 0) {
+        framesrv_consumer_options o = {.mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000};
+        framesrv_consumer *c;
+        framesrv_frame *f;
+        if (framesrv_consumer_open(&c, "victim", &o) != FRAMESRV_OK) _exit(2);
+        if (framesrv_consumer_next(c, 20000, &f) != FRAMESRV_OK) _exit(2);
+        for (;;) pause();
+    }
+    framesrv_producer_options o = {.width = 32, .height = 32, .pix_fmt = FRAMESRV_PIX_GRAY, .slots = 2};
+    framesrv_producer *p;
+    framesrv_frame *f = NULL;
+    CHECK_STATUS(framesrv_producer_open(&p, "victim", &o), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_producer_wait_for_consumers(p, 1, 20000), FRAMESRV_OK);
+    for (int i = 0; i < 2; i++) {
+        CHECK_STATUS(framesrv_producer_reserve(p, 1000, &f), FRAMESRV_OK);
+        if (f) framesrv_producer_publish(p, f);
+    }
+    f = NULL;
+    CHECK_STATUS(framesrv_producer_reserve(p, 100, &f), FRAMESRV_TIMEOUT);   /* both reserved for it */
+    if (f) framesrv_producer_abandon(p, f);
+    kill(child, SIGKILL);
+    check_wait(child, 10);
+    f = NULL;
+    CHECK_STATUS(framesrv_producer_reserve(p, 10000, &f), FRAMESRV_OK);
+    if (f) CHECK_STATUS(framesrv_producer_publish(p, f), FRAMESRV_OK);
+    framesrv_producer_stats st;
+    framesrv_producer_stats_of(p, &st);
+    CHECK(st.reclaimed == 1 && st.consumers == 0 && st.published == 3, "reclaimed %" PRIu64 ", consumers %" PRIu64
+          ", published %" PRIu64, st.reclaimed, st.consumers, st.published);
+    framesrv_producer_close(p);
+}
+
+static pid_t start_producer(char *frames, char *rate)
+{
+    char *argv[] = {produce_tool, "--out", "phoenix", "--size", "64x48", "--rate", rate, "--wait-for", "1",
+                    frames ? "--frames" : NULL, frames, NULL};
+    return check_spawn(argv, "/dev/null");
+}
+
+/* Reads until something other than a frame; counts and checks the frames. */
+static int drain(framesrv_consumer *c, uint64_t *frames, uint64_t *first, uint64_t *corrupt)
+{
+    framesrv_frame *f;
+    int rc;
+    while ((rc = framesrv_consumer_next(c, 10000, &f)) == FRAMESRV_OK) {
+        if ((*frames)++ == 0) *first = framesrv_frame_info_of(f)->seq;
+        *corrupt += framesrv_pattern_check(f) != 0;
+        framesrv_frame_release(f);
+    }
+    return rc;
+}
+
+static void producer_killed(void)
+{
+    pid_t first_producer = start_producer(NULL, "200");
+    framesrv_consumer_options o = {.mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000};
+    framesrv_consumer *c;
+    CHECK_STATUS(framesrv_consumer_open(&c, "phoenix", &o), FRAMESRV_OK);
+    if (c == NULL) return;
+    framesrv_frame *f;
+    for (int i = 0; i < 20; i++) {
+        CHECK_STATUS(framesrv_consumer_next(c, 10000, &f), FRAMESRV_OK);
+        framesrv_frame_release(f);
+    }
+    kill(first_producer, SIGKILL);
+    check_wait(first_producer, 10);
+    uint64_t frames = 0, first = 0, corrupt = 0;
+    CHECK_STATUS(drain(c, &frames, &first, &corrupt), FRAMESRV_GONE);
+    CHECK(corrupt == 0, "frames still owed after the kill are intact");
+    pid_t second = start_producer("50", "max");
+    CHECK_STATUS(framesrv_consumer_reopen(c, 20000), FRAMESRV_OK);
+    frames = first = corrupt = 0;
+    CHECK_STATUS(drain(c, &frames, &first, &corrupt), FRAMESRV_END);
+    CHECK(frames == 50 && first == 1 && corrupt == 0, "the new producer's frames: %" PRIu64 " from %" PRIu64
+          ", corrupt %" PRIu64, frames, first, corrupt);
+    framesrv_consumer_stats st;
+    framesrv_consumer_stats_of(c, &st);
+    CHECK(st.restarts == 1, "restarts %" PRIu64, st.restarts);
+    framesrv_consumer_close(c);
+    CHECK(check_wait(second, 30) == 0, "the second producer ended cleanly");
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    char self[4096];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    snprintf(produce_tool, sizeof produce_tool, "%s/../framesrv-produce", dirname(self));
+    check_runtime_dir();
+    exactly_once();
+    consumer_killed();
+    if (access(produce_tool, X_OK) == 0) producer_killed();
+    else printf("producer_consumer: producer_killed skipped (no %s)\n", produce_tool);
+    return check_exit("producer_consumer");
+}
