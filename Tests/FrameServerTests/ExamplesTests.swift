@@ -65,19 +65,6 @@ private func region(_ name: String, in file: String) throws -> String {
     return String(text[begin.upperBound..<end.lowerBound])
 }
 
-/// The python with the framesrv package installed: what scripts/python-env prints.
-private func pythonWithFramesrv(_ scratch: Scratch) throws -> String {
-    let script = repositoryRoot.appendingPathComponent("scripts/python-env").path
-    try #require(FileManager.default.isExecutableFile(atPath: script),
-                 "seeds.sh's Python stage needs scripts/python-env (the framesrv package in a venv)")
-    let (status, out, err) = try shell("'\(script)'", scratch)
-    let path = String(decoding: out, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
-    guard status == 0, FileManager.default.isExecutableFile(atPath: path) else {
-        throw TestFailure("scripts/python-env failed (\(status)): \(err)")
-    }
-    return path
-}
-
 /// ffprobe's codec, pixel format, size and decoded frame count of a file's video stream.
 private func probe(_ file: String, _ scratch: Scratch) throws -> String {
     let (status, out, err) = try shell("ffprobe -v error -count_frames -select_streams v:0 -show_entries"
@@ -149,9 +136,8 @@ struct ExamplesTests {
 
     /// seeds.sh with its Python stage: the H.264 recording and the gray branch get every frame.
     @Test func seedsPipelineRecordsEveryFrameOnBothBranches() throws {
-        let scratch = try Scratch()
-        let python = try pythonWithFramesrv(scratch)
-        try runSeeds(["--python", python], scratch)
+        let python = try ClientTools.python()   // scripts/python-env's venv
+        try runSeeds(["--python", python], try Scratch())
     }
 
     /// seeds.sh without the Python stage (--no-python): the same files.
