@@ -102,6 +102,26 @@ struct ExamplesTests {
         #expect(sizeAndHash(outMD5) != sizeAndHash(inMD5))
     }
 
+    /// A filter that gives its output `nominalFramesPerSecond` of its input passes the rate
+    /// through exactly, down a chain (the control segment keeps thousandths of a frame/s).
+    @Test(arguments: [29.97, 30000.0 / 1001, 1.001, 59.94, 24, 0.5])
+    func nominalRatePassesThroughAFilterExactly(_ rate: Double) throws {
+        let scratch = try Scratch()
+        var stage = ProducerOptions()
+        stage.nominalRate = rate
+        var rates: [Rational?] = []
+        for name in ["a", "b", "c"] {
+            let producer = try Producer(stream: name, options: stage, directory: scratch.directory)
+            defer { producer.close() }
+            let consumer = try Consumer(stream: name, directory: scratch.directory)
+            try consumer.attach()
+            rates.append(consumer.nominalRate)
+            stage.nominalRate = consumer.nominalFramesPerSecond   // the next stage's output rate
+        }
+        let milli = UInt64((rate * 1000).rounded())
+        #expect(rates == Array(repeating: Rational(reducing: milli, 1000), count: 3))
+    }
+
     /// SIGTERM ends B cleanly: its reader gets the end of the stream and exits 0.
     @Test func swiftInvertEndsItsStreamOnSIGTERM() throws {
         let invert = try swiftInvert.get()

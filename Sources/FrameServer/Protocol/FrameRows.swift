@@ -33,6 +33,9 @@ extension SharedFrame {
     /// The frame's size and pixel format (see `Frame.format`).
     public var format: FrameFormat? { header.format }
 
+    /// Timestamps, colour, aspect ratio and flags (see `Frame.description`).
+    public var description: FrameDescription { header.description }
+
     /// Row `y` of plane `p`, in place (see `Frame.row(_:plane:)`).
     public func row(_ y: Int, plane p: Int) -> UnsafeRawBufferPointer { header.rowBytes(y, plane: p, base: base) }
 }
