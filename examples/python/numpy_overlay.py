@@ -49,7 +49,7 @@ def white_of(frame):
 
 
 def overlay(plane, seq, white=255):
-    """Draws a box around the middle half of the picture and 'SEQ <seq>' above it, into
+    """Draws a box around the middle half of the picture and 'SEQ <seq>' on a dark label above it, into
     plane (the luma of planar formats, or a packed RGB/gray picture), in place."""
     h, w = plane.shape[:2]
     y0, y1, x0, x1 = h // 4, 3 * h // 4, w // 4, 3 * w // 4
@@ -60,6 +60,7 @@ def overlay(plane, seq, white=255):
     mask = text_mask(f"SEQ {seq}", max(1, h // 60))
     mh, mw = min(mask.shape[0], y0), min(mask.shape[1], w - x0)
     region = plane[y0 - mh:y0, x0:x0 + mw]
+    region[...] = 0                                   # a dark label behind the text
     region[mask[:mh, :mw]] = white
 
 
@@ -74,8 +75,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--in", dest="src", required=True, help="input stream")
     ap.add_argument("--out", dest="dst", required=True, help="output stream")
+    ap.add_argument("--wait-for", type=int, default=0, help="lossless consumers to wait for before publishing")
     args = ap.parse_args()
-    n = framesrv.filter(args.src, args.dst, draw)
+    n = framesrv.filter(args.src, args.dst, draw, wait_for=args.wait_for)
     print(f"numpy_overlay: {n} frames")
 
 

@@ -47,8 +47,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--in", dest="src", required=True, help="input stream")
     ap.add_argument("--out", dest="dst", required=True, help="output stream")
+    ap.add_argument("--wait-for", type=int, default=0, help="lossless consumers to wait for before publishing")
     args = ap.parse_args()
-    n = framesrv.filter(args.src, args.dst, edges, out_pix_fmt="gray")
+    n = framesrv.filter(args.src, args.dst, edges, out_pix_fmt="gray", wait_for=args.wait_for)
     print(f"opencv_edges: {n} frames")
 
 

@@ -142,6 +142,7 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
         return status;
     }
     fill_info(&f->info, &h, base, fs_peek_u64(&s->publish_ns));
+    f->info.epoch = pool->epoch;   /* the pool it was read from (the slot's epoch) */
     f->kind = FSI_FRAME_CONSUMED;
     f->slot = slot;
     f->pool = pool;

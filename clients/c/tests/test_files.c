@@ -179,16 +179,29 @@ static void live_bad_then_good(stream *s)
     framesrv_consumer_close(c);
 }
 
-static void lossless_admission_end(stream *s)
+/* A consumer of the hand-written stream (no frame announced yet) and its ACTIVE entry. */
+static framesrv_consumer *open_on(stream *s, const char *name, framesrv_mode mode, uint32_t *entry)
 {
     framesrv_consumer *c;
     s->ctl->latest = 0;
-    CHECK_STATUS(open_consumer("hand", FRAMESRV_LOSSLESS, &c), FRAMESRV_OK);
-    if (!c) return;
+    CHECK_STATUS(open_consumer(name, mode, &c), FRAMESRV_OK);
     uint32_t i = 0;
     while (i < FS_MAX_CONSUMERS && !(entry_of(s, i)->pid == getpid() && entry_of(s, i)->state == FS_CONSUMER_ACTIVE)) i++;
-    CHECK(i < FS_MAX_CONSUMERS && entry_of(s, i)->mode == FS_MODE_LOSSLESS, "an active lossless entry");
-    if (i == FS_MAX_CONSUMERS) return;
+    CHECK(i < FS_MAX_CONSUMERS, "an active entry of ours");
+    if (c && i < FS_MAX_CONSUMERS) {
+        *entry = i;
+        return c;
+    }
+    framesrv_consumer_close(c);
+    return NULL;
+}
+
+static void lossless_admission_end(stream *s)
+{
+    uint32_t i;
+    framesrv_consumer *c = open_on(s, "hand", FRAMESRV_LOSSLESS, &i);
+    if (!c) return;
+    CHECK(entry_of(s, i)->mode == FS_MODE_LOSSLESS, "a lossless entry");
     framesrv_frame *f;
     CHECK_STATUS(framesrv_consumer_next(c, 0, &f), FRAMESRV_TIMEOUT);   /* not admitted yet */
     fs_store_u64(&entry_of(s, i)->first_seq, 3);
@@ -216,14 +229,9 @@ static void lossless_admission_end(stream *s)
  * the new owner's bit or entry. */
 static void evicted(stream *s)
 {
-    framesrv_consumer *c;
-    s->ctl->latest = 0;
-    CHECK_STATUS(open_consumer("hand2", FRAMESRV_LIVE, &c), FRAMESRV_OK);
+    uint32_t i;
+    framesrv_consumer *c = open_on(s, "hand2", FRAMESRV_LIVE, &i);
     if (!c) return;
-    uint32_t i = 0;
-    while (i < FS_MAX_CONSUMERS && entry_of(s, i)->pid != getpid()) i++;
-    CHECK(i < FS_MAX_CONSUMERS, "an entry of ours");
-    if (i == FS_MAX_CONSUMERS) return;
     framesrv_frame *f, *g;
     write_frame(s, 0, 1);
     s->ctl->latest = 1 << 8 | 0;

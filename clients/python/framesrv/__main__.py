@@ -21,7 +21,7 @@ _RGB = {"rgb24", "bgr24", "bgra", "rgba", "gbrp"}
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
-        sys.stderr.write(f"framesrv: {message}\n")
+        sys.stderr.write(f"py: error: {message}\n")
         sys.exit(2)
 
 
@@ -74,31 +74,46 @@ def _parser():
     return p
 
 
+def _take(frame, args, log):
+    """Checks one frame; returns 1 if it failed the pattern."""
+    bad = frame.pattern_check() if args.verify_pattern else 0
+    if log:
+        log.write(f"{frame.seq}\n")
+    if args.verbose or bad:
+        print(f"py: frame {frame.seq} slot-epoch {frame.epoch} {frame.width}x{frame.height} {frame.pix_fmt}"
+              + (" CORRUPT" if bad else ""), file=sys.stderr)
+    return 1 if bad else 0
+
+
 def consume(args):
+    """Like framesrv-consume: exit 0; 1 if a frame failed the pattern; 2 on an error
+    (the producer died without ending the stream, no stream, ...)."""
     framesrv.stop_on_signals()
     received = corrupt = first = last = 0
+    rc = 0
     log = open(args.seq_log, "w") if args.seq_log else None
     try:
         with framesrv.Consumer(args.name, mode="live" if args.live else "lossless",
                                timeout=args.wait, client_name="python-consume") as c:
             for frame in c:
-                bad = frame.pattern_check() if args.verify_pattern else 0
+                corrupt += _take(frame, args, log)
                 received += 1
-                first = first or frame.seq
-                last = frame.seq
-                corrupt += bad > 0
-                if log:
-                    log.write(f"{frame.seq}\n")
-                if args.verbose:
-                    print(f"py: frame {frame.seq} {frame.width}x{frame.height} {frame.pix_fmt} "
-                          f"pts {frame.pts}" + (f" corrupt {bad} bytes" if bad else ""), file=sys.stderr)
+                first, last = first or frame.seq, frame.seq
                 if args.count and received >= args.count:
                     break
+            if c.gone:
+                print("py: error: the producer died without ending the stream", file=sys.stderr)
+                rc = 2
+    except framesrv.Error as e:
+        print(f"py: error: {e.args[0]}", file=sys.stderr)
+        rc = 2
+    except KeyboardInterrupt:
+        pass
     finally:
         if log:
             log.close()
         print(f"py: received {received} frames, first {first}, last {last}, corrupt {corrupt}", flush=True)
-    return 1 if corrupt else 0
+    return rc or (1 if corrupt else 0)
 
 
 def _describe(frame, args, index, rate):
@@ -162,10 +177,8 @@ def main(argv=None):
     try:
         return consume(args) if args.command == "consume" else produce(args)
     except framesrv.Error as e:
-        print(f"framesrv: {e.args[0]}", file=sys.stderr)
+        print(f"py: error: {e.args[0]}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """framesrv.filter: a stage between two streams, and the stop-signal helper."""
 import inspect
 import signal
+import threading
 
 import numpy as np
 
@@ -33,21 +34,22 @@ def _wants_two(fn, in_place):
     return len(params) >= 2
 
 
-def _store(out_frame, result):
-    """Copies fn's result into the output frame: one array for packed formats (or plane 0),
-    or a sequence of arrays, one per plane."""
+def _store(out_frame, result, in_frame):
+    """Copies fn's result into the output frame: one array fills plane 0 (the planes after
+    it are copied from the input when they have the same shape: a luma-only function on
+    yuv420p keeps the chroma), a sequence of arrays fills plane by plane."""
     planes = out_frame.planes
-    if isinstance(result, (list, tuple)):
-        if len(result) != len(planes):
-            raise ValueError(f"fn returned {len(result)} planes, the output has {len(planes)}")
-        pairs = zip(planes, result)
-    else:
-        pairs = [(planes[0], result)]
-    for dst, src in pairs:
+    results = list(result) if isinstance(result, (list, tuple)) else [result]
+    if len(results) > len(planes):
+        raise ValueError(f"fn returned {len(results)} planes, the output has {len(planes)}")
+    for dst, src in zip(planes, results):
         src = np.asarray(src)
         if src.shape != dst.shape and src.size == dst.size:
             src = src.reshape(dst.shape)
         np.copyto(dst, src, casting="unsafe")
+    for dst, src in zip(planes[len(results):], in_frame.planes[len(results):]):
+        if dst.shape == src.shape and dst.dtype == src.dtype:
+            np.copyto(dst, src)
 
 
 def _output_format(first, out_pix_fmt, out_size):
@@ -73,28 +75,35 @@ def _process(frame, producer, fn, two):
         if two:
             fn(frame, out_frame)
         else:
-            _store(out_frame, fn(frame.array()))
+            _store(out_frame, fn(frame.array()), frame)
 
 
 def filter(input, output, fn, *, out_pix_fmt=None, out_size=None, mode="lossless",
-           in_place=None, slots=8, timeout=None):
+           in_place=None, slots=8, timeout=None, wait_for=0):
     """Runs a stage from stream `input` to a new stream `output`, one output frame per
     input frame, until the input ends (then the output ends too). Returns the number of
     frames published.
 
-    fn(array_in) -> array_out: array_in is the input's ``frame.array()`` (read-only), the
-    result is copied into the output frame (a sequence of arrays fills plane by plane).
+    fn(array_in) -> array_out: array_in is the input's ``frame.array()`` (read-only; plane 0
+    of planar formats), the result is copied into the output frame (a sequence of arrays
+    fills plane by plane; planes it does not fill are copied from the input when they
+    have the same shape).
     fn(frame_in, frame_out): with in_place=True, or when fn takes two arguments: fn
     writes into ``frame_out.planes`` itself (no copy of the result).
 
     The output has the input's size and format unless out_size=(w, h) / out_pix_fmt say
     otherwise (then it keeps them when the input changes format; else it follows the
     input). Timestamps, time base, duration, colour, sar, flags and capture time pass
-    through; the output's rate is the input's. SIGINT/SIGTERM end the output stream
-    cleanly (stop_on_signals) and return.
+    through; the output's rate is the input's.
+
+    wait_for: publish nothing until that many lossless consumers are attached to the
+    output (as ``produce --wait-for``). timeout: seconds to wait for the input to appear
+    (NotFound after). Called from the main thread, filter installs stop_on_signals(), so
+    SIGINT/SIGTERM end the output stream cleanly and it returns.
     """
     two = _wants_two(fn, in_place)
-    stop_on_signals()
+    if threading.current_thread() is threading.main_thread():
+        stop_on_signals()
     count = 0
     producer = None
     try:
@@ -103,6 +112,7 @@ def filter(input, output, fn, *, out_pix_fmt=None, out_size=None, mode="lossless
                 fmt = _output_format(frame, out_pix_fmt, out_size)
                 if producer is None:
                     producer = _open_output(output, frame, fmt, consumer.rate, slots)
+                    producer.wait_for_consumers(wait_for)
                 elif fmt != (producer.width, producer.height, producer.pix_fmt):
                     producer.change_format(*fmt)
                 _process(frame, producer, fn, two)

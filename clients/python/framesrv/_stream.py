@@ -1,4 +1,5 @@
 """Consumer and Producer: framesrv streams through libframesrv."""
+import re
 from fractions import Fraction
 
 from . import _framesrv
@@ -59,7 +60,12 @@ class Consumer:
         self.reattach = reattach
         self.gone = False
         self._last = None
-        self._c = _framesrv.Consumer(name, mode == "live", timeout, client_name)
+        try:
+            self._c = _framesrv.Consumer(name, mode == "live", timeout, client_name)
+        except _framesrv.NotFound as e:
+            # The wait ran in slices (for Ctrl-C): name the whole wait, not the last slice.
+            msg = re.sub(r"within \d+ ms", f"within {timeout} s", e.args[0])
+            raise _framesrv.NotFound(msg, *e.args[1:]) from None
         self._info = self._c.stream_info()
 
     def next(self, timeout=None):

@@ -72,19 +72,22 @@ def test_arrays_kept_after_close(fsdir, framesrv_bin, procs):
 
 
 def test_arrays_kept_across_an_epoch_change(fsdir, framesrv_bin, procs):
+    """Arrays of frame 5 kept while the producer moves to a larger size (a new pool
+    epoch, the old pool retired): they still show frame 5, after close too."""
     p = pattern_producer(procs, framesrv_bin, "s", "--frames", "30", "--slots", "3", "--wait-for", "1",
-                         "--size", "160x120", "--size-change-at", "10:96x64")
-    sizes = set()
+                         "--size", "96x64", "--size-change-at", "10:200x150")
+    pools = set()
     with framesrv.Consumer("s", timeout=30) as c:
         for frame in c:
             if frame.seq == 5:
-                kept, kept_epoch = frame.planes, frame.epoch
-            sizes.add((frame.width, frame.height, frame.epoch))
+                kept, kept_pool = frame.planes, frame._pool_range()
+            pools.add((frame.width, frame.height, frame.epoch, frame._pool_range()))
             assert frame.pattern_check() == 0
-        assert len(sizes) == 2 and c.stats["delivered"] == 30
-        assert kept[0].shape == (120, 160)
+        assert c.stats["delivered"] == 30
+        assert {(w, h, e) for w, h, e, _ in pools} == {(96, 64, 1), (200, 150, 2)}
+        assert len({r for *_, r in pools}) == 2
+        assert kept[0].shape == (64, 96) and kept_pool in {r for *_, r in pools}
         assert_pattern(kept, 5)
-        assert kept_epoch < max(e for _, _, e in sizes)
     assert_pattern(kept, 5)                        # after close, too
     assert procs.finish(p)[0] == 0
 
@@ -168,7 +171,7 @@ def test_errors(fsdir):
         framesrv.Consumer("bad/name", timeout=0.2)
     with pytest.raises(framesrv.NotFound) as e:
         framesrv.Consumer("missing", timeout=0.3)
-    assert "missing" in str(e.value.args[0])
+    assert "missing" in e.value.args[0] and "within 0.3 s" in e.value.args[0]
     with pytest.raises(framesrv.InvalidArgument):
         framesrv.Producer("p", 64, 48, "yuv999")
     with pytest.raises(framesrv.InvalidArgument):
@@ -201,3 +204,23 @@ def test_python_consumer_killed_holding_frames(fsdir, framesrv_bin, procs, tmp_p
     assert procs.finish(p)[0] == 0
     rc, out, err = procs.finish(sink)
     assert rc == 0 and "received 60 frames (first 1, last 60), missed 0, corrupt 0" in out + err
+
+
+def test_live_consumer_keeping_arrays_hits_the_hold_limit(fsdir):
+    """Documented trade-off: a live consumer may hold live_max_held frames; arrays kept
+    beyond that make next raise StateError; dropping them lets it go on."""
+    with framesrv.Producer("l", 32, 16, "gray", slots=4, live_max_held=1) as p:
+        with framesrv.Consumer("l", mode="live", timeout=10) as c:
+            with p.reserve() as f:
+                f.fill_pattern()
+            kept = c.next(timeout=10).array()
+            with p.reserve() as f:
+                f.fill_pattern()
+            with pytest.raises(framesrv.StateError):
+                c.next(timeout=10)
+            assert_pattern([kept], 1)
+            del kept
+            gc.collect()
+            g = c.next(timeout=10)
+            assert g.seq == 2 and g.pattern_check() == 0
+            g.release()

@@ -74,9 +74,9 @@ def test_producer_api_header_round_trip(fsdir):
     """What a Python producer sets (pts, time base, colour, sar, key, arrays) is what a
     Python consumer reads; the rate is the stream's."""
     from fractions import Fraction
-    with framesrv.Producer("h", 64, 48, "rgb24", rate=Fraction(30000, 1001), slots=2) as p:
+    with framesrv.Producer("h", 64, 48, "rgb24", rate=Fraction(50, 2), slots=2) as p:
         with framesrv.Consumer("h", timeout=10) as c:
-            assert c.rate == Fraction(30000, 1001) and c.time_base == Fraction(1001, 30000)
+            assert c.rate == 25 and c.time_base == Fraction(1, 25)
             with p.reserve(timeout=10) as f:
                 img = np.arange(48 * 64 * 3, dtype=np.uint32).astype(np.uint8).reshape(48, 64, 3)
                 f.array()[:] = img
@@ -87,3 +87,82 @@ def test_producer_api_header_round_trip(fsdir):
             assert (g.color_matrix, g.color_range, g.width, g.height, g.pix_fmt) == (0, 2, 64, 48, "rgb24")
             assert np.array_equal(g.array(), img)
             g.release()
+
+
+def test_consume_tool_producer_killed_is_an_error(fsdir, framesrv_bin, procs):
+    import signal
+    c = procs.python("-m", "framesrv", "consume", "--in", "g", "--verify-pattern", "--wait", "30")
+    p = produce_pattern(procs, framesrv_bin, "g", "--rate", "50", "--size", "64x48", "--wait-for", "1")
+    with framesrv.Consumer("g", timeout=30) as watcher:      # a second consumer: frames flow
+        for frame in watcher:
+            if frame.seq == 10:
+                break
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    rc, out, err = procs.finish(c)
+    assert rc == 2 and "the producer died without ending the stream" in err
+    assert out.startswith("py: received ") and ", corrupt 0" in out
+
+
+def test_ctrl_c_while_waiting(fsdir, procs):
+    """A wait inside the library (here: for a stream that never appears) notices SIGINT."""
+    import signal
+    import time
+    c = procs.python("-m", "framesrv", "consume", "--in", "never")
+    time.sleep(1)
+    c.send_signal(signal.SIGINT)
+    rc, out, err = procs.finish(c, timeout=30)
+    assert (rc, out.strip()) == (0, "py: received 0 frames, first 0, last 0, corrupt 0"), err
+
+
+def test_reattach_to_the_next_producer(fsdir, framesrv_bin, procs):
+    import signal
+    p1 = produce_pattern(procs, framesrv_bin, "r", "--rate", "50", "--size", "64x48", "--wait-for", "1")
+    seen = []
+    with framesrv.Consumer("r", timeout=30, reattach=True) as c:
+        for frame in c:
+            seen.append((c.stream_info["producer_pid"], frame.seq))
+            assert frame.pattern_check() == 0
+            if len(seen) == 5:
+                p1.send_signal(signal.SIGKILL)
+                p1.wait()
+                p2 = produce_pattern(procs, framesrv_bin, "r", "--frames", "5", "--size", "64x48", "--wait-for", "1")
+    assert procs.finish(p2)[0] == 0
+    pids = [pid for pid, _ in seen]
+    assert pids[0] == p1.pid and pids[-1] == p2.pid
+    assert [s for pid, s in seen if pid == p2.pid] == [1, 2, 3, 4, 5]
+
+
+def test_bench_script_runs(fsdir, procs):
+    b = procs.python("-m", "framesrv.bench", "--size", "64x48", "--frames", "20")
+    rc, out, err = procs.finish(b, timeout=120)
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert [l.split(":")[0] for l in lines] == ["python consumer", "python producer, fill excluded",
+                                               "python producer, numpy fill", "zero copy"]
+    assert lines[-1].endswith("yes")
+
+
+def test_python_producer_killed_consumers_reattach(fsdir, framesrv_bin, procs, tmp_path):
+    """A Python producer killed with SIGKILL: the Swift sink sees it gone, attaches to the
+    next producer of the same name and verifies its frames."""
+    import signal
+    import time
+    log = tmp_path / "seq.log"
+    sink = procs.start(framesrv_bin, "sink", "--in", "k", "--null", "--verify", "--seq-log", log, "--wait", "30")
+    p1 = procs.python("-m", "framesrv", "produce", "--out", "k", "--rate", "100", "--size", "64x48", "--wait-for", "1")
+    deadline = time.monotonic() + 60
+    while not (log.exists() and log.read_text().count("frame ") >= 5):
+        assert time.monotonic() < deadline, "the sink received no frames"
+        time.sleep(0.05)
+    p1.send_signal(signal.SIGKILL)
+    p1.wait()
+    p2 = procs.python("-m", "framesrv", "produce", "--out", "k", "--frames", "10", "--rate", "max", "--size", "64x48",
+                      "--wait-for", "1")
+    assert procs.finish(p2)[1].strip() == "py: published 10 frames"
+    rc, out, err = procs.finish(sink)
+    assert rc == 0, err
+    events = log.read_text().split("\n")
+    assert "corrupt" not in log.read_text() and any(e.startswith("gone ") for e in events)
+    after = events[[i for i, e in enumerate(events) if e.startswith("gone ")][-1]:]
+    assert [e for e in after if e.startswith("frame ")] == [f"frame {i}" for i in range(1, 11)]
