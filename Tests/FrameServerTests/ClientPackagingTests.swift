@@ -124,4 +124,24 @@ struct ClientPackagingTests {
         #expect(zip(seqs, seqs.dropFirst()).allSatisfy { $0 + 1 == $1 }, "lossless: every frame after the first, in order")
         #expect(consumer.stdout.contains("consumer: received \(seqs.count) frames"))
     }
+
+    /// `framesrv bench clients --quick` runs end to end: a figure for each consumer and each
+    /// Python producer run, and the zero-copy proof says inside the pool. (No figure is
+    /// asserted: the numbers are the machine's.)
+    @Test("framesrv bench clients --quick prints every figure and the zero-copy proof", .timeLimit(.minutes(3)))
+    func benchClients() throws {
+        _ = try ClientTools.cBuildDirectory()
+        let python = try ClientTools.python()
+        let scratch = try Scratch()
+        let bench = try scratch.start(["bench", "clients", "--quick", "--python", python])
+        #expect(bench.wait(timeout: 170) == 0, "bench clients: \(bench.stdout)\n\(bench.stderr)")
+        let lines = bench.stdout.split(separator: "\n")
+        for row in ["Swift (framesrv sink --null)", "C (framesrv-consume)", "Python (Consumer, frame.planes)",
+                    "reserve + publish only", "+ numpy fill of every plane"] {
+            #expect(lines.contains { $0.contains(row) && $0.contains("frames/s") }, "no '\(row)' figure in:\n\(bench.stdout)")
+        }
+        let proof = lines.first { $0.hasPrefix("zero-copy:") }
+        #expect(proof?.hasSuffix("inside the pool") ?? false, "zero-copy proof: \(proof ?? "none")")
+        print(bench.stdout)
+    }
 }
