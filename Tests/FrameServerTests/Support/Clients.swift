@@ -25,20 +25,25 @@ enum ClientTools {
         }
     }
 
-    /// Runs `argv` (cwd: the repository) to completion: status, standard output, standard error.
+    /// Runs `argv` in `directory` (default: the repository) to completion: status, standard
+    /// output, standard error (-1 after `timeout` seconds, the process killed). Started with
+    /// every signal at its default and none blocked (Spawned), so a test suite it runs can
+    /// stop its own children with SIGINT or SIGTERM.
     static func run(_ argv: [String], timeout: Double = 600, environment: [String: String] = [:],
                     directory: String = repositoryRoot.path) throws(TestFailure) -> (status: Int32, stdout: String, stderr: String) {
-        let logs = FileManager.default.temporaryDirectory.appendingPathComponent("framesrv-tool-\(UUID().uuidString.prefix(8))")
-        defer { try? FileManager.default.removeItem(at: logs) }
+        let logs = TemporaryFolder("framesrv-tool")
+        let p: Spawned
         do {
-            try FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
-            let p = try Proc(executable: "/usr/bin/env", args: argv, environment: environment, logDirectory: logs.path,
-                             directory: directory)
-            let status = p.wait(timeout: timeout)
-            return (status, p.stdout, p.stderr)
+            p = try Spawned("/usr/bin/env", ["-C", directory] + argv, environment: environment, logDirectory: logs.path)
         } catch {
             throw TestFailure("cannot run \(argv.joined(separator: " ")): \(error)")
         }
+        let status: Int32 = switch p.outcome(timeout: timeout) {
+        case .exited(let code): code
+        case .signaled(let signal): 128 + signal
+        case .hung: -1
+        }
+        return (status, p.stdout, p.stderr)
     }
 
     /// clients/c/build, after `make -C clients/c` (libframesrv and its tools).
