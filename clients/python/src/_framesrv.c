@@ -13,9 +13,10 @@
  * pool, never a recycled slot or an unmapped page.
  *
  * Threads: the waits (next, reserve, open, wait_for_consumers) run without the GIL, in
- * slices of at most 100 ms, holding the owner's lock; releases (which may come from any
- * thread, from the garbage collector) take the same lock, so the library never sees a
- * release concurrently with next or close on the same handle.
+ * slices of at most 100 ms; the owner's lock is held around each library call (a
+ * consumer's next waits on its descriptor outside the lock); releases (which may come
+ * from any thread, from the garbage collector) take the same lock, so the library never
+ * sees a release concurrently with next or close on the same handle.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -25,6 +26,7 @@
 #undef _GNU_SOURCE
 #include "internal.h"          /* frame->pool: the pool mapping's range (_pool_range) */
 
+#include <poll.h>
 #include <string.h>
 #include <time.h>
 
@@ -653,13 +655,35 @@ static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
 struct next_ctx {
     framesrv_consumer *consumer;
+    PyThread_type_lock lock;
     framesrv_frame *frame;
 };
 
+static int next_locked(struct next_ctx *c, int ms, int *fd)
+{
+    PyThread_acquire_lock(c->lock, WAIT_LOCK);
+    int status = framesrv_consumer_next(c->consumer, ms, &c->frame);
+    if (fd) *fd = framesrv_consumer_fd(c->consumer);
+    PyThread_release_lock(c->lock);
+    return status;
+}
+
+/* One slice: next without waiting, then a poll of the consumer's descriptor outside the
+ * lock (its edge-triggered contract: next(0) until TIMEOUT, then wait for it), then next
+ * with 1 ms (which also looks at the producer's pidfd: GONE). The lock is held only
+ * around next, so releases from other threads (arrays dropped there) never wait for the
+ * slice to end. */
 static int next_try(void *ctx, int ms)
 {
     struct next_ctx *c = ctx;
-    return framesrv_consumer_next(c->consumer, ms, &c->frame);
+    int fd = -1;
+    int status = next_locked(c, 0, &fd);
+    if (status != FRAMESRV_TIMEOUT || ms == 0) return status;
+    if (fd >= 0) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        poll(&p, 1, ms > 1 ? ms - 1 : ms);
+    }
+    return next_locked(c, 1, NULL);
 }
 
 /* next(timeout): a Frame, or the status int TIMEOUT (1), END (2), GONE (3). */
@@ -669,8 +693,8 @@ static PyObject *consumer_next(OwnerObject *o, PyObject *args)
     int timeout_ms;
     if (!PyArg_ParseTuple(args, "|O", &timeout)) return NULL;
     if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
-    struct next_ctx ctx = {o->consumer, NULL};
-    int status = wait_sliced(next_try, &ctx, o->lock, timeout_ms, FRAMESRV_TIMEOUT);
+    struct next_ctx ctx = {o->consumer, o->lock, NULL};
+    int status = wait_sliced(next_try, &ctx, NULL, timeout_ms, FRAMESRV_TIMEOUT);
     if (status == INT32_MIN) return NULL;
     if (status < 0) return raise_status(status);
     if (status != FRAMESRV_OK) return PyLong_FromLong(status);

@@ -224,3 +224,33 @@ def test_live_consumer_keeping_arrays_hits_the_hold_limit(fsdir):
             g = c.next(timeout=10)
             assert g.seq == 2 and g.pattern_check() == 0
             g.release()
+
+
+def test_arrays_released_from_another_thread(fsdir, framesrv_bin, procs):
+    """Arrays handed to a worker thread and dropped there give their slots back, while
+    the main thread waits in next (the library never sees a release during next)."""
+    import queue
+    import threading
+    p = pattern_producer(procs, framesrv_bin, "t", "--frames", "200", "--slots", "3", "--wait-for", "1",
+                         "--size", "64x48")
+    work, bad = queue.Queue(maxsize=2), []
+
+    def worker():
+        while (item := work.get()) is not None:
+            seq, arrays = item
+            try:
+                assert_pattern(arrays, seq)
+            except AssertionError as e:
+                bad.append(e)
+            del item, arrays
+
+    t = threading.Thread(target=worker)
+    t.start()
+    with framesrv.Consumer("t", timeout=30) as c:
+        for frame in c:
+            work.put((frame.seq, frame.planes))
+        work.put(None)
+        t.join()
+        assert c.stats["delivered"] == 200 and c.stats["held"] == 0
+    assert not bad
+    assert procs.finish(p)[0] == 0
