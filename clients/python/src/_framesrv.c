@@ -27,6 +27,7 @@
 #include "internal.h"          /* frame->pool: the pool mapping's range (_pool_range) */
 
 #include <poll.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -621,17 +622,44 @@ static PyTypeObject PlaneType = {
 
 static PyTypeObject ConsumerType, ProducerType;
 
+/* A lossless open waits for the producer's admission only within its own timeout (so
+ * that frames published right after it are ours), at most this long in the library. */
+#define ADMISSION_MS 2000
+
 struct open_ctx {
-    framesrv_consumer **out;
+    framesrv_consumer **out;       /* open; NULL: reopen of `consumer` */
+    framesrv_consumer *consumer;
     const char *name;
     framesrv_consumer_options *options;
+    uint64_t deadline;             /* now_ms() based; UINT64_MAX: forever */
 };
+
+/* How long one try may wait: the slice while the stream is not there (signals are checked
+ * between slices), up to ADMISSION_MS (within the deadline) once its control segment
+ * exists, so that a slice never cuts the admission short. */
+static int attach_ms(const struct open_ctx *c, int ms)
+{
+    char dir[4096], path[4096];
+    if (fsi_runtime_dir(dir, sizeof dir, false) != FRAMESRV_OK ||
+        fsi_path(path, sizeof path, dir, c->name, ".ctl") != FRAMESRV_OK || access(path, F_OK) != 0)
+        return ms;
+    uint64_t now = now_ms(), left = c->deadline == UINT64_MAX ? ADMISSION_MS : c->deadline > now ? c->deadline - now : 0;
+    int admission = left < ADMISSION_MS ? (int)left : ADMISSION_MS;
+    return admission > ms ? admission : ms;
+}
 
 static int open_try(void *ctx, int ms)
 {
     struct open_ctx *c = ctx;
+    ms = attach_ms(c, ms);
+    if (!c->out) return framesrv_consumer_reopen(c->consumer, ms);
     c->options->attach_timeout_ms = ms;
     return framesrv_consumer_open(c->out, c->name, c->options);
+}
+
+static uint64_t deadline_of(int timeout_ms)
+{
+    return timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
 }
 
 /* Consumer(name, mode, timeout, client_name): attaches, waiting up to timeout seconds. */
@@ -646,7 +674,7 @@ static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     OwnerObject *o = owner_new(type);
     if (!o) return NULL;
     framesrv_consumer_options opts = {.mode = live ? FRAMESRV_LIVE : FRAMESRV_LOSSLESS, .client_name = client};
-    struct open_ctx ctx = {&o->consumer, name, &opts};
+    struct open_ctx ctx = {&o->consumer, NULL, name, &opts, deadline_of(timeout_ms)};
     int status = wait_sliced(open_try, &ctx, NULL, timeout_ms, FRAMESRV_E_NOT_FOUND);
     if (status == INT32_MIN) { o->closed = 1; Py_DECREF(o); return NULL; }
     if (status < 0) { o->closed = 1; Py_DECREF(o); return raise_status(status); }
@@ -701,11 +729,6 @@ static PyObject *consumer_next(OwnerObject *o, PyObject *args)
     return (PyObject *)frame_wrap(o, ctx.frame);
 }
 
-static int reopen_try(void *ctx, int ms)
-{
-    return framesrv_consumer_reopen(ctx, ms);
-}
-
 /* reopen(timeout): attaches to the next producer of the same name. */
 static PyObject *consumer_reopen(OwnerObject *o, PyObject *args)
 {
@@ -713,7 +736,11 @@ static PyObject *consumer_reopen(OwnerObject *o, PyObject *args)
     int timeout_ms;
     if (!PyArg_ParseTuple(args, "|O", &timeout)) return NULL;
     if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
-    int status = wait_sliced(reopen_try, o->consumer, o->lock, timeout_ms, FRAMESRV_E_NOT_FOUND);
+    framesrv_stream_info si;
+    int status = framesrv_consumer_stream_info(o->consumer, &si);
+    if (status < 0) return raise_status(status);
+    struct open_ctx ctx = {NULL, o->consumer, si.name, NULL, deadline_of(timeout_ms)};
+    status = wait_sliced(open_try, &ctx, o->lock, timeout_ms, FRAMESRV_E_NOT_FOUND);
     if (status == INT32_MIN) return NULL;
     if (status < 0) return raise_status(status);
     return PyLong_FromLong(status);
