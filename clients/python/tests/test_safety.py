@@ -254,3 +254,23 @@ def test_arrays_released_from_another_thread(fsdir, framesrv_bin, procs):
         assert c.stats["delivered"] == 200 and c.stats["held"] == 0
     assert not bad
     assert procs.finish(p)[0] == 0
+
+
+def test_arrays_kept_by_a_consumer_the_producer_gives_up_on(fsdir, framesrv_bin, procs):
+    """A consumer that stalls while keeping arrays is demoted or detached by the producer
+    (--stall-timeout); its kept arrays still show their frame, and nothing crashes."""
+    import time
+    p = pattern_producer(procs, framesrv_bin, "d", "--frames", "50", "--slots", "3", "--wait-for", "1",
+                         "--stall-timeout", "1", "--size", "64x48")
+    c = framesrv.Consumer("d", timeout=30)
+    kept = c.next(timeout=30).planes
+    assert procs.finish(p)[0] == 0                 # the producer went on without us
+    time.sleep(0.2)
+    try:
+        for frame in c:
+            assert frame.pattern_check() == 0
+    except framesrv.Detached:
+        pass
+    assert_pattern(kept, 1)
+    c.close()
+    assert_pattern(kept, 1)
