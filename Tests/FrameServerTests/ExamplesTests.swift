@@ -165,6 +165,37 @@ struct ExamplesTests {
         try runSeeds(["--no-python"], try Scratch())
     }
 
+    /// SIGTERM to seeds.sh stops its decoder: the chain drains, and both recordings hold every
+    /// frame decoded (the same count), complete (ffprobe reads them to the end).
+    @Test func seedsPipelineStopsCleanlyOnSIGTERM() throws {
+        let scratch = try Scratch()
+        let seeds = repositoryRoot.appendingPathComponent("examples/pipelines/seeds.sh").path
+        let out = scratch.file("out")
+        // posix_spawn with SIGTERM unblocked (Foundation's Process passes on the test runner's
+        // blocked signals, and bash cannot unblock them to run its trap).
+        let script = try Spawned(seeds, ["--frames", "100000", "--out", out, "--no-python"],
+                                 environment: ["FRAMESRV": framesrvPath, "FRAMESRV_DIR": scratch.path], logDirectory: scratch.path)
+        let run = "seeds\(script.pid)"
+        defer { killStages(of: run, scratch) }
+        // The recorder's stream has passed on frames.
+        #expect(eventually { (scratch.snapshot(run + "-sepia")?.published ?? 0) >= 10 }, "seeds.sh: \(script.stderr)")
+        script.signal(SIGTERM)
+        #expect(script.outcome(timeout: 60) == .exited(0), "seeds.sh: \(script.stderr)")
+        let (recording, gray) = (try probe(out + "/seeds.mp4", scratch), try probe(out + "/gray.mkv", scratch))
+        let frames = { (probed: String) in Int(probed.split(separator: ",").last ?? "") ?? 0 }
+        #expect(frames(recording) >= 10 && frames(recording) == frames(gray), "\(recording) / \(gray)")
+    }
+
+    /// SIGKILLs every process of seeds.sh run `run` still attached to one of its streams (each
+    /// stage produces or consumes one): the stages run in process groups of their own, so a
+    /// script that failed the test would leave them behind.
+    private func killStages(of run: String, _ scratch: Scratch) {
+        for stream in ["src", "blur", "rgb", "blend", "sepia", "gray"] {
+            guard let s = scratch.snapshot(run + "-" + stream) else { continue }
+            for pid in [s.producerPID] + s.consumers.map(\.pid) where pid > 0 { kill(pid, SIGKILL) }
+        }
+    }
+
     private func runSeeds(_ options: [String], _ scratch: Scratch) throws {
         let seeds = repositoryRoot.appendingPathComponent("examples/pipelines/seeds.sh").path
         let out = scratch.file("out")

@@ -117,7 +117,8 @@ stop_all() {   # SIGTERM to every stage still running (framesrv stages end their
 on_signal() {   # stop the decoder only: its end of stream drains the chain and completes both
                 # recordings with every frame decoded; what still runs 10 s later is stopped too
     stopping=1
-    if [ "${names[-1]:-}" = decode ]; then kill -TERM "${pids[-1]}" 2>/dev/null; else stop_all; fi
+    local n=${#pids[@]}
+    if [ "$n" -gt 0 ] && [ "${names[n - 1]}" = decode ]; then kill -TERM "${pids[n - 1]}" 2>/dev/null; else stop_all; fi
     settle 100 || stop_all
 }
 on_exit() {   # an early exit (set -u, an error): nothing of this run is left running

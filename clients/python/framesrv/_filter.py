@@ -21,6 +21,8 @@ def stop_on_signals(signals=(signal.SIGINT, signal.SIGTERM)):
         raise KeyboardInterrupt(signal.Signals(signum).name)
     for s in signals:
         signal.signal(s, handler)
+    # A parent may have spawned us with them blocked (the mask is inherited): unblock.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
 
 
 def _wants_two(fn, in_place):

@@ -80,8 +80,10 @@ class Frame:
     def dlpack(self, plane=0):
         """The plane as an object for ``torch.from_dlpack`` (or any DLPack consumer): the
         array itself; numpy exports read-only arrays through DLPack 1.0
-        (``__dlpack__(max_version=(1, 0))``, the read-only flag set), which torch asks for.
-        No copy is made."""
+        (``__dlpack__(max_version=(1, 0))``, the read-only flag set; numpy >= 2.1), which
+        torch asks for. No copy is made, and the tensor keeps the frame held. torch has no
+        read-only tensors: never write into the tensor of a consumer's frame (its pages
+        are mapped read-only; a write kills the process); write into a clone."""
         return self.planes[plane]
 
     def _drop_arrays(self):

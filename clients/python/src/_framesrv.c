@@ -13,9 +13,10 @@
  * pool, never a recycled slot or an unmapped page.
  *
  * Threads: the waits (next, reserve, open, wait_for_consumers) run without the GIL, in
- * slices of at most 100 ms, holding the owner's lock; releases (which may come from any
- * thread, from the garbage collector) take the same lock, so the library never sees a
- * release concurrently with next or close on the same handle.
+ * slices of at most 100 ms; the owner's lock is held around each library call (a
+ * consumer's next waits on its descriptor outside the lock); releases (which may come
+ * from any thread, from the garbage collector) take the same lock, so the library never
+ * sees a release concurrently with next or close on the same handle.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -25,6 +26,8 @@
 #undef _GNU_SOURCE
 #include "internal.h"          /* frame->pool: the pool mapping's range (_pool_range) */
 
+#include <poll.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -619,17 +622,44 @@ static PyTypeObject PlaneType = {
 
 static PyTypeObject ConsumerType, ProducerType;
 
+/* A lossless open waits for the producer's admission only within its own timeout (so
+ * that frames published right after it are ours), at most this long in the library. */
+#define ADMISSION_MS 2000
+
 struct open_ctx {
-    framesrv_consumer **out;
+    framesrv_consumer **out;       /* open; NULL: reopen of `consumer` */
+    framesrv_consumer *consumer;
     const char *name;
     framesrv_consumer_options *options;
+    uint64_t deadline;             /* now_ms() based; UINT64_MAX: forever */
 };
+
+/* How long one try may wait: the slice while the stream is not there (signals are checked
+ * between slices), up to ADMISSION_MS (within the deadline) once its control segment
+ * exists, so that a slice never cuts the admission short. */
+static int attach_ms(const struct open_ctx *c, int ms)
+{
+    char dir[4096], path[4096];
+    if (fsi_runtime_dir(dir, sizeof dir, false) != FRAMESRV_OK ||
+        fsi_path(path, sizeof path, dir, c->name, ".ctl") != FRAMESRV_OK || access(path, F_OK) != 0)
+        return ms;
+    uint64_t now = now_ms(), left = c->deadline == UINT64_MAX ? ADMISSION_MS : c->deadline > now ? c->deadline - now : 0;
+    int admission = left < ADMISSION_MS ? (int)left : ADMISSION_MS;
+    return admission > ms ? admission : ms;
+}
 
 static int open_try(void *ctx, int ms)
 {
     struct open_ctx *c = ctx;
+    ms = attach_ms(c, ms);
+    if (!c->out) return framesrv_consumer_reopen(c->consumer, ms);
     c->options->attach_timeout_ms = ms;
     return framesrv_consumer_open(c->out, c->name, c->options);
+}
+
+static uint64_t deadline_of(int timeout_ms)
+{
+    return timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
 }
 
 /* Consumer(name, mode, timeout, client_name): attaches, waiting up to timeout seconds. */
@@ -644,7 +674,7 @@ static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     OwnerObject *o = owner_new(type);
     if (!o) return NULL;
     framesrv_consumer_options opts = {.mode = live ? FRAMESRV_LIVE : FRAMESRV_LOSSLESS, .client_name = client};
-    struct open_ctx ctx = {&o->consumer, name, &opts};
+    struct open_ctx ctx = {&o->consumer, NULL, name, &opts, deadline_of(timeout_ms)};
     int status = wait_sliced(open_try, &ctx, NULL, timeout_ms, FRAMESRV_E_NOT_FOUND);
     if (status == INT32_MIN) { o->closed = 1; Py_DECREF(o); return NULL; }
     if (status < 0) { o->closed = 1; Py_DECREF(o); return raise_status(status); }
@@ -653,13 +683,35 @@ static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
 struct next_ctx {
     framesrv_consumer *consumer;
+    PyThread_type_lock lock;
     framesrv_frame *frame;
 };
 
+static int next_locked(struct next_ctx *c, int ms, int *fd)
+{
+    PyThread_acquire_lock(c->lock, WAIT_LOCK);
+    int status = framesrv_consumer_next(c->consumer, ms, &c->frame);
+    if (fd) *fd = framesrv_consumer_fd(c->consumer);
+    PyThread_release_lock(c->lock);
+    return status;
+}
+
+/* One slice: next without waiting, then a poll of the consumer's descriptor outside the
+ * lock (its edge-triggered contract: next(0) until TIMEOUT, then wait for it), then next
+ * with 1 ms (which also looks at the producer's pidfd: GONE). The lock is held only
+ * around next, so releases from other threads (arrays dropped there) never wait for the
+ * slice to end. */
 static int next_try(void *ctx, int ms)
 {
     struct next_ctx *c = ctx;
-    return framesrv_consumer_next(c->consumer, ms, &c->frame);
+    int fd = -1;
+    int status = next_locked(c, 0, &fd);
+    if (status != FRAMESRV_TIMEOUT || ms == 0) return status;
+    if (fd >= 0) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        poll(&p, 1, ms > 1 ? ms - 1 : ms);
+    }
+    return next_locked(c, 1, NULL);
 }
 
 /* next(timeout): a Frame, or the status int TIMEOUT (1), END (2), GONE (3). */
@@ -669,17 +721,12 @@ static PyObject *consumer_next(OwnerObject *o, PyObject *args)
     int timeout_ms;
     if (!PyArg_ParseTuple(args, "|O", &timeout)) return NULL;
     if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
-    struct next_ctx ctx = {o->consumer, NULL};
-    int status = wait_sliced(next_try, &ctx, o->lock, timeout_ms, FRAMESRV_TIMEOUT);
+    struct next_ctx ctx = {o->consumer, o->lock, NULL};
+    int status = wait_sliced(next_try, &ctx, NULL, timeout_ms, FRAMESRV_TIMEOUT);
     if (status == INT32_MIN) return NULL;
     if (status < 0) return raise_status(status);
     if (status != FRAMESRV_OK) return PyLong_FromLong(status);
     return (PyObject *)frame_wrap(o, ctx.frame);
-}
-
-static int reopen_try(void *ctx, int ms)
-{
-    return framesrv_consumer_reopen(ctx, ms);
 }
 
 /* reopen(timeout): attaches to the next producer of the same name. */
@@ -689,7 +736,11 @@ static PyObject *consumer_reopen(OwnerObject *o, PyObject *args)
     int timeout_ms;
     if (!PyArg_ParseTuple(args, "|O", &timeout)) return NULL;
     if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
-    int status = wait_sliced(reopen_try, o->consumer, o->lock, timeout_ms, FRAMESRV_E_NOT_FOUND);
+    framesrv_stream_info si;
+    int status = framesrv_consumer_stream_info(o->consumer, &si);
+    if (status < 0) return raise_status(status);
+    struct open_ctx ctx = {NULL, o->consumer, si.name, NULL, deadline_of(timeout_ms)};
+    status = wait_sliced(open_try, &ctx, o->lock, timeout_ms, FRAMESRV_E_NOT_FOUND);
     if (status == INT32_MIN) return NULL;
     if (status < 0) return raise_status(status);
     return PyLong_FromLong(status);

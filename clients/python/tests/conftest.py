@@ -11,6 +11,10 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
+
+# Children inherit the signal mask: a test runner started with SIGINT/SIGTERM blocked
+# (some spawners do) would make every "stop it with a signal" test hang.
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 FRAMESRV = os.environ.get("FRAMESRV_BIN", str(REPO / ".build" / "debug" / "framesrv"))
 
 

@@ -224,3 +224,53 @@ def test_live_consumer_keeping_arrays_hits_the_hold_limit(fsdir):
             g = c.next(timeout=10)
             assert g.seq == 2 and g.pattern_check() == 0
             g.release()
+
+
+def test_arrays_released_from_another_thread(fsdir, framesrv_bin, procs):
+    """Arrays handed to a worker thread and dropped there give their slots back, while
+    the main thread waits in next (the library never sees a release during next)."""
+    import queue
+    import threading
+    p = pattern_producer(procs, framesrv_bin, "t", "--frames", "200", "--slots", "3", "--wait-for", "1",
+                         "--size", "64x48")
+    work, bad = queue.Queue(maxsize=2), []
+
+    def worker():
+        while (item := work.get()) is not None:
+            seq, arrays = item
+            try:
+                assert_pattern(arrays, seq)
+            except AssertionError as e:
+                bad.append(e)
+            del item, arrays
+
+    t = threading.Thread(target=worker)
+    t.start()
+    with framesrv.Consumer("t", timeout=30) as c:
+        for frame in c:
+            work.put((frame.seq, frame.planes))
+        work.put(None)
+        t.join()
+        assert c.stats["delivered"] == 200 and c.stats["held"] == 0
+    assert not bad
+    assert procs.finish(p)[0] == 0
+
+
+def test_arrays_kept_by_a_consumer_the_producer_gives_up_on(fsdir, framesrv_bin, procs):
+    """A consumer that stalls while keeping arrays is demoted or detached by the producer
+    (--stall-timeout); its kept arrays still show their frame, and nothing crashes."""
+    import time
+    p = pattern_producer(procs, framesrv_bin, "d", "--frames", "50", "--slots", "3", "--wait-for", "1",
+                         "--stall-timeout", "1", "--size", "64x48")
+    c = framesrv.Consumer("d", timeout=30)
+    kept = c.next(timeout=30).planes
+    assert procs.finish(p)[0] == 0                 # the producer went on without us
+    time.sleep(0.2)
+    try:
+        for frame in c:
+            assert frame.pattern_check() == 0
+    except framesrv.Detached:
+        pass
+    assert_pattern(kept, 1)
+    c.close()
+    assert_pattern(kept, 1)
