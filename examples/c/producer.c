@@ -11,7 +11,7 @@
  *   export PKG_CONFIG_PATH=$HOME/.local/lib/pkgconfig
  *   make -C examples/c                                # cc producer.c $(pkg-config --cflags --libs framesrv)
  *   examples/c/producer gradient &
- *   framesrv sink --in gradient --y4m - | ffplay -      # or: framesrv sink --in gradient --null
+ *   examples/c/consumer gradient                      # or: framesrv sink --in gradient --y4m - | ffplay -
  */
 #define _POSIX_C_SOURCE 200809L
 #include <framesrv.h>

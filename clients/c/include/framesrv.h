@@ -263,7 +263,8 @@ int framesrv_producer_open(framesrv_producer **out, const char *name,
                            const framesrv_producer_options *options);
 
 /* Reserves a free slot: FRAMESRV_OK with *frame (its planes writable, its info's (w)
- * fields preset: pts = seq-1 in the default time base, duration 1, the options' colour),
+ * fields preset: pts = seq-1 in the default time base (rate_den/rate_num, duration 1; without a
+ * rate 1/1000000, duration 0), sample aspect ratio 0/1, flags 0, the options' colour),
  * FRAMESRV_TIMEOUT when no slot became free within timeout_ms (a live source never
  * waits: the frame is dropped and counted), or an error. One frame reserved at a time. */
 int framesrv_producer_reserve(framesrv_producer *producer, int timeout_ms, framesrv_frame **frame);
@@ -292,14 +293,20 @@ int framesrv_producer_wait_for_consumers(framesrv_producer *producer, uint32_t c
 int framesrv_producer_change_format(framesrv_producer *producer, uint32_t width, uint32_t height, int pix_fmt);
 
 /* Ends the stream (failed != 0: the source failed, FS_CONTROL_END_FAILED): consumers
- * receive every frame published, then FRAMESRV_END. No more frames after it. */
+ * receive every frame published, then FRAMESRV_END. No more frames after it: a frame still
+ * reserved stays reserved (publishing it is FRAMESRV_E_STATE; abandon it). FRAMESRV_E_STATE
+ * if the stream has already ended. */
 int framesrv_producer_end(framesrv_producer *producer, int failed);
 
+/* The producer's counters. One thread at a time (with the producer's other calls). */
 int framesrv_producer_stats_of(framesrv_producer *producer, framesrv_producer_stats *stats);
 
 /* Ends the stream if it is not ended, stops the background thread, removes the stream's
  * files once no consumer holds a frame (or leaves them for the consumers; a later
  * producer or `framesrv clean` removes them), releases the lock and frees the producer.
+ * A frame still reserved is abandoned. Frames kept by framesrv_producer_publish_keep stay
+ * valid until released (the producer's memory goes with the last of them). Waits up to
+ * 2 s for consumers to release what they hold, as the framesrv command does.
  * NULL is ignored. Not concurrently with any other call on this producer. */
 void framesrv_producer_close(framesrv_producer *producer);
 

@@ -151,6 +151,8 @@ static int publish(framesrv_producer *p, framesrv_frame *f, bool keep)
         return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_publish: producer and frame must not be NULL");
     if (f != p->reserved)
         return fsi_fail(FRAMESRV_E_STATE, "publish on stream '%s': the frame is not this producer's reserved frame", p->name);
+    if (p->ended)   /* the frame stays reserved: abandon it */
+        return fsi_fail(FRAMESRV_E_STATE, "publish on stream '%s': the stream has ended", p->name);
     int rc = check_info(&f->info);
     if (rc != FRAMESRV_OK) return rc;
     fs_frame h;

@@ -63,7 +63,7 @@ static bool live_producer_recorded(const char *ctl_path)
 /* One attempt at 3.2 step 1: 1 locked, 0 retry now (the file was unlinked), -1 would block. */
 static int try_lock(const char *path, int *out)
 {
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return fsi_fail_errno("open %s", path);
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;

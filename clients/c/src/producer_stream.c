@@ -41,7 +41,6 @@ int framesrv_producer_end(framesrv_producer *p, int failed)
 {
     if (p == NULL) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_end: producer must not be NULL");
     if (p->ended) return fsi_fail(FRAMESRV_E_STATE, "end on stream '%s': the stream has already ended", p->name);
-    if (p->reserved != NULL) framesrv_producer_abandon(p, p->reserved);
     pthread_mutex_lock(&p->lock);
     uint64_t last = p->next_seq - 1;
     pthread_mutex_unlock(&p->lock);

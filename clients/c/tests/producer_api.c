@@ -7,6 +7,9 @@
 #include "producer_check.h"
 #include "producer.h"
 
+#include <stdbool.h>
+#include <sys/wait.h>
+
 static framesrv_producer_options valid(void)
 {
     return (framesrv_producer_options){.width = 64, .height = 48, .pix_fmt = FRAMESRV_PIX_YUV420P, .slots = 2};
@@ -78,10 +81,13 @@ static void busy_and_state(void)
     CHECK_STATUS(framesrv_producer_stats_of(p, &st), FRAMESRV_OK);
     CHECK(st.published == 1 && st.abandoned == 2, "published %llu abandoned %llu",
           (unsigned long long)st.published, (unsigned long long)st.abandoned);
+    CHECK_STATUS(framesrv_producer_reserve(p, 0, &f), FRAMESRV_OK);
     CHECK_STATUS(framesrv_producer_end(p, 0), FRAMESRV_OK);
     CHECK_STATUS(framesrv_producer_end(p, 0), FRAMESRV_E_STATE);
-    CHECK_STATUS(framesrv_producer_reserve(p, 0, &f), FRAMESRV_E_STATE);
-    framesrv_producer_close(p);
+    CHECK_STATUS(framesrv_producer_publish(p, f), FRAMESRV_E_STATE);   /* after the end: stays reserved */
+    CHECK_STATUS(framesrv_producer_reserve(p, 0, &g), FRAMESRV_E_STATE);
+    CHECK(p->ctl->end_seq == 1 && p->ctl->state == FS_STREAM_ENDED, "end_seq %llu", (unsigned long long)p->ctl->end_seq);
+    framesrv_producer_close(p);   /* abandons the reserved frame */
     CHECK_STATUS(framesrv_producer_open(&q, "api", &o), FRAMESRV_OK);   /* the name is free again */
     framesrv_producer_close(q);
     framesrv_producer_close(NULL);
@@ -157,6 +163,61 @@ static void epochs(void)
     CHECK(!pool_exists("epochs", 3), "close removes the pool nobody holds");
 }
 
+/* Polls (bounded) until entry i's pid is `want`; the watcher acts on a bump of attach_seq. */
+static bool entry_pid_becomes(framesrv_producer *p, uint32_t i, pid_t want)
+{
+    fs_bump(&p->ctl->attach_seq);
+    fsi_futex_wake(&p->ctl->attach_seq);
+    for (int k = 0; k < 1000 && fs_load_i32(&p->consumers[i].pid) != want; k++) usleep(10000);
+    return fs_load_i32(&p->consumers[i].pid) == want;
+}
+
+static bool first_seq_set(framesrv_producer *p, uint32_t i)
+{
+    for (int k = 0; k < 1000 && fs_load_u64(&p->consumers[i].first_seq) == 0; k++) usleep(10000);
+    return fs_load_u64(&p->consumers[i].first_seq) != 0;
+}
+
+/* The background thread (PROTOCOL.md 12.1, 12.4): admission of a lossless entry, a detach
+ * (CLOSING, not counted), and a consumer that died half-registered (counted). Entries are
+ * written by hand, as a consumer would. */
+static void watcher(void)
+{
+    framesrv_producer_options o = valid();
+    framesrv_producer *p;
+    CHECK_STATUS(framesrv_producer_open(&p, "watch", &o), FRAMESRV_OK);
+    publish_one(p);
+    fs_consumer *e = &p->consumers[3];
+    CHECK(fs_consumer_claim(e, getpid()), "claim entry 3");
+    fs_store_u32(&e->state, FS_CONSUMER_CLAIMED);
+    e->start_time = fsi_process_start_time(getpid());
+    e->mode = FS_MODE_LOSSLESS;
+    fs_store_u32(&e->state, FS_CONSUMER_ACTIVE);
+    fs_bump(&p->ctl->attach_seq);
+    fsi_futex_wake(&p->ctl->attach_seq);
+    CHECK(first_seq_set(p, 3) && e->first_seq == 2, "admitted from the next frame: first_seq %llu",
+          (unsigned long long)e->first_seq);
+    CHECK(fs_load_u64(&p->ctl->lossless_mask) == 1u << 3, "lossless_mask");
+    publish_one(p);
+    uint32_t slot = (uint32_t)(p->ctl->latest & 0xFF);
+    CHECK(p->slots[slot].holders == 1u << 3, "frame 2 reserved for entry 3");
+    fs_store_u32(&e->state, FS_CONSUMER_CLOSING);
+    CHECK(entry_pid_becomes(p, 3, 0), "a CLOSING entry is freed");
+    CHECK(p->slots[slot].holders == 0 && p->ctl->lossless_mask == 0 && p->ctl->reclaimed == 0,
+          "its reservations are cleared; a detach is not counted");
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    CHECK(fs_consumer_claim(&p->consumers[7], dead), "claim entry 7 for a dead pid");
+    fs_store_u32(&p->consumers[7].state, FS_CONSUMER_CLAIMED);
+    CHECK(entry_pid_becomes(p, 7, 0), "a half-registered entry of a dead process is freed");
+    framesrv_producer_stats st;
+    framesrv_producer_stats_of(p, &st);
+    CHECK(st.reclaimed == 1 && p->ctl->reclaimed == 1 && st.consumers == 0, "one death counted: %llu",
+          (unsigned long long)st.reclaimed);
+    framesrv_producer_close(p);
+}
+
 static void formats(void)
 {
     for (int code = 1; code <= 15; code++) {
@@ -198,6 +259,7 @@ int main(void)
     busy_and_state();
     keep();
     epochs();
+    watcher();
     formats();
     pattern();
     return check_exit("producer_api");

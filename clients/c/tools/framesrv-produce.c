@@ -12,6 +12,7 @@
 #include <framesrv.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,7 @@ static void on_signal(int sig) { (void)sig; stop_requested = 1; }
 
 static int fail(const char *what, const char *value)
 {
-    fprintf(stderr, "framesrv-produce: %s '%s'\n%s", what, value ? value : "", usage);
+    fprintf(stderr, "framesrv-produce: %s '%s' (see --help)\n", what, value ? value : "");
     return 2;
 }
 
@@ -63,10 +64,14 @@ static int parse_option(options *o, const char *opt, const char *v)
     if (v == NULL) return fail("missing value for", opt);
     if (strcmp(opt, "--out") == 0) o->out = v;
     else if (strcmp(opt, "--size") == 0) {
-        unsigned w, h;
-        char extra;
-        if (sscanf(v, "%ux%u%c", &w, &h, &extra) != 2) return fail("bad --size (WxH)", v);
-        o->width = w, o->height = h;
+        char w[16];
+        const char *x = strchr(v, 'x');
+        uint64_t width, height;
+        if (x == NULL || x - v >= (ptrdiff_t)sizeof w || parse_u(x + 1, 1000000, &height)) return fail("bad --size (WxH)", v);
+        memcpy(w, v, (size_t)(x - v));
+        w[x - v] = '\0';
+        if (parse_u(w, 1000000, &width)) return fail("bad --size (WxH)", v);
+        o->width = (uint32_t)width, o->height = (uint32_t)height;
     } else if (strcmp(opt, "--pix-fmt") == 0) {
         if ((o->pix_fmt = framesrv_pix_fmt_from_name(v)) == 0) return fail("unknown --pix-fmt", v);
     } else if (strcmp(opt, "--frames") == 0) {
