@@ -1,0 +1,52 @@
+"""framesrv: consume and publish framesrv video streams from Python, with numpy arrays
+that view the shared memory without a copy.
+
+    import framesrv
+
+    with framesrv.Consumer("cam", mode="lossless") as c:    # or mode="live"
+        for frame in c:                                     # ends at the end of the stream
+            y, u, v = frame.planes                          # read-only numpy views, zero copy
+            print(frame.seq, frame.pts * frame.time_base, c.rate)
+
+    with framesrv.Producer("out", 1280, 720, "rgb24", rate=30) as p:
+        with p.reserve() as frame:                          # writable arrays
+            frame.array()[:] = img                          # published at the end of the block
+            frame.pts = 0                                   # (abandoned on an exception)
+
+    framesrv.filter("in", "out", lambda a: 255 - a)         # a stage between two streams
+
+Safety (the rule, see Frame): an array keeps its frame held. The slot goes back only
+when no array of the frame is alive, so a kept array always shows its own frame and
+never crashes the interpreter; a lossless producer waits meanwhile. Copy what you keep
+for long (frame.copy()).
+
+The protocol is libframesrv's (compiled into framesrv._framesrv); errors raise
+framesrv.Error subclasses carrying its one-line message.
+"""
+from ._framesrv import (  # noqa: F401
+    BadData,
+    Busy,
+    Detached,
+    Error,
+    InvalidArgument,
+    NoMemory,
+    NotFound,
+    StateError,
+    SystemCallError,
+    ZMQError,
+    pix_fmt_from_name,
+    pix_fmt_name,
+)
+from ._framesrv import version as library_version  # noqa: F401
+from ._frame import FLAG_DISCONTINUITY, FLAG_END_OF_STREAM, FLAG_KEY, Frame  # noqa: F401
+from ._stream import Consumer, EndOfStream, Producer  # noqa: F401
+from ._filter import filter, stop_on_signals  # noqa: F401
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Consumer", "Producer", "Frame", "filter", "stop_on_signals", "EndOfStream",
+    "Error", "InvalidArgument", "NotFound", "BadData", "SystemCallError", "Busy", "StateError",
+    "NoMemory", "Detached", "ZMQError", "FLAG_KEY", "FLAG_END_OF_STREAM", "FLAG_DISCONTINUITY",
+    "pix_fmt_name", "pix_fmt_from_name", "library_version",
+]

@@ -1,0 +1,217 @@
+"""Frames: numpy views of one frame's planes in the shared pool, and its header."""
+import weakref
+from fractions import Fraction
+
+import numpy as np
+
+from . import _framesrv
+
+FLAG_KEY = 1
+FLAG_END_OF_STREAM = 2
+FLAG_DISCONTINUITY = 4
+
+#: the header fields a producer may set (besides pts, time_base, sar, key), with set_info's keys
+_WRITABLE = ("color_matrix", "color_range", "color_primaries", "color_transfer", "duration",
+             "capture_ns", "flags")
+
+
+def _ratio(pair):
+    num, den = pair
+    return Fraction(num, den) if num > 0 and den > 0 else None
+
+
+class Frame:
+    """One frame of a stream: its planes as numpy arrays that view shared memory without
+    a copy, and every field of its header.
+
+    Safety: an array keeps its frame held. Every array of the frame counts on it;
+    ``release()`` (or leaving ``with frame:``, or the consumer's loop moving on) gives
+    the slot back only when no array of the frame is alive any more, else the slot goes
+    back when the last array is garbage-collected. So a kept array always shows its own
+    frame, never a recycled slot, and never crashes the interpreter (numpy#23305), even
+    after the consumer was closed or the producer changed the format. The price: a
+    lossless producer waits for a frame whose arrays you keep, and a live consumer may
+    hold only a few frames at once (``StateError`` beyond). Keep a copy instead when you
+    need the pixels for long: ``frame.copy()`` or ``np.array(arr, copy=True)``.
+
+    A consumer's arrays are read-only (exported read-only; the pool is mapped read-only).
+    A producer's arrays are writable until the frame is published; at publish they are
+    made read-only (``arr.flags.writeable = False``) and the frame's slot is not reused
+    while any of them is alive. Views you derived from them before the publish (slices,
+    ``arr[..., ::-1]``) keep their writeable flag: never write through them after the
+    publish. The arrays of an abandoned frame stay valid memory but may show a later
+    frame.
+    """
+
+    __slots__ = ("_f", "_info", "_arrays", "_tracked", "_producer", "__weakref__")
+
+    def __init__(self, handle, producer=None):
+        self._f = handle
+        self._info = handle.info()
+        self._arrays = None
+        self._tracked = []
+        self._producer = producer
+
+    # ---- arrays ---------------------------------------------------------------------
+    @property
+    def planes(self):
+        """The planes as numpy arrays: (h, w) for one component, (h, w, C) for interleaved
+        ones (rgb24 (h, w, 3), bgra (h, w, 4), nv12's plane 1 (h/2, w/2, 2)); dtype uint8,
+        or '<u2' for 16-bit formats. Shape and strides come from the header (row padding is
+        in the strides, not the shape). Zero copy: they view the pool."""
+        if self._arrays is None:
+            n = len(self._info["planes"])
+            arrays = tuple(np.asarray(self._f.plane(i)) for i in range(n))
+            if self._producer is not None:
+                self._tracked.extend(weakref.ref(a) for a in arrays)
+            self._arrays = arrays
+        return self._arrays
+
+    def array(self):
+        """The picture as one array: packed formats (rgb24, bgra, gray ...) as (h, w[, C]);
+        planar formats give plane 0 (the luma)."""
+        return self.planes[0]
+
+    def copy(self):
+        """Owned copies of the planes (a tuple of numpy arrays): keep these, not the views,
+        when the pixels must outlive the frame without holding its slot."""
+        return tuple(np.array(p, copy=True) for p in self.planes)
+
+    def dlpack(self, plane=0):
+        """The plane as an object for ``torch.from_dlpack`` (or any DLPack consumer): the
+        array itself; numpy exports read-only arrays through DLPack 1.0
+        (``__dlpack__(max_version=(1, 0))``, the read-only flag set; numpy >= 2.1), which
+        torch asks for. No copy is made, and the tensor keeps the frame held. torch has no
+        read-only tensors: never write into the tensor of a consumer's frame (its pages
+        are mapped read-only; a write kills the process); write into a clone."""
+        return self.planes[plane]
+
+    def _drop_arrays(self):
+        """Forgets the frame's own references to its arrays; producer arrays still alive
+        are made read-only."""
+        self._arrays = None
+        for ref in self._tracked:
+            a = ref()
+            if a is not None:
+                a.flags.writeable = False
+        self._tracked = []
+
+    # ---- life -----------------------------------------------------------------------
+    def release(self):
+        """Gives the frame back (consumer frames). Returns True if the slot went back now,
+        False if arrays of the frame are still alive (it goes back when the last dies)."""
+        self._arrays = None
+        return self._f.release()
+
+    @property
+    def released(self):
+        """True once release() (or publish/abandon) was called."""
+        return self._f.state != "live"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._producer is None:
+            self.release()
+        else:
+            self._producer._finish(self, exc[0] is None)
+        return False
+
+    # ---- the header -----------------------------------------------------------------
+    seq = property(lambda self: self._info["seq"], doc="sequence number: 1, 2, ... per stream")
+    epoch = property(lambda self: self._info["epoch"], doc="the pool epoch (changes with the format)")
+    width = property(lambda self: self._info["width"])
+    height = property(lambda self: self._info["height"])
+    pix_fmt = property(lambda self: self._info["pix_fmt"], doc="FFmpeg's name of the pixel format")
+    publish_ns = property(lambda self: self._info["publish_ns"], doc="CLOCK_MONOTONIC at publish")
+
+    def _set(self, key, value):
+        if self._producer is None or self._f.state != "live":
+            raise AttributeError(f"{key} is read-only: set it on a reserved producer frame")
+        self._info[key] = value
+
+    def _field(key, doc):  # noqa: N805 - a property factory
+        return property(lambda self: self._info[key], lambda self, v: self._set(key, int(v)), doc=doc)
+
+    color_matrix = _field("color_matrix", "H.273 MatrixCoefficients (2: unspecified)")
+    color_range = _field("color_range", "0 unspecified, 1 limited, 2 full")
+    color_primaries = _field("color_primaries", "H.273 ColourPrimaries")
+    color_transfer = _field("color_transfer", "H.273 TransferCharacteristics")
+    duration = _field("duration", "in time_base units, 0 unknown")
+    capture_ns = _field("capture_ns", "CLOCK_MONOTONIC at capture or decode (0: publish time)")
+    flags = _field("flags", "FLAG_KEY | FLAG_END_OF_STREAM | FLAG_DISCONTINUITY")
+    del _field
+
+    @property
+    def pts(self):
+        """Presentation timestamp in time_base units, None if unknown."""
+        return self._info["pts"]
+
+    @pts.setter
+    def pts(self, value):
+        self._set("pts", None if value is None else int(value))
+
+    @property
+    def time_base(self):
+        """The time base of pts and duration (a Fraction), None if unknown."""
+        return _ratio(self._info["time_base"])
+
+    @time_base.setter
+    def time_base(self, value):
+        value = Fraction(value)
+        self._set("time_base", (value.numerator, value.denominator))
+
+    @property
+    def sar(self):
+        """Sample aspect ratio (a Fraction), None if unknown."""
+        return _ratio(self._info["sar"])
+
+    @sar.setter
+    def sar(self, value):
+        value = Fraction(value) if value else Fraction(0, 1)
+        self._set("sar", (value.numerator, value.denominator) if value else (0, 1))
+
+    @property
+    def key(self):
+        """A keyframe."""
+        return bool(self._info["flags"] & FLAG_KEY)
+
+    @key.setter
+    def key(self, value):
+        self._set("flags", (self._info["flags"] | FLAG_KEY) if value else (self._info["flags"] & ~FLAG_KEY))
+
+    def _header_update(self):
+        """The writable fields as set_info's dict."""
+        info = self._info
+        d = {k: info[k] for k in _WRITABLE}
+        d["pts"] = info["pts"]
+        d["sar_num"], d["sar_den"] = info["sar"]
+        d["time_base_num"], d["time_base_den"] = info["time_base"]
+        return d
+
+    def copy_header_from(self, other):
+        """Copies pts, time base, duration, colour, sar, flags (but END_OF_STREAM) and
+        capture time from another frame (a filter's pass-through)."""
+        for k in ("color_matrix", "color_range", "color_primaries", "color_transfer", "duration",
+                  "capture_ns", "pts", "time_base", "sar"):
+            self._set(k, other._info[k])
+        self._set("flags", other._info["flags"] & ~FLAG_END_OF_STREAM)
+
+    # ---- checks -----------------------------------------------------------------------
+    def pattern_check(self):
+        """Bytes of the frame that differ from the test pattern of its seq (0: intact)."""
+        return self._f.pattern_check()
+
+    def fill_pattern(self):
+        """Fills a reserved frame with the test pattern of its seq (PROTOCOL.md 21)."""
+        self._f.pattern_fill()
+
+    def _pool_range(self):
+        """(address, bytes) of the pool mapping this frame lives in (zero-copy checks)."""
+        return self._f._pool_range()
+
+    def __repr__(self):
+        i = self._info
+        return (f"<framesrv.Frame seq={i['seq']} {i['width']}x{i['height']} {i['pix_fmt']} "
+                f"pts={i['pts']} {self._f.state}>")

@@ -1,0 +1,251 @@
+"""Consumer and Producer: framesrv streams through libframesrv."""
+import re
+from fractions import Fraction
+
+from . import _framesrv
+from ._frame import Frame, _ratio
+
+_TIMEOUT, _END, _GONE = _framesrv.TIMEOUT, _framesrv.END, _framesrv.GONE
+
+
+class EndOfStream(Exception):
+    """The stream ended (every frame was delivered), or its producer died (``gone``)."""
+
+    def __init__(self, gone=False):
+        super().__init__("the producer died" if gone else "the stream ended")
+        self.gone = gone
+
+
+def _pix_fmt_code(pix_fmt):
+    if isinstance(pix_fmt, int):
+        code = pix_fmt if _framesrv.pix_fmt_name(pix_fmt) else 0
+    else:
+        code = _framesrv.pix_fmt_from_name(str(pix_fmt))
+    if not code:
+        raise _framesrv.InvalidArgument(f"unknown pixel format: {pix_fmt!r}", -1)
+    return code
+
+
+def _rate_fraction(rate):
+    """A nominal rate (int, float, Fraction, "30000/1001" or None) as a Fraction or None."""
+    if rate is None or rate == 0:
+        return None
+    if isinstance(rate, float):
+        rate = Fraction(rate).limit_denominator(1001)
+    rate = Fraction(rate)
+    if rate <= 0 or rate.numerator >= 2**31 or rate.denominator >= 2**31:
+        raise _framesrv.InvalidArgument(f"bad rate: {rate}", -1)
+    return rate
+
+
+class Consumer:
+    """Reads stream NAME: ``for frame in Consumer("cam"):`` ... until the stream ends.
+
+    mode: "lossless" (every frame, in order, exactly once; the producer waits for this
+    consumer) or "live" (the newest frame; frames it could not keep up with are skipped
+    and counted). timeout: seconds to wait for the stream to appear (None: forever), then
+    ``NotFound``. reattach: when the producer dies, wait for the next producer of the same
+    name instead of ending the iteration.
+
+    Iteration gives the previous frame back when it moves on (see Frame for arrays you
+    keep). close() (or leaving ``with``) detaches; with arrays still alive, the detach
+    (and the unmapping) happens when the last of them is garbage-collected.
+    """
+
+    def __init__(self, name, mode="lossless", timeout=None, client_name=None, reattach=False):
+        if mode not in ("lossless", "live"):
+            raise _framesrv.InvalidArgument(f"mode must be 'lossless' or 'live', not {mode!r}", -1)
+        self.name = name
+        self.mode = mode
+        self.reattach = reattach
+        self.gone = False
+        self._last = None
+        try:
+            self._c = _framesrv.Consumer(name, mode == "live", timeout, client_name)
+        except _framesrv.NotFound as e:
+            # The wait ran in slices (for Ctrl-C): name the whole wait, not the last slice.
+            msg = re.sub(r"within \d+ ms", f"within {timeout} s", e.args[0])
+            raise _framesrv.NotFound(msg, *e.args[1:]) from None
+        self._info = self._c.stream_info()
+
+    def next(self, timeout=None):
+        """The next frame, or None if none came within timeout seconds (None: wait).
+        Raises EndOfStream at the end of the stream (``gone``: the producer died)."""
+        while True:
+            r = self._c.next(timeout)
+            if isinstance(r, _framesrv.Frame):
+                return Frame(r)
+            if r == _TIMEOUT:
+                return None
+            self.gone = r == _GONE
+            if r == _GONE and self.reattach:
+                self._c.reopen(None)
+                self._info = self._c.stream_info()
+                continue
+            raise EndOfStream(gone=r == _GONE)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._last is not None:
+            self._last.release()
+            self._last = None
+        try:
+            frame = self.next()
+        except EndOfStream:
+            raise StopIteration from None
+        self._last = frame
+        return frame
+
+    @property
+    def rate(self):
+        """The stream's nominal frame rate (a Fraction), None if unknown."""
+        return _ratio(self._info["rate"])
+
+    @property
+    def time_base(self):
+        """The stream's default time base, 1/rate (a Fraction), None if unknown. Frames
+        carry their own (frame.time_base)."""
+        rate = self.rate
+        return 1 / rate if rate else None
+
+    @property
+    def stream_info(self):
+        """The stream's facts: name, slot_count, rate, producer_pid, live_source, epoch."""
+        if not self._c.closed:
+            self._info = self._c.stream_info()
+        return dict(self._info)
+
+    @property
+    def stats(self):
+        """Counters: delivered, missed, bad_frames, held, restarts."""
+        return self._c.stats()
+
+    def fileno(self):
+        """A descriptor that becomes readable when next may have something (edge-triggered:
+        call next(timeout=0) until it returns None)."""
+        return self._c.fileno()
+
+    def close(self):
+        """Gives the current frame back and detaches (deferred while arrays are alive)."""
+        if self._last is not None:
+            self._last.release()
+            self._last = None
+        return self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Producer:
+    """Publishes stream NAME: ``with producer.reserve() as frame:`` fills writable arrays;
+    the frame is published at the end of the block, abandoned on an exception.
+
+    rate: nominal frame rate (int, float, Fraction, None: unknown); the default time base
+    is 1/rate and pts counts frames (pts = seq - 1) unless you set them. slots: pool
+    slots (1..64). live_source: reserve never waits for consumers (a frame with no free
+    slot is dropped: try_reserve returns None). close() (or leaving ``with``) ends the
+    stream; consumers get every frame published, then the end.
+    """
+
+    def __init__(self, name, width, height, pix_fmt="yuv420p", rate=None, slots=8,
+                 live_source=False, live_max_held=1, color_matrix=0, color_range=0,
+                 color_primaries=0, color_transfer=0):
+        self.name = name
+        r = _rate_fraction(rate)
+        self.rate = r
+        self.pix_fmt = _framesrv.pix_fmt_name(_pix_fmt_code(pix_fmt))
+        self.width, self.height = int(width), int(height)
+        self._p = _framesrv.Producer(
+            name, self.width, self.height, _pix_fmt_code(pix_fmt), int(slots),
+            r.numerator if r else 0, r.denominator if r else 0, bool(live_source), int(live_max_held),
+            color_matrix, color_range, color_primaries, color_transfer)
+        self._reserved = None
+
+    @property
+    def time_base(self):
+        """The default time base, 1/rate (a Fraction), None if the rate is unknown."""
+        return 1 / self.rate if self.rate else None
+
+    def try_reserve(self, timeout=None):
+        """A free slot as a writable Frame, or None if none became free within timeout
+        seconds (a live source never waits: None means the frame was dropped)."""
+        if self._reserved is not None:
+            raise _framesrv.StateError("a frame is reserved already: publish or abandon it first", -6)
+        handle = self._p.reserve(timeout)
+        if handle is None:
+            return None
+        frame = Frame(handle, producer=self)
+        self._reserved = frame
+        return frame
+
+    def reserve(self, timeout=None):
+        """A free slot as a writable Frame (use it with ``with``); raises TimeoutError if
+        none became free within timeout seconds, or a live source dropped the frame."""
+        frame = self.try_reserve(timeout)
+        if frame is None:
+            raise TimeoutError("no free slot (a live source drops the frame)")
+        return frame
+
+    def publish(self, frame):
+        """Publishes a reserved frame (its header fields as set on it)."""
+        self._finish(frame, True)
+
+    def abandon(self, frame):
+        """Gives a reserved frame back unpublished."""
+        self._finish(frame, False)
+
+    def _finish(self, frame, publish):
+        if frame._f.state != "live":
+            return
+        self._reserved = None
+        if publish:
+            frame._f.set_info(frame._header_update())
+            frame._drop_arrays()
+            frame._f.publish()
+        else:
+            frame._drop_arrays()
+            frame._f.abandon()
+
+    def wait_for_consumers(self, count, timeout=None):
+        """Blocks until `count` lossless consumers are attached: True, or False after
+        timeout seconds."""
+        return self._p.wait_for_consumers(int(count), timeout)
+
+    def change_format(self, width, height, pix_fmt):
+        """A mid-stream format change (a new pool epoch). Frames consumers hold stay valid."""
+        self._p.change_format(int(width), int(height), _pix_fmt_code(pix_fmt))
+        self.width, self.height = int(width), int(height)
+        self.pix_fmt = _framesrv.pix_fmt_name(_pix_fmt_code(pix_fmt))
+
+    def end(self, failed=False):
+        """Ends the stream (failed: the source failed); no frame may follow."""
+        self._abandon_reserved()
+        self._p.end(bool(failed))
+
+    @property
+    def stats(self):
+        """Counters: published, dropped, abandoned, consumers, reclaimed, blocked_ns."""
+        return self._p.stats()
+
+    def _abandon_reserved(self):
+        if self._reserved is not None:
+            self._finish(self._reserved, False)
+
+    def close(self):
+        """Ends the stream and closes (the close itself is deferred while arrays of
+        published frames are alive)."""
+        self._abandon_reserved()
+        return self._p.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,0 +1,84 @@
+"""python -m framesrv.bench: the Python package's figures at one size (default 1080p).
+
+  python -m framesrv.bench [--size WxH] [--pix-fmt F] [--frames N]
+
+Prints one line per figure, each measured in this run:
+  - consumer: frames/s of a Python consumer (iterating, arrays taken, not copied) of a
+    Python producer in another process publishing as fast as it can (C pattern fill);
+  - producer, fill excluded: frames/s of reserve + publish to one lossless consumer in
+    another process (the pixels are not written);
+  - producer, numpy fill: the same with every plane written by numpy (np.copyto of a
+    prepared picture);
+  - zero copy: whether a consumer's array data pointer lies inside the pool mapping.
+"""
+import argparse
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import framesrv
+
+
+def _spawn(*argv):
+    return subprocess.Popen([sys.executable, "-m", "framesrv", *argv], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def consumer_rate(name, args):
+    """A Python consumer of a Python producer process: frames/s and the zero-copy check."""
+    p = _spawn("produce", "--out", name, "--size", args.size, "--pix-fmt", args.pix_fmt,
+               "--frames", str(args.frames), "--rate", "max", "--wait-for", "1")
+    inside = False
+    with framesrv.Consumer(name, timeout=30) as c:
+        start, n = None, 0
+        for frame in c:
+            planes = frame.planes
+            if start is None:
+                start = time.perf_counter()
+                base, size = frame._pool_range()
+                inside = all(base <= a.ctypes.data < base + size for a in planes)
+            n += 1
+        elapsed = time.perf_counter() - start
+    p.wait()
+    return (n - 1) / elapsed, inside
+
+
+def producer_rate(name, args, fill):
+    """A Python producer to a Python consumer process: frames/s, with or without a numpy fill."""
+    w, h = (int(x) for x in args.size.split("x"))
+    c = _spawn("consume", "--in", name, "--wait", "30")
+    with framesrv.Producer(name, w, h, args.pix_fmt, slots=8) as p:
+        p.wait_for_consumers(1, 30)
+        pictures = None
+        start = time.perf_counter()
+        for _ in range(args.frames):
+            with p.reserve() as frame:
+                if fill:
+                    if pictures is None:
+                        pictures = [np.full_like(a, 100) for a in frame.planes]
+                    for dst, src in zip(frame.planes, pictures):
+                        np.copyto(dst, src)
+        elapsed = time.perf_counter() - start
+    c.wait()
+    return args.frames / elapsed
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m framesrv.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="1920x1080")
+    ap.add_argument("--pix-fmt", default="yuv420p")
+    ap.add_argument("--frames", type=int, default=300)
+    args = ap.parse_args(argv)
+    tag = f"{args.size} {args.pix_fmt}, {args.frames} frames"
+    fps, inside = consumer_rate("bench-py-consume", args)
+    print(f"python consumer: {fps:.0f} frames/s ({tag})")
+    print(f"python producer, fill excluded: {producer_rate('bench-py-produce', args, False):.0f} frames/s ({tag})")
+    print(f"python producer, numpy fill: {producer_rate('bench-py-fill', args, True):.0f} frames/s ({tag})")
+    print(f"zero copy: numpy data pointer inside the pool mapping: {'yes' if inside else 'NO'}")
+    return 0 if inside else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""Builds framesrv._framesrv: src/_framesrv.c plus libframesrv's sources (../c/src/*.c)
+compiled statically into the extension, so nothing at run time depends on the repository.
+
+The C sources are taken from the repository this package sits in (pip builds in-tree).
+"""
+import glob
+import os
+import sys
+
+from setuptools import Extension, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+C_DIR = os.path.normpath(os.path.join(HERE, "..", "c"))
+LAYOUT = os.path.normpath(os.path.join(HERE, "..", "..", "Sources", "CFrameServer", "include"))
+
+LIB_SOURCES = sorted(glob.glob(os.path.join(C_DIR, "src", "*.c")))
+if not LIB_SOURCES or not os.path.isfile(os.path.join(LAYOUT, "CFrameServer.h")):
+    sys.exit("framesrv: libframesrv's sources (../c/src/*.c, ../../Sources/CFrameServer/include) "
+             "were not found next to this package: build it from a framesrv checkout "
+             "(pip install ./clients/python)")
+
+# Relative paths: setuptools wants sources relative to setup.py.
+SOURCES = ["src/_framesrv.c"] + [os.path.relpath(p, HERE) for p in LIB_SOURCES]
+
+setup(
+    ext_modules=[
+        Extension(
+            "framesrv._framesrv",
+            sources=SOURCES,
+            include_dirs=[os.path.join(C_DIR, "include"), os.path.join(C_DIR, "src"), LAYOUT],
+            libraries=["zmq", "pthread"],
+            extra_compile_args=["-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra"],
+        )
+    ],
+)

@@ -1,0 +1,1051 @@
+/*
+ * _framesrv.c: the CPython extension framesrv._framesrv, a thin binding of libframesrv
+ * (clients/c/include/framesrv.h), whose sources are compiled into this module.
+ *
+ * Objects: Consumer, Producer (the library's handles), Frame (a held or reserved frame)
+ * and Plane (a buffer-protocol exporter of one plane, which numpy views without a copy).
+ *
+ * Safety (the decided rule; framesrv/__init__.py documents it for users): every buffer
+ * exported by a Plane counts on its Frame (`exports`). A frame given back while buffers
+ * are exported is only marked; the slot goes back when the last buffer is released.
+ * Frames keep their owner alive, and an owner closed while frames are held closes when
+ * the last of them goes (`held`), so a kept array always reads its own frame in a mapped
+ * pool, never a recycled slot or an unmapped page.
+ *
+ * Threads: the waits (next, reserve, open, wait_for_consumers) run without the GIL, in
+ * slices of at most 100 ms; the owner's lock is held around each library call (a
+ * consumer's next waits on its descriptor outside the lock); releases (which may come
+ * from any thread, from the garbage collector) take the same lock, so the library never
+ * sees a release concurrently with next or close on the same handle.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pythread.h>
+
+#include "framesrv.h"
+#undef _GNU_SOURCE
+#include "internal.h"          /* frame->pool: the pool mapping's range (_pool_range) */
+
+#include <poll.h>
+#include <unistd.h>
+#include <string.h>
+#include <time.h>
+
+#define SLICE_MS 100
+
+/* ------------------------------------------------------------------------- */
+/* Errors                                                                     */
+/* ------------------------------------------------------------------------- */
+
+static PyObject *Error, *InvalidArgument, *NotFound, *BadData, *SystemCallError, *Busy,
+    *StateError, *NoMemory, *Detached, *ZMQError;
+
+static PyObject *error_class(int status)
+{
+    switch (status) {
+    case FRAMESRV_E_INVALID: return InvalidArgument;
+    case FRAMESRV_E_NOT_FOUND: return NotFound;
+    case FRAMESRV_E_BAD_DATA: return BadData;
+    case FRAMESRV_E_SYSTEM: return SystemCallError;
+    case FRAMESRV_E_BUSY: return Busy;
+    case FRAMESRV_E_STATE: return StateError;
+    case FRAMESRV_E_NO_MEMORY: return NoMemory;
+    case FRAMESRV_E_DETACHED: return Detached;
+    case FRAMESRV_E_ZMQ: return ZMQError;
+    default: return Error;
+    }
+}
+
+/* Raises the exception of a negative status with framesrv_last_error()'s line. */
+static PyObject *raise_status(int status)
+{
+    const char *msg = framesrv_last_error();
+    if (!msg || !*msg) msg = framesrv_status_name(status);
+    PyObject *args = Py_BuildValue("(si)", msg, status);
+    if (args) {
+        PyErr_SetObject(error_class(status), args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Waiting in slices without the GIL                                          */
+/* ------------------------------------------------------------------------- */
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* One try of a wait with a timeout of `ms`; returns a status. */
+typedef int (*wait_fn)(void *ctx, int ms);
+
+/* Calls fn in slices of <= SLICE_MS without the GIL (holding lock, if any) until it returns
+ * something other than `again` or timeout_ms (-1: forever) has passed; checks for signals
+ * between slices. Returns the last status, or INT32_MIN with an exception set. */
+static int wait_sliced(wait_fn fn, void *ctx, PyThread_type_lock lock, int timeout_ms, int again)
+{
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        uint64_t now = now_ms();
+        int slice = SLICE_MS;
+        if (deadline != UINT64_MAX) slice = now >= deadline ? 0 : (int)(deadline - now < SLICE_MS ? deadline - now : SLICE_MS);
+        int status;
+        Py_BEGIN_ALLOW_THREADS
+        if (lock) PyThread_acquire_lock(lock, WAIT_LOCK);
+        status = fn(ctx, slice);
+        if (lock) PyThread_release_lock(lock);
+        Py_END_ALLOW_THREADS
+        if (status != again || slice == 0 || now_ms() >= deadline) return status;
+        if (PyErr_CheckSignals() < 0) return INT32_MIN;
+    }
+}
+
+static int timeout_ms_of(PyObject *timeout, int *out)
+{
+    if (timeout == NULL || timeout == Py_None) { *out = -1; return 0; }
+    double s = PyFloat_AsDouble(timeout);
+    if (s == -1.0 && PyErr_Occurred()) return -1;
+    if (s < 0 || s != s) { PyErr_SetString(PyExc_ValueError, "timeout must be >= 0 seconds or None"); return -1; }
+    *out = s > 2000000.0 ? 2000000000 : (int)(s * 1000.0 + 0.5);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Owners (Consumer, Producer) share a head: the lock and the deferred close  */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    Py_ssize_t held;           /* frames not given back yet                      */
+    int closing;               /* close() was called; done when held reaches 0    */
+    int closed;
+    int is_producer;
+    framesrv_consumer *consumer;
+    framesrv_producer *producer;
+    int ended;                 /* producer: framesrv_producer_end was called      */
+} OwnerObject;
+
+/* Takes the owner's lock; the GIL is let go only if another thread holds the lock (a
+ * wait in progress, which never needs the GIL while it holds the lock). */
+static void lock_owner(OwnerObject *o)
+{
+    if (PyThread_acquire_lock(o->lock, NOWAIT_LOCK)) return;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(o->lock, WAIT_LOCK);
+    Py_END_ALLOW_THREADS
+}
+
+static void owner_close_now(OwnerObject *o)
+{
+    if (o->closed) return;
+    o->closed = 1;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(o->lock, WAIT_LOCK);
+    if (o->is_producer) framesrv_producer_close(o->producer);
+    else framesrv_consumer_close(o->consumer);
+    PyThread_release_lock(o->lock);
+    Py_END_ALLOW_THREADS
+    o->consumer = NULL;
+    o->producer = NULL;
+}
+
+static void owner_frame_done(OwnerObject *o)
+{
+    o->held--;
+    if (o->closing && o->held <= 0) owner_close_now(o);
+}
+
+static int owner_usable(OwnerObject *o)
+{
+    if (o->closing || o->closed) { PyErr_SetString(StateError, "closed"); return 0; }
+    return 1;
+}
+
+static void owner_dealloc(OwnerObject *o)
+{
+    owner_close_now(o);     /* frames hold a reference: none is held any more */
+    if (o->lock) PyThread_free_lock(o->lock);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+static OwnerObject *owner_new(PyTypeObject *type)
+{
+    OwnerObject *o = (OwnerObject *)type->tp_alloc(type, 0);
+    if (!o) return NULL;
+    o->lock = PyThread_allocate_lock();
+    if (!o->lock) { Py_DECREF(o); PyErr_NoMemory(); return NULL; }
+    return o;
+}
+
+/* close(): ends now if no frame is held, else when the last one is given back. */
+static PyObject *owner_close(OwnerObject *o, PyObject *unused)
+{
+    (void)unused;
+    if (o->is_producer && !o->ended && !o->closed && o->producer) {
+        o->ended = 1;
+        framesrv_producer_end(o->producer, 0);
+    }
+    o->closing = 1;
+    if (o->held <= 0) owner_close_now(o);
+    return PyBool_FromLong(o->closed);
+}
+
+static PyObject *owner_held(OwnerObject *o, void *unused)
+{
+    (void)unused;
+    return PyLong_FromSsize_t(o->held);
+}
+
+static PyObject *owner_closed(OwnerObject *o, void *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(o->closed);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Frame                                                                      */
+/* ------------------------------------------------------------------------- */
+
+enum frame_state {
+    FRAME_LIVE = 0,            /* held (consumer) or reserved (producer)                    */
+    FRAME_RELEASING,           /* consumer: release requested, buffers still exported        */
+    FRAME_KEPT,                /* producer: published with publish_keep, buffers exported    */
+    FRAME_ABANDONED,           /* producer: abandoned while buffers were exported            */
+    FRAME_DONE,                /* given back: no new buffer may be exported                  */
+};
+
+typedef struct {
+    PyObject_HEAD
+    framesrv_frame *frame;
+    OwnerObject *owner;
+    int state;
+    Py_ssize_t exports;
+} FrameObject;
+
+static PyTypeObject FrameType, PlaneType;
+
+/* Gives the slot back (the owner's lock: not concurrently with next/close). */
+static void frame_give_back(FrameObject *f)
+{
+    OwnerObject *o = f->owner;
+    framesrv_frame *frame = f->frame;
+    int state = f->state;
+    f->state = FRAME_DONE;
+    f->frame = NULL;
+    lock_owner(o);
+    if (o->is_producer && state == FRAME_LIVE) framesrv_producer_abandon(o->producer, frame);
+    else if (state != FRAME_ABANDONED) framesrv_frame_release(frame);
+    PyThread_release_lock(o->lock);
+    owner_frame_done(o);
+}
+
+/* After the last exported buffer went: completes a deferred release. */
+static void frame_settle(FrameObject *f)
+{
+    if (f->exports > 0) return;
+    if (f->state == FRAME_RELEASING || f->state == FRAME_KEPT) frame_give_back(f);
+    else if (f->state == FRAME_ABANDONED) {
+        f->state = FRAME_DONE;
+        f->frame = NULL;
+        owner_frame_done(f->owner);
+    }
+}
+
+static FrameObject *frame_wrap(OwnerObject *owner, framesrv_frame *frame)
+{
+    FrameObject *f = PyObject_New(FrameObject, &FrameType);
+    if (!f) {
+        if (owner->is_producer) framesrv_producer_abandon(owner->producer, frame);
+        else framesrv_frame_release(frame);
+        return NULL;
+    }
+    f->frame = frame;
+    f->owner = owner;
+    Py_INCREF(owner);
+    f->state = FRAME_LIVE;
+    f->exports = 0;
+    owner->held++;
+    return f;
+}
+
+static void frame_dealloc(FrameObject *f)
+{
+    /* No buffer can be exported here: each holds its Plane, which holds this frame. */
+    if (f->state != FRAME_DONE) {
+        if (f->state == FRAME_ABANDONED) owner_frame_done(f->owner);
+        else frame_give_back(f);
+    }
+    Py_XDECREF(f->owner);
+    PyObject_Free(f);
+}
+
+static int frame_check(FrameObject *f)
+{
+    if (f->state == FRAME_DONE || !f->frame) { PyErr_SetString(StateError, "the frame was released"); return 0; }
+    return 1;
+}
+
+/* release(): gives the slot back now (True) or when the last array dies (False). */
+static PyObject *frame_release(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (f->state == FRAME_DONE) Py_RETURN_TRUE;
+    if (f->owner->is_producer) { PyErr_SetString(StateError, "a reserved frame is published or abandoned, not released"); return NULL; }
+    f->state = FRAME_RELEASING;
+    frame_settle(f);
+    return PyBool_FromLong(f->state == FRAME_DONE);
+}
+
+static int frame_producer_check(FrameObject *f)
+{
+    if (!f->owner->is_producer || f->state != FRAME_LIVE || !f->frame) {
+        PyErr_SetString(StateError, "not a reserved frame (published or abandoned already)");
+        return 0;
+    }
+    return owner_usable(f->owner);
+}
+
+/* publish(): publishes; the slot stays held while arrays of the frame are alive. */
+static PyObject *frame_publish(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (!frame_producer_check(f)) return NULL;
+    OwnerObject *o = f->owner;
+    int keep = f->exports > 0, status;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(o->lock, WAIT_LOCK);
+    status = keep ? framesrv_producer_publish_keep(o->producer, f->frame) : framesrv_producer_publish(o->producer, f->frame);
+    PyThread_release_lock(o->lock);
+    Py_END_ALLOW_THREADS
+    if (status < 0) return raise_status(status);
+    if (keep) f->state = FRAME_KEPT;
+    else { f->state = FRAME_DONE; f->frame = NULL; owner_frame_done(o); }
+    return PyBool_FromLong(keep);
+}
+
+/* abandon(): gives the reserved frame back unpublished. Arrays still alive keep the pool
+ * mapped but may show the slot's later content (documented). */
+static PyObject *frame_abandon(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (!f->owner->is_producer || f->state != FRAME_LIVE) Py_RETURN_NONE;
+    OwnerObject *o = f->owner;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(o->lock, WAIT_LOCK);
+    status = framesrv_producer_abandon(o->producer, f->frame);
+    PyThread_release_lock(o->lock);
+    Py_END_ALLOW_THREADS
+    f->state = FRAME_ABANDONED;
+    frame_settle(f);
+    if (status < 0) return raise_status(status);
+    Py_RETURN_NONE;
+}
+
+static PyObject *pair(int64_t a, int64_t b)
+{
+    return Py_BuildValue("(LL)", (long long)a, (long long)b);
+}
+
+static PyObject *planes_tuple(const framesrv_frame_info *in)
+{
+    PyObject *t = PyTuple_New(in->plane_count);
+    for (uint32_t i = 0; t && i < in->plane_count; i++) {
+        const framesrv_plane *p = &in->planes[i];
+        PyObject *g = Py_BuildValue("{s:I,s:I,s:I,s:I,s:n,s:n}", "width", p->width, "height", p->height,
+                                    "components", p->components, "sample_bytes", p->sample_bytes,
+                                    "stride", (Py_ssize_t)p->stride, "row_bytes", (Py_ssize_t)p->row_bytes);
+        if (!g) { Py_CLEAR(t); break; }
+        PyTuple_SET_ITEM(t, i, g);
+    }
+    return t;
+}
+
+/* info(): every header field as a dict. */
+static PyObject *frame_info(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (!frame_check(f)) return NULL;
+    const framesrv_frame_info *in = framesrv_frame_info_of(f->frame);
+    PyObject *planes = planes_tuple(in);
+    if (!planes) return NULL;
+    PyObject *pts;
+    if (in->pts == FRAMESRV_PTS_NONE) { Py_INCREF(Py_None); pts = Py_None; }
+    else pts = PyLong_FromLongLong(in->pts);
+    PyObject *d = Py_BuildValue(
+        "{s:K,s:K,s:I,s:I,s:i,s:s,s:N,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:L,s:K,s:I,s:K}",
+        "seq", (unsigned long long)in->seq, "epoch", (unsigned long long)in->epoch,
+        "width", in->width, "height", in->height, "pix_fmt_code", in->pix_fmt,
+        "pix_fmt", in->pix_fmt_name, "planes", planes,
+        "color_matrix", in->color_matrix, "color_range", in->color_range,
+        "color_primaries", in->color_primaries, "color_transfer", in->color_transfer,
+        "sar", pair(in->sar_num, in->sar_den), "pts", pts,
+        "time_base", pair(in->time_base_num, in->time_base_den),
+        "duration", (long long)in->duration, "capture_ns", (unsigned long long)in->capture_ns,
+        "flags", in->flags, "publish_ns", (unsigned long long)in->publish_ns);
+    return d;
+}
+
+/* Reads an optional integer field of a dict into *out (range-checked). */
+static int dict_int(PyObject *d, const char *key, long long lo, long long hi, long long *out, int *found)
+{
+    PyObject *v = PyDict_GetItemString(d, key);
+    *found = 0;
+    if (!v) return 0;
+    long long x = v == Py_None ? FRAMESRV_PTS_NONE : PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (v != Py_None && (x < lo || x > hi)) { PyErr_Format(PyExc_ValueError, "%s out of range: %lld", key, x); return -1; }
+    *out = x;
+    *found = 1;
+    return 0;
+}
+
+/* set_info(dict): the writable header fields of a reserved frame. */
+static PyObject *frame_set_info(FrameObject *f, PyObject *d)
+{
+    if (!frame_producer_check(f)) return NULL;
+    if (!PyDict_Check(d)) { PyErr_SetString(PyExc_TypeError, "set_info takes a dict"); return NULL; }
+    framesrv_frame_info *in = framesrv_frame_info_of(f->frame);
+    static const struct { const char *key; long long lo, hi; } keys[] = {
+        {"color_matrix", 0, 255}, {"color_range", 0, 2}, {"color_primaries", 0, 255}, {"color_transfer", 0, 255},
+        {"sar_num", 0, INT32_MAX}, {"sar_den", 0, INT32_MAX}, {"pts", INT64_MIN, INT64_MAX},
+        {"time_base_num", 0, INT32_MAX}, {"time_base_den", 0, INT32_MAX}, {"duration", 0, INT64_MAX},
+        {"capture_ns", 0, INT64_MAX}, {"flags", 0, 7},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        long long v;
+        int found;
+        if (dict_int(d, keys[i].key, keys[i].lo, keys[i].hi, &v, &found) < 0) return NULL;
+        if (!found) continue;
+        switch (i) {
+        case 0: in->color_matrix = (uint32_t)v; break;
+        case 1: in->color_range = (uint32_t)v; break;
+        case 2: in->color_primaries = (uint32_t)v; break;
+        case 3: in->color_transfer = (uint32_t)v; break;
+        case 4: in->sar_num = (int32_t)v; break;
+        case 5: in->sar_den = (int32_t)v; break;
+        case 6: in->pts = v; break;
+        case 7: in->time_base_num = (int32_t)v; break;
+        case 8: in->time_base_den = (int32_t)v; break;
+        case 9: in->duration = v; break;
+        case 10: in->capture_ns = (uint64_t)v; break;
+        case 11: in->flags = (uint32_t)v; break;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *frame_plane(FrameObject *f, PyObject *arg);
+
+static PyObject *frame_pattern_check(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (!frame_check(f)) return NULL;
+    uint64_t bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = framesrv_pattern_check(f->frame);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromUnsignedLongLong(bad);
+}
+
+static PyObject *frame_pattern_fill(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (!frame_producer_check(f)) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    framesrv_pattern_fill(f->frame);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+/* _pool_range(): (address, bytes) of the pool mapping the frame lives in. */
+static PyObject *frame_pool_range(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (!frame_check(f)) return NULL;
+    const fsi_pool *pool = f->frame->pool;
+    if (!pool) Py_RETURN_NONE;
+    return Py_BuildValue("(Kn)", (unsigned long long)(uintptr_t)pool->base, (Py_ssize_t)pool->size);
+}
+
+static PyObject *frame_get_state(FrameObject *f, void *unused)
+{
+    (void)unused;
+    static const char *names[] = {"live", "releasing", "kept", "abandoned", "done"};
+    return PyUnicode_FromString(names[f->state]);
+}
+
+static PyObject *frame_get_exports(FrameObject *f, void *unused)
+{
+    (void)unused;
+    return PyLong_FromSsize_t(f->exports);
+}
+
+static PyMethodDef frame_methods[] = {
+    {"release", (PyCFunction)frame_release, METH_NOARGS, "Gives the slot back now (True) or when the last array dies (False)."},
+    {"publish", (PyCFunction)frame_publish, METH_NOARGS, "Publishes a reserved frame; True if arrays keep the slot held."},
+    {"abandon", (PyCFunction)frame_abandon, METH_NOARGS, "Gives a reserved frame back unpublished."},
+    {"info", (PyCFunction)frame_info, METH_NOARGS, "Every header field, as a dict."},
+    {"set_info", (PyCFunction)frame_set_info, METH_O, "Sets a reserved frame's writable header fields from a dict."},
+    {"plane", (PyCFunction)frame_plane, METH_O, "The buffer exporter of plane i."},
+    {"pattern_check", (PyCFunction)frame_pattern_check, METH_NOARGS, "Bytes that differ from the test pattern."},
+    {"pattern_fill", (PyCFunction)frame_pattern_fill, METH_NOARGS, "Fills a reserved frame with the test pattern."},
+    {"_pool_range", (PyCFunction)frame_pool_range, METH_NOARGS, "(address, size) of the pool mapping."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef frame_getset[] = {
+    {"state", (getter)frame_get_state, NULL, "live, releasing, kept, abandoned or done", NULL},
+    {"exports", (getter)frame_get_exports, NULL, "buffers exported right now", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FrameType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "framesrv._framesrv.Frame",
+    .tp_basicsize = sizeof(FrameObject),
+    .tp_dealloc = (destructor)frame_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A frame held by a consumer or reserved by a producer.",
+    .tp_methods = frame_methods,
+    .tp_getset = frame_getset,
+};
+
+/* ------------------------------------------------------------------------- */
+/* Plane: the buffer exporter                                                 */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    FrameObject *frame;
+    int index;
+    Py_ssize_t shape[3], strides[3];
+    int ndim;
+    char format[4];
+} PlaneObject;
+
+static PyObject *frame_plane(FrameObject *f, PyObject *arg)
+{
+    long i = PyLong_AsLong(arg);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (!frame_check(f)) return NULL;
+    const framesrv_frame_info *in = framesrv_frame_info_of(f->frame);
+    if (i < 0 || (uint32_t)i >= in->plane_count) { PyErr_Format(PyExc_IndexError, "no plane %ld", i); return NULL; }
+    const framesrv_plane *p = &in->planes[i];
+    if (p->sample_bytes != 1 && p->sample_bytes != 2) { PyErr_SetString(BadData, "sample size not 1 or 2"); return NULL; }
+    PlaneObject *pl = PyObject_New(PlaneObject, &PlaneType);
+    if (!pl) return NULL;
+    pl->frame = f;
+    Py_INCREF(f);
+    pl->index = (int)i;
+    pl->ndim = p->components > 1 ? 3 : 2;
+    pl->shape[0] = p->height;
+    pl->shape[1] = p->width;
+    pl->shape[2] = p->components;
+    pl->strides[0] = (Py_ssize_t)p->stride;
+    pl->strides[1] = (Py_ssize_t)(p->components * p->sample_bytes);
+    pl->strides[2] = (Py_ssize_t)p->sample_bytes;
+    strcpy(pl->format, p->sample_bytes == 2 ? "<H" : "B");
+    return (PyObject *)pl;
+}
+
+static int plane_getbuffer(PlaneObject *pl, Py_buffer *view, int flags)
+{
+    FrameObject *f = pl->frame;
+    if (f->state == FRAME_DONE || f->state == FRAME_ABANDONED || !f->frame) {
+        PyErr_SetString(PyExc_BufferError, "the frame was released");
+        return -1;
+    }
+    int readonly = !f->owner->is_producer || f->state != FRAME_LIVE;
+    if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE && readonly) {
+        PyErr_SetString(PyExc_BufferError, "the frame is read-only");
+        return -1;
+    }
+    if ((flags & PyBUF_STRIDES) != PyBUF_STRIDES) {
+        PyErr_SetString(PyExc_BufferError, "a plane needs strides (its rows are padded)");
+        return -1;
+    }
+    const framesrv_plane *p = &framesrv_frame_info_of(f->frame)->planes[pl->index];
+    Py_ssize_t item = (Py_ssize_t)p->sample_bytes;
+    view->buf = p->data;
+    Py_INCREF(pl);
+    view->obj = (PyObject *)pl;
+    view->len = pl->shape[0] * pl->shape[1] * (pl->ndim == 3 ? pl->shape[2] : 1) * item;
+    view->readonly = readonly;
+    view->itemsize = item;
+    view->format = (flags & PyBUF_FORMAT) ? pl->format : NULL;
+    view->ndim = pl->ndim;
+    view->shape = pl->shape;
+    view->strides = pl->strides;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    f->exports++;
+    return 0;
+}
+
+static void plane_releasebuffer(PlaneObject *pl, Py_buffer *view)
+{
+    (void)view;
+    pl->frame->exports--;
+    frame_settle(pl->frame);
+}
+
+static void plane_dealloc(PlaneObject *pl)
+{
+    Py_XDECREF(pl->frame);
+    PyObject_Free(pl);
+}
+
+static PyBufferProcs plane_as_buffer = {
+    .bf_getbuffer = (getbufferproc)plane_getbuffer,
+    .bf_releasebuffer = (releasebufferproc)plane_releasebuffer,
+};
+
+static PyTypeObject PlaneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "framesrv._framesrv.Plane",
+    .tp_basicsize = sizeof(PlaneObject),
+    .tp_dealloc = (destructor)plane_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One plane of a frame, exported through the buffer protocol (shape and strides from the header).",
+    .tp_as_buffer = &plane_as_buffer,
+};
+
+/* ------------------------------------------------------------------------- */
+/* Consumer                                                                   */
+/* ------------------------------------------------------------------------- */
+
+static PyTypeObject ConsumerType, ProducerType;
+
+/* A lossless open waits for the producer's admission only within its own timeout (so
+ * that frames published right after it are ours), at most this long in the library. */
+#define ADMISSION_MS 2000
+
+struct open_ctx {
+    framesrv_consumer **out;       /* open; NULL: reopen of `consumer` */
+    framesrv_consumer *consumer;
+    const char *name;
+    framesrv_consumer_options *options;
+    uint64_t deadline;             /* now_ms() based; UINT64_MAX: forever */
+};
+
+/* How long one try may wait: the slice while the stream is not there (signals are checked
+ * between slices), up to ADMISSION_MS (within the deadline) once its control segment
+ * exists, so that a slice never cuts the admission short. */
+static int attach_ms(const struct open_ctx *c, int ms)
+{
+    char dir[4096], path[4096];
+    if (fsi_runtime_dir(dir, sizeof dir, false) != FRAMESRV_OK ||
+        fsi_path(path, sizeof path, dir, c->name, ".ctl") != FRAMESRV_OK || access(path, F_OK) != 0)
+        return ms;
+    uint64_t now = now_ms(), left = c->deadline == UINT64_MAX ? ADMISSION_MS : c->deadline > now ? c->deadline - now : 0;
+    int admission = left < ADMISSION_MS ? (int)left : ADMISSION_MS;
+    return admission > ms ? admission : ms;
+}
+
+static int open_try(void *ctx, int ms)
+{
+    struct open_ctx *c = ctx;
+    ms = attach_ms(c, ms);
+    if (!c->out) return framesrv_consumer_reopen(c->consumer, ms);
+    c->options->attach_timeout_ms = ms;
+    return framesrv_consumer_open(c->out, c->name, c->options);
+}
+
+static uint64_t deadline_of(int timeout_ms)
+{
+    return timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
+}
+
+/* Consumer(name, mode, timeout, client_name): attaches, waiting up to timeout seconds. */
+static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"name", "live", "timeout", "client_name", NULL};
+    const char *name, *client = NULL;
+    int live = 0, timeout_ms;
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pOz", kwlist, &name, &live, &timeout, &client)) return NULL;
+    if (timeout_ms_of(timeout, &timeout_ms) < 0) return NULL;
+    OwnerObject *o = owner_new(type);
+    if (!o) return NULL;
+    framesrv_consumer_options opts = {.mode = live ? FRAMESRV_LIVE : FRAMESRV_LOSSLESS, .client_name = client};
+    struct open_ctx ctx = {&o->consumer, NULL, name, &opts, deadline_of(timeout_ms)};
+    int status = wait_sliced(open_try, &ctx, NULL, timeout_ms, FRAMESRV_E_NOT_FOUND);
+    if (status == INT32_MIN) { o->closed = 1; Py_DECREF(o); return NULL; }
+    if (status < 0) { o->closed = 1; Py_DECREF(o); return raise_status(status); }
+    return (PyObject *)o;
+}
+
+struct next_ctx {
+    framesrv_consumer *consumer;
+    PyThread_type_lock lock;
+    framesrv_frame *frame;
+};
+
+static int next_locked(struct next_ctx *c, int ms, int *fd)
+{
+    PyThread_acquire_lock(c->lock, WAIT_LOCK);
+    int status = framesrv_consumer_next(c->consumer, ms, &c->frame);
+    if (fd) *fd = framesrv_consumer_fd(c->consumer);
+    PyThread_release_lock(c->lock);
+    return status;
+}
+
+/* One slice: next without waiting, then a poll of the consumer's descriptor outside the
+ * lock (its edge-triggered contract: next(0) until TIMEOUT, then wait for it), then next
+ * with 1 ms (which also looks at the producer's pidfd: GONE). The lock is held only
+ * around next, so releases from other threads (arrays dropped there) never wait for the
+ * slice to end. */
+static int next_try(void *ctx, int ms)
+{
+    struct next_ctx *c = ctx;
+    int fd = -1;
+    int status = next_locked(c, 0, &fd);
+    if (status != FRAMESRV_TIMEOUT || ms == 0) return status;
+    if (fd >= 0) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        poll(&p, 1, ms > 1 ? ms - 1 : ms);
+    }
+    return next_locked(c, 1, NULL);
+}
+
+/* next(timeout): a Frame, or the status int TIMEOUT (1), END (2), GONE (3). */
+static PyObject *consumer_next(OwnerObject *o, PyObject *args)
+{
+    PyObject *timeout = Py_None;
+    int timeout_ms;
+    if (!PyArg_ParseTuple(args, "|O", &timeout)) return NULL;
+    if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
+    struct next_ctx ctx = {o->consumer, o->lock, NULL};
+    int status = wait_sliced(next_try, &ctx, NULL, timeout_ms, FRAMESRV_TIMEOUT);
+    if (status == INT32_MIN) return NULL;
+    if (status < 0) return raise_status(status);
+    if (status != FRAMESRV_OK) return PyLong_FromLong(status);
+    return (PyObject *)frame_wrap(o, ctx.frame);
+}
+
+/* reopen(timeout): attaches to the next producer of the same name. */
+static PyObject *consumer_reopen(OwnerObject *o, PyObject *args)
+{
+    PyObject *timeout = Py_None;
+    int timeout_ms;
+    if (!PyArg_ParseTuple(args, "|O", &timeout)) return NULL;
+    if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
+    framesrv_stream_info si;
+    int status = framesrv_consumer_stream_info(o->consumer, &si);
+    if (status < 0) return raise_status(status);
+    struct open_ctx ctx = {NULL, o->consumer, si.name, NULL, deadline_of(timeout_ms)};
+    status = wait_sliced(open_try, &ctx, o->lock, timeout_ms, FRAMESRV_E_NOT_FOUND);
+    if (status == INT32_MIN) return NULL;
+    if (status < 0) return raise_status(status);
+    return PyLong_FromLong(status);
+}
+
+static PyObject *consumer_stream_info(OwnerObject *o, PyObject *unused)
+{
+    (void)unused;
+    if (!owner_usable(o)) return NULL;
+    framesrv_stream_info si;
+    int status = framesrv_consumer_stream_info(o->consumer, &si);
+    if (status < 0) return raise_status(status);
+    return Py_BuildValue("{s:s,s:I,s:N,s:i,s:O,s:K}", "name", si.name, "slot_count", si.slot_count,
+                         "rate", pair(si.rate_num, si.rate_den), "producer_pid", si.producer_pid,
+                         "live_source", si.live_source ? Py_True : Py_False, "epoch", (unsigned long long)si.epoch);
+}
+
+static PyObject *consumer_stats(OwnerObject *o, PyObject *unused)
+{
+    (void)unused;
+    if (!owner_usable(o)) return NULL;
+    framesrv_consumer_stats st;
+    int status = framesrv_consumer_stats_of(o->consumer, &st);
+    if (status < 0) return raise_status(status);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "delivered", (unsigned long long)st.delivered,
+                         "missed", (unsigned long long)st.missed, "bad_frames", (unsigned long long)st.bad_frames,
+                         "held", (unsigned long long)st.held, "restarts", (unsigned long long)st.restarts);
+}
+
+static PyObject *consumer_fileno(OwnerObject *o, PyObject *unused)
+{
+    (void)unused;
+    if (!owner_usable(o)) return NULL;
+    int fd = framesrv_consumer_fd(o->consumer);
+    if (fd < 0) return raise_status(FRAMESRV_E_ZMQ);
+    return PyLong_FromLong(fd);
+}
+
+static PyMethodDef consumer_methods[] = {
+    {"next", (PyCFunction)consumer_next, METH_VARARGS, "next(timeout=None): a Frame, or the status 1 (timeout), 2 (end), 3 (gone)."},
+    {"reopen", (PyCFunction)consumer_reopen, METH_VARARGS, "reopen(timeout=None): attaches to the next producer."},
+    {"stream_info", (PyCFunction)consumer_stream_info, METH_NOARGS, "The stream's facts, as a dict."},
+    {"stats", (PyCFunction)consumer_stats, METH_NOARGS, "This consumer's counters, as a dict."},
+    {"fileno", (PyCFunction)consumer_fileno, METH_NOARGS, "A descriptor readable when next may have something."},
+    {"close", (PyCFunction)owner_close, METH_NOARGS, "Closes now (True) or when the last held frame goes (False)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef owner_getset[] = {
+    {"held", (getter)owner_held, NULL, "frames not given back yet", NULL},
+    {"closed", (getter)owner_closed, NULL, "the handle is closed", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ConsumerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "framesrv._framesrv.Consumer",
+    .tp_basicsize = sizeof(OwnerObject),
+    .tp_dealloc = (destructor)owner_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Consumer(name, live=False, timeout=None, client_name=None): libframesrv's consumer.",
+    .tp_methods = consumer_methods,
+    .tp_getset = owner_getset,
+    .tp_new = consumer_new,
+};
+
+/* ------------------------------------------------------------------------- */
+/* Producer                                                                   */
+/* ------------------------------------------------------------------------- */
+
+static int producer_options_of(PyObject *args, PyObject *kw, const char **name, framesrv_producer_options *o)
+{
+    static char *kwlist[] = {"name", "width", "height", "pix_fmt", "slots", "rate_num", "rate_den",
+                             "live_source", "live_max_held", "color_matrix", "color_range",
+                             "color_primaries", "color_transfer", NULL};
+    int live = 0;
+    memset(o, 0, sizeof *o);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sIIi|IiipIIIII", kwlist, name, &o->width, &o->height,
+                                     &o->pix_fmt, &o->slots, &o->rate_num, &o->rate_den, &live,
+                                     &o->live_max_held, &o->color_matrix, &o->color_range,
+                                     &o->color_primaries, &o->color_transfer))
+        return -1;
+    o->live_source = (uint32_t)live;
+    return 0;
+}
+
+static PyObject *producer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    const char *name;
+    framesrv_producer_options opts;
+    if (producer_options_of(args, kw, &name, &opts) < 0) return NULL;
+    OwnerObject *o = owner_new(type);
+    if (!o) return NULL;
+    o->is_producer = 1;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = framesrv_producer_open(&o->producer, name, &opts);
+    Py_END_ALLOW_THREADS
+    if (status < 0) { o->closed = 1; Py_DECREF(o); return raise_status(status); }
+    return (PyObject *)o;
+}
+
+struct reserve_ctx {
+    framesrv_producer *producer;
+    framesrv_frame *frame;
+};
+
+static int reserve_try(void *ctx, int ms)
+{
+    struct reserve_ctx *c = ctx;
+    return framesrv_producer_reserve(c->producer, ms, &c->frame);
+}
+
+/* reserve(timeout): a Frame, or None when no slot became free in time (or a live source dropped). */
+static PyObject *producer_reserve(OwnerObject *o, PyObject *args)
+{
+    PyObject *timeout = Py_None;
+    int timeout_ms;
+    if (!PyArg_ParseTuple(args, "|O", &timeout)) return NULL;
+    if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
+    if (o->ended) { PyErr_SetString(StateError, "the stream was ended"); return NULL; }
+    struct reserve_ctx ctx = {o->producer, NULL};
+    int status = wait_sliced(reserve_try, &ctx, o->lock, timeout_ms, FRAMESRV_TIMEOUT);
+    if (status == INT32_MIN) return NULL;
+    if (status < 0) return raise_status(status);
+    if (status != FRAMESRV_OK) Py_RETURN_NONE;
+    return (PyObject *)frame_wrap(o, ctx.frame);
+}
+
+struct wait_ctx {
+    framesrv_producer *producer;
+    uint32_t count;
+};
+
+static int wait_try(void *ctx, int ms)
+{
+    struct wait_ctx *c = ctx;
+    return framesrv_producer_wait_for_consumers(c->producer, c->count, ms);
+}
+
+static PyObject *producer_wait(OwnerObject *o, PyObject *args)
+{
+    unsigned int count;
+    PyObject *timeout = Py_None;
+    int timeout_ms;
+    if (!PyArg_ParseTuple(args, "I|O", &count, &timeout)) return NULL;
+    if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
+    struct wait_ctx ctx = {o->producer, count};
+    int status = wait_sliced(wait_try, &ctx, o->lock, timeout_ms, FRAMESRV_TIMEOUT);
+    if (status == INT32_MIN) return NULL;
+    if (status < 0) return raise_status(status);
+    return PyBool_FromLong(status == FRAMESRV_OK);
+}
+
+static PyObject *producer_change_format(OwnerObject *o, PyObject *args)
+{
+    unsigned int w, h;
+    int fmt, status;
+    if (!PyArg_ParseTuple(args, "IIi", &w, &h, &fmt) || !owner_usable(o)) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(o->lock, WAIT_LOCK);
+    status = framesrv_producer_change_format(o->producer, w, h, fmt);
+    PyThread_release_lock(o->lock);
+    Py_END_ALLOW_THREADS
+    if (status < 0) return raise_status(status);
+    Py_RETURN_NONE;
+}
+
+static PyObject *producer_end(OwnerObject *o, PyObject *args)
+{
+    int failed = 0, status;
+    if (!PyArg_ParseTuple(args, "|p", &failed) || !owner_usable(o)) return NULL;
+    if (o->ended) Py_RETURN_NONE;
+    o->ended = 1;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(o->lock, WAIT_LOCK);
+    status = framesrv_producer_end(o->producer, failed);
+    PyThread_release_lock(o->lock);
+    Py_END_ALLOW_THREADS
+    if (status < 0) return raise_status(status);
+    Py_RETURN_NONE;
+}
+
+static PyObject *producer_stats(OwnerObject *o, PyObject *unused)
+{
+    (void)unused;
+    if (o->closed) { PyErr_SetString(StateError, "closed"); return NULL; }
+    framesrv_producer_stats st;
+    int status = framesrv_producer_stats_of(o->producer, &st);
+    if (status < 0) return raise_status(status);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "published", (unsigned long long)st.published,
+                         "dropped", (unsigned long long)st.dropped, "abandoned", (unsigned long long)st.abandoned,
+                         "consumers", (unsigned long long)st.consumers, "reclaimed", (unsigned long long)st.reclaimed,
+                         "blocked_ns", (unsigned long long)st.blocked_ns);
+}
+
+static PyMethodDef producer_methods[] = {
+    {"reserve", (PyCFunction)producer_reserve, METH_VARARGS, "reserve(timeout=None): a Frame, or None on timeout/drop."},
+    {"wait_for_consumers", (PyCFunction)producer_wait, METH_VARARGS, "wait_for_consumers(n, timeout=None) -> bool."},
+    {"change_format", (PyCFunction)producer_change_format, METH_VARARGS, "change_format(width, height, pix_fmt_code)."},
+    {"end", (PyCFunction)producer_end, METH_VARARGS, "end(failed=False): ends the stream."},
+    {"stats", (PyCFunction)producer_stats, METH_NOARGS, "This producer's counters, as a dict."},
+    {"close", (PyCFunction)owner_close, METH_NOARGS, "Ends the stream; closes now (True) or when the last kept frame goes (False)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ProducerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "framesrv._framesrv.Producer",
+    .tp_basicsize = sizeof(OwnerObject),
+    .tp_dealloc = (destructor)owner_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Producer(name, width, height, pix_fmt, slots=0, rate_num=0, rate_den=0, ...): libframesrv's producer.",
+    .tp_methods = producer_methods,
+    .tp_getset = owner_getset,
+    .tp_new = producer_new,
+};
+
+/* ------------------------------------------------------------------------- */
+/* Module                                                                     */
+/* ------------------------------------------------------------------------- */
+
+static PyObject *mod_pix_fmt_name(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long code = PyLong_AsLong(arg);
+    if (code == -1 && PyErr_Occurred()) return NULL;
+    const char *name = framesrv_pix_fmt_name((int)code);
+    if (!name) Py_RETURN_NONE;
+    return PyUnicode_FromString(name);
+}
+
+static PyObject *mod_pix_fmt_from_name(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    return PyLong_FromLong(framesrv_pix_fmt_from_name(name));
+}
+
+static PyObject *mod_version(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    return PyUnicode_FromString(framesrv_version());
+}
+
+static PyMethodDef module_methods[] = {
+    {"pix_fmt_name", mod_pix_fmt_name, METH_O, "FFmpeg's name of a pixel-format code, None if unknown."},
+    {"pix_fmt_from_name", mod_pix_fmt_from_name, METH_O, "The code of an FFmpeg name, 0 if unknown."},
+    {"version", mod_version, METH_NOARGS, "libframesrv's version."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "framesrv._framesrv", "libframesrv, compiled in (see framesrv).", -1, module_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+static int add_error(PyObject *m, PyObject **slot, const char *name, PyObject *base, const char *doc)
+{
+    char full[64];
+    snprintf(full, sizeof full, "framesrv.%s", name);
+    *slot = PyErr_NewExceptionWithDoc(full, doc, base, NULL);
+    if (!*slot) return -1;
+    Py_INCREF(*slot);
+    return PyModule_AddObject(m, name, *slot);
+}
+
+static int add_errors(PyObject *m)
+{
+    if (add_error(m, &Error, "Error", NULL, "A libframesrv error: args = (message, status).") < 0) return -1;
+    struct { PyObject **slot; const char *name, *doc; } subs[] = {
+        {&InvalidArgument, "InvalidArgument", "A bad argument (name, size, format, state)."},
+        {&NotFound, "NotFound", "No such stream (or no running producer) within the timeout."},
+        {&BadData, "BadData", "Shared memory failed validation."},
+        {&SystemCallError, "SystemCallError", "A system call failed."},
+        {&Busy, "Busy", "The name is taken by a live producer, or no consumer entry is free."},
+        {&StateError, "StateError", "Not valid now (closed, released, too many frames held, ...)."},
+        {&NoMemory, "NoMemory", "Out of memory."},
+        {&Detached, "Detached", "This consumer was detached by the producer (stall timeout)."},
+        {&ZMQError, "ZMQError", "ZeroMQ failed."},
+    };
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+        if (add_error(m, subs[i].slot, subs[i].name, Error, subs[i].doc) < 0) return -1;
+    return 0;
+}
+
+static int add_type(PyObject *m, PyTypeObject *type, const char *name)
+{
+    if (PyType_Ready(type) < 0) return -1;
+    Py_INCREF(type);
+    return PyModule_AddObject(m, name, (PyObject *)type);
+}
+
+PyMODINIT_FUNC PyInit__framesrv(void)
+{
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m) return NULL;
+    if (add_errors(m) < 0 || add_type(m, &FrameType, "Frame") < 0 || add_type(m, &PlaneType, "Plane") < 0 ||
+        add_type(m, &ConsumerType, "Consumer") < 0 || add_type(m, &ProducerType, "Producer") < 0 ||
+        PyModule_AddIntConstant(m, "TIMEOUT", FRAMESRV_TIMEOUT) < 0 ||
+        PyModule_AddIntConstant(m, "END", FRAMESRV_END) < 0 || PyModule_AddIntConstant(m, "GONE", FRAMESRV_GONE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,180 @@
+"""Streams between the Python package and the Swift framesrv, and Python to Python:
+lossless exactly once with every byte checked against the test pattern, and live."""
+import sys
+
+import numpy as np
+import pytest
+
+import framesrv
+from conftest import assert_pattern
+
+
+def produce_pattern(procs, framesrv_bin, name, *extra):
+    return procs.start(framesrv_bin, "produce", "--pattern", "--out", name, *extra)
+
+
+@pytest.mark.parametrize("pix_fmt", ["yuv420p", "rgb24", "nv12", "yuv420p10le", "gray16le"])
+def test_swift_producer_python_consumer_lossless(fsdir, framesrv_bin, procs, pix_fmt):
+    p = produce_pattern(procs, framesrv_bin, "s", "--size", "322x242", "--pix-fmt", pix_fmt,
+                        "--frames", "40", "--rate", "max", "--slots", "4", "--wait-for", "1")
+    seqs = []
+    with framesrv.Consumer("s", timeout=30) as c:
+        for frame in c:
+            assert frame.pattern_check() == 0
+            assert_pattern(frame.planes, frame.seq)
+            seqs.append(frame.seq)
+    assert seqs == list(range(1, 41))
+    assert procs.finish(p)[0] == 0
+
+
+def test_python_consume_tool_verifies(fsdir, framesrv_bin, procs, tmp_path):
+    log = tmp_path / "seq.log"
+    c = procs.python("-m", "framesrv", "consume", "--in", "s", "--verify-pattern", "--seq-log", log, "--wait", "30")
+    p = produce_pattern(procs, framesrv_bin, "s", "--frames", "50", "--rate", "max", "--wait-for", "1")
+    rc, out, err = procs.finish(c)
+    assert rc == 0, err
+    assert out.strip() == "py: received 50 frames, first 1, last 50, corrupt 0"
+    assert log.read_text().split() == [str(i) for i in range(1, 51)]
+    assert procs.finish(p)[0] == 0
+
+
+def test_live_consumer(fsdir, framesrv_bin, procs):
+    p = produce_pattern(procs, framesrv_bin, "s", "--frames", "150", "--rate", "300", "--size", "160x120")
+    seqs = []
+    with framesrv.Consumer("s", mode="live", timeout=30) as c:
+        for frame in c:
+            assert frame.pattern_check() == 0
+            seqs.append(frame.seq)
+    assert seqs and seqs == sorted(set(seqs))
+    assert procs.finish(p)[0] == 0
+
+
+@pytest.mark.parametrize("pix_fmt", ["yuv420p", "rgb24", "nv12", "yuv420p10le", "gray16le", "bgra"])
+def test_python_producer_swift_sink_verifies(fsdir, framesrv_bin, procs, pix_fmt):
+    s = procs.start(framesrv_bin, "sink", "--in", "py", "--null", "--verify", "--wait", "30")
+    p = procs.python("-m", "framesrv", "produce", "--out", "py", "--frames", "30", "--rate", "max",
+                     "--wait-for", "1", "--size", "322x242", "--pix-fmt", pix_fmt)
+    rc, out, err = procs.finish(p)
+    assert (rc, out.strip()) == (0, "py: published 30 frames"), err
+    rc, out, err = procs.finish(s)
+    assert rc == 0, err
+    assert "received 30 frames (first 1, last 30), missed 0, corrupt 0" in out + err
+
+
+def test_python_producer_python_consumer(fsdir, procs):
+    c = procs.python("-m", "framesrv", "consume", "--in", "pp", "--verify-pattern", "--wait", "30")
+    p = procs.python("-m", "framesrv", "produce", "--out", "pp", "--frames", "40", "--rate", "max",
+                     "--wait-for", "1", "--pix-fmt", "rgb24")
+    assert procs.finish(p)[1].strip() == "py: published 40 frames"
+    rc, out, err = procs.finish(c)
+    assert (rc, out.strip()) == (0, "py: received 40 frames, first 1, last 40, corrupt 0"), err
+
+
+def test_producer_api_header_round_trip(fsdir):
+    """What a Python producer sets (pts, time base, colour, sar, key, arrays) is what a
+    Python consumer reads; the rate is the stream's."""
+    from fractions import Fraction
+    with framesrv.Producer("h", 64, 48, "rgb24", rate=Fraction(50, 2), slots=2) as p:
+        with framesrv.Consumer("h", timeout=10) as c:
+            assert c.rate == 25 and c.time_base == Fraction(1, 25)
+            with p.reserve(timeout=10) as f:
+                img = np.arange(48 * 64 * 3, dtype=np.uint32).astype(np.uint8).reshape(48, 64, 3)
+                f.array()[:] = img
+                f.pts, f.time_base, f.duration = 1234, Fraction(1, 90000), 3003
+                f.color_matrix, f.color_range, f.sar, f.key = 0, 2, Fraction(4, 3), True
+            g = c.next(timeout=10)
+            assert (g.pts, g.time_base, g.duration, g.sar, g.key) == (1234, Fraction(1, 90000), 3003, Fraction(4, 3), True)
+            assert (g.color_matrix, g.color_range, g.width, g.height, g.pix_fmt) == (0, 2, 64, 48, "rgb24")
+            assert np.array_equal(g.array(), img)
+            g.release()
+
+
+def test_consume_tool_producer_killed_is_an_error(fsdir, framesrv_bin, procs):
+    import signal
+    c = procs.python("-m", "framesrv", "consume", "--in", "g", "--verify-pattern", "--wait", "30")
+    p = produce_pattern(procs, framesrv_bin, "g", "--rate", "50", "--size", "64x48", "--wait-for", "1")
+    with framesrv.Consumer("g", timeout=30) as watcher:      # a second consumer: frames flow
+        for frame in watcher:
+            if frame.seq == 10:
+                break
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    rc, out, err = procs.finish(c)
+    assert rc == 2 and "the producer died without ending the stream" in err
+    assert out.startswith("py: received ") and ", corrupt 0" in out
+
+
+WAITER = """
+import framesrv
+framesrv.stop_on_signals()
+print("ready", flush=True)
+try:
+    framesrv.Consumer("never")          # waits forever for a stream that never appears
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_ctrl_c_while_waiting(fsdir, procs):
+    """A wait inside the library (here: for a stream that never appears) notices SIGINT."""
+    import signal
+    import time
+    c = procs.python("-c", WAITER)
+    assert c.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    c.send_signal(signal.SIGINT)
+    rc, out, err = procs.finish(c, timeout=30)
+    assert (rc, out.strip()) == (0, "interrupted"), err
+
+
+def test_reattach_to_the_next_producer(fsdir, framesrv_bin, procs):
+    import signal
+    p1 = produce_pattern(procs, framesrv_bin, "r", "--rate", "50", "--size", "64x48", "--wait-for", "1")
+    seen = []
+    with framesrv.Consumer("r", timeout=30, reattach=True) as c:
+        for frame in c:
+            seen.append((c.stream_info["producer_pid"], frame.seq))
+            assert frame.pattern_check() == 0
+            if len(seen) == 5:
+                p1.send_signal(signal.SIGKILL)
+                p1.wait()
+                p2 = produce_pattern(procs, framesrv_bin, "r", "--frames", "5", "--size", "64x48", "--wait-for", "1")
+    assert procs.finish(p2)[0] == 0
+    pids = [pid for pid, _ in seen]
+    assert pids[0] == p1.pid and pids[-1] == p2.pid
+    assert [s for pid, s in seen if pid == p2.pid] == [1, 2, 3, 4, 5]
+
+
+def test_bench_script_runs(fsdir, procs):
+    b = procs.python("-m", "framesrv.bench", "--size", "64x48", "--frames", "20")
+    rc, out, err = procs.finish(b, timeout=120)
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert [l.split(":")[0] for l in lines] == ["python consumer", "python producer, fill excluded",
+                                               "python producer, numpy fill", "zero copy"]
+    assert lines[-1].endswith("yes")
+
+
+def test_python_producer_killed_consumers_reattach(fsdir, framesrv_bin, procs, tmp_path):
+    """A Python producer killed with SIGKILL: the Swift sink sees it gone, attaches to the
+    next producer of the same name and verifies its frames."""
+    import signal
+    import time
+    log = tmp_path / "seq.log"
+    sink = procs.start(framesrv_bin, "sink", "--in", "k", "--null", "--verify", "--seq-log", log, "--wait", "30")
+    p1 = procs.python("-m", "framesrv", "produce", "--out", "k", "--rate", "100", "--size", "64x48", "--wait-for", "1")
+    deadline = time.monotonic() + 60
+    while not (log.exists() and log.read_text().count("frame ") >= 5):
+        assert time.monotonic() < deadline, "the sink received no frames"
+        time.sleep(0.05)
+    p1.send_signal(signal.SIGKILL)
+    p1.wait()
+    p2 = procs.python("-m", "framesrv", "produce", "--out", "k", "--frames", "10", "--rate", "max", "--size", "64x48",
+                      "--wait-for", "1")
+    assert procs.finish(p2)[1].strip() == "py: published 10 frames"
+    rc, out, err = procs.finish(sink)
+    assert rc == 0, err
+    events = log.read_text().split("\n")
+    assert "corrupt" not in log.read_text() and any(e.startswith("gone ") for e in events)
+    after = events[[i for i, e in enumerate(events) if e.startswith("gone ")][-1]:]
+    assert [e for e in after if e.startswith("frame ")] == [f"frame {i}" for i in range(1, 11)]
