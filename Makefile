@@ -62,9 +62,12 @@ build:
 	@scripts/setup
 	swift build -c release
 
-## Prints the transport figures quoted in the README.
+## Prints the transport figures quoted in the README, and the C and Python clients' figures
+## (the C tools from clients/c, the Python package in .build/python-venv via scripts/python-env).
 bench: build
+	$(MAKE) -s -C clients/c
 	.build/release/framesrv bench transport
+	.build/release/framesrv bench clients
 
 clean:
 	rm -rf .build

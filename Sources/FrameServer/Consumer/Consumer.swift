@@ -98,7 +98,11 @@ public final class Consumer {
         return Rational(reducing: milli, 1000)   // nil if it cannot be a fraction of Int32s
     }
     /// The time base matching `nominalRate` (its inverse), nil when the rate is unknown.
+    /// Each frame carries its own time base too (`Frame.description.timeBase`).
     public var nominalTimeBase: Rational? { nominalRate.map { Rational($0.den, $0.num) } }
+    /// `nominalRate` in frames per second, as `ProducerOptions.nominalRate` takes it: a
+    /// filter that sets its output's rate to this passes the input's rate through exactly.
+    public var nominalFramesPerSecond: Double? { nominalRate.map { Double($0.num) / Double($0.den) } }
     /// Whether the stream ended because its source failed (the producer's
     /// `finish(failed: true)`): every frame it published was delivered, but the input was
     /// not read to its end. Valid once `next()` returned nil.

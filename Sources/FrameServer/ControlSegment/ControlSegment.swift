@@ -127,7 +127,9 @@ public final class ControlSegment: @unchecked Sendable {
         c.pointee.min_free = UInt64(s.slots)
         c.pointee.live_max_held = UInt32(clamping: s.liveMaxHeld)
         c.pointee.flags = s.liveSource ? FS_CONTROL_LIVE_SOURCE : 0
-        c.pointee.rate_milli = UInt64(min(max(s.nominalRate ?? 0, 0), 1e9) * 1000)
+        // Rounded, not truncated: 1.001 x 1000 is 1000.999..., and a rate read back as
+        // `Consumer.nominalFramesPerSecond` must store the same thousandths again.
+        c.pointee.rate_milli = UInt64((min(max(s.nominalRate ?? 0, 0), 1e9) * 1000).rounded())
         writeCString(s.stream, into: &c.pointee.name)
         return control
     }

@@ -307,10 +307,14 @@ public final class Producer: @unchecked Sendable {
     public private(set) var publishedInPlace: UInt64 = 0
 
     /// Waits until at least `count` lossless consumers are attached (for deterministic
-    /// scripted pipelines). Returns false if `timeoutSeconds` passed first (nil: forever).
+    /// scripted pipelines: a reader attached first gets every frame). Returns false if
+    /// `timeoutSeconds` passed first (nil: forever), or when `shouldStop` says so.
     public func waitForLosslessConsumers(_ count: Int, timeoutSeconds: Double? = nil) -> Bool {
         let deadline = timeoutSeconds.map { monotonicNanos() + UInt64(min(max($0, 0), 1e9) * 1e9) }
-        return sleepOnWake(until: deadline) { losslessConsumerCount >= count ? true : nil } ?? false
+        return sleepOnWake(until: deadline) {
+            if losslessConsumerCount >= count { return true }
+            return shouldStop?() == true ? false : nil
+        } ?? false
     }
 
     /// Gives consumers up to `timeoutSeconds` to release what they hold (the last frames

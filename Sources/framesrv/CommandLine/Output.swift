@@ -35,26 +35,12 @@ func formatDouble(_ v: Double, _ decimals: Int = 1) -> String {
     return s
 }
 
-/// SIGINT/SIGTERM set this; long-running commands poll it between frames and stop cleanly.
-nonisolated(unsafe) var stopRequested: sig_atomic_t = 0
-
+/// SIGINT and SIGTERM become `StopSignal.requested` (long-running commands poll it
+/// between frames and stop cleanly: the library's policy, see `StopSignal`); SIGPIPE is
+/// ignored, so a write to a pipe nobody reads is an EPIPE error line, not a silent death.
 func installStopHandlers() {
-    // sigaction without SA_RESTART (signal() would restart): a write blocked on a pipe nobody
-    // reads, or a wait for a slot, returns EINTR and the command can stop.
-    var action = sigaction()
-    action.__sigaction_handler.sa_handler = { _ in stopRequested = 1 }
-    sigemptyset(&action.sa_mask)
-    action.sa_flags = 0
-    sigaction(SIGINT, &action, nil)
-    sigaction(SIGTERM, &action, nil)
+    StopSignal.install()
     signal(SIGPIPE, SIG_IGN)
-    // A parent may have started us with these blocked (posix_spawn inherits the mask):
-    // unblock them, or SIGINT would stay pending forever.
-    var set = sigset_t()
-    sigemptyset(&set)
-    sigaddset(&set, SIGINT)
-    sigaddset(&set, SIGTERM)
-    pthread_sigmask(SIG_UNBLOCK, &set, nil)
 }
 
 /// One table row: each cell padded to its column's width, the last cell as is.

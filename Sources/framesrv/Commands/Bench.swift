@@ -5,11 +5,12 @@ import FrameServer
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
 enum BenchCommand: Command {
     static let name = "bench"
-    static let summary = "measure: 'bench transport' (latency, fan-out, versus a pipe), 'bench decode' and 'bench chain' (versus ffmpeg)"
+    static let summary = "measure: 'bench transport' (latency, fan-out, versus a pipe), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python)"
     static let help = """
     usage: framesrv bench transport [--frames N] [--quick]
            framesrv bench decode [-i FILE] [--threads T]
            framesrv bench chain [-i FILE] [--threads T]
+           framesrv bench clients [--seconds S] [--quick] [--python PATH] [--c-tools DIR]
 
     transport: announce-to-acquire latency p50/p99 through the capture clock in the frame
     header, for 64x64 and 3840x2160 yuv420p frames (one lossless consumer process, paced
@@ -36,6 +37,17 @@ enum BenchCommand: Command {
     identical. Without -i, a 4-second 1080p H.264 clip is generated first.
       -i FILE      the input
       --threads T  threads per stage: each decoder and filter graph, and ffmpeg's (default 1)
+
+    clients: frames/s at 1920x1080 yuv420p of a Swift ('sink --null'), a C (libframesrv's
+    framesrv-consume) and a Python (framesrv.Consumer, every frame's planes as numpy views)
+    lossless consumer process of the same Swift producer (--rate max, each slot painted once),
+    one after the other in the same run, with the ratios to the Swift consumer; a Python
+    producer's frames/s (reserve -> publish into a Swift null sink) without and with a numpy
+    fill of every plane; and the proof of zero copy: the address of the Python consumer's numpy
+    array, inside the pool's mapping (from /proc/self/maps).
+      --seconds S    each measurement's length (default 3; --quick: 1)
+      --python PATH  a python with the framesrv package (default: what scripts/python-env prints)
+      --c-tools DIR  the directory of framesrv-consume (default: clients/c/build)
     """
 
     static func run(_ o: BenchOptions) throws -> Int32 {
@@ -43,6 +55,7 @@ enum BenchCommand: Command {
         case .decode: try decode(input: o.input, threads: o.threads)
         case .chain: try chain(input: o.input, threads: o.threads)
         case .transport(let frames): try transport(frames: frames)
+        case .clients(let seconds): try clients(seconds: seconds, python: o.python, cTools: o.cTools)
         }
         return 0
     }

@@ -41,7 +41,7 @@ enum DemoCommand: Command {
         defer { for s in stages { s.stop() } }
         let start = monotonicNanos()
         LiveView(directory: dir, streams: [src, blur, rgb]).run {
-            stopRequested == 0 && stages.contains { $0.process.isRunning } && stages.failedStage == nil
+            !StopSignal.requested && stages.contains { $0.process.isRunning } && stages.failedStage == nil
         }
         if let failed = stages.failedStage {
             // One stage failed: the others are stopped (a stage that does not stop is killed),
@@ -51,7 +51,7 @@ enum DemoCommand: Command {
             let why = err.split(separator: "\n").last.map(String.init) ?? "exit status \(code)"
             throw FrameServerError.invalidArgument("the \(failed.label) stage failed: \(why)")
         }
-        if stopRequested != 0 {
+        if StopSignal.requested {
             // Stop the decoder only: its end of stream drains the chain, and the recorder
             // finishes the file with every frame decoded. Whatever still runs after 10 s is stopped too.
             stages.last?.interrupt()

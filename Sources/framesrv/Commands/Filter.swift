@@ -72,7 +72,7 @@ enum FilterCommand: Command {
         }
         installStopHandlers()
         let pipeline = FilterPipeline(graph: graph, consumer: try Consumer(stream: o.input, options: o.consumerOptions),
-                                      output: o.out, outputOptions: o.outputOptions) { stopRequested != 0 }
+                                      output: o.out, outputOptions: o.outputOptions) { StopSignal.requested }
         defer { pipeline.close() }
         // ffmpeg's status line on a terminal: frames published to B and the media time they cover.
         var clock = MediaClock()

@@ -89,7 +89,7 @@ enum ProduceCommand: Command {
         defer { publisher.close(); producer.close() }
         let report: MediaPublishReport
         do {
-            report = try publisher.run(into: producer, live: live, readrate: media.readrate, frames: o.frames) { stopRequested != 0 }
+            report = try publisher.run(into: producer, live: live, readrate: media.readrate, frames: o.frames) { StopSignal.requested }
         } catch {
             producer.finish(failed: true)   // consumers get what was published, then learn the input failed
             throw error
@@ -126,7 +126,7 @@ enum ProduceCommand: Command {
         if decoder.decodeErrors > 0 {
             warn("\(decoder.decodeErrors) decode error\(decoder.decodeErrors == 1 ? "" : "s") in '\(media.input)' (decoding went on, as ffmpeg does)")
         }
-        if report.decoded == 0, stopRequested == 0 {
+        if report.decoded == 0, !StopSignal.requested {
             warn("'\(media.input)': no frame decoded; the stream ended empty (ffmpeg: \"Output file is empty\")")
         }
         return 0
@@ -136,7 +136,7 @@ enum ProduceCommand: Command {
         guard let producer = try openStream(o, slots: o.slots ?? 8, liveSource: o.liveSource, rate: o.pattern.rate) else { return 130 }
         defer { producer.close() }
         let start = monotonicNanos()
-        let format = try PatternPublisher.run(o.pattern, into: producer) { stopRequested != 0 }
+        let format = try PatternPublisher.run(o.pattern, into: producer) { StopSignal.requested }
         producer.finish()
         let secs = Double(monotonicNanos() - start) / 1e9
         try writeStats(o, producer: producer, report: MediaPublishReport(seconds: secs), decodeErrors: 0)
@@ -169,9 +169,9 @@ enum ProduceCommand: Command {
         options.stallTimeout = o.stallTimeout
         installStopHandlers()
         let producer = try Producer(stream: o.out, options: options)
-        producer.shouldStop = { stopRequested != 0 }
+        producer.shouldStop = StopSignal.shouldStop
         while o.waitFor > 0, !producer.waitForLosslessConsumers(o.waitFor, timeoutSeconds: 0.5) {
-            if stopRequested != 0 { producer.close(); return nil }
+            if StopSignal.requested { producer.close(); return nil }
         }
         return producer
     }

@@ -68,11 +68,11 @@ enum SinkCommand: Command {
     static func run(_ o: SinkOptions) throws -> Int32 {
         // The recorder first: its checks (container, encoder, settings, path) fail before any other file is truncated.
         let outputs = try SinkOutputs(framemd5: o.framemd5, y4m: o.y4m, raw: o.raw, record: o.record,
-                                      recordOptions: o.recordOptions) { stopRequested != 0 }
+                                      recordOptions: o.recordOptions) { StopSignal.requested }
         let log = try SequenceLog(path: o.seqLog)
         installStopHandlers()
         let consumer = try Consumer(stream: o.input, options: o.consumerOptions)
-        consumer.shouldStop = { stopRequested != 0 }
+        consumer.shouldStop = StopSignal.shouldStop
         var producerGone: Int32?
         consumer.onEvent = { event in
             switch event {
@@ -211,7 +211,7 @@ struct SinkRun {
     mutating func consume(_ consumer: Consumer) throws {
         let start = monotonicNanos()
         defer { stats.seconds = Double(monotonicNanos() - start) / 1e9 }
-        while stopRequested == 0, options.frames.map({ stats.received < $0 }) ?? true, let frame = try consumer.next() {
+        while !StopSignal.requested, options.frames.map({ stats.received < $0 }) ?? true, let frame = try consumer.next() {
             stats.record(frame)
             if stats.received == 1 {
                 // ffmpeg's framemd5 time base is 1/frame rate: the producer's nominal rate.

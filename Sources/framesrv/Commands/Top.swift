@@ -56,7 +56,7 @@ enum TopCommand: Command {
         var previous: TopSample?
         var refreshes = 0
         var warnings = WarningLog()
-        while stopRequested == 0 {
+        while !StopSignal.requested {
             if dir == nil { dir = try RuntimeDirectory.existing() }
             let sample = TopSample.take(dir)
             warnings.report(sample.warnings)
@@ -101,7 +101,7 @@ enum TopCommand: Command {
     /// Sleeps `seconds` in short steps, returning early on SIGINT/SIGTERM.
     static func pause(seconds: Double) {
         let deadline = monotonicNanos() + UInt64(seconds * 1e9)
-        while stopRequested == 0 {
+        while !StopSignal.requested {
             let now = monotonicNanos()
             guard now < deadline else { return }
             usleep(UInt32(min(deadline - now, 50_000_000) / 1000))

@@ -56,10 +56,13 @@ struct TopOptions: CommandOptions {
 
 /// `framesrv bench`'s options.
 struct BenchOptions: CommandOptions {
-    enum Benchmark: Equatable { case transport(frames: Int), decode, chain }
+    enum Benchmark: Equatable { case transport(frames: Int), decode, chain, clients(seconds: Double) }
     var benchmark: Benchmark
     var input: String?
     var threads: Int?
+    /// bench clients: the Python with the framesrv package, and the C tools' directory.
+    var python: String?
+    var cTools: String?
 
     init(parsing arguments: [String]) throws(UsageError) {
         var args = Arguments(arguments, command: "bench")
@@ -67,8 +70,14 @@ struct BenchOptions: CommandOptions {
         let frames = try args.int("--frames", range: 100...10_000_000)
         input = try args.value("--input", "-i")
         threads = try args.int("--threads", range: 0...256)
+        let seconds = try args.double("--seconds", range: 0.5...600)
+        python = try args.value("--python")
+        cTools = try args.value("--c-tools")
         let what = args.positionals()
         try args.finish()
+        guard what == ["clients"] || (seconds == nil && python == nil && cTools == nil) else {
+            throw UsageError("--seconds, --python and --c-tools go with 'bench clients'")
+        }
         switch what {
         case ["decode"], ["chain"]:
             guard !quick, frames == nil else { throw UsageError("--frames and --quick go with 'bench transport'") }
@@ -76,8 +85,13 @@ struct BenchOptions: CommandOptions {
         case ["transport"]:
             guard input == nil, threads == nil else { throw UsageError("-i and --threads go with 'bench decode' and 'bench chain'") }
             benchmark = .transport(frames: frames ?? (quick ? 2000 : 20_000))
+        case ["clients"]:
+            guard input == nil, threads == nil, frames == nil else {
+                throw UsageError("-i, --threads and --frames do not go with 'bench clients' (it runs for --seconds)")
+            }
+            benchmark = .clients(seconds: seconds ?? (quick ? 1 : 3))
         default:
-            throw UsageError("say what to measure: framesrv bench transport, bench decode or bench chain")
+            throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain or bench clients")
         }
     }
 }

@@ -41,11 +41,12 @@ final class Scratch: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: path)
     }
 
-    /// Starts `framesrv ARGS` with FRAMESRV_DIR set to this directory.
+    /// Starts `framesrv ARGS` with FRAMESRV_DIR set to this directory (in `directory`, else the test's).
     @discardableResult
-    func start(_ args: [String], executable: String = framesrvPath, environment: [String: String] = [:]) throws -> Proc {
+    func start(_ args: [String], executable: String = framesrvPath, environment: [String: String] = [:],
+               directory: String? = nil) throws -> Proc {
         let p = try Proc(executable: executable, args: args,
-                         environment: ["FRAMESRV_DIR": path].merging(environment) { $1 }, logDirectory: path)
+                         environment: ["FRAMESRV_DIR": path].merging(environment) { $1 }, logDirectory: path, directory: directory)
         processes.append(p)
         return p
     }
@@ -69,7 +70,8 @@ final class Proc: @unchecked Sendable {
     private let outPath: String
     private let errPath: String
 
-    init(executable: String, args: [String], environment: [String: String], logDirectory: String) throws {
+    init(executable: String, args: [String], environment: [String: String], logDirectory: String,
+         directory: String? = nil) throws {
         let id = UUID().uuidString.prefix(8)
         outPath = "\(logDirectory)/.out-\(id)"
         errPath = "\(logDirectory)/.err-\(id)"
@@ -78,6 +80,7 @@ final class Proc: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = args
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle(forWritingAtPath: outPath)
         process.standardError = FileHandle(forWritingAtPath: errPath)
