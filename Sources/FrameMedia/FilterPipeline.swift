@@ -36,7 +36,7 @@ public final class FilterPipeline {
     /// Called when the input's producer exited without ending the stream (its pid).
     public var onProducerGone: ((Int32) -> Void)?
     private let shouldStop: () -> Bool
-    private var inputRate: Double?
+    private var inputRate: Rational?
     private var waited = false
     private var discontinuity = false
     private var eventError: Error?
@@ -72,8 +72,8 @@ public final class FilterPipeline {
             framesIn += 1
             if framesIn == 1 {
                 // The stream's nominal frame rate: what the graph's source is told (as ffmpeg tells it the input's).
-                inputRate = nominalRate(of: consumer)
-                graph.inputFrameRate = inputRate.flatMap { Rational(nominalRate: $0) }
+                inputRate = consumer.nominalRate
+                graph.inputFrameRate = inputRate
             }
             let shared = frame.share()
             if !graph.accepts(shared.header) {
@@ -111,8 +111,8 @@ public final class FilterPipeline {
         var o = ProducerOptions()
         o.slots = outputOptions.slots
         o.liveSource = outputOptions.liveSource
-        let rate = graph.outputFrameRate.map { Double($0.num) / Double($0.den) } ?? inputRate
-        o.nominalRate = rate.flatMap { $0 > 0 ? $0 : nil }
+        let rate = graph.outputFrameRate ?? inputRate
+        o.nominalRate = rate.flatMap { $0.num > 0 && $0.den > 0 ? $0 : nil }
         let p = try Producer(stream: output, options: o)
         p.shouldStop = shouldStop   // a stop also ends a wait for a slot of the output
         producer = p
@@ -137,7 +137,7 @@ public final class FilterPipeline {
                 discontinuity = false
             }
             slot.publish()
-            onPublish?(frame.description, p.options.nominalRate)
+            onPublish?(frame.description, p.options.nominalRate?.doubleValue)
         }
     }
 

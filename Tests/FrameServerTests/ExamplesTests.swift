@@ -38,7 +38,7 @@ private let swiftInvert: Result<String, TestFailure> = {
 /// SIGINT/SIGTERM end the stream early, cleanly (after `StopSignal.install()`).
 func publishRamp(_ stream: String, frames: Int, directory: RuntimeDirectory? = nil) throws {
     var options = ProducerOptions()
-    options.nominalRate = 30                           // what readers see as the stream's rate
+    options.nominalRate = Rational(30, 1)              // what readers see as the stream's rate
     let producer = try Producer(stream: stream, options: options, directory: directory)
     producer.shouldStop = StopSignal.shouldStop        // a stop ends the waits below
     defer { producer.close() }                         // ends the stream
@@ -102,10 +102,11 @@ struct ExamplesTests {
         #expect(sizeAndHash(outMD5) != sizeAndHash(inMD5))
     }
 
-    /// A filter that gives its output `nominalFramesPerSecond` of its input passes the rate
-    /// through exactly, down a chain (the control segment keeps thousandths of a frame/s).
-    @Test(arguments: [29.97, 30000.0 / 1001, 1.001, 59.94, 24, 0.5])
-    func nominalRatePassesThroughAFilterExactly(_ rate: Double) throws {
+    /// A filter that gives its output `nominalRate` of its input passes the rate through
+    /// exactly, down a chain (the control segment keeps num/den).
+    @Test(arguments: [Rational(2997, 100), Rational(30000, 1001), Rational(45000, 1499), Rational(2997, 125),
+                      Rational(1_000_000, 66667), Rational(24, 1), Rational(1, 2)])
+    func nominalRatePassesThroughAFilterExactly(_ rate: Rational) throws {
         let scratch = try Scratch()
         var stage = ProducerOptions()
         stage.nominalRate = rate
@@ -116,10 +117,9 @@ struct ExamplesTests {
             let consumer = try Consumer(stream: name, directory: scratch.directory)
             try consumer.attach()
             rates.append(consumer.nominalRate)
-            stage.nominalRate = consumer.nominalFramesPerSecond   // the next stage's output rate
+            stage.nominalRate = consumer.nominalRate   // the next stage's output rate
         }
-        let milli = UInt64((rate * 1000).rounded())
-        #expect(rates == Array(repeating: Rational(reducing: milli, 1000), count: 3))
+        #expect(rates == Array(repeating: rate, count: 3))
     }
 
     /// SIGTERM ends B cleanly: its reader gets the end of the stream and exits 0.

@@ -57,7 +57,7 @@ import Testing
     @Test func nominalRateIsReadFromTheConsumer() throws {
         let scratch = try Scratch()
         var options = ProducerOptions()
-        options.nominalRate = 29.97
+        options.nominalRate = Rational(framesPerSecond: 29.97)
         let producer = try Producer(stream: "rate", options: options, directory: scratch.directory)
         let consumer = try Consumer(stream: "rate", directory: scratch.directory)
         #expect(consumer.nominalRate == nil, "nil before attaching")

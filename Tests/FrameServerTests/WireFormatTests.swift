@@ -63,7 +63,7 @@ import Testing
             switch (v.error!, error) {
             case ("bad-magic", .badMagic): break
             case ("version", .versionMismatch(_, let found, let expected)):
-                #expect(found == 2 && expected == FS_PROTOCOL_VERSION)
+                #expect(found == 1 && expected == FS_PROTOCOL_VERSION)
                 #expect(error.description.contains("version 2") && error.description.contains("version 1"))
             case ("short", .invalidArgument(let m)): #expect(m.contains("shorter"))
             case ("length", .invalidArgument(let m)): #expect(m.contains("length"))

@@ -10,7 +10,7 @@ little-endian with no padding, followed by name_len bytes of stream name:
 
     offset size field        struct code
        0    4  magic        I   "FSAN" = 0x4E415346
-       4    2  version      H   1
+       4    2  version      H   2
        6    2  kind         H   1 frame, 2 end, 3 epoch
        8    8  seq          Q
       16    4  slot         I
@@ -35,7 +35,7 @@ import struct
 
 FORMAT = "<IHHQIIQQqQHHI"
 MAGIC = 0x4E415346          # "FSAN" read as little-endian bytes F, S, A, N
-VERSION = 1
+VERSION = 2
 PTS_NONE = -(1 << 63)       # INT64_MIN, bit pattern 0x8000000000000000
 
 FRAME, END, EPOCH = 1, 2, 3
@@ -99,8 +99,8 @@ def vectors():
         # Invalid messages, each with the error a decoder must report.
         invalid("bad-magic", b"XSAN" + ok[4:], "bad-magic"),
         invalid("bad-magic-big-endian", struct.pack(">I", MAGIC) + ok[4:], "bad-magic"),
-        invalid("version-2", encode(FRAME, "cam0", 42, 2, KEY, 1, 1_000_000_000, 0, 1_000_050_000,
-                                    version=2), "version"),
+        invalid("version-1", encode(FRAME, "cam0", 42, 2, KEY, 1, 1_000_000_000, 0, 1_000_050_000,
+                                    version=1), "version"),
         invalid("truncated-10-bytes", ok[:10], "short"),
         invalid("empty", b"", "short"),
         invalid("header-only-63-bytes", ok[:63], "short"),

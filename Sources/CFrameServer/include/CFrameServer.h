@@ -1,5 +1,5 @@
 /*
- * CFrameServer.h: the framesrv shared-memory layout and wire format, protocol version 1.
+ * CFrameServer.h: the framesrv shared-memory layout and wire format, protocol version 2.
  *
  * This header is the single source of truth for every byte that crosses a process
  * boundary. protocol/PROTOCOL.md quotes these tables; the Swift library, the C client
@@ -40,7 +40,7 @@ extern "C" {
 /* Constants                                                                  */
 /* ------------------------------------------------------------------------- */
 
-#define FS_PROTOCOL_VERSION 1u
+#define FS_PROTOCOL_VERSION 2u
 
 /* Magics are four ASCII bytes, stored little-endian: "FSCT" reads as F,S,C,T. */
 #define FS_MAGIC_CONTROL  0x54435346u /* "FSCT": control segment            */
@@ -77,6 +77,25 @@ extern "C" {
 #define FS_FRAME_KEY           1u
 #define FS_FRAME_END_OF_STREAM 2u
 #define FS_FRAME_DISCONTINUITY 4u
+
+/* fs_frame.field_order: FFmpeg's AVFieldOrder values. */
+#define FS_FIELD_UNKNOWN     0u
+#define FS_FIELD_PROGRESSIVE 1u
+#define FS_FIELD_TT          2u   /* top field coded and shown first */
+#define FS_FIELD_BB          3u   /* bottom field coded and shown first */
+#define FS_FIELD_TB          4u   /* top coded first, bottom shown first */
+#define FS_FIELD_BT          5u   /* bottom coded first, top shown first */
+#define FS_FIELD_MAX         5u
+
+/* fs_frame.chroma_location: FFmpeg's AVChromaLocation values. */
+#define FS_CHROMA_UNSPECIFIED 0u
+#define FS_CHROMA_LEFT        1u  /* MPEG-2/4, H.264 default */
+#define FS_CHROMA_CENTER      2u  /* MPEG-1, JPEG */
+#define FS_CHROMA_TOPLEFT     3u  /* DV */
+#define FS_CHROMA_TOP         4u
+#define FS_CHROMA_BOTTOMLEFT  5u
+#define FS_CHROMA_BOTTOM      6u
+#define FS_CHROMA_MAX         6u
 
 /* fs_announce.kind */
 #define FS_ANNOUNCE_FRAME 1u
@@ -158,9 +177,16 @@ typedef struct fs_control {
     char     name[64];            /* 160 stream name, NUL-terminated                 */
     uint64_t pool_size;           /* 224 bytes of the current pool segment           */
     uint64_t last_publish_ns;     /* 232 CLOCK_MONOTONIC of the newest publish        */
-    uint64_t rate_milli;          /* 240 nominal frame rate x 1000, 0 = unknown/max   */
+    uint64_t reserved_240;        /* 240 zero (v1: rate x 1000, rounded)              */
     uint64_t demoted;             /* 248 lossless consumers demoted to live by the stall timeout */
-    uint8_t  reserved[256];       /* 256 .. 512 zero                                  */
+    uint64_t rate_num;            /* 256 nominal frame rate, frames per second = num/den,  */
+    uint64_t rate_den;            /* 264 reduced; 0/0 = unknown ("max") (const)            */
+    uint8_t  reserved1[48];       /* 272 .. 320 zero                                  */
+    uint32_t frame_wake;          /* 320 futex word consumers sleep on: bumped by fs_frame_ready
+                                   *     after every publish, admission, demotion, epoch, end */
+    uint32_t reserved_324;        /* 324 zero                                          */
+    uint64_t sleepers;            /* 328 bit i: consumer entry i sleeps on frame_wake (seq_cst) */
+    uint8_t  reserved2[176];      /* 336 .. 512 zero (336..384 keeps the futex line private) */
 } fs_control;
 
 typedef struct fs_slot_ctl {
@@ -225,7 +251,9 @@ typedef struct fs_frame {
     uint32_t flags;               /* 144 FS_FRAME_*                      */
     uint32_t payload_size;        /* 148 bytes from offset 256 to the end of the last plane */
     char     pix_fmt_name[32];    /* 152 FFmpeg's name, NUL-terminated   */
-    uint8_t  reserved[72];        /* 184 .. 256                          */
+    uint32_t field_order;         /* 184 FS_FIELD_*, 0 = unknown         */
+    uint32_t chroma_location;     /* 188 FS_CHROMA_*, 0 = unspecified    */
+    uint8_t  reserved[64];        /* 192 .. 256                          */
 } fs_frame;
 
 /* ------------------------------------------------------------------------- */
@@ -258,6 +286,12 @@ typedef struct fs_announce {
 #define FS_OFF_CONTROL_NAME        160
 #define FS_OFF_FRAME_CAPTURE_NS    136
 #define FS_OFF_CONSUMER_FIRST_SEQ   24
+#define FS_OFF_CONTROL_RATE_NUM    256
+#define FS_OFF_CONTROL_RATE_DEN    264
+#define FS_OFF_CONTROL_FRAME_WAKE  320
+#define FS_OFF_CONTROL_SLEEPERS    328
+#define FS_OFF_FRAME_FIELD_ORDER   184
+#define FS_OFF_FRAME_CHROMA_LOCATION 188
 
 _Static_assert(sizeof(fs_control) == 512, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_control, epoch) == FS_OFF_CONTROL_EPOCH, "layout");
@@ -268,7 +302,13 @@ _Static_assert(offsetof(fs_control, attach_seq) == FS_OFF_CONTROL_ATTACH_SEQ, "l
 _Static_assert(offsetof(fs_control, name) == FS_OFF_CONTROL_NAME, "layout");
 _Static_assert(offsetof(fs_control, pool_size) == 224, "layout");
 _Static_assert(offsetof(fs_control, demoted) == 248, "layout");
-_Static_assert(offsetof(fs_control, reserved) == 256, "layout");
+_Static_assert(offsetof(fs_control, rate_num) == FS_OFF_CONTROL_RATE_NUM, "layout");
+_Static_assert(offsetof(fs_control, rate_den) == FS_OFF_CONTROL_RATE_DEN, "layout");
+_Static_assert(offsetof(fs_control, frame_wake) == FS_OFF_CONTROL_FRAME_WAKE, "layout");
+_Static_assert(offsetof(fs_control, frame_wake) % 64 == 0, "frame_wake starts its own cache line");
+_Static_assert(offsetof(fs_control, sleepers) == FS_OFF_CONTROL_SLEEPERS, "layout");
+_Static_assert(offsetof(fs_control, producer_pid) == 36 && offsetof(fs_control, producer_start_time) == 40,
+               "identity prefix: fixed in every protocol version (PROTOCOL.md 16)");
 _Static_assert(sizeof(fs_slot_ctl) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_slot_ctl, producer_hold) == 32, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(sizeof(fs_consumer) == 256, "wire layout changed: bump FS_PROTOCOL_VERSION");
@@ -280,6 +320,9 @@ _Static_assert(sizeof(fs_frame) == 256, "wire layout changed: bump FS_PROTOCOL_V
 _Static_assert(offsetof(fs_frame, color_matrix) == 88, "layout");
 _Static_assert(offsetof(fs_frame, capture_ns) == FS_OFF_FRAME_CAPTURE_NS, "layout");
 _Static_assert(offsetof(fs_frame, pix_fmt_name) == 152, "layout");
+_Static_assert(offsetof(fs_frame, field_order) == FS_OFF_FRAME_FIELD_ORDER, "layout");
+_Static_assert(offsetof(fs_frame, chroma_location) == FS_OFF_FRAME_CHROMA_LOCATION, "layout");
+_Static_assert(offsetof(fs_frame, reserved) == 192, "layout");
 _Static_assert(sizeof(fs_announce) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_announce, name_len) == 56, "layout");
 
@@ -405,6 +448,35 @@ static inline uint32_t fs_producer_wait_begin(fs_control *c)
 }
 static inline void fs_producer_wait_end(fs_control *c)
 { __atomic_fetch_sub(&c->producer_waiting, 1, __ATOMIC_SEQ_CST); }
+
+/* --- the one-hop wake: producer -> sleeping consumers (PROTOCOL.md 11) ---------
+ * The producer calls fs_frame_ready after every change a consumer waits for (a publish
+ * after its `latest` store, an admission, a demotion, an epoch, the end of the stream,
+ * close) and futex-wakes `frame_wake` (all waiters) when it returns true. With nobody
+ * asleep that is one uncontended RMW and one load: no system call.
+ * A consumer about to sleep calls fs_consumer_wait_begin, looks at the slots once more,
+ * and sleeps on the value it returned (bounded, 500 ms); then fs_consumer_wait_end.
+ * SYNC: every access is seq_cst, so either the consumer's last look sees the frame, or
+ * the producer's load of `sleepers` sees the consumer's bit, or the futex word already
+ * differs from the consumer's value when it sleeps (no lost wake-up). A wake only means
+ * "look again": the slot table decides, as without it. */
+static inline int fs_frame_ready(fs_control *c)
+{
+    __atomic_fetch_add(&c->frame_wake, 1, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST) != 0;
+}
+static inline uint32_t fs_consumer_wait_begin(fs_control *c, uint64_t bit)
+{
+    uint32_t w = __atomic_load_n(&c->frame_wake, __ATOMIC_SEQ_CST);
+    __atomic_fetch_or(&c->sleepers, bit, __ATOMIC_SEQ_CST);
+    return w;
+}
+static inline void fs_consumer_wait_end(fs_control *c, uint64_t bit)
+{ __atomic_fetch_and(&c->sleepers, ~bit, __ATOMIC_SEQ_CST); }
+/* Busy-poll: spin while this still equals the value seen, then look. The acquire
+ * orders the look after the producer's publish. */
+static inline uint32_t fs_frame_wake_peek(const fs_control *c)
+{ return __atomic_load_n(&c->frame_wake, __ATOMIC_ACQUIRE); }
 
 /* --- producer: its own references to published frames -------------------------
  * A slot is free for a new frame only when no consumer holds it AND the producer has

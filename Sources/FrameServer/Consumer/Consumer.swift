@@ -23,6 +23,9 @@ public struct ConsumerOptions: Sendable {
     public var name = "consumer"
     /// ZeroMQ receive high-water mark, in messages.
     public var receiveHighWaterMark: Int32 = 1000
+    /// Microseconds `next` spins, watching the stream's wake word, before it sleeps
+    /// (0: never spins). Trades a core for wake latency.
+    public var pollMicros = 0
 
     public init(mode: DeliveryMode = .lossless) { self.mode = mode }
 }
@@ -90,19 +93,14 @@ public final class Consumer {
     public var liveHoldLimit: Int? { attachment.flatMap { $0.mode == .live ? $0.liveMaxHeld : nil } }
     /// Slots in the attached producer's pool, nil before attaching.
     public var slotCount: Int? { attachment.map { Int($0.control.slotCount) } }
-    /// The attached producer's nominal frame rate (`fs_control.rate_milli`): the rate in
-    /// thousandths of a frame per second as a fraction, nil when unknown (as fast as
-    /// possible) or before attaching.
-    public var nominalRate: Rational? {
-        guard let milli = attachment?.control.nominalRateMilli else { return nil }
-        return Rational(reducing: milli, 1000)   // nil if it cannot be a fraction of Int32s
-    }
+    /// The attached producer's nominal frame rate (`fs_control.rate_num/rate_den`),
+    /// exact; nil when unknown (as fast as possible) or before attaching.
+    public var nominalRate: Rational? { attachment?.control.nominalRate }
     /// The time base matching `nominalRate` (its inverse), nil when the rate is unknown.
     /// Each frame carries its own time base too (`Frame.description.timeBase`).
     public var nominalTimeBase: Rational? { nominalRate.map { Rational($0.den, $0.num) } }
-    /// `nominalRate` in frames per second, as `ProducerOptions.nominalRate` takes it: a
-    /// filter that sets its output's rate to this passes the input's rate through exactly.
-    public var nominalFramesPerSecond: Double? { nominalRate.map { Double($0.num) / Double($0.den) } }
+    /// `nominalRate` in frames per second, for display and pacing.
+    public var nominalFramesPerSecond: Double? { nominalRate.map(\.doubleValue) }
     /// Whether the stream ended because its source failed (the producer's
     /// `finish(failed: true)`): every frame it published was delivered, but the input was
     /// not read to its end. Valid once `next()` returned nil.

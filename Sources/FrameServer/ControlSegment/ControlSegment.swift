@@ -101,7 +101,7 @@ public final class ControlSegment: @unchecked Sendable {
         var slots: Int
         var liveSource: Bool
         var liveMaxHeld: Int
-        var nominalRate: Double?
+        var nominalRate: Rational?
     }
 
     /// Creates and initialises a control segment at `path` (the producer, before it renames
@@ -127,9 +127,10 @@ public final class ControlSegment: @unchecked Sendable {
         c.pointee.min_free = UInt64(s.slots)
         c.pointee.live_max_held = UInt32(clamping: s.liveMaxHeld)
         c.pointee.flags = s.liveSource ? FS_CONTROL_LIVE_SOURCE : 0
-        // Rounded, not truncated: 1.001 x 1000 is 1000.999..., and a rate read back as
-        // `Consumer.nominalFramesPerSecond` must store the same thousandths again.
-        c.pointee.rate_milli = UInt64((min(max(s.nominalRate ?? 0, 0), 1e9) * 1000).rounded())
+        if let r = s.nominalRate, let reduced = Rational(rate: UInt64(max(r.num, 0)), UInt64(max(r.den, 0))) {
+            c.pointee.rate_num = UInt64(reduced.num)
+            c.pointee.rate_den = UInt64(reduced.den)
+        }
         writeCString(s.stream, into: &c.pointee.name)
         return control
     }
@@ -341,12 +342,8 @@ public final class ControlSegment: @unchecked Sendable {
     var liveMaxHeld: Int { min(max(1, Int(header.pointee.live_max_held)), Int(slotCount)) }
     /// Whether the producer is a live source.
     var liveSource: Bool { header.pointee.flags & FS_CONTROL_LIVE_SOURCE != 0 }
-    /// The nominal frame rate in thousandths of a frame per second; nil when unknown or
-    /// out of the range a producer writes (0 < rate <= 1e9 fps).
-    var nominalRateMilli: UInt64? {
-        let r = header.pointee.rate_milli
-        return r == 0 || r > 1_000_000_000_000 ? nil : r
-    }
+    /// The nominal frame rate (`rate_num/rate_den`, exact); nil when unknown (0/0).
+    var nominalRate: Rational? { Rational(rate: header.pointee.rate_num, header.pointee.rate_den) }
 }
 
 /// Writes `s` into a fixed C char array, NUL-terminated and truncated to fit.

@@ -121,7 +121,7 @@ public struct StreamSnapshot: Sendable, Encodable {
     /// Lossless consumers the producer's stall timeout demoted to live.
     public let demotedConsumers: UInt64
     public let blockedMillis: Double
-    public let nominalRate: Double
+    public let nominalRate: Rational?
     public let format: String?
     public let lastSequence: UInt64
     public let consumers: [ConsumerSnapshot]
@@ -171,7 +171,7 @@ public struct StreamSnapshot: Sendable, Encodable {
             slotBytes: c.pointee.slot_stride, epoch: control.epoch,
             published: stats.published, dropped: stats.dropped, minFreeSlots: stats.minFree, freeSlots: free,
             reclaimedConsumers: stats.reclaimed, demotedConsumers: stats.demoted, blockedMillis: Double(stats.blockedNanos) / 1e6,
-            nominalRate: Double(control.nominalRateMilli ?? 0) / 1000, format: format, lastSequence: lastSeq,
+            nominalRate: control.nominalRate, format: format, lastSequence: lastSeq,
             consumers: consumers, slotTable: slotTable)
         return (snapshot, warnings)
     }

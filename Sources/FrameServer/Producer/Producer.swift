@@ -15,8 +15,8 @@ public struct ProducerOptions: Sendable {
     public var sendHighWaterMark: Int32 = 1000
     /// Frames a live consumer may hold at once.
     public var liveMaxHeld = 2
-    /// Nominal frame rate, shown by `ls`/`top` (nil: unknown or as fast as possible).
-    public var nominalRate: Double? = nil
+    /// Nominal frame rate in frames per second, exact (nil: unknown or as fast as possible).
+    public var nominalRate: Rational? = nil
     /// Minimum bytes per slot (a later, larger format still starts a new epoch).
     public var minimumSlotBytes = 0
     /// Seconds a lossless consumer may go without taking a frame while the producer waits

@@ -1,7 +1,7 @@
 import CFrameServer
 
 /// A rational number, as FFmpeg's AVRational (time bases, aspect ratios).
-public struct Rational: Sendable, Equatable, CustomStringConvertible {
+public struct Rational: Sendable, Equatable, Hashable, Codable, CustomStringConvertible {
     public var num: Int32, den: Int32
     public init(_ num: Int32, _ den: Int32) { self.num = num; self.den = den }
     public var description: String { "\(num)/\(den)" }
@@ -15,6 +15,65 @@ public struct Rational: Sendable, Equatable, CustomStringConvertible {
         guard n <= UInt64(Int32.max), d <= UInt64(Int32.max) else { return nil }
         self.init(Int32(n), Int32(d))
     }
+
+    /// A nominal frame rate as `fs_control` stores it (64-bit num/den): exact when it fits
+    /// Int32 after reducing (every rate framesrv and FFmpeg write does), otherwise the
+    /// closest fraction of Int32s, as FFmpeg's `av_reduce(..., INT32_MAX)`. nil for 0/0.
+    public init?(rate num: UInt64, _ den: UInt64) {
+        guard num != 0, den != 0 else { return nil }
+        if let exact = Rational(reducing: num, den) { self = exact; return }
+        self = Rational.closest(to: num, den, limit: UInt64(Int32.max))
+    }
+
+    /// A rate given as a decimal, as FFmpeg's `av_d2q(fps, 1001000)` reads it: 29.97 is
+    /// 2997/100, 23.976 is 2997/125, 30 is 30/1. nil unless 0 < fps <= 1e6.
+    public init?(framesPerSecond fps: Double) {
+        guard fps.isFinite, fps > 0, fps <= 1e6 else { return nil }
+        let scale = 1 << 32 as UInt64
+        self = Rational.closest(to: UInt64((fps * Double(scale)).rounded()), scale, limit: 1_001_000)
+    }
+
+    /// Best approximation of num/den with both terms <= limit (continued fractions).
+    private static func closest(to num: UInt64, _ den: UInt64, limit: UInt64) -> Rational {
+        var (a, b) = (num, den)
+        var (p0, q0, p1, q1): (UInt64, UInt64, UInt64, UInt64) = (0, 1, 1, 0)
+        while b != 0 {
+            let t = a / b
+            let (p2, o1) = t.multipliedReportingOverflow(by: p1)
+            let (q2, o2) = t.multipliedReportingOverflow(by: q1)
+            guard !o1, !o2, p2 <= limit, q2 <= limit, p2 + p0 <= limit, q2 + q0 <= limit else { break }
+            (p0, q0, p1, q1) = (p1, q1, p2 + p0, q2 + q0)
+            (a, b) = (b, a % b)
+        }
+        if q1 == 0 { return Rational(Int32.max, 1) }
+        return Rational(Int32(p1), Int32(max(q1, 1)))
+    }
+
+    /// num/den as a Double (0 when den is 0).
+    public var doubleValue: Double { den == 0 ? 0 : Double(num) / Double(den) }
+}
+
+/// How a frame's two fields are ordered (FFmpeg's AVFieldOrder, `fs_frame.field_order`).
+public enum FieldOrder: UInt32, Sendable {
+    case unknown = 0, progressive = 1
+    /// Top field first (coded and shown).
+    case topFirst = 2
+    /// Bottom field first (coded and shown).
+    case bottomFirst = 3
+    /// Top coded first, bottom shown first.
+    case topCodedBottomShown = 4
+    /// Bottom coded first, top shown first.
+    case bottomCodedTopShown = 5
+
+    /// Whether the frame is interlaced (two fields), as FFmpeg's `interlaced_frame`.
+    public var isInterlaced: Bool { rawValue >= 2 }
+    /// Whether the top field is shown first, as FFmpeg's `top_field_first`.
+    public var topFieldFirst: Bool { self == .topFirst || self == .bottomCodedTopShown }
+}
+
+/// Where chroma samples sit relative to luma (FFmpeg's AVChromaLocation, `fs_frame.chroma_location`).
+public enum ChromaLocation: UInt32, Sendable {
+    case unspecified = 0, left = 1, center = 2, topLeft = 3, top = 4, bottomLeft = 5, bottom = 6
 }
 
 /// Per-frame flags (FS_FRAME_* in CFrameServer.h).
@@ -67,6 +126,8 @@ public struct FrameDescription: Sendable, Equatable {
     /// The producer's CLOCK_MONOTONIC time at capture or decode, in ns.
     public var captureNanos: UInt64 = 0
     public var flags: FrameFlags = []
+    public var fieldOrder: FieldOrder = .unknown
+    public var chromaLocation: ChromaLocation = .unspecified
 
     public init() {}
 }
@@ -114,6 +175,8 @@ public struct FrameHeader: Sendable {
         d.duration = raw.duration
         d.captureNanos = raw.capture_ns
         d.flags = FrameFlags(rawValue: raw.flags)
+        d.fieldOrder = FieldOrder(rawValue: raw.field_order) ?? .unknown
+        d.chromaLocation = ChromaLocation(rawValue: raw.chroma_location) ?? .unspecified
         return d
     }
 
@@ -159,6 +222,8 @@ extension fs_frame {
         duration = d.duration
         capture_ns = d.captureNanos
         flags = d.flags.rawValue
+        field_order = d.fieldOrder.rawValue
+        chroma_location = d.chromaLocation.rawValue
         payload_size = UInt32(format.slotBytes - FrameFormat.headerSize)
         let name = Array(format.pixelFormat.name.utf8.prefix(31))
         withUnsafeMutableBytes(of: &pix_fmt_name) { b in

@@ -70,7 +70,7 @@ enum BenchCommand: Command {
         let env = ["FRAMESRV_DIR": scratch.path]
         var options = ProducerOptions()
         options.slots = 8
-        options.nominalRate = rate
+        options.nominalRate = rate.flatMap { Rational(framesPerSecond: $0) }
         let producer = try Producer(stream: "bench", options: options, directory: dir)
         let sinks = try (0..<consumers).map { i in
             try Child(["sink", "--in", "bench", "--null", "--lossless", "--stats-json", "--quiet", "--name", "bench-\(i)"],

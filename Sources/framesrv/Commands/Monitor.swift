@@ -38,7 +38,7 @@ enum ListCommand: Command {
         print(row(widths, ["STREAM", "STATE", "PID", "FORMAT", "SLOTS", "CONS", "PUBLISHED", "DROPPED", "FPS", "RATE"]))
         for m in streams {
             let s = m.snapshot
-            let rate = s.nominalRate > 0 ? formatDouble(s.nominalRate, 2) : "max"
+            let rate = s.nominalRate.map { "\($0)" } ?? "max"
             print(row(widths, [s.name, s.state, "\(s.producerPID)", s.format ?? "-", "\(s.freeSlots)/\(s.slots)",
                                "\(s.consumers.count)", "\(s.published)", "\(s.dropped)", m.fps.map { formatDouble($0) } ?? "-", rate]))
         }

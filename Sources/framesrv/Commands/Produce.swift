@@ -165,7 +165,7 @@ enum ProduceCommand: Command {
         options.slots = slots
         options.liveSource = liveSource
         options.sendHighWaterMark = Int32(o.sendHighWaterMark)
-        options.nominalRate = rate
+        options.nominalRate = rate.flatMap { Rational(framesPerSecond: $0) }
         options.stallTimeout = o.stallTimeout
         installStopHandlers()
         let producer = try Producer(stream: o.out, options: options)

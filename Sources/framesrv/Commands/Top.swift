@@ -209,7 +209,7 @@ struct TopStream: Encodable {
     let minFreeSlots: UInt64
     let published: UInt64
     let dropped: UInt64
-    let nominalRate: Double
+    let nominalRate: Rational?
     let consumers: [TopConsumer]
 
     init(_ s: StreamSnapshot, before: StreamSnapshot?, seconds: Double) {

@@ -82,7 +82,9 @@ enum SharedLayout {
         .init(.control, "min_free", \fs_control.min_free), .init(.control, "reclaimed", \fs_control.reclaimed),
         .init(.control, "live_max_held", \fs_control.live_max_held), .init(.control, "flags", \fs_control.flags),
         .init(text: .control, "name", \fs_control.name), .init(.control, "pool_size", \fs_control.pool_size),
-        .init(.control, "last_publish_ns", \fs_control.last_publish_ns), .init(.control, "rate_milli", \fs_control.rate_milli),
+        .init(.control, "last_publish_ns", \fs_control.last_publish_ns), .init(.control, "rate_num", \fs_control.rate_num),
+        .init(.control, "rate_den", \fs_control.rate_den), .init(.control, "frame_wake", \fs_control.frame_wake),
+        .init(.control, "sleepers", \fs_control.sleepers),
     ]
 
     static let slot: [SharedField] = [
@@ -121,6 +123,7 @@ enum SharedLayout {
         .init(.frame, "time_base_den", \fs_frame.time_base_den), .init(.frame, "duration", \fs_frame.duration),
         .init(.frame, "capture_ns", \fs_frame.capture_ns), .init(.frame, "flags", \fs_frame.flags),
         .init(.frame, "payload_size", \fs_frame.payload_size), .init(text: .frame, "pix_fmt_name", \fs_frame.pix_fmt_name),
+        .init(.frame, "field_order", \fs_frame.field_order), .init(.frame, "chroma_location", \fs_frame.chroma_location),
     ]
 
     /// A field by structure and name (for compound mutations and the tests' own reads).

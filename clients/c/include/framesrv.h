@@ -35,7 +35,7 @@ extern "C" {
 #define FRAMESRV_VERSION_MAJOR 0
 #define FRAMESRV_VERSION_MINOR 1
 #define FRAMESRV_VERSION_PATCH 0
-#define FRAMESRV_PROTOCOL_VERSION 1
+#define FRAMESRV_PROTOCOL_VERSION 2
 #define FRAMESRV_MAX_PLANES 4
 
 /* ------------------------------------------------------------------------- */
@@ -144,6 +144,8 @@ typedef struct framesrv_frame_info {
     int64_t duration;          /* (w) in time_base units, 0 unknown                         */
     uint64_t capture_ns;       /* (w) CLOCK_MONOTONIC at capture/decode; 0: publish time    */
     uint32_t flags;            /* (w) FRAMESRV_FRAME_*                                      */
+    uint32_t field_order;      /* (w) FFmpeg's AVFieldOrder: 0 unknown, 1 progressive, 2 tt, 3 bb, 4 tb, 5 bt */
+    uint32_t chroma_location;  /* (w) FFmpeg's AVChromaLocation: 0 unspecified, 1 left, 2 center, 3 topleft, 4 top, 5 bottomleft, 6 bottom */
     uint64_t publish_ns;       /* CLOCK_MONOTONIC at publish (consumers)                    */
 } framesrv_frame_info;
 
@@ -167,6 +169,7 @@ typedef struct framesrv_consumer_options {
     framesrv_mode mode;        /* 0 = FRAMESRV_LOSSLESS                                     */
     const char *client_name;   /* what monitors show (<= 31 bytes), NULL = the program name */
     int attach_timeout_ms;     /* how long open waits for the stream to appear; -1 forever (default when options is NULL) */
+    uint32_t poll_us;          /* next() spins up to this many microseconds before it sleeps (0..1000000; 0 never spins) */
 } framesrv_consumer_options;
 
 typedef struct framesrv_consumer framesrv_consumer;
@@ -175,7 +178,7 @@ typedef struct framesrv_consumer framesrv_consumer;
 typedef struct framesrv_stream_info {
     char name[49];
     uint32_t slot_count;
-    int32_t rate_num, rate_den;   /* nominal frame rate, 0/0 unknown (as fast as possible)  */
+    int64_t rate_num, rate_den;   /* nominal frame rate in frames per second, exact and reduced; 0/0 unknown (as fast as possible) */
     int32_t producer_pid;
     uint32_t live_source;         /* 1: the producer never waits for consumers               */
     uint64_t epoch;               /* the current pool epoch                                  */
@@ -237,7 +240,7 @@ typedef struct framesrv_producer_options {
     uint32_t width, height;    /* 1..16384                                                  */
     int pix_fmt;               /* framesrv_pix_fmt, one of the table's (not OTHER)          */
     uint32_t slots;            /* 1..64; 0 = 8                                              */
-    int32_t rate_num, rate_den;/* nominal frame rate; 0/0 = unknown. Also the default time base (den/num) */
+    int64_t rate_num, rate_den;/* nominal frame rate, exact; 0/0 = unknown. Also the default time base (den/num) */
     uint32_t live_source;      /* 1: reserve never waits for consumers: it returns FRAMESRV_TIMEOUT (drop the frame; counted) */
     uint32_t live_max_held;    /* frames a live consumer may hold at once; 0 = 1            */
     uint32_t color_matrix, color_range, color_primaries, color_transfer; /* defaults for every frame; 0,0,0,0 = "unspecified" (2,0,2,2; matrix 0 for RGB formats) */

@@ -90,23 +90,6 @@ void framesrv_consumer_close(framesrv_consumer *c)
     free(c);
 }
 
-/* rate_milli as a reduced fraction of int32s, 0/0 when unknown or not representable. */
-static void nominal_rate(uint64_t milli, int32_t *num, int32_t *den)
-{
-    *num = *den = 0;
-    if (milli == 0) return;
-    uint64_t a = milli, b = 1000;
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    uint64_t n = milli / a, d = 1000 / a;
-    if (n > INT32_MAX) return;
-    *num = (int32_t)n;
-    *den = (int32_t)d;
-}
-
 int framesrv_consumer_stream_info(framesrv_consumer *c, framesrv_stream_info *info)
 {
     if (!c || !info) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_stream_info: NULL argument");
@@ -115,7 +98,9 @@ int framesrv_consumer_stream_info(framesrv_consumer *c, framesrv_stream_info *in
     memset(info, 0, sizeof *info);
     snprintf(info->name, sizeof info->name, "%s", c->stream);
     info->slot_count = a->slot_count;
-    nominal_rate(a->ctl->rate_milli, &info->rate_num, &info->rate_den);
+    /* const fields, validated at attach (0/0 or both >= 1) */
+    info->rate_num = (int64_t)a->ctl->rate_num;
+    info->rate_den = (int64_t)a->ctl->rate_den;
     info->producer_pid = a->producer_pid;
     info->live_source = (a->ctl->flags & FS_CONTROL_LIVE_SOURCE) != 0;
     info->epoch = fs_load_u64(&a->ctl->epoch);

@@ -30,8 +30,8 @@ static int normalise_options(framesrv_producer_options *o)
     if (o->slots > FS_MAX_SLOTS)
         return fsi_fail(FRAMESRV_E_INVALID, "producer: slots %u: must be 1..%u", o->slots, FS_MAX_SLOTS);
     if (o->rate_num < 0 || o->rate_den < 0 || (o->rate_num == 0) != (o->rate_den == 0))
-        return fsi_fail(FRAMESRV_E_INVALID, "producer: rate %d/%d: both positive, or 0/0 (unknown)",
-                        o->rate_num, o->rate_den);
+        return fsi_fail(FRAMESRV_E_INVALID, "producer: rate %lld/%lld: both positive, or 0/0 (unknown)",
+                        (long long)o->rate_num, (long long)o->rate_den);
     if (o->live_max_held == 0) o->live_max_held = 1;
     if (o->live_source > 1)
         return fsi_fail(FRAMESRV_E_INVALID, "producer: live_source %u: must be 0 or 1", o->live_source);
@@ -172,8 +172,8 @@ static int create_control(framesrv_producer *p, const char *tmp)
     c->min_free = p->slot_count;
     c->live_max_held = p->opt.live_max_held;
     c->flags = p->opt.live_source ? FS_CONTROL_LIVE_SOURCE : 0;
-    if (p->opt.rate_den > 0)
-        c->rate_milli = (uint64_t)p->opt.rate_num * 1000 / (uint64_t)p->opt.rate_den;
+    c->rate_num = (uint64_t)p->opt.rate_num;
+    c->rate_den = (uint64_t)p->opt.rate_den;
     memcpy(c->name, p->name, strlen(p->name) + 1);
     p->slots = (fs_slot_ctl *)((uint8_t *)base + sizeof(fs_control));
     p->consumers = (fs_consumer *)((uint8_t *)base + c->consumer_offset);

@@ -43,7 +43,7 @@ static fs_control *make_control(const char *name, int32_t pid, uint64_t start)
                        .slot_count = SLOTS, .max_consumers = FS_MAX_CONSUMERS, .slot_ctl_size = sizeof(fs_slot_ctl),
                        .consumer_size = sizeof(fs_consumer), .slot_ctl_offset = sizeof(fs_control),
                        .consumer_offset = sizeof(fs_control) + SLOTS * sizeof(fs_slot_ctl), .producer_pid = pid,
-                       .producer_start_time = start, .state = FS_STREAM_RUNNING, .live_max_held = 1, .rate_milli = 30000 };
+                       .producer_start_time = start, .state = FS_STREAM_RUNNING, .live_max_held = 1, .rate_num = 30, .rate_den = 1 };
     snprintf(c->name, sizeof c->name, "%s", name);
     return c;
 }
@@ -150,8 +150,8 @@ static void live_bad_then_good(stream *s)
     if (!c) return;
     framesrv_stream_info info;
     CHECK_STATUS(framesrv_consumer_stream_info(c, &info), FRAMESRV_OK);
-    CHECK(info.slot_count == SLOTS && info.rate_num == 30 && info.rate_den == 1 && info.producer_pid == getpid(), "info %u %d/%d",
-          info.slot_count, info.rate_num, info.rate_den);
+    CHECK(info.slot_count == SLOTS && info.rate_num == 30 && info.rate_den == 1 && info.producer_pid == getpid(), "info %u %lld/%lld",
+          info.slot_count, (long long)info.rate_num, (long long)info.rate_den);
     framesrv_frame *f;
     write_frame(s, 0, 1)->plane_size[0] = STRIDE;   /* 256 + 4096 > the slot's 4096 bytes */
     s->ctl->latest = 1 << 8 | 0;

@@ -93,8 +93,8 @@ static void live_and_rate(void)
     if (!c) return (void)kill(p, SIGKILL), (void)reap(p);
     framesrv_stream_info info;
     CHECK_STATUS(framesrv_consumer_stream_info(c, &info), FRAMESRV_OK);
-    CHECK(info.rate_num == 25 && info.rate_den == 1 && info.producer_pid == p && !strcmp(info.name, "live"), "rate %d/%d pid %d",
-          info.rate_num, info.rate_den, info.producer_pid);
+    CHECK(info.rate_num == 25 && info.rate_den == 1 && info.producer_pid == p && !strcmp(info.name, "live"), "rate %lld/%lld pid %d",
+          (long long)info.rate_num, (long long)info.rate_den, info.producer_pid);
     CHECK(framesrv_consumer_fd(c) >= 0, "fd: %s", framesrv_last_error());
     CHECK(receive_all(c, false, 0, NULL) > 0, "some live frames");
     framesrv_consumer_close(c);

@@ -818,7 +818,7 @@ static int producer_options_of(PyObject *args, PyObject *kw, const char **name, 
                              "color_primaries", "color_transfer", NULL};
     int live = 0;
     memset(o, 0, sizeof *o);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sIIi|IiipIIIII", kwlist, name, &o->width, &o->height,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sIIi|ILLpIIIII", kwlist, name, &o->width, &o->height,
                                      &o->pix_fmt, &o->slots, &o->rate_num, &o->rate_den, &live,
                                      &o->live_max_held, &o->color_matrix, &o->color_range,
                                      &o->color_primaries, &o->color_transfer))

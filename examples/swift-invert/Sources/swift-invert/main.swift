@@ -74,7 +74,7 @@ func run(_ o: Options) throws {
     input.shouldStop = StopSignal.shouldStop
     try input.attach()                            // waits for A: its rate is known from here
     var options = ProducerOptions()
-    options.nominalRate = input.nominalFramesPerSecond
+    options.nominalRate = input.nominalRate     // exact: B has A's rate
     let output = try Producer(stream: o.output, options: options)
     output.shouldStop = StopSignal.shouldStop
     defer { output.close() }                      // ends B: its consumers get every frame first
