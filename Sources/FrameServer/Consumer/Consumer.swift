@@ -111,6 +111,17 @@ public final class Consumer {
     /// Frames refused because their header failed validation (each also threw `.badFrame`).
     public var badFrames: UInt64 { badFramesBefore + (attachment?.badFrames ?? 0) }
     private var badFramesBefore: UInt64 = 0
+    /// A descriptor for event loops (attaching first if needed): the ZMQ_FD of the doorbell,
+    /// which is connected on the first call (consumers do not subscribe otherwise). When it
+    /// polls readable, call `next()` until it would block. libzmq's descriptor is
+    /// edge-triggered, and ZeroMQ may drop an announcement: poll it with a timeout.
+    public var descriptor: Int32 {
+        get throws(FrameServerError) {
+            try attach()
+            guard let a = attachment else { throw .producerGone(stream) }
+            return try a.doorbellDescriptor()
+        }
+    }
     /// This consumer's index in the stream's consumer table (its holder bit), if attached.
     public var consumerIndex: Int? { attachment?.index }
 
@@ -123,7 +134,8 @@ public final class Consumer {
 
     /// The next frame, or nil once the stream has ended and every frame owed was delivered.
     ///
-    /// Blocks without using CPU: in `zmq_poll` on the doorbell socket and the producer's pidfd.
+    /// Blocks without using CPU: on the stream's `frame_wake` futex (after spinning up to
+    /// `ConsumerOptions.pollMicros`), at most 500 ms at a time.
     public func next() throws(FrameServerError) -> Frame? {
         while true {
             if attachment == nil { attachment = try waitAndAttach() }
@@ -219,7 +231,12 @@ final class Attachment {
     let producerPID: Int32
     /// The producer's pidfd: readable once it exits.
     private let producerFD: FileDescriptor
-    private let socket: ZMQSocket
+    /// The doorbell (ZeroMQ SUB), connected only when an event loop asks for a descriptor
+    /// (`doorbellDescriptor`): local consumers sleep on `frame_wake` instead.
+    private var socket: ZMQSocket?
+    private let receiveHighWaterMark: Int32
+    /// Microseconds to spin on `frame_wake` before sleeping (`ConsumerOptions.pollMicros`).
+    private let pollMicros: Int
     private let directory: RuntimeDirectory
     private var pools: [UInt64: (file: Segment, slotBytes: Int, held: Int)] = [:]
     private var producerExited = false
@@ -252,10 +269,6 @@ final class Attachment {
         guard let pidfd = producer.openExitDescriptor() else { return nil }   // a dead producer's leftover
         let producerFD = FileDescriptor(adopting: pidfd)
         // From here on, a throw closes producerFD with it.
-        let socket = try ZMQSocket(type: ZMQ_SUB)
-        socket.setOption(ZMQ_RCVHWM, options.receiveHighWaterMark)
-        socket.subscribeAll()
-        try socket.connect(directory.endpoint(stream))
         let me = ProcessIdentity.current
         guard let index = control.claimConsumer(pid: me.pid) else {
             throw .tooManyConsumers(stream, max: Int(FS_MAX_CONSUMERS))
@@ -267,16 +280,18 @@ final class Attachment {
                                                holdLimit: control.liveMaxHeld))
         }
         control.activateConsumer(index, identity: me, mode: options.mode == .live ? .live : .lossless, name: options.name)
-        return Attachment(stream: stream, mode: options.mode, control: control, index: index, producerPID: producer.pid,
-                          producerFD: producerFD, socket: socket, directory: directory)
+        return Attachment(stream: stream, options: options, control: control, index: index, producerPID: producer.pid,
+                          producerFD: producerFD, directory: directory)
     }
 
-    private init(stream: String, mode: DeliveryMode, control: ControlSegment, index: Int, producerPID: Int32,
-                 producerFD: consuming FileDescriptor, socket: ZMQSocket, directory: RuntimeDirectory) {
-        self.stream = stream; self.mode = mode; self.control = control
+    private init(stream: String, options: ConsumerOptions, control: ControlSegment, index: Int, producerPID: Int32,
+                 producerFD: consuming FileDescriptor, directory: RuntimeDirectory) {
+        self.stream = stream; self.mode = options.mode; self.control = control
         self.index = index; self.bit = 1 << UInt64(index)
-        self.producerPID = producerPID; self.producerFD = producerFD; self.socket = socket; self.directory = directory
+        self.producerPID = producerPID; self.producerFD = producerFD; self.directory = directory
         self.liveMaxHeld = control.liveMaxHeld
+        self.pollMicros = min(max(options.pollMicros, 0), 1_000_000)
+        self.receiveHighWaterMark = options.receiveHighWaterMark
     }
 
     deinit {
@@ -301,43 +316,84 @@ final class Attachment {
         control.requestDetach(index)
     }
 
+    /// Connects the doorbell (once) and returns its ZMQ_FD: readable (edge-triggered, as
+    /// libzmq's) when announcements may be waiting. For event loops; `nextFrame` drains it.
+    func doorbellDescriptor() throws(FrameServerError) -> Int32 {
+        if let socket { return socket.descriptor }
+        let s = try ZMQSocket(type: ZMQ_SUB)
+        s.setOption(ZMQ_RCVHWM, receiveHighWaterMark)
+        s.subscribeAll()
+        try s.connect(directory.endpoint(stream))
+        socket = s
+        return s.descriptor
+    }
+
     /// Reads every pending announcement; they only say "look again".
     private func drainDoorbell() {
+        guard let socket else { return }
         while socket.receive(into: receiveBuffer) != nil {}
     }
 
-    /// ZeroMQ may drop a doorbell: a PUB socket drops what it sends before a new
-    /// subscription reaches it, and at its high-water mark (whose credit the subscriber
-    /// returns in batches, so a drained subscriber can still be seen as full). Shared
-    /// memory stays authoritative, so a lost doorbell may only delay a frame: after 100 ms
-    /// without one the consumer looks again, backing off to once a second while the
-    /// stream is idle (one wake-up per second, no CPU to speak of).
-    private var recheckMillis = 100
+    /// The longest one futex sleep lasts: the producer's SIGKILL (which bumps nothing) and
+    /// a stop signal that landed just before the sleep are seen at most this late.
+    static let longestSleepNanos: Int64 = 500_000_000
 
+    /// The next frame, the end, or the producer's exit. Sleeps on `frame_wake` (design 1.3):
+    /// look; spin up to `pollMicros`; announce the sleep; look again; sleep.
     func nextFrame(stop: () -> Bool) throws(FrameServerError) -> Outcome {
         while true {
             settleReleases()
             drainDoorbell()
-            do { try control.segment.checkIntact() } catch { throw .segment(error) }
-            mapCurrentPool()
-            switch try mode == .lossless ? nextLossless() : nextLive() {
-            case .frame(let f): return .frame(f)
-            case .ended: return .ended
-            case .nothingYet: break
+            if let outcome = try look() { return outcome }
+            if pollMicros > 0, spin() { continue }
+            // SYNC: fs_consumer_wait_begin before the last look; see `ControlSegment.frameReady`.
+            let w = control.beginWaitForFrame(bit)
+            let last: Outcome?
+            do { last = try look() } catch {
+                control.endWaitForFrame(bit)
+                throw error
             }
-            // Nothing to deliver now.
-            if control.ended, mode == .live || producerExited { return .ended }
-            if producerExited { return .producerGone }
-            if detached { return .ended }
-            // Sleep until a doorbell rings or the producer exits (its pidfd becomes readable).
-            switch socket.wait(orReadable: [producerFD.rawValue], timeoutMillis: recheckMillis) {
-            case producerFD.rawValue: producerExited = true
-            case nil:
-                if stop() { return .ended }
-                recheckMillis = min(recheckMillis * 2, 1000)
-            default: recheckMillis = 100
+            if let last {
+                control.endWaitForFrame(bit)
+                return last
             }
+            if waitReadable([producerFD.rawValue], timeoutMillis: 0) != nil {
+                control.endWaitForFrame(bit)
+                producerExited = true
+                continue
+            }
+            let woke = control.waitForFrame(seen: w, timeoutNanos: Self.longestSleepNanos)
+            control.endWaitForFrame(bit)
+            if woke == .timedOut || woke == .interrupted, stop() { return .ended }
         }
+    }
+
+    /// One look at shared memory: a frame, the end, the producer gone, or nil (nothing yet).
+    private func look() throws(FrameServerError) -> Outcome? {
+        do { try control.segment.checkIntact() } catch { throw .segment(error) }
+        mapCurrentPool()
+        switch try mode == .lossless ? nextLossless() : nextLive() {
+        case .frame(let f): return .frame(f)
+        case .ended: return .ended
+        case .nothingYet: break
+        }
+        if control.ended, mode == .live || producerExited { return .ended }
+        if producerExited { return .producerGone }
+        if detached { return .ended }
+        return nil
+    }
+
+    /// Busy-polls `frame_wake` for up to `pollMicros`; whether it changed (look again).
+    /// SYNC: the acquire load that sees the change orders the next look after the bump.
+    private func spin() -> Bool {
+        let seen = control.frameWakeWord
+        let end = monotonicNanos() + UInt64(pollMicros) * 1000
+        var spins = 0
+        while control.frameWakeWord == seen {
+            spins &+= 1
+            if spins & 63 == 0, monotonicNanos() >= end { return false }
+        }
+        return true
     }
 
     /// Lossless: the frame with sequence `expected`, reserved for us by the producer.

@@ -196,10 +196,12 @@ public final class ControlSegment: @unchecked Sendable {
         announceConsumerChange()
     }
 
-    /// Asks the producer to detach entry `i` (state CLOSING, release), then tells it.
+    /// Asks the producer to detach entry `i` (state CLOSING, release), then tells it: its
+    /// admission watcher, and its wait for a slot if it waits (PROTOCOL.md 8.2, 12.3).
     func requestDetach(_ i: Int) {
         fs_store_u32(&consumer(i).pointee.state, FS_CONSUMER_CLOSING)
         announceConsumerChange()
+        notifyProducer()
     }
 
     /// Frees entry `i` if it still belongs to `pid` (the producer, after reclaiming it).

@@ -124,7 +124,7 @@ public final class Producer: @unchecked Sendable {
         control = try ControlSegment.create(tmp, .init(stream: stream, slots: options.slots, liveSource: options.liveSource,
                                                        liveMaxHeld: options.liveMaxHeld, nominalRate: options.nominalRate))
 
-        socket = try ZMQSocket(type: ZMQ_PUB)
+        socket = try ZMQSocket(type: ZMQ_XPUB)
         socket.setOption(ZMQ_SNDHWM, options.sendHighWaterMark)
         do {
             try socket.bind(dir.endpoint(stream))
@@ -176,6 +176,7 @@ public final class Producer: @unchecked Sendable {
         waitForReleases(timeoutSeconds: 2)
         shared.withLock { $0.running = false }
         control.announceConsumerChange()
+        control.frameReady()
         signalEvent(wakeFD.rawValue)
         for t in threads { pthread_join(t, nil) }
         shared.withLock { s in
@@ -382,6 +383,7 @@ public final class Producer: @unchecked Sendable {
         let last = shared.withLock { $0.nextSeq - 1 }
         ended = true
         control.markEnded(lastSequence: last, failed: failed)   // SYNC: release, publishes end_seq
+        control.frameReady()
         announce(Announcement(kind: .end, stream: stream, sequence: last, epoch: epoch, publishNanos: monotonicNanos()))
         wakeWaiters()
     }
@@ -461,6 +463,7 @@ public final class Producer: @unchecked Sendable {
             progress[i] = nil
             demoted = true
         }
+        if demoted { control.frameReady() }
         return demoted
     }
 
@@ -508,6 +511,7 @@ public final class Producer: @unchecked Sendable {
         for i in reserved { slotCtl(i).pointee.seq = 0 }
         control.setEpoch(newEpoch, slotStride: stride, poolSize: stride * Int(n))   // SYNC: release, after stride and size
         for i in reserved { fs_slot_abandon(slotCtl(i)) }
+        control.frameReady()
         let next = shared.withLock { $0.nextSeq }
         announce(Announcement(kind: .epoch, stream: stream, sequence: next, epoch: newEpoch, publishNanos: monotonicNanos()))
     }
@@ -578,6 +582,8 @@ public final class Producer: @unchecked Sendable {
             control.setLatest(sequence: seq, slot: slot)
             return seq
         }
+        // The local wake first, outside the lock and before any ZeroMQ cost.
+        control.frameReady()
         latestPublished = (seq, slot)
         control.countPublished(at: now)
         announce(Announcement(kind: .frame, stream: stream, sequence: seq, slot: slot, flags: d.flags, epoch: epoch,
@@ -591,8 +597,22 @@ public final class Producer: @unchecked Sendable {
                               epoch: epoch, publishNanos: monotonicNanos()))
     }
 
+    /// Whether anyone subscribes to the doorbell (XPUB passes up the first subscription and
+    /// the last unsubscription, so this is a 0/1 count). Guarded by `announceLock`.
+    private var subscribers = 0
+    /// When the subscriptions were last drained (CLOCK_MONOTONIC ns). Guarded by `announceLock`.
+    private var subscriptionsDrainedAt: UInt64 = 0
+
+    /// Sends an announcement, if anyone subscribes: local consumers sleep on `frame_wake`,
+    /// so with no monitor, bridge or event-loop consumer this costs no ZeroMQ call at all
+    /// beyond draining subscriptions at most once per millisecond.
     private func announce(_ a: Announcement) {
         announceLock.withLock {
+            if a.publishNanos &- subscriptionsDrainedAt >= 1_000_000 {
+                subscriptionsDrainedAt = a.publishNanos
+                subscribers = max(0, subscribers + socket.drainSubscriptions())
+            }
+            guard subscribers > 0 else { return }
             let n = a.encode(into: announceBuffer)
             socket.send(UnsafeRawBufferPointer(rebasing: announceBuffer[..<n]))
         }
@@ -659,6 +679,7 @@ public final class Producer: @unchecked Sendable {
             }
         }
         if changed {
+            control.frameReady()   // an admitted consumer waiting for first_seq looks again
             signalEvent(wakeFD.rawValue)
             wakeWaiters()
         }
@@ -698,6 +719,7 @@ public final class Producer: @unchecked Sendable {
             st.losslessMask &= ~bit
             control.publishLosslessMask(st.losslessMask)
             control.clearHolder(bit)
+            control.clearSleeper(bit)
             if let w = st.watched.removeValue(forKey: i) { st.toClose.append(w.fd) }
             // Only free the entry if it still belongs to the process we reclaim.
             control.freeConsumer(i, ifOwnedBy: identity.pid)
