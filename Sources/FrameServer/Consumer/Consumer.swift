@@ -263,6 +263,9 @@ final class Attachment {
         let control: ControlSegment
         do { control = try ControlSegment.open(directory.controlPath(stream), writable: true) } catch {
             if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { return nil }
+            // Another version's segment: its producer, if alive, will not change version (one
+            // line, no retry); a dead one's file is a leftover to wait past (design 4).
+            if case .versionMismatch(let path, _) = error, !ControlSegment.prefixProducerAlive(path) { return nil }
             throw FrameServerError(error)
         }
         let producer = control.producer

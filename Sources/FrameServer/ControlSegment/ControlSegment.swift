@@ -56,8 +56,8 @@ public final class ControlSegment: @unchecked Sendable {
     /// The bytes a control segment of `slotCount` slots needs.
     static func requiredSize(slotCount: UInt32) -> Int { fs_control_size(slotCount) }
 
-    /// Checks every header field PROTOCOL.md 4.1 fixes, and that the records lie inside
-    /// `bytes` (the whole file). Returns the validated slot count.
+    /// Checks every header field PROTOCOL.md 4.1 fixes, the rate pair (0/0 or both >= 1),
+    /// and that the records lie inside `bytes` (the whole file). Returns the validated slot count.
     ///
     /// Pure: reads only `bytes` (unaligned loads), so a fuzz target can call it on any input.
     public static func validate(_ bytes: UnsafeRawBufferPointer, path: String) throws(SegmentError) -> Int {
@@ -82,6 +82,12 @@ public final class ControlSegment: @unchecked Sendable {
         try check("consumer_size", 24, UInt32(MemoryLayout<fs_consumer>.size))
         try check("slot_ctl_offset", 28, UInt32(headerSize))
         try check("consumer_offset", 32, UInt32(headerSize + Int(slots) * MemoryLayout<fs_slot_ctl>.size))
+        let rateNum = bytes.loadUnaligned(fromByteOffset: Int(FS_OFF_CONTROL_RATE_NUM), as: UInt64.self)
+        let rateDen = bytes.loadUnaligned(fromByteOffset: Int(FS_OFF_CONTROL_RATE_DEN), as: UInt64.self)
+        guard (rateNum == 0) == (rateDen == 0) else {
+            throw .badField(path: path, field: rateNum == 0 ? "rate_num" : "rate_den", value: 0,
+                            expected: ">= 1 (the rate pair is 0/0 or both >= 1)")
+        }
         let needed = requiredSize(slotCount: slots)
         guard bytes.count >= needed else { throw .tooSmall(path: path, size: bytes.count, needed: needed) }
         return Int(slots)
@@ -93,6 +99,18 @@ public final class ControlSegment: @unchecked Sendable {
         let slots = try validate(segment.bytes, path: path)
         try segment.checkIntact()
         return ControlSegment(segment, slotCount: UInt32(slots))
+    }
+
+    /// Whether the producer named by the fixed identity prefix of the control segment at
+    /// `path` (pid @36, start time @40, the same in every protocol version) is running.
+    /// Reads nothing else: for a segment of another version.
+    static func prefixProducerAlive(_ path: String) -> Bool {
+        guard let segment = try? Segment.open(path, writable: false, minimumSize: 48) else { return false }
+        let pid = segment.bytes.loadUnaligned(fromByteOffset: 36, as: Int32.self)
+        let start = segment.bytes.loadUnaligned(fromByteOffset: 40, as: UInt64.self)
+        guard case .running(let fd) = ProcessIdentity(pid: pid, startTime: start).watch() else { return false }
+        FileDescriptor(adopting: fd).close()
+        return true
     }
 
     /// What a producer writes into a new control segment.
