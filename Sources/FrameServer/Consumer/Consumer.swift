@@ -231,6 +231,8 @@ final class Attachment {
     let producerPID: Int32
     /// The producer's pidfd: readable once it exits.
     private let producerFD: FileDescriptor
+    /// Wakes this consumer's sleep when the producer exits (stopped before producerFD closes).
+    private var exitWatch: ProducerExitWatch?
     /// The doorbell (ZeroMQ SUB), connected only when an event loop asks for a descriptor
     /// (`doorbellDescriptor`): local consumers sleep on `frame_wake` instead.
     private var socket: ZMQSocket?
@@ -295,11 +297,13 @@ final class Attachment {
         self.liveMaxHeld = control.liveMaxHeld
         self.pollMicros = min(max(options.pollMicros, 0), 1_000_000)
         self.receiveHighWaterMark = options.receiveHighWaterMark
+        self.exitWatch = ProducerExitWatch(control: control, producerFD: self.producerFD.rawValue)
     }
 
     deinit {
         settleReleases()
-        detach()   // producerFD closes itself after this
+        detach()
+        exitWatch = nil   // joins its thread while producerFD is still open; producerFD closes after this
         receiveBuffer.deallocate()
     }
 

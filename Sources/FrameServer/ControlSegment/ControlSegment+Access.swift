@@ -72,6 +72,12 @@ extension ControlSegment {
     func waitForFrame(seen: UInt32, timeoutNanos: Int64) -> FutexWait {
         futexWait(&header.pointee.frame_wake, expected: seen, timeoutNanos: timeoutNanos)
     }
+    /// Bumps `frame_wake` and wakes every sleeper, whoever sleeps (a consumer's watch of
+    /// its producer's exit, which the producer cannot announce).
+    func wakeFrameWaiters() {
+        fs_bump(&header.pointee.frame_wake)
+        futexWake(&header.pointee.frame_wake)
+    }
     /// Clears a reclaimed consumer's `sleepers` bit (it may have died inside its wait).
     func clearSleeper(_ bit: UInt64) { fs_consumer_wait_end(header, bit) }
 
