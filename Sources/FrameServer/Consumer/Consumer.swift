@@ -21,7 +21,8 @@ public struct ConsumerOptions: Sendable {
     public var reattach = true
     /// What the consumer calls itself in `ls`/`top`/`inspect`.
     public var name = "consumer"
-    /// ZeroMQ receive high-water mark, in messages.
+    /// ZeroMQ receive high-water mark, in messages, of the doorbell socket (connected only
+    /// when `Consumer.descriptor` is asked for: consumers sleep on shared memory otherwise).
     public var receiveHighWaterMark: Int32 = 1000
     /// Microseconds `next` spins, watching the stream's wake word, before it sleeps
     /// (0: never spins). Trades a core for wake latency.
@@ -46,7 +47,8 @@ public enum ConsumerEvent: Sendable {
 ///     use(frame.plane(0))      // read in place; released at the end of the iteration
 /// }
 /// ```
-/// Use it from one thread (its ZeroMQ socket is not thread-safe).
+/// Use it from one thread (`next()` is not reentrant; a `SharedFrame` may be released
+/// from any thread).
 public final class Consumer {
     public let stream: String
     public let options: ConsumerOptions
