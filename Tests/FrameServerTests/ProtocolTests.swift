@@ -199,6 +199,10 @@ import Testing
         let lines = stderr.split(separator: "\n")
         #expect(lines.count == 1 && lines[0].contains("version 1") && lines[0].contains("version 2"), "\(stderr)")
         #expect(FileManager.default.fileExists(atPath: scratch.file("old.ctl")), "nothing removed or rewritten")
+        // Monitors list it in one line and go on.
+        let ls = try scratch.run(["ls"])
+        #expect(ls.status == 0)
+        #expect(ls.stderr.contains("old  protocol v1 (this framesrv speaks v2)"), "\(ls.stderr)")
     }
 
     /// A v1 control segment left by a dead producer is a leftover: a v2 sink waits past it

@@ -66,6 +66,28 @@ import Testing
     }
 }
 
+extension WakeTests {
+    /// A consumer subscribes to the doorbell only when asked for a descriptor (for event
+    /// loops); that descriptor then signals announcements, and frames still come from `next()`.
+    @Test func descriptorConnectsTheDoorbellOnDemand() throws {
+        let scratch = try Scratch()
+        let (producer, consumer) = try producerAndConsumer("fd", slots: 4, scratch)
+        defer { producer.close() }
+        let format = FrameFormat(.yuv420p, width: 64, height: 48)
+        let fd = try consumer.descriptor
+        #expect(fd >= 0)
+        #expect(try consumer.descriptor == fd, "one socket per attachment")
+        var readable = false
+        for _ in 0..<500 where !readable {
+            try publishPattern(producer, format)
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            readable = poll(&p, 1, 10) > 0
+            _ = try nextFrame(consumer)
+        }
+        #expect(readable, "the doorbell's descriptor signals announcements once subscribed")
+    }
+}
+
 /// A ZeroMQ subscriber that connects with a receive high-water mark of 1 and never reads.
 private final class StalledSubscriber {
     private let context: UnsafeMutableRawPointer
