@@ -242,7 +242,10 @@ final class Attachment {
     /// Microseconds to spin on `frame_wake` before sleeping (`ConsumerOptions.pollMicros`).
     private let pollMicros: Int
     private let directory: RuntimeDirectory
-    private var pools: [UInt64: (file: Segment, slotBytes: Int, held: Int)] = [:]
+    /// The pools mapped, by epoch, and how many of each one's frames are held.
+    private var pools: [UInt64: PoolMapping] = [:]
+    /// The pool used last: the per-frame lookups skip the dictionary (one epoch at a time).
+    private var recentPool: PoolMapping?
     private var producerExited = false
     private var detached = false
     private var expected: UInt64 = 0
@@ -503,9 +506,25 @@ final class Attachment {
     /// they are delivered.
     private func mapCurrentPool() {
         let epoch = control.epoch
-        guard epoch != 0, pools[epoch] == nil, let file = try? openPool(epoch: epoch) else { return }
-        pools[epoch] = (file.pool, file.slotBytes, 0)
+        guard epoch != 0, mapping(epoch) == nil, let file = try? openPool(epoch: epoch) else { return }
+        addMapping(epoch, file)
         for old in pools.keys where old != epoch && pools[old]!.held <= 0 { pools[old] = nil }
+    }
+
+    /// Pool `epoch`'s mapping, if mapped.
+    private func mapping(_ epoch: UInt64) -> PoolMapping? {
+        if let r = recentPool, r.epoch == epoch { return r }
+        let m = pools[epoch]
+        if m != nil { recentPool = m }
+        return m
+    }
+
+    @discardableResult
+    private func addMapping(_ epoch: UInt64, _ file: (pool: Segment, slotBytes: Int)) -> PoolMapping {
+        let m = PoolMapping(epoch: epoch, file: file.pool, slotBytes: file.slotBytes)
+        pools[epoch] = m
+        recentPool = m
+        return m
     }
 
     /// Maps pool `epoch` read-only (`Segment.openPool` checks its size).
@@ -518,17 +537,15 @@ final class Attachment {
     /// before the error is thrown.
     private func deliver(slot: UInt32, seq: UInt64) throws(FrameServerError) -> Frame {
         let epoch = control.slot(slot).pointee.epoch
-        if pools[epoch] == nil {
-            do {
-                let file = try openPool(epoch: epoch)
-                pools[epoch] = (file.pool, file.slotBytes, 0)
-            } catch {
+        let mapped: PoolMapping
+        if let m = mapping(epoch) { mapped = m } else {
+            do { mapped = addMapping(epoch, try openPool(epoch: epoch)) } catch {
                 release(slot: slot, epoch: epoch, mapped: false)
                 throw FrameServerError(error)
             }
         }
         // Each epoch's pool has its own slot size: derive it from the mapping, not the header.
-        let (pool, slotBytes, _) = pools[epoch]!
+        let (pool, slotBytes) = (mapped.file, mapped.slotBytes)
         let base = UnsafeRawPointer(pool.base + Int(slot) * slotBytes)
         // One copy of the header: what is validated is what the frame reports and reads through.
         let header = pool.frameHeader(slot: slot, slotBytes: slotBytes)
@@ -542,7 +559,7 @@ final class Attachment {
             badFrames += 1
             throw .badFrame(path: pool.path, slot: slot, error)
         }
-        pools[epoch]!.held += 1
+        mapped.held += 1
         heldCount += 1
         let now = monotonicNanos()
         let capture = header.capture_ns
@@ -572,7 +589,7 @@ final class Attachment {
 
     /// Bytes of one slot of epoch `epoch`'s pool (mapped while a frame of it is held).
     func slotBytes(epoch: UInt64) -> Int {
-        pools[epoch]?.slotBytes ?? 0
+        mapping(epoch)?.slotBytes ?? 0
     }
 
     /// A `SharedFrame`'s release, from whatever thread drops the last reference: the slot
@@ -600,10 +617,25 @@ final class Attachment {
         control.recordRelease(index, held: heldCount)
         // Last: after CLOSING the entry may be freed and claimed by another consumer.
         if detached, heldCount == 0 { sendDetach() }
-        if var p = pools[epoch] {
+        if let p = mapping(epoch) {
             p.held -= 1
-            if p.held <= 0, epoch != control.epoch { pools[epoch] = nil } else { pools[epoch] = p }
+            if p.held <= 0, epoch != control.epoch {
+                pools[epoch] = nil
+                if recentPool === p { recentPool = nil }
+            }
         }
+    }
+}
+
+/// One pool epoch mapped read-only by a consumer, and how many of its frames it holds.
+final class PoolMapping {
+    let epoch: UInt64
+    let file: Segment
+    let slotBytes: Int
+    var held = 0
+
+    init(epoch: UInt64, file: Segment, slotBytes: Int) {
+        self.epoch = epoch; self.file = file; self.slotBytes = slotBytes
     }
 }
 
