@@ -267,14 +267,14 @@ final class Attachment {
     /// Opens and validates the control segment and claims a consumer entry; nil when
     /// there is no stream yet or only a dead producer's leftovers.
     static func open(stream: String, directory: RuntimeDirectory, options: ConsumerOptions) throws(FrameServerError) -> Attachment? {
-        let control: ControlSegment
-        do { control = try ControlSegment.open(directory.controlPath(stream), writable: true) } catch {
+        let opened: ControlSegment?
+        // Another version's segment: its producer, if alive, will not change version (one
+        // line, no retry); a dead one's file is a leftover to wait past (design 4).
+        do { opened = try ControlSegment.open(directory.controlPath(stream), writable: true, passingLeftovers: true) } catch {
             if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { return nil }
-            // Another version's segment: its producer, if alive, will not change version (one
-            // line, no retry); a dead one's file is a leftover to wait past (design 4).
-            if case .versionMismatch(let path, _) = error, !ControlSegment.prefixProducerAlive(path) { return nil }
             throw FrameServerError(error)
         }
+        guard let control = opened else { return nil }
         let producer = control.producer
         guard let pidfd = producer.openExitDescriptor() else { return nil }   // a dead producer's leftover
         let producerFD = FileDescriptor(adopting: pidfd)

@@ -95,19 +95,31 @@ public final class ControlSegment: @unchecked Sendable {
 
     /// Maps and validates the control segment at `path` (a reader: consumer or monitor).
     static func open(_ path: String, writable: Bool) throws(SegmentError) -> ControlSegment {
+        try open(path, writable: writable, passingLeftovers: false)!
+    }
+
+    /// `open`, and with `passingLeftovers` (a consumer) nil for a segment of another
+    /// protocol version whose producer is gone: a leftover to wait past. Its producer is
+    /// read from the fixed identity prefix of this very mapping (design 4), so a file
+    /// replaced meanwhile cannot lend it another producer.
+    static func open(_ path: String, writable: Bool, passingLeftovers: Bool) throws(SegmentError) -> ControlSegment? {
         let segment = try Segment.open(path, writable: writable, minimumSize: MemoryLayout<fs_control>.size)
-        let slots = try validate(segment.bytes, path: path)
+        let slots: Int
+        do { slots = try validate(segment.bytes, path: path) } catch {
+            if passingLeftovers, case .versionMismatch = error, !prefixProducerAlive(segment.bytes) { return nil }
+            throw error
+        }
         try segment.checkIntact()
         return ControlSegment(segment, slotCount: UInt32(slots))
     }
 
-    /// Whether the producer named by the fixed identity prefix of the control segment at
-    /// `path` (pid @36, start time @40, the same in every protocol version) is running.
+    /// Whether the producer named by the fixed identity prefix of a control segment's
+    /// `bytes` (pid @36, start time @40, the same in every protocol version) is running.
     /// Reads nothing else: for a segment of another version.
-    static func prefixProducerAlive(_ path: String) -> Bool {
-        guard let segment = try? Segment.open(path, writable: false, minimumSize: 48) else { return false }
-        let pid = segment.bytes.loadUnaligned(fromByteOffset: 36, as: Int32.self)
-        let start = segment.bytes.loadUnaligned(fromByteOffset: 40, as: UInt64.self)
+    static func prefixProducerAlive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard bytes.count >= 48 else { return false }
+        let pid = bytes.loadUnaligned(fromByteOffset: 36, as: Int32.self)
+        let start = bytes.loadUnaligned(fromByteOffset: 40, as: UInt64.self)
         guard case .running(let fd) = ProcessIdentity(pid: pid, startTime: start).watch() else { return false }
         FileDescriptor(adopting: fd).close()
         return true
