@@ -381,6 +381,7 @@ final class Attachment {
     }
 
     /// One look at shared memory: a frame, the end, the producer gone, or nil (nothing yet).
+    @inline(__always)
     private func look() throws(FrameServerError) -> Outcome? {
         do { try control.segment.checkIntact() } catch { throw .segment(error) }
         mapCurrentPool()
