@@ -1,9 +1,5 @@
 import FrameServer
 
-/// The nominal frame rate of the stream `consumer` reads, in frames per second (nil when
-/// the producer set none): the control segment's value, as `Rational(nominalRate:)` reads it.
-public func nominalRate(of consumer: Consumer) -> Double? { consumer.nominalFramesPerSecond }
-
 /// How a filter publishes its output stream.
 public struct FilterOutputOptions: Sendable {
     /// Slots in the output's pool.

@@ -84,6 +84,29 @@ import Testing
         #expect(hashes(decoded).count == 12)
     }
 
+    /// The first line of a y4m file.
+    func y4mHeader(_ path: String) throws -> String {
+        try String(decoding: Data(contentsOf: URL(fileURLWithPath: path)).prefix(200), as: UTF8.self)
+            .split(separator: "\n").first.map(String.init) ?? ""
+    }
+
+    /// y4m's header is ffmpeg's for H.264 inputs, whose chroma is left-sited (`C420mpeg2`),
+    /// progressive and bottom field first (`Ib`): the field order and chroma location travel
+    /// in the frame header from the decoder to the sink. The frames are ffmpeg's too.
+    @Test(arguments: [("h264.mp4", [String]()), ("bff.mp4", ["-vf", "setfield=bff", "-flags", "+ildct+ilme", "-x264opts", "bff=1"])])
+    func y4mHeaderIsFFmpegsForH264(_ file: String, _ extra: [String]) throws {
+        let scratch = try Scratch()
+        let src = try generate(file, frames: 10, ["-c:v", "libx264", "-pix_fmt", "yuv420p"] + extra, scratch)
+        let theirs = scratch.file("ffmpeg.y4m"), ours = scratch.file("ours.y4m")
+        _ = try text("ffmpeg -v error -i '\(src)' -f yuv4mpegpipe '\(theirs)'", scratch)
+        _ = try run(["-i", src], sinks: [["--y4m", ours]], stream: "h", scratch)
+        let header = try y4mHeader(ours)
+        #expect(header == (try y4mHeader(theirs)))
+        #expect(header.contains(" C420mpeg2 XYSCSS=420MPEG2"), "\(header)")
+        #expect(header.contains(file == "bff.mp4" ? " Ib " : " Ip "), "\(header)")
+        #expect(try framemd5(ours, scratch) == (try framemd5(theirs, scratch)))
+    }
+
     /// `--y4m -` into `ffmpeg -i -` through a pipe, NTSC rate and an aspect ratio.
     @Test func y4mThroughAPipe() throws {
         let scratch = try Scratch()
