@@ -28,7 +28,7 @@ public final class FilterPipeline {
     /// Each new output frame format, in order.
     public private(set) var formats: [FrameFormat] = []
     /// Called for every frame published (its description, the output's nominal rate).
-    public var onPublish: ((FrameDescription, Double?) -> Void)?
+    public var onPublish: ((FrameDescription, Rational?) -> Void)?
     /// Called when the input's producer exited without ending the stream (its pid).
     public var onProducerGone: ((Int32) -> Void)?
     private let shouldStop: () -> Bool
@@ -133,7 +133,7 @@ public final class FilterPipeline {
                 discontinuity = false
             }
             slot.publish()
-            onPublish?(frame.description, p.options.nominalRate?.doubleValue)
+            onPublish?(frame.description, p.options.nominalRate)
         }
     }
 

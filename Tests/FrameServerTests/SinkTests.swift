@@ -167,6 +167,24 @@ import Testing
         #expect(sinks[1].stdout.contains("record: \(out) (ffv1 yuv420p 320x240 25 fps, matroska): 30 frames"), "\(sinks[1].stdout)")
     }
 
+    /// --record keeps what ffmpeg keeps of a bottom-field-first H.264 clip at 45000/1499 fps:
+    /// the field order (bt, as ffmpeg gives its encoder), left-sited chroma, and the rates
+    /// Matroska's millisecond timestamps make of the exact rate (ffprobe's, the same as ffmpeg's).
+    @Test func recordKeepsFieldOrderChromaAndTheExactRate() throws {
+        let scratch = try Scratch()
+        let src = try generate("bff.mp4", rate: "45000/1499", frames: 10,
+                               ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-flags", "+ildct+ilme", "-x264opts", "bff=1",
+                                "-video_track_timescale", "45000"], scratch)
+        let ours = scratch.file("ours.mkv"), theirs = scratch.file("ffmpeg.mkv")
+        _ = try text("ffmpeg -v error -i '\(src)' -c:v ffv1 '\(theirs)'", scratch)
+        _ = try run(["-i", src], sinks: [["--record", ours, "-c:v", "ffv1"]], stream: "rec", scratch)
+        let entries = "stream=field_order,chroma_location,r_frame_rate,avg_frame_rate"
+        let info = try probe(ours, entries, scratch)
+        #expect(info == (try probe(theirs, entries, scratch)))
+        #expect(info["field_order"] == "bt" && info["chroma_location"] == "left", "\(info)")
+        #expect(hashes(try framemd5(ours, scratch)) == hashes(try framemd5(theirs, scratch)))
+    }
+
     /// libx264 in MP4 (the defaults): frame count, size, NTSC frame rate, aspect ratio, timestamps from 0.
     @Test func recordX264MP4() throws {
         let scratch = try Scratch()
