@@ -82,13 +82,9 @@ import Testing
         let (status, _, err) = try shell("ffmpeg -v error -i '\(path)' -vf null -f yuv4mpegpipe '\(theirs)'", scratch)
         #expect(status == 0, "\(err)")
         _ = try chain(path, [["--vf", "null"]], scratch, sinkArgs: ["--y4m", ours])
-        func header(_ file: String) throws -> String {
-            try String(decoding: Data(contentsOf: URL(fileURLWithPath: file)).prefix(200), as: UTF8.self)
-                .split(separator: "\n").first.map(String.init) ?? ""
-        }
-        let line = try header(ours)
+        let line = try y4mHeader(ours)
         #expect(line.contains(" Ib ") && line.contains(" C420mpeg2 XYSCSS=420MPEG2"), "\(line)")
-        #expect(line == (try header(theirs)))
+        #expect(line == (try y4mHeader(theirs)))
         #expect(try ffmpegFramemd5(ours, scratch) == (try ffmpegFramemd5(theirs, scratch)))
     }
 
@@ -105,7 +101,7 @@ import Testing
         #expect(md5 == expected, "filter --vf yadif differs from ffmpeg's on a bottom-field-first clip")
         let y4m = scratch.file("yadif.y4m")
         _ = try chain(path, [["--vf", "yadif"]], scratch, sinkArgs: ["--y4m", y4m])
-        let head = try String(decoding: Data(contentsOf: URL(fileURLWithPath: y4m)).prefix(60), as: UTF8.self)
+        let head = try y4mHeader(y4m)
         #expect(head.contains(" Ip "), "\(head)")
     }
 

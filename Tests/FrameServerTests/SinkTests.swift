@@ -76,18 +76,11 @@ import Testing
         let y4m = scratch.file("out.y4m")
         let sinks = try run(["-i", src], sinks: [["--framemd5", "-"], ["--y4m", y4m]], stream: "y", scratch)
         #expect(sinks[0].stdout == oracle)
-        let header = try String(decoding: Data(contentsOf: URL(fileURLWithPath: y4m)).prefix(100), as: UTF8.self)
-            .split(separator: "\n").first.map(String.init) ?? ""
+        let header = try y4mHeader(y4m)
         #expect(header.hasPrefix("YUV4MPEG2 W321 H241 F25:1 Ip A1:1 \(c.tag)"), "\(header)")
         let decoded = try framemd5(y4m, scratch)
         #expect(decoded == sinks[0].stdout, "ffmpeg's framemd5 of the y4m output differs from the stream's")
         #expect(hashes(decoded).count == 12)
-    }
-
-    /// The first line of a y4m file.
-    func y4mHeader(_ path: String) throws -> String {
-        try String(decoding: Data(contentsOf: URL(fileURLWithPath: path)).prefix(200), as: UTF8.self)
-            .split(separator: "\n").first.map(String.init) ?? ""
     }
 
     /// y4m's header is ffmpeg's for H.264 inputs, whose chroma is left-sited (`C420mpeg2`),

@@ -78,6 +78,12 @@ func framemd5Pipeline(_ produceArgs: [String], stream: String, _ scratch: Scratc
     return (sink.stdout, producer, sink)
 }
 
+/// The first line of a y4m file (its stream header).
+func y4mHeader(_ path: String) throws -> String {
+    try String(decoding: Data(contentsOf: URL(fileURLWithPath: path)).prefix(200), as: UTF8.self)
+        .split(separator: "\n").first.map(String.init) ?? ""
+}
+
 /// The frame lines of framemd5 output (without the # header).
 func frameLines(_ framemd5: String) -> [Substring] {
     framemd5.split(separator: "\n").filter { !$0.hasPrefix("#") }
