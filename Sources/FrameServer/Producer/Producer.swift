@@ -588,6 +588,8 @@ public final class Producer: @unchecked Sendable {
         header.duration = d.duration
         header.capture_ns = d.captureNanos == 0 ? monotonicNanos() : d.captureNanos
         header.flags = d.flags.rawValue
+        header.field_order = d.fieldOrder.rawValue
+        header.chroma_location = d.chromaLocation.rawValue
         let s = slotCtl(slot)
         let base = pool!.base + Int(slot) * slotStride
         let now = monotonicNanos()

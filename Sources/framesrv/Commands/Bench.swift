@@ -79,7 +79,7 @@ enum BenchCommand: Command {
         guard producer.waitForLosslessConsumers(consumers, timeoutSeconds: 30) else {
             throw FrameServerError.invalidArgument("bench: consumers did not attach within 30 s")
         }
-        var plan = PatternPlan(pixelFormat: .yuv420p, width: size.0, height: size.1, rate: rate, frames: frames)
+        var plan = PatternPlan(pixelFormat: .yuv420p, width: size.0, height: size.1, rate: options.nominalRate, frames: frames)
         // Paint each slot once: the benchmark measures the transport, not the painter.
         plan.paintOnce = true
         let start = monotonicNanos()
