@@ -243,10 +243,10 @@ void fsi_futex_wake(uint32_t *word)
     syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-void fsi_futex_wait(uint32_t *word, uint32_t expected, int timeout_ms)
+int fsi_futex_wait(uint32_t *word, uint32_t expected, int timeout_ms)
 {
     struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
-    syscall(SYS_futex, word, FUTEX_WAIT, expected, timeout_ms < 0 ? NULL : &ts, NULL, 0);
+    return syscall(SYS_futex, word, FUTEX_WAIT, expected, timeout_ms < 0 ? NULL : &ts, NULL, 0) == 0 ? 0 : errno;
 }
 
 /* ---- mapping files ------------------------------------------------------------------ */

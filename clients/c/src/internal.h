@@ -68,8 +68,9 @@ FSI_HIDDEN bool fsi_pidfd_alive(int pidfd);
 
 /* FUTEX_WAKE (shared) every waiter on word. */
 FSI_HIDDEN void fsi_futex_wake(uint32_t *word);
-/* FUTEX_WAIT (shared) while *word == expected, up to timeout_ms (-1 forever). */
-FSI_HIDDEN void fsi_futex_wait(uint32_t *word, uint32_t expected, int timeout_ms);
+/* FUTEX_WAIT (shared) while *word == expected, up to timeout_ms (-1 forever): 0 when woken,
+ * else the errno (EAGAIN: the word differed, ETIMEDOUT, EINTR: a signal). */
+FSI_HIDDEN int fsi_futex_wait(uint32_t *word, uint32_t expected, int timeout_ms);
 
 /* ---- mapping files ------------------------------------------------------------ */
 
