@@ -30,6 +30,7 @@ typedef struct fsi_attachment {
     uint32_t slot_count;           /* validated once; never re-read                            */
     uint32_t index;                /* our consumer entry                                       */
     uint64_t bit;                  /* 1 << index                                               */
+    int32_t pid;                   /* ours, as claimed in the entry (no getpid per frame)      */
     fs_consumer *entry;
     int32_t producer_pid;
     uint64_t producer_start_time;

@@ -85,6 +85,7 @@ static int claim_entry(framesrv_consumer *c, fsi_attachment *a)
                         FS_MAX_CONSUMERS);
     a->index = i;
     a->bit = 1ull << i;
+    a->pid = me;
     a->entry = fsi_att_entry(a, i);
     uint32_t others = a->mode == FS_MODE_LIVE ? live_consumers(a, i) : 0;
     if (others > 0 && (uint64_t)a->slot_count < (uint64_t)(others + 1) * a->live_max_held + 2) {

@@ -342,7 +342,7 @@ static int look(framesrv_consumer *c, fsi_attachment *a, framesrv_frame **frame)
     for (;;) {
         if (a->sock) drain_doorbell(a);
         fsi_map_current_pool(c, a);
-        if (__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE) || fs_load_i32(&a->entry->pid) != (int32_t)getpid()) {
+        if (__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE) || fs_load_i32(&a->entry->pid) != a->pid) {
             __atomic_store_n(&a->evicted, true, __ATOMIC_RELEASE);
             return fsi_fail(FRAMESRV_E_DETACHED, "the producer of '%s' detached this consumer (entry %u): reopen to attach again",
                             c->stream, a->index);
