@@ -57,6 +57,8 @@ typedef enum framesrv_status {
     FRAMESRV_E_NO_MEMORY = -7,
     FRAMESRV_E_DETACHED = -8,    /* this consumer was detached by the producer (stall timeout) */
     FRAMESRV_E_ZMQ = -9,         /* ZeroMQ failed                                               */
+    FRAMESRV_E_VERSION = -10,    /* the stream's producer speaks another protocol version (the
+                                  * message names both); run the same framesrv version on both sides */
 } framesrv_status;
 
 /* A static name such as "FRAMESRV_E_BAD_DATA". Any thread. */

@@ -79,6 +79,7 @@ const char *framesrv_status_name(int status)
     case FRAMESRV_E_NO_MEMORY: return "FRAMESRV_E_NO_MEMORY";
     case FRAMESRV_E_DETACHED: return "FRAMESRV_E_DETACHED";
     case FRAMESRV_E_ZMQ: return "FRAMESRV_E_ZMQ";
+    case FRAMESRV_E_VERSION: return "FRAMESRV_E_VERSION";
     default: return "FRAMESRV_UNKNOWN_STATUS";
     }
 }

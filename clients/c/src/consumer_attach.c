@@ -110,6 +110,26 @@ static void attachment_free(fsi_attachment *a)
     free(a);
 }
 
+/* NAME.ctl speaks another protocol version (16): only its identity prefix is read, at
+ * offsets every version keeps. A live producer's version will not change: the version
+ * error (its one line is already set). A dead one's file is a leftover, waited past. */
+static int other_version(fsi_attachment *a, const char *path)
+{
+    char line[512];
+    snprintf(line, sizeof line, "%s", framesrv_last_error());
+    const uint8_t *bytes = (const uint8_t *)a->ctl;
+    int32_t pid;
+    uint64_t start;
+    memcpy(&pid, bytes + offsetof(fs_control, producer_pid), sizeof pid);
+    memcpy(&start, bytes + offsetof(fs_control, producer_start_time), sizeof start);
+    int fd = fsi_open_pidfd(pid, start);
+    if (fd < 0)
+        return fsi_fail(FRAMESRV_E_NOT_FOUND, "%s is a leftover of a protocol version %u producer (pid %d) that is not running", path,
+                        ((const fs_control *)bytes)->version, pid);
+    close(fd);
+    return fsi_fail(FRAMESRV_E_VERSION, "%s", line);
+}
+
 /* Maps and validates NAME.ctl and checks its producer is alive (8.1 steps 1-3): NOT_FOUND
  * for no file, a dead producer's leftover, or the previous producer after a reopen. */
 static int open_control(framesrv_consumer *c, fsi_attachment *a)
@@ -120,7 +140,9 @@ static int open_control(framesrv_consumer *c, fsi_attachment *a)
     if (status == FRAMESRV_OK) status = fsi_map_file(path, true, &base, &a->ctl_size);
     if (status != FRAMESRV_OK) return status;
     a->ctl = base;
-    if ((status = fsi_validate_control(base, a->ctl_size, path, &a->slot_count)) != FRAMESRV_OK) return status;
+    status = fsi_validate_control(base, a->ctl_size, path, &a->slot_count);
+    if (status == FRAMESRV_E_VERSION) return other_version(a, path);
+    if (status != FRAMESRV_OK) return status;
     a->producer_pid = fs_load_i32(&a->ctl->producer_pid);
     a->producer_start_time = a->ctl->producer_start_time;
     if (c->skip_pid != 0 && a->producer_pid == c->skip_pid && a->producer_start_time == c->skip_start)
