@@ -4,13 +4,15 @@
  * consumer killed with SIGKILL is reclaimed and publishing goes on; a producer killed
  * with SIGKILL mid-stream is FRAMESRV_GONE to its consumer, whose reopen then attaches
  * to the next producer of the name (whose sequence numbers start at 1 again); a consumer
- * that spins (poll_us) gets the same frames; a consumer that detaches while the producer
+ * that spins (poll_us) gets the same frames, and so does one that releases its frames in
+ * another thread while next runs; a consumer that detaches while the producer
  * waits in reserve for the slots reserved for it lets reserve go on.
  */
 #include "producer_check.h"
 
 #include <inttypes.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdbool.h>
 
 static char produce_tool[4096];   /* framesrv-produce next to this test's build directory */
@@ -35,11 +37,47 @@ static int consume_all(const char *name, uint64_t expect, uint32_t poll_us)
     return status;
 }
 
+/* Frames handed from the consumer's thread to a releasing thread (a pipe of pointers). */
+static int handoff[2];
+
+static void *release_thread(void *unused)
+{
+    (void)unused;
+    framesrv_frame *f;
+    while (read(handoff[0], &f, sizeof f) == (ssize_t)sizeof f && f != NULL) framesrv_frame_release(f);
+    return NULL;
+}
+
+/* The consumer child: next in this thread, every release in another one, concurrently
+ * (framesrv.h): frames 1..expect once each, in order, intact. */
+static int consume_releasing_elsewhere(const char *name, uint64_t expect)
+{
+    framesrv_consumer_options o = {.mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000};
+    framesrv_consumer *c;
+    pthread_t t;
+    if (pipe(handoff) != 0 || framesrv_consumer_open(&c, name, &o) != FRAMESRV_OK) return 2;
+    pthread_create(&t, NULL, release_thread, NULL);
+    uint64_t next = 1;
+    int rc, status = 0;
+    framesrv_frame *f;
+    while ((rc = framesrv_consumer_next(c, 10000, &f)) == FRAMESRV_OK) {
+        framesrv_frame_info *in = framesrv_frame_info_of(f);
+        if (in->seq != next++ || framesrv_pattern_check(f) != 0) status = 1;
+        if (write(handoff[1], &f, sizeof f) != (ssize_t)sizeof f) return 2;
+    }
+    f = NULL;
+    if (write(handoff[1], &f, sizeof f) != (ssize_t)sizeof f) return 2;
+    pthread_join(t, NULL);
+    if (rc != FRAMESRV_END || next - 1 != expect) status = status ? status : 1;
+    framesrv_consumer_close(c);
+    return status;
+}
+
 /* poll_us 0 sleeps on frame_wake at once; 50 spins first: the same frames either way. */
-static void exactly_once(const char *name, uint32_t poll_us)
+static void exactly_once(const char *name, uint32_t poll_us, bool release_elsewhere)
 {
     pid_t child = fork();
-    if (child == 0) _exit(consume_all(name, 1000, poll_us));
+    if (child == 0) _exit(release_elsewhere ? consume_releasing_elsewhere(name, 1000) : consume_all(name, 1000, poll_us));
     framesrv_producer_options o = {.width = 160, .height = 90, .pix_fmt = FRAMESRV_PIX_YUV422P, .slots = 3};
     framesrv_producer *p;
     CHECK_STATUS(framesrv_producer_open(&p, name, &o), FRAMESRV_OK);
@@ -58,7 +96,8 @@ static void exactly_once(const char *name, uint32_t poll_us)
         CHECK_STATUS(framesrv_producer_publish(p, f), FRAMESRV_OK);
     }
     framesrv_producer_close(p);
-    CHECK(check_wait(child, 60) == 0, "the C consumer (poll_us %u) got frames 1..1000 once each, in order, intact", poll_us);
+    CHECK(check_wait(child, 60) == 0, "the C consumer (poll_us %u%s) got frames 1..1000 once each, in order, intact", poll_us,
+          release_elsewhere ? ", releasing in another thread" : "");
 }
 
 /* Both slots hold frames reserved for a lossless consumer that takes neither; the producer
@@ -195,8 +234,9 @@ int main(int argc, char **argv)
     snprintf(self, sizeof self, "%s", argv[0]);
     snprintf(produce_tool, sizeof produce_tool, "%s/../framesrv-produce", dirname(self));
     check_runtime_dir();
-    exactly_once("once", 0);
-    exactly_once("spin", 50);
+    exactly_once("once", 0, false);
+    exactly_once("spin", 50, false);
+    exactly_once("threads", 0, true);
     consumer_killed();
     detach_wakes_reserve();
     if (access(produce_tool, X_OK) == 0) producer_killed();
