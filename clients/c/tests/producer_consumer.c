@@ -17,26 +17,6 @@
 
 static char produce_tool[4096];   /* framesrv-produce next to this test's build directory */
 
-/* The consumer child: reads `name` losslessly until the end; exit 0 when frames 1..expect
- * arrived once each, in order, intact; 1 otherwise; 2 on an error. */
-static int consume_all(const char *name, uint64_t expect, uint32_t poll_us)
-{
-    framesrv_consumer_options o = {.mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000, .poll_us = poll_us};
-    framesrv_consumer *c;
-    if (framesrv_consumer_open(&c, name, &o) != FRAMESRV_OK) return 2;
-    uint64_t next = 1;
-    int rc, status = 0;
-    framesrv_frame *f;
-    while ((rc = framesrv_consumer_next(c, 10000, &f)) == FRAMESRV_OK) {
-        framesrv_frame_info *in = framesrv_frame_info_of(f);
-        if (in->seq != next++ || framesrv_pattern_check(f) != 0) status = 1;
-        framesrv_frame_release(f);
-    }
-    if (rc != FRAMESRV_END || next - 1 != expect) status = status ? status : 1;
-    framesrv_consumer_close(c);
-    return status;
-}
-
 /* Frames handed from the consumer's thread to a releasing thread (a pipe of pointers). */
 static int handoff[2];
 
@@ -48,26 +28,27 @@ static void *release_thread(void *unused)
     return NULL;
 }
 
-/* The consumer child: next in this thread, every release in another one, concurrently
- * (framesrv.h): frames 1..expect once each, in order, intact. */
-static int consume_releasing_elsewhere(const char *name, uint64_t expect)
+/* The consumer child: reads `name` losslessly until the end; exit 0 when frames 1..expect
+ * arrived once each, in order, intact; 1 otherwise; 2 on an error. With `elsewhere`, every
+ * frame is released by another thread, concurrently with next (framesrv.h). */
+static int consume_all(const char *name, uint64_t expect, uint32_t poll_us, bool elsewhere)
 {
-    framesrv_consumer_options o = {.mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000};
+    framesrv_consumer_options o = {.mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000, .poll_us = poll_us};
     framesrv_consumer *c;
     pthread_t t;
-    if (pipe(handoff) != 0 || framesrv_consumer_open(&c, name, &o) != FRAMESRV_OK) return 2;
-    pthread_create(&t, NULL, release_thread, NULL);
+    if ((elsewhere && pipe(handoff) != 0) || framesrv_consumer_open(&c, name, &o) != FRAMESRV_OK) return 2;
+    if (elsewhere) pthread_create(&t, NULL, release_thread, NULL);
     uint64_t next = 1;
     int rc, status = 0;
     framesrv_frame *f;
     while ((rc = framesrv_consumer_next(c, 10000, &f)) == FRAMESRV_OK) {
         framesrv_frame_info *in = framesrv_frame_info_of(f);
         if (in->seq != next++ || framesrv_pattern_check(f) != 0) status = 1;
-        if (write(handoff[1], &f, sizeof f) != (ssize_t)sizeof f) return 2;
+        if (!elsewhere) framesrv_frame_release(f);
+        else if (write(handoff[1], &f, sizeof f) != (ssize_t)sizeof f) return 2;
     }
     f = NULL;
-    if (write(handoff[1], &f, sizeof f) != (ssize_t)sizeof f) return 2;
-    pthread_join(t, NULL);
+    if (elsewhere && write(handoff[1], &f, sizeof f) == (ssize_t)sizeof f) pthread_join(t, NULL);
     if (rc != FRAMESRV_END || next - 1 != expect) status = status ? status : 1;
     framesrv_consumer_close(c);
     return status;
@@ -77,7 +58,7 @@ static int consume_releasing_elsewhere(const char *name, uint64_t expect)
 static void exactly_once(const char *name, uint32_t poll_us, bool release_elsewhere)
 {
     pid_t child = fork();
-    if (child == 0) _exit(release_elsewhere ? consume_releasing_elsewhere(name, 1000) : consume_all(name, 1000, poll_us));
+    if (child == 0) _exit(consume_all(name, 1000, poll_us, release_elsewhere));
     framesrv_producer_options o = {.width = 160, .height = 90, .pix_fmt = FRAMESRV_PIX_YUV422P, .slots = 3};
     framesrv_producer *p;
     CHECK_STATUS(framesrv_producer_open(&p, name, &o), FRAMESRV_OK);
