@@ -97,8 +97,7 @@ class Frame:
         in the strides, not the shape). Zero copy: they view the pool."""
         arrays = self._arrays
         if arrays is None:
-            plane = self._f.plane
-            arrays = tuple([_asarray(plane(i)) for i in range(self._f.plane_count)])
+            arrays = tuple(map(_asarray, self._f.planes()))
             if self._producer is not None:
                 self._tracked.extend(weakref.ref(a) for a in arrays)
             self._arrays = arrays

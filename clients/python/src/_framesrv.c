@@ -463,6 +463,7 @@ static PyObject *frame_set_info(FrameObject *f, PyObject *d)
 }
 
 static PyObject *frame_plane(FrameObject *f, PyObject *arg);
+static PyObject *frame_planes(FrameObject *f, PyObject *unused);
 
 static PyObject *frame_pattern_check(FrameObject *f, PyObject *unused)
 {
@@ -515,6 +516,7 @@ static PyMethodDef frame_methods[] = {
     {"info", (PyCFunction)frame_info, METH_NOARGS, "Every header field, as a dict."},
     {"set_info", (PyCFunction)frame_set_info, METH_O, "Sets a reserved frame's writable header fields from a dict."},
     {"plane", (PyCFunction)frame_plane, METH_O, "The buffer exporter of plane i."},
+    {"planes", (PyCFunction)frame_planes, METH_NOARGS, "The buffer exporters of every plane (a tuple)."},
     {"pattern_check", (PyCFunction)frame_pattern_check, METH_NOARGS, "Bytes that differ from the test pattern."},
     {"pattern_fill", (PyCFunction)frame_pattern_fill, METH_NOARGS, "Fills a reserved frame with the test pattern."},
     {"_pool_range", (PyCFunction)frame_pool_range, METH_NOARGS, "(address, size) of the pool mapping."},
@@ -591,6 +593,21 @@ static PyObject *frame_plane(FrameObject *f, PyObject *arg)
     pl->strides[2] = (Py_ssize_t)p->sample_bytes;
     strcpy(pl->format, p->sample_bytes == 2 ? "<H" : "B");
     return (PyObject *)pl;
+}
+
+static PyObject *frame_planes(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (!frame_check(f)) return NULL;
+    uint32_t n = framesrv_frame_info_of(f->frame)->plane_count;
+    PyObject *t = PyTuple_New(n);
+    for (uint32_t i = 0; t && i < n; i++) {
+        PyObject *index = PyLong_FromUnsignedLong(i), *pl = index ? frame_plane(f, index) : NULL;
+        Py_XDECREF(index);
+        if (!pl) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, pl);
+    }
+    return t;
 }
 
 static int plane_getbuffer(PlaneObject *pl, Py_buffer *view, int flags)

@@ -178,3 +178,104 @@ def test_python_producer_killed_consumers_reattach(fsdir, framesrv_bin, procs, t
     assert "corrupt" not in log.read_text() and any(e.startswith("gone ") for e in events)
     after = events[[i for i, e in enumerate(events) if e.startswith("gone ")][-1]:]
     assert [e for e in after if e.startswith("frame ")] == [f"frame {i}" for i in range(1, 11)]
+
+
+def _next_in_thread(consumer, timeout):
+    """Starts consumer.next(timeout) in a thread; returns (started event, result dict, thread)."""
+    import threading
+    started, result = threading.Event(), {}
+
+    def run():
+        started.set()
+        try:
+            result["frame"] = consumer.next(timeout=timeout)
+        except Exception as e:  # reported by the test's assertion
+            result["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    started.wait()
+    return started, result, t
+
+
+def test_wake_without_doorbell(fsdir):
+    """A consumer asleep (in next) for >= 2 s gets a frame published after its sleep began.
+    The producer (this package) has no ZeroMQ subscriber: the consumer never asked for a
+    descriptor, so only the shared-memory wake (frame_wake) can wake it."""
+    import time
+    with framesrv.Producer("w", 64, 48, "gray", slots=2) as p:
+        with framesrv.Consumer("w", timeout=10) as c:
+            assert p.wait_for_consumers(1, 10)
+            _, result, t = _next_in_thread(c, 60)
+            time.sleep(2.2)
+            assert not result, "next returned before anything was published"
+            with p.reserve(timeout=10) as f:
+                f.fill_pattern()
+            t.join(60)
+            frame = result.get("frame")
+            assert frame is not None, result.get("error", "no frame within next's timeout")
+            assert frame.seq == 1 and frame.pattern_check() == 0
+            frame.release()
+            p.end()
+            with pytest.raises(framesrv.EndOfStream):
+                c.next(timeout=10)
+
+
+def test_release_from_another_thread_while_next_sleeps(fsdir):
+    """A frame released in one thread while another sleeps in next() goes back at once:
+    the producer (one slot) reuses it, and the sleeping next gets the frame published in
+    it (if the release waited for next, next would time out instead)."""
+    with framesrv.Producer("t", 64, 48, "gray", slots=1) as p:
+        with framesrv.Consumer("t", timeout=10) as c:
+            assert p.wait_for_consumers(1, 10)
+            with p.reserve(timeout=10) as f:
+                f.fill_pattern()
+            first = c.next(timeout=10)
+            assert first.seq == 1
+            _, result, t = _next_in_thread(c, 60)
+            assert first.release() is True
+            with p.reserve(timeout=30) as f:    # the only slot: free again
+                f.fill_pattern()
+            t.join(60)
+            second = result.get("frame")
+            assert second is not None, result.get("error", "next timed out: the release waited for it")
+            assert second.seq == 2 and second.pattern_check() == 0
+            second.release()
+
+
+@pytest.mark.parametrize("poll_us", [1, 200, 1000000])
+def test_poll_us_delivers_the_same_frames(fsdir, framesrv_bin, procs, poll_us):
+    p = produce_pattern(procs, framesrv_bin, "b", "--size", "64x48", "--frames", "40", "--rate", "max",
+                        "--slots", "2", "--wait-for", "1")
+    seqs = []
+    with framesrv.Consumer("b", timeout=30, poll_us=poll_us) as c:
+        for frame in c:
+            assert frame.pattern_check() == 0
+            seqs.append(frame.seq)
+    assert seqs == list(range(1, 41))
+    assert procs.finish(p)[0] == 0
+
+
+def test_consume_tool_poll_us(fsdir, procs):
+    c = procs.python("-m", "framesrv", "consume", "--in", "pu", "--verify-pattern", "--poll-us", "100", "--wait", "30")
+    p = procs.python("-m", "framesrv", "produce", "--out", "pu", "--frames", "30", "--rate", "1000",
+                     "--size", "64x48", "--wait-for", "1")
+    assert procs.finish(p)[1].strip() == "py: published 30 frames"
+    rc, out, err = procs.finish(c)
+    assert (rc, out.strip()) == (0, "py: received 30 frames, first 1, last 30, corrupt 0"), err
+
+
+@pytest.mark.parametrize("argv", [["consume", "--in", "x", "--poll-us", "1000001"],
+                                  ["consume", "--in", "x", "--poll-us", "-1"],
+                                  ["produce", "--out", "x", "--rate", "1/0"],
+                                  ["produce", "--out", "x", "--rate", "-30000/1001"],
+                                  ["produce", "--out", "x", "--rate", "fast"]])
+def test_tools_refuse_bad_poll_us_and_rate(fsdir, procs, argv):
+    rc, out, err = procs.finish(procs.python("-m", "framesrv", *argv))
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("py: error: "), err
+
+
+def test_consumer_refuses_bad_poll_us(fsdir):
+    for bad in (-1, 1000001):
+        with pytest.raises(framesrv.InvalidArgument, match="poll_us"):
+            framesrv.Consumer("nothing", timeout=0, poll_us=bad)
