@@ -12,6 +12,7 @@ FLAG_END_OF_STREAM = 2
 FLAG_DISCONTINUITY = 4
 
 _asarray = np.asarray
+_C_ARRAYS = hasattr(_framesrv.Frame, "arrays")   # built with numpy's headers (setup.py)
 
 #: the header fields a producer may set (besides pts, time_base, sar, key), with set_info's keys
 _WRITABLE = ("color_matrix", "color_range", "color_primaries", "color_transfer", "duration",
@@ -97,7 +98,8 @@ class Frame:
         in the strides, not the shape). Zero copy: they view the pool."""
         arrays = self._arrays
         if arrays is None:
-            arrays = tuple(map(_asarray, self._f.planes()))
+            f = self._f
+            arrays = f.arrays() if _C_ARRAYS else tuple(map(_asarray, f.planes()))
             if self._producer is not None:
                 self._tracked.extend(weakref.ref(a) for a in arrays)
             self._arrays = arrays

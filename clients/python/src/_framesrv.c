@@ -24,6 +24,11 @@
 #include <Python.h>
 #include <pythread.h>
 
+#ifdef FRAMESRV_NUMPY      /* setup.py found numpy's headers: arrays() builds the views directly */
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#endif
+
 #include "framesrv.h"
 #undef _GNU_SOURCE
 #include "internal.h"          /* frame->pool: the pool mapping's range (_pool_range) */
@@ -464,6 +469,9 @@ static PyObject *frame_set_info(FrameObject *f, PyObject *d)
 
 static PyObject *frame_plane(FrameObject *f, PyObject *arg);
 static PyObject *frame_planes(FrameObject *f, PyObject *unused);
+#ifdef FRAMESRV_NUMPY
+static PyObject *frame_arrays(FrameObject *f, PyObject *unused);
+#endif
 
 static PyObject *frame_pattern_check(FrameObject *f, PyObject *unused)
 {
@@ -517,6 +525,9 @@ static PyMethodDef frame_methods[] = {
     {"set_info", (PyCFunction)frame_set_info, METH_O, "Sets a reserved frame's writable header fields from a dict."},
     {"plane", (PyCFunction)frame_plane, METH_O, "The buffer exporter of plane i."},
     {"planes", (PyCFunction)frame_planes, METH_NOARGS, "The buffer exporters of every plane (a tuple)."},
+#ifdef FRAMESRV_NUMPY
+    {"arrays", (PyCFunction)frame_arrays, METH_NOARGS, "Every plane as a numpy array viewing the pool (a tuple)."},
+#endif
     {"pattern_check", (PyCFunction)frame_pattern_check, METH_NOARGS, "Bytes that differ from the test pattern."},
     {"pattern_fill", (PyCFunction)frame_pattern_fill, METH_NOARGS, "Fills a reserved frame with the test pattern."},
     {"_pool_range", (PyCFunction)frame_pool_range, METH_NOARGS, "(address, size) of the pool mapping."},
@@ -568,6 +579,7 @@ typedef struct {
     Py_ssize_t shape[3], strides[3];
     int ndim;
     char format[4];
+    int counted;               /* the base of an array from arrays(): counts as one export */
 } PlaneObject;
 
 static PyObject *frame_plane(FrameObject *f, PyObject *arg)
@@ -583,6 +595,7 @@ static PyObject *frame_plane(FrameObject *f, PyObject *arg)
     if (!pl) return NULL;
     pl->frame = f;
     Py_INCREF(f);
+    pl->counted = 0;
     pl->index = (int)i;
     pl->ndim = p->components > 1 ? 3 : 2;
     pl->shape[0] = p->height;
@@ -594,6 +607,45 @@ static PyObject *frame_plane(FrameObject *f, PyObject *arg)
     strcpy(pl->format, p->sample_bytes == 2 ? "<H" : "B");
     return (PyObject *)pl;
 }
+
+#ifdef FRAMESRV_NUMPY
+/* One plane as a numpy array made here (no buffer-protocol round trip: the per-frame path).
+ * Its base is the Plane, which counts as one export until the array (and every view of it)
+ * is gone: the same rule as a buffer export. */
+static PyObject *plane_array(FrameObject *f, PyObject *index, int readonly)
+{
+    PlaneObject *pl = (PlaneObject *)frame_plane(f, index);
+    if (!pl) return NULL;
+    const framesrv_plane *p = &framesrv_frame_info_of(f->frame)->planes[pl->index];
+    PyArray_Descr *descr = PyArray_DescrFromType(p->sample_bytes == 2 ? NPY_UINT16 : NPY_UINT8);
+    npy_intp shape[3] = {pl->shape[0], pl->shape[1], pl->shape[2]}, strides[3] = {pl->strides[0], pl->strides[1], pl->strides[2]};
+    PyObject *a = PyArray_NewFromDescr(&PyArray_Type, descr, pl->ndim, shape, strides, p->data,
+                                       readonly ? NPY_ARRAY_ALIGNED : NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, NULL);
+    if (!a) { Py_DECREF(pl); return NULL; }
+    pl->counted = 1;
+    f->exports++;
+    if (PyArray_SetBaseObject((PyArrayObject *)a, (PyObject *)pl) < 0) { Py_DECREF(a); return NULL; }
+    return a;
+}
+
+/* arrays(): every plane as a numpy array viewing the pool (read-only unless reserved). */
+static PyObject *frame_arrays(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (!frame_check(f)) return NULL;
+    if (f->state == FRAME_ABANDONED) { PyErr_SetString(StateError, "the frame was released"); return NULL; }
+    int readonly = !f->owner->is_producer || f->state != FRAME_LIVE;
+    uint32_t n = framesrv_frame_info_of(f->frame)->plane_count;
+    PyObject *t = PyTuple_New(n);
+    for (uint32_t i = 0; t && i < n; i++) {
+        PyObject *index = PyLong_FromUnsignedLong(i), *a = index ? plane_array(f, index, readonly) : NULL;
+        Py_XDECREF(index);
+        if (!a) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, a);
+    }
+    return t;
+}
+#endif
 
 static PyObject *frame_planes(FrameObject *f, PyObject *unused)
 {
@@ -653,6 +705,7 @@ static void plane_releasebuffer(PlaneObject *pl, Py_buffer *view)
 
 static void plane_dealloc(PlaneObject *pl)
 {
+    if (pl->counted) plane_releasebuffer(pl, NULL);
     Py_XDECREF(pl->frame);
     PyObject_Free(pl);
 }
@@ -1115,6 +1168,9 @@ static int add_type(PyObject *m, PyTypeObject *type, const char *name)
 
 PyMODINIT_FUNC PyInit__framesrv(void)
 {
+#ifdef FRAMESRV_NUMPY
+    import_array();
+#endif
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     if (add_errors(m) < 0 || add_type(m, &FrameType, "Frame") < 0 || add_type(m, &PlaneType, "Plane") < 0 ||
