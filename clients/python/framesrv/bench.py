@@ -1,10 +1,13 @@
 """python -m framesrv.bench: the Python package's figures at one size (default 1080p).
 
-  python -m framesrv.bench [--size WxH] [--pix-fmt F] [--frames N]
+  python -m framesrv.bench [--size WxH] [--pix-fmt F] [--frames N] [--producer FRAMESRV]
 
 Prints one line per figure, each measured in this run:
   - consumer: frames/s of a Python consumer (iterating, arrays taken, not copied) of a
-    Python producer in another process publishing as fast as it can (C pattern fill);
+    Python producer in another process publishing as fast as it can (C pattern fill), or
+    with --producer, of `FRAMESRV produce --pattern --fill once` (the transport alone);
+  - consumer per frame: the consumer's own time per frame (next, the Frame, its arrays,
+    the release), its producer in the same process and not timed;
   - producer, fill excluded: frames/s of reserve + publish to one lossless consumer in
     another process (the pixels are not written);
   - producer, numpy fill: the same with every plane written by numpy (np.copyto of a
@@ -27,9 +30,14 @@ def _spawn(*argv):
 
 
 def consumer_rate(name, args):
-    """A Python consumer of a Python producer process: frames/s and the zero-copy check."""
-    p = _spawn("produce", "--out", name, "--size", args.size, "--pix-fmt", args.pix_fmt,
-               "--frames", str(args.frames), "--rate", "max", "--wait-for", "1")
+    """A Python consumer of a producer process: frames/s and the zero-copy check."""
+    argv = ["produce", "--out", name, "--size", args.size, "--pix-fmt", args.pix_fmt,
+            "--frames", str(args.frames), "--rate", "max", "--wait-for", "1"]
+    if args.producer:
+        p = subprocess.Popen([args.producer, *argv[:1], "--pattern", "--fill", "once", "--slots", "8", *argv[1:]],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    else:
+        p = _spawn(*argv)
     inside = False
     with framesrv.Consumer(name, timeout=30) as c:
         start, n = None, 0
@@ -43,6 +51,23 @@ def consumer_rate(name, args):
         elapsed = time.perf_counter() - start
     p.wait()
     return (n - 1) / elapsed, inside
+
+
+def consumer_cost(name, args):
+    """Seconds per frame of the consumer's own work: next, the Frame, its arrays, the
+    release of the previous one (each frame is published in this process, untimed)."""
+    w, h = (int(x) for x in args.size.split("x"))
+    clock, spent = time.perf_counter, 0.0
+    with framesrv.Producer(name, w, h, args.pix_fmt, slots=8) as p, framesrv.Consumer(name, timeout=30) as c:
+        frames = iter(c)
+        for _ in range(args.frames):
+            with p.reserve():
+                pass
+            start = clock()
+            planes = next(frames).planes
+            spent += clock() - start
+        del planes
+    return spent / args.frames
 
 
 def producer_rate(name, args, fill):
@@ -70,10 +95,12 @@ def main(argv=None):
     ap.add_argument("--size", default="1920x1080")
     ap.add_argument("--pix-fmt", default="yuv420p")
     ap.add_argument("--frames", type=int, default=300)
+    ap.add_argument("--producer", help="a framesrv binary: the consumer figure reads its --fill once pattern")
     args = ap.parse_args(argv)
     tag = f"{args.size} {args.pix_fmt}, {args.frames} frames"
     fps, inside = consumer_rate("bench-py-consume", args)
-    print(f"python consumer: {fps:.0f} frames/s ({tag})")
+    print(f"python consumer: {fps:.0f} frames/s ({tag}{', framesrv produce --fill once' if args.producer else ''})")
+    print(f"python consumer per frame: {consumer_cost('bench-py-cost', args) * 1e6:.2f} us ({tag})")
     print(f"python producer, fill excluded: {producer_rate('bench-py-produce', args, False):.0f} frames/s ({tag})")
     print(f"python producer, numpy fill: {producer_rate('bench-py-fill', args, True):.0f} frames/s ({tag})")
     print(f"zero copy: numpy data pointer inside the pool mapping: {'yes' if inside else 'NO'}")

@@ -150,7 +150,7 @@ def test_bench_script_runs(fsdir, procs):
     rc, out, err = procs.finish(b, timeout=120)
     assert rc == 0, err
     lines = out.splitlines()
-    assert [l.split(":")[0] for l in lines] == ["python consumer", "python producer, fill excluded",
+    assert [l.split(":")[0] for l in lines] == ["python consumer", "python consumer per frame", "python producer, fill excluded",
                                                "python producer, numpy fill", "zero copy"]
     assert lines[-1].endswith("yes")
 
