@@ -84,12 +84,16 @@ class Consumer:
                 return Frame(r)
             if r == _TIMEOUT:
                 return None
-            self.gone = r == _GONE
-            if r == _GONE and self.reattach:
-                self._c.reopen(None)
-                self._info = self._c.stream_info()
-                continue
-            raise EndOfStream(gone=r == _GONE)
+            self._ended(r)
+
+    def _ended(self, status):
+        """After END or GONE: raises EndOfStream, or (GONE with reattach) attaches to the
+        next producer and returns."""
+        self.gone = status == _GONE
+        if not (self.gone and self.reattach):
+            raise EndOfStream(gone=self.gone)
+        self._c.reopen(None)
+        self._info = self._c.stream_info()
 
     def __iter__(self):
         return self
@@ -99,16 +103,16 @@ class Consumer:
         if last is not None:
             self._last = None
             last.release()
-        r = self._c.next()   # the per-frame path: a frame is there, or next waits for it
-        if r.__class__ is _CFrame:
-            frame = self._last = Frame(r)
-            return frame
-        try:
-            frame = self.next()   # an end, or the producer gone (reattach)
-        except EndOfStream:
-            raise StopIteration from None
-        self._last = frame
-        return frame
+        while True:
+            r = self._c.next()   # the per-frame path: a frame is there, or next waits for it
+            if r.__class__ is _CFrame:
+                frame = self._last = Frame(r)
+                return frame
+            if r != _TIMEOUT:
+                try:
+                    self._ended(r)   # the end, or the producer gone (reattach: go on)
+                except EndOfStream:
+                    raise StopIteration from None
 
     @property
     def rate(self):
