@@ -279,3 +279,26 @@ def test_consumer_refuses_bad_poll_us(fsdir):
     for bad in (-1, 1000001):
         with pytest.raises(framesrv.InvalidArgument, match="poll_us"):
             framesrv.Consumer("nothing", timeout=0, poll_us=bad)
+
+
+def test_fileno_for_an_event_loop(fsdir):
+    """fileno() subscribes lazily; the descriptor becomes readable after a publish, and
+    next(timeout=0) then drains what is there (edge-triggered)."""
+    import select
+    with framesrv.Producer("e", 64, 48, "gray", slots=4) as p:
+        with framesrv.Consumer("e", timeout=10) as c:
+            fd = c.fileno()
+            assert fd >= 0 and c.fileno() == fd
+            seqs, readable = [], False
+            for _ in range(20):   # the subscription reaches the producer asynchronously
+                with p.reserve(timeout=10) as f:
+                    f.fill_pattern()
+                if select.select([fd], [], [], 1.0)[0]:
+                    readable = True
+                while (frame := c.next(timeout=0)) is not None:
+                    seqs.append(frame.seq)
+                    frame.release()
+                if readable:
+                    break
+            assert readable, "the descriptor never became readable"
+            assert seqs == list(range(1, len(seqs) + 1)) and seqs
