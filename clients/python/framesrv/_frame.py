@@ -185,25 +185,14 @@ class Frame:
     flags = _field("flags", "FLAG_KEY | FLAG_END_OF_STREAM | FLAG_DISCONTINUITY")
     del _field
 
-    @property
-    def field_order(self):
-        """A FieldOrder (an int: FFmpeg's AVFieldOrder; 0 unknown, 1 progressive, 2 tt,
-        3 bb, 4 tb, 5 bt)."""
-        return FieldOrder(self._info["field_order"])
+    def _enum_field(key, kind, doc):  # noqa: N805 - a property factory
+        return property(lambda self: kind(self._info[key]), lambda self, v: self._set(key, int(kind(v))), doc=doc)
 
-    @field_order.setter
-    def field_order(self, value):
-        self._set("field_order", int(FieldOrder(value)))
-
-    @property
-    def chroma_location(self):
-        """A ChromaLocation (an int: FFmpeg's AVChromaLocation; 0 unspecified, 1 left,
-        2 center, 3 topleft, 4 top, 5 bottomleft, 6 bottom)."""
-        return ChromaLocation(self._info["chroma_location"])
-
-    @chroma_location.setter
-    def chroma_location(self, value):
-        self._set("chroma_location", int(ChromaLocation(value)))
+    field_order = _enum_field("field_order", FieldOrder, "a FieldOrder (FFmpeg's AVFieldOrder: 0 unknown, "
+                              "1 progressive, 2 tt, 3 bb, 4 tb, 5 bt)")
+    chroma_location = _enum_field("chroma_location", ChromaLocation, "a ChromaLocation (FFmpeg's AVChromaLocation: "
+                                  "0 unspecified, 1 left, 2 center, 3 topleft, 4 top, 5 bottomleft, 6 bottom)")
+    del _enum_field
 
     @property
     def pts(self):

@@ -181,7 +181,7 @@ def test_python_producer_killed_consumers_reattach(fsdir, framesrv_bin, procs, t
 
 
 def _next_in_thread(consumer, timeout):
-    """Starts consumer.next(timeout) in a thread; returns (started event, result dict, thread)."""
+    """Starts consumer.next(timeout) in a thread; returns (result dict, thread) once it runs."""
     import threading
     started, result = threading.Event(), {}
 
@@ -195,7 +195,19 @@ def _next_in_thread(consumer, timeout):
     t = threading.Thread(target=run, daemon=True)
     t.start()
     started.wait()
-    return started, result, t
+    return result, t
+
+
+def _publish_and_take(producer, waiter, seq, why):
+    """Publishes a pattern frame; returns what the thread of _next_in_thread got: frame seq."""
+    result, t = waiter
+    with producer.reserve(timeout=30) as f:
+        f.fill_pattern()
+    t.join(60)
+    frame = result.get("frame")
+    assert frame is not None, result.get("error", why)
+    assert frame.seq == seq and frame.pattern_check() == 0
+    frame.release()
 
 
 def test_wake_without_doorbell(fsdir):
@@ -206,16 +218,10 @@ def test_wake_without_doorbell(fsdir):
     with framesrv.Producer("w", 64, 48, "gray", slots=2) as p:
         with framesrv.Consumer("w", timeout=10) as c:
             assert p.wait_for_consumers(1, 10)
-            _, result, t = _next_in_thread(c, 60)
+            waiter = _next_in_thread(c, 60)
             time.sleep(2.2)
-            assert not result, "next returned before anything was published"
-            with p.reserve(timeout=10) as f:
-                f.fill_pattern()
-            t.join(60)
-            frame = result.get("frame")
-            assert frame is not None, result.get("error", "no frame within next's timeout")
-            assert frame.seq == 1 and frame.pattern_check() == 0
-            frame.release()
+            assert not waiter[0], "next returned before anything was published"
+            _publish_and_take(p, waiter, 1, "no frame within next's timeout")
             p.end()
             with pytest.raises(framesrv.EndOfStream):
                 c.next(timeout=10)
@@ -232,15 +238,10 @@ def test_release_from_another_thread_while_next_sleeps(fsdir):
                 f.fill_pattern()
             first = c.next(timeout=10)
             assert first.seq == 1
-            _, result, t = _next_in_thread(c, 60)
+            waiter = _next_in_thread(c, 60)
             assert first.release() is True
-            with p.reserve(timeout=30) as f:    # the only slot: free again
-                f.fill_pattern()
-            t.join(60)
-            second = result.get("frame")
-            assert second is not None, result.get("error", "next timed out: the release waited for it")
-            assert second.seq == 2 and second.pattern_check() == 0
-            second.release()
+            # The only slot is free again: reserve gets it, next gets frame 2.
+            _publish_and_take(p, waiter, 2, "next timed out: the release waited for it")
 
 
 @pytest.mark.parametrize("poll_us", [1, 200, 1000000])
