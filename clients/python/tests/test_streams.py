@@ -303,3 +303,16 @@ def test_fileno_for_an_event_loop(fsdir):
                     break
             assert readable, "the descriptor never became readable"
             assert seqs == list(range(1, len(seqs) + 1)) and seqs
+
+
+def test_ctrl_c_while_next_sleeps(fsdir, procs):
+    """A consumer asleep in next (on the stream's wake word, no frame coming) notices SIGINT."""
+    import signal
+    import time
+    with framesrv.Producer("z", 64, 48, "gray", slots=2) as p:
+        c = procs.python("-m", "framesrv", "consume", "--in", "z", "--wait", "30")
+        assert p.wait_for_consumers(1, 30)
+        time.sleep(0.3)
+        c.send_signal(signal.SIGINT)
+        rc, out, err = procs.finish(c, timeout=30)
+    assert (rc, out.strip()) == (0, "py: received 0 frames, first 0, last 0, corrupt 0"), err
