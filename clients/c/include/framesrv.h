@@ -253,7 +253,7 @@ typedef struct framesrv_producer_options {
     uint32_t width, height;    /* 1..16384                                                  */
     int pix_fmt;               /* framesrv_pix_fmt, one of the table's (not OTHER)          */
     uint32_t slots;            /* 1..64; 0 = 8                                              */
-    int64_t rate_num, rate_den;/* nominal frame rate, exact; 0/0 = unknown. Also the default time base (den/num) */
+    int64_t rate_num, rate_den;/* nominal frame rate, exact (stored reduced); 0/0 = unknown. Also the default time base (den/num) */
     uint32_t live_source;      /* 1: reserve never waits for consumers: it returns FRAMESRV_TIMEOUT (drop the frame; counted) */
     uint32_t live_max_held;    /* frames a live consumer may hold at once; 0 = 1            */
     uint32_t color_matrix, color_range, color_primaries, color_transfer; /* defaults for every frame; 0,0,0,0 = "unspecified" (2,0,2,2; matrix 0 for RGB formats) */
@@ -279,14 +279,18 @@ int framesrv_producer_open(framesrv_producer **out, const char *name,
                            const framesrv_producer_options *options);
 
 /* Reserves a free slot: FRAMESRV_OK with *frame (its planes writable, its info's (w)
- * fields preset: pts = seq-1 in the default time base (rate_den/rate_num, duration 1; without a
- * rate 1/1000000, duration 0), sample aspect ratio 0/1, flags 0, the options' colour),
+ * fields preset: pts = seq-1 in the default time base (rate_den/rate_num, duration 1, when
+ * both fit an int32; else 1/1000000, duration 0), sample aspect ratio 0/1, flags 0, the
+ * options' colour, field_order 1 (progressive), chroma_location 0 (unspecified)),
  * FRAMESRV_TIMEOUT when no slot became free within timeout_ms (a live source never
  * waits: the frame is dropped and counted), or an error. One frame reserved at a time. */
 int framesrv_producer_reserve(framesrv_producer *producer, int timeout_ms, framesrv_frame **frame);
 
-/* Publishes the reserved frame to every consumer (lossless ones receive it for sure) and
- * announces it. The frame is invalid afterwards. */
+/* Publishes the reserved frame to every consumer (lossless ones receive it for sure), wakes
+ * the consumers asleep for a frame (one futex call, none when nobody sleeps), then announces
+ * it over ZeroMQ when anyone subscribes. FRAMESRV_E_INVALID for (w) fields a consumer would
+ * reject (time base < 1/1, field_order > 5, chroma_location > 6, pts or duration beyond
+ * 2^62). The frame is invalid afterwards. */
 int framesrv_producer_publish(framesrv_producer *producer, framesrv_frame *frame);
 
 /* Publishes like framesrv_producer_publish, but the frame stays valid and its slot is not

@@ -131,7 +131,9 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     int status = pool_of(c, a, fs_peek_u64(&s->epoch), &pool);
     if (status != FRAMESRV_OK) {
         release_slot(a, slot);
-        return status;
+        /* A live consumer late to an ended stream: its producer removed the pool once no
+         * slot was held (14), so this frame is nobody's any more. */
+        return status == FRAMESRV_E_NOT_FOUND && stream_ended(a) && a->mode == FS_MODE_LIVE ? LOOK_ENDED : status;
     }
     uint8_t *base = pool->base + (size_t)slot * pool->slot_stride;
     fs_frame h;   /* one copy: what is validated is what the frame reports and reads through */
