@@ -100,9 +100,10 @@ class Consumer:
 
     def __next__(self):
         last = self._last
-        if last is not None:
+        if last is not None:   # last.release(), inlined (the per-frame path)
             self._last = None
-            last.release()
+            last._arrays = None
+            last._f.release()
         while True:
             r = self._c.next()   # the per-frame path: a frame is there, or next waits for it
             if r.__class__ is _CFrame:
