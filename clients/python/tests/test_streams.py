@@ -244,7 +244,7 @@ def test_release_from_another_thread_while_next_sleeps(fsdir):
             _publish_and_take(p, waiter, 2, "next timed out: the release waited for it")
 
 
-@pytest.mark.parametrize("poll_us", [1, 200, 1000000])
+@pytest.mark.parametrize("poll_us", [1, 200, 100000])
 def test_poll_us_delivers_the_same_frames(fsdir, framesrv_bin, procs, poll_us):
     p = produce_pattern(procs, framesrv_bin, "b", "--size", "64x48", "--frames", "40", "--rate", "max",
                         "--slots", "2", "--wait-for", "1")
@@ -280,6 +280,10 @@ def test_consumer_refuses_bad_poll_us(fsdir):
     for bad in (-1, 1000001):
         with pytest.raises(framesrv.InvalidArgument, match="poll_us"):
             framesrv.Consumer("nothing", timeout=0, poll_us=bad)
+    with pytest.raises(framesrv.NotFound):    # the bounds are accepted: only the stream is missing
+        framesrv.Consumer("nothing", timeout=0, poll_us=1000000)
+    with pytest.raises(framesrv.NotFound):
+        framesrv.Consumer("nothing", timeout=0, poll_us=0)
 
 
 def test_fileno_for_an_event_loop(fsdir):
