@@ -41,8 +41,10 @@ def _rate(text):
         value = Fraction(text) if "/" in text else Fraction(float(text)).limit_denominator(1001000)
     except (ValueError, ZeroDivisionError, OverflowError):
         value = 0
-    if not 0 < value <= 1000000 or value.numerator >= 2**63 or value.denominator >= 2**63:
-        raise argparse.ArgumentTypeError(f"bad rate (N, N/D, a decimal or max): {text!r}")
+    # The frames' time base is 1/rate: a header's time base has 32-bit terms.
+    if not 0 < value <= 1000000 or value.numerator >= 2**31 or value.denominator >= 2**31:
+        raise argparse.ArgumentTypeError(f"bad rate (N, N/D up to 1000000 with terms below 2^31, "
+                                         f"a decimal or max): {text!r}")
     return value
 
 

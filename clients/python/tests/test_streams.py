@@ -270,7 +270,8 @@ def test_consume_tool_poll_us(fsdir, procs):
                                   ["consume", "--in", "x", "--poll-us", "-1"],
                                   ["produce", "--out", "x", "--rate", "1/0"],
                                   ["produce", "--out", "x", "--rate", "-30000/1001"],
-                                  ["produce", "--out", "x", "--rate", "fast"]])
+                                  ["produce", "--out", "x", "--rate", "fast"],
+                                  ["produce", "--out", "x", "--rate", "999999999999/1000000"]])
 def test_tools_refuse_bad_poll_us_and_rate(fsdir, procs, argv):
     rc, out, err = procs.finish(procs.python("-m", "framesrv", *argv))
     assert rc == 2 and err.count("\n") == 1 and err.startswith("py: error: "), err
