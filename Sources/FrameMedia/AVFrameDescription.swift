@@ -44,7 +44,7 @@ extension FrameDescription {
 
     /// Writes the field order and chroma location into `f` (what buffersrc and encoders read).
     func applyFields(to f: UnsafeMutablePointer<AVFrame>) {
-        cffmpeg_frame_set_fields(f, fieldOrder.isInterlaced ? 1 : 0, fieldOrder.ffmpegTopFieldFirst ? 1 : 0)
+        cffmpeg_frame_set_fields(f, fieldOrder.isInterlaced ? 1 : 0, fieldOrder.topFieldFirst ? 1 : 0)
         f.pointee.chroma_location = AVChromaLocation(rawValue: chromaLocation.rawValue)
     }
 }
@@ -57,17 +57,12 @@ extension FieldOrder {
         self = cffmpeg_frame_top_field_first(f) != 0 ? .topFirst : .bottomFirst
     }
 
-    /// An AVFrame's `top_field_first` for this order, as ffmpeg pairs them: TT and TB are top
-    /// first, BB and BT bottom first (ffmpeg gives a top-first frame's encoder TB, and
-    /// yuv4mpegenc writes TB as `It`). Not `topFieldFirst`, which reads TB/BT by display order.
-    var ffmpegTopFieldFirst: Bool { self == .topFirst || self == .topCodedBottomShown }
-
     /// The field order ffmpeg gives an encoder (and so its muxer) for frames of this order:
     /// interlaced as TB/BT (TT/BB for MJPEG), else progressive.
     func encoderFieldOrder(mjpeg: Bool) -> AVFieldOrder {
         guard isInterlaced else { return AV_FIELD_PROGRESSIVE }
-        if mjpeg { return ffmpegTopFieldFirst ? AV_FIELD_TT : AV_FIELD_BB }
-        return ffmpegTopFieldFirst ? AV_FIELD_TB : AV_FIELD_BT
+        if mjpeg { return topFieldFirst ? AV_FIELD_TT : AV_FIELD_BB }
+        return topFieldFirst ? AV_FIELD_TB : AV_FIELD_BT
     }
 }
 
