@@ -24,8 +24,11 @@ public struct ConsumerOptions: Sendable {
     /// ZeroMQ receive high-water mark, in messages, of the doorbell socket (connected only
     /// when `Consumer.descriptor` is asked for: consumers sleep on shared memory otherwise).
     public var receiveHighWaterMark: Int32 = 1000
-    /// Microseconds `next` spins, watching the stream's wake word, before it sleeps
-    /// (0: never spins). Trades a core for wake latency.
+    /// Microseconds `next` may busy-poll the stream's wake word per frame (0: never spins).
+    /// Trades a core for wake latency. On a paced stream (frames further apart than the
+    /// window) the window is centred on when the next frame is due, from the pace of the
+    /// frames so far, and `next` sleeps until it opens: a frame costs at most this much
+    /// spinning, and still arrives within about a microsecond of its publish.
     public var pollMicros = 0
 
     public init(mode: DeliveryMode = .lossless) { self.mode = mode }
@@ -241,6 +244,10 @@ final class Attachment {
     private let receiveHighWaterMark: Int32
     /// Microseconds to spin on `frame_wake` before sleeping (`ConsumerOptions.pollMicros`).
     private let pollMicros: Int
+    /// The pace of the stream, for the busy-poll window: the newest frame's capture time
+    /// and the smoothed interval between captures (0 until two frames arrived).
+    private var lastCaptureNanos: UInt64 = 0
+    private var captureIntervalNanos: UInt64 = 0
     private let directory: RuntimeDirectory
     /// The pools mapped, by epoch, and how many of each one's frames are held.
     private var pools: [UInt64: PoolMapping] = [:]
@@ -353,11 +360,21 @@ final class Attachment {
     /// The next frame, the end, or the producer's exit. Sleeps on `frame_wake` (design 1.3):
     /// look; spin up to `pollMicros`; announce the sleep; look again; sleep.
     func nextFrame(stop: () -> Bool) throws(FrameServerError) -> Outcome {
+        var spun = false
         while true {
             settleReleases()
             drainDoorbell()
             if let outcome = try look() { return outcome }
-            if pollMicros > 0, spin() { continue }
+            var sleepNanos = Self.longestSleepNanos
+            if pollMicros > 0, !spun {
+                let now = monotonicNanos(), opens = pollWindowOpens(now: now)
+                if opens <= now {
+                    spun = true
+                    if spin() { continue }
+                } else {
+                    sleepNanos = Int64(min(opens - now, UInt64(sleepNanos)))   // then spin
+                }
+            }
             // SYNC: fs_consumer_wait_begin before the last look; see `ControlSegment.frameReady`.
             let w = control.beginWaitForFrame(bit)
             let last: Outcome?
@@ -374,7 +391,7 @@ final class Attachment {
                 producerExited = true
                 continue
             }
-            let woke = control.waitForFrame(seen: w, timeoutNanos: Self.longestSleepNanos)
+            let woke = control.waitForFrame(seen: w, timeoutNanos: sleepNanos)
             control.endWaitForFrame(bit)
             if woke == .timedOut || woke == .interrupted, stop() { return .ended }
         }
@@ -394,6 +411,23 @@ final class Attachment {
         if producerExited { return .producerGone }
         if detached { return .ended }
         return nil
+    }
+
+    /// When this frame's busy-poll window opens: half the window before the next frame is
+    /// due on a paced stream; `now` when the pace is unknown or faster than the window.
+    private func pollWindowOpens(now: UInt64) -> UInt64 {
+        let window = UInt64(pollMicros) * 1000
+        guard captureIntervalNanos > window, lastCaptureNanos > 0 else { return now }
+        return lastCaptureNanos + captureIntervalNanos - window / 2
+    }
+
+    /// Folds a delivered frame's capture time into the stream's pace (a 1/8 moving average).
+    private func notePace(capture: UInt64) {
+        if lastCaptureNanos > 0, capture > lastCaptureNanos {
+            let interval = capture - lastCaptureNanos
+            captureIntervalNanos = captureIntervalNanos == 0 ? interval : (captureIntervalNanos * 7 + interval) / 8
+        }
+        lastCaptureNanos = capture
     }
 
     /// Busy-polls `frame_wake` for up to `pollMicros`; whether it changed (look again).
@@ -565,6 +599,7 @@ final class Attachment {
         let now = monotonicNanos()
         let capture = header.capture_ns
         let latency = now > capture ? now - capture : 0
+        if pollMicros > 0 { notePace(capture: capture) }
         control.recordDelivery(index, sequence: seq, held: heldCount, now: now, latencyNanos: latency)
         lastDelivered = seq
         return Frame(owner: Unmanaged.passRetained(self), slot: slot, sequence: seq, epoch: epoch, base: base,
