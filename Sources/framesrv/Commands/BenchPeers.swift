@@ -146,8 +146,8 @@ final class Iceoryx2Peer {
 
     /// The frame count line the issue asks for: every frame received, or the runs that lost some.
     var countLine: String {
-        losses.isEmpty ? "iceoryx2: every subscriber received every frame sent, in all \(runs) runs (\(framesSent) frames sent)"
-            : "iceoryx2: LOST frames in \(losses.count) of \(runs) runs: " + losses.joined(separator: "; ")
+        losses.isEmpty ? "iceoryx2 so far: every subscriber received every frame sent, in all \(runs) runs (\(framesSent) frames sent)"
+            : "iceoryx2 so far: LOST frames in \(losses.count) of \(runs) runs: " + losses.joined(separator: "; ")
     }
 }
 

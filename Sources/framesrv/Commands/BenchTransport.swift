@@ -174,7 +174,7 @@ extension BenchCommand {
         let both = wakeupsPerSecond([producer.process.processIdentifier, sink!.process.processIdentifier], seconds: 2)
         printTable([["process", "wake-ups/s", "limit"],
                     ["producer with no consumer ('produce --pattern --wait-for 2')", formatDouble(alone[0]), "2"],
-                    ["producer with one consumer that it does not publish to yet", formatDouble(both[0]), "2"],
+                    ["the same producer, one consumer attached (it waits for 2)", formatDouble(both[0]), "2"],
                     ["consumer with no frames ('sink --null --lossless')", formatDouble(both[1]), "2"]])
     }
 

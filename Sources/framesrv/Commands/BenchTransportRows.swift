@@ -29,14 +29,9 @@ extension BenchCommand {
     /// 3: 4 lossless consumers at 1080p, frames/s each, and iceoryx2 with 4 subscribers.
     static func fanOut(_ budget: Budget, peers: TransportPeers) throws {
         print("3. fan-out at 1920x1080, 4 consumer processes, frames/s each one receives (\(roundsText(budget))):")
-        let m = try alternated(budget, [
-            { try framesrvRun(.hd, consumers: (0..<4).map { .sink($0) }, rate: nil, budget: budget).fps },
-            peers.iceoryx2.map { peer in { try peer.throughput(bytes: BenchSize.hd.bytes, subscribers: 4, budget: budget) } },
-        ])
-        printTable([["system", "frames/s each", "framesrv/peer"],
-                    ["framesrv, 4 x 'sink --null --lossless'", rate(m[0]), ""],
-                    ["iceoryx2, 4 Python subscribers", rate(m[1]), ratio(m[0], m[1])]])
-        printAbsentPeers(peers, gstreamer: false)
+        try versusIceoryx2(budget, peers: peers, subscribers: 4,
+                           framesrv: ("framesrv, 4 x 'sink --null --lossless'", (0..<4).map { .sink($0) }),
+                           iceoryx2: "iceoryx2, 4 Python subscribers")
     }
 
     /// 4: a Python consumer of framesrv (Swift producer) and iceoryx2's Python pair, at 1080p.
@@ -47,13 +42,20 @@ extension BenchCommand {
             print("  framesrv's Python package: not available (scripts/python-env)")
             return
         }
+        try versusIceoryx2(budget, peers: peers, subscribers: 1,
+                           framesrv: ("framesrv: Swift producer, 'python -m framesrv consume' (libframesrv)", [.python(python)]),
+                           iceoryx2: "iceoryx2: Python publisher, Python subscriber (blocking Listener)")
+    }
+
+    /// framesrv with `consumers` and iceoryx2 with as many subscribers at 1080p, alternated:
+    /// frames/s each consumer receives, and the ratio.
+    static func versusIceoryx2(_ budget: Budget, peers: TransportPeers, subscribers: Int,
+                               framesrv: (label: String, consumers: [BenchConsumer]), iceoryx2: String) throws {
         let m = try alternated(budget, [
-            { try framesrvRun(.hd, consumers: [.python(python)], rate: nil, budget: budget).fps },
-            peers.iceoryx2.map { peer in { try peer.throughput(bytes: BenchSize.hd.bytes, subscribers: 1, budget: budget) } },
+            { try framesrvRun(.hd, consumers: framesrv.consumers, rate: nil, budget: budget).fps },
+            peers.iceoryx2.map { peer in { try peer.throughput(bytes: BenchSize.hd.bytes, subscribers: subscribers, budget: budget) } },
         ])
-        printTable([["system", "frames/s", "framesrv/peer"],
-                    ["framesrv: Swift producer, 'python -m framesrv consume' (libframesrv)", rate(m[0]), ""],
-                    ["iceoryx2: Python publisher, Python subscriber (blocking Listener)", rate(m[1]), ratio(m[0], m[1])]])
+        printTable([["system", "frames/s each", "framesrv/peer"], [framesrv.label, rate(m[0]), ""], [iceoryx2, rate(m[1]), ratio(m[0], m[1])]])
         printAbsentPeers(peers, gstreamer: false)
     }
 
@@ -95,7 +97,7 @@ extension BenchCommand {
     /// a/b with two decimals, "-" when either is missing.
     static func ratio(_ a: Double?, _ b: Double?) -> String {
         guard let a, let b, b > 0 else { return "-" }
-        return formatDouble(a / b, 2)
+        return String(format: "%.2f", a / b)
     }
 
     /// The peers a section could not run, and iceoryx2's frame count so far.
