@@ -26,7 +26,8 @@ enum BenchCommand: Command {
       3. fan-out: 4 lossless consumers at 1080p, frames/s each, and iceoryx2 with 4 subscribers;
       4. a Python consumer at 1080p ('python -m framesrv consume') and iceoryx2's Python subscriber;
       5. wake latency publish -> acquire at 200 fps (the consumer sleeps between frames), p50/p99,
-         64x64 and 1080p, 'sink --poll-us 0' and '--poll-us 1000', and iceoryx2's Listener and busy-poll;
+         64x64 and 1080p, 'sink --poll-us 0', '--poll-us 1000' and '--poll-us 1000000' (spinning
+         throughout), and iceoryx2's Listener and busy-poll;
       6. idle: wake-ups per second of a producer with no consumer and of a consumer with no frames
          (voluntary context switches of all their threads over 2 s), next to the limit 2/s.
       --seconds S    each measurement's length (default 2; --quick: 0.25)

@@ -56,7 +56,7 @@ extension BenchCommand {
                   + "does not do); frames/s from the receiver's PLAYING to its EOS after N buffers"
                 : "GStreamer: gst-launch-1.0 with shmsink not installed (scripts/setup --bench)")
             if case .failure(let error) = python { lines.append("python: not available: \(error)") }
-            if !sinkPolls { lines.append("sink --poll-us: not in this build (the --poll-us 1000 rows are skipped)") }
+            if !sinkPolls { lines.append("sink --poll-us: not in this build (the --poll-us 1000 and 1000000 rows are skipped)") }
             return lines
         }
     }

@@ -67,7 +67,11 @@ extension BenchCommand {
             let said = children.map { c in let (_, out, err) = c.finishWithErrors(); return out + err }.joined()
             throw FrameServerError.invalidArgument("bench: the consumers did not attach within 30 s: \(said)")
         }
-        let (timed, seconds) = try publishFrames(into: producer, size: size, rate: rate, budget: budget)
+        let timed: Int, seconds: Double
+        do { (timed, seconds) = try publishFrames(into: producer, size: size, rate: rate, budget: budget) } catch {
+            for c in children { c.kill(); _ = c.finishWithErrors() }
+            throw error
+        }
         producer.finish()
         var result = FramesrvResult(fps: Double(timed) / max(seconds, 1e-9), p50: 0, p99: 0)
         let published = Int(producer.publishedCount)
@@ -151,7 +155,7 @@ extension BenchCommand {
     /// same with one lossless sink attached, which gets no frame: wake-ups per second of each
     /// process, counted as the voluntary context switches of all its threads over 2 s.
     static func idleWakeups() throws {
-        print("6. idle: wake-ups per second (voluntary context switches of all threads over 2 s; the limit: at most 2/s):")
+        print("6. idle: wake-ups per second (voluntary context switches over 2 s, of all threads and of the busiest; the limit: at most 2/s):")
         let scratch = ScratchDirectory(prefix: "framesrv-bench-idle")
         let env = ["FRAMESRV_DIR": scratch.path]
         let dir = try RuntimeDirectory(path: scratch.path)
@@ -172,10 +176,14 @@ extension BenchCommand {
         }
         usleep(500_000)
         let both = wakeupsPerSecond([producer.process.processIdentifier, sink!.process.processIdentifier], seconds: 2)
-        printTable([["process", "wake-ups/s", "limit"],
-                    ["producer with no consumer ('produce --pattern --wait-for 2')", formatDouble(alone[0]), "2"],
-                    ["the same producer, one consumer attached (it waits for 2)", formatDouble(both[0]), "2"],
-                    ["consumer with no frames ('sink --null --lossless')", formatDouble(both[1]), "2"]])
+        printTable([["process", "wake-ups/s", "busiest thread/s", "limit"],
+                    ["producer with no consumer ('produce --pattern --wait-for 2')"] + idleCells(alone[0]),
+                    ["the same producer, one consumer attached (it waits for 2)"] + idleCells(both[0]),
+                    ["consumer with no frames ('sink --null --lossless')"] + idleCells(both[1])])
+    }
+
+    static func idleCells(_ w: (process: Double, busiestThread: Double)) -> [String] {
+        [formatDouble(w.process), formatDouble(w.busiestThread), "2"]
     }
 
     /// Polls `condition` every 10 ms for up to `seconds`.
@@ -189,13 +197,14 @@ extension BenchCommand {
     }
 
     /// Each process's voluntary context switches per second over `seconds`, summed over the
-    /// threads alive at both ends of the window.
-    static func wakeupsPerSecond(_ pids: [Int32], seconds: Double) -> [Double] {
+    /// threads alive at both ends of the window, and those of its busiest thread.
+    static func wakeupsPerSecond(_ pids: [Int32], seconds: Double) -> [(process: Double, busiestThread: Double)] {
         let before = pids.map(voluntarySwitches)
         usleep(UInt32(seconds * 1e6))
         let after = pids.map(voluntarySwitches)
         return zip(before, after).map { b, a in
-            Double(a.reduce(0) { sum, thread in sum + (b[thread.key].map { thread.value - $0 } ?? 0) }) / seconds
+            let threads = a.compactMap { tid, n in b[tid].map { Double(n - $0) / seconds } }
+            return (threads.reduce(0, +), threads.max() ?? 0)
         }
     }
 

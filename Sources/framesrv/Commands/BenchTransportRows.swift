@@ -66,9 +66,9 @@ extension BenchCommand {
         let frames = latency.frames.map { "\($0) frames" } ?? "\(formatDouble(latency.seconds, 2)) s"
         print("5. wake latency publish -> acquire at \(formatDouble(rate, 0)) fps, one consumer process asleep between frames, "
               + "p50 / p99 us (\(frames) a run, median of \(latency.rounds)):")
-        var rows = [["size", "framesrv --poll-us 0", "framesrv --poll-us 1000", "iceoryx2 Listener", "iceoryx2 busy-poll"]]
+        var rows = [["size", "framesrv --poll-us 0", "--poll-us 1000", "--poll-us 1000000", "iceoryx2 Listener", "iceoryx2 busy-poll"]]
         for size in [BenchSize.small, .hd] {
-            var p99: [[Double]] = [[], [], [], []]
+            var p99: [[Double]] = [[], [], [], [], []]
             func measure(_ i: Int, _ run: @escaping () throws -> (Double, Double)) -> (() throws -> Double) {
                 { let (p50, q) = try run(); p99[i].append(q); return p50 }
             }
@@ -76,13 +76,16 @@ extension BenchCommand {
             let p50 = try alternated(latency, [
                 measure(0) { let r = try sink(peers.sinkPolls ? 0 : nil)(); return (r.p50, r.p99) },
                 peers.sinkPolls ? measure(1) { let r = try sink(1000)(); return (r.p50, r.p99) } : nil,
-                peers.iceoryx2.map { peer in measure(2) { try peer.latency(bytes: size.bytes, rate: rate, spin: false, budget: latency) } },
-                peers.iceoryx2.map { peer in measure(3) { try peer.latency(bytes: size.bytes, rate: rate, spin: true, budget: latency) } },
+                peers.sinkPolls ? measure(2) { let r = try sink(1_000_000)(); return (r.p50, r.p99) } : nil,
+                peers.iceoryx2.map { peer in measure(3) { try peer.latency(bytes: size.bytes, rate: rate, spin: false, budget: latency) } },
+                peers.iceoryx2.map { peer in measure(4) { try peer.latency(bytes: size.bytes, rate: rate, spin: true, budget: latency) } },
             ])
-            rows.append([size.label] + (0..<4).map { i in p50[i].map { "\(formatDouble($0)) / \(formatDouble(median(p99[i])))" } ?? "-" })
+            rows.append([size.label] + (0..<5).map { i in p50[i].map { "\(formatDouble($0)) / \(formatDouble(median(p99[i])))" } ?? "-" })
         }
         printTable(rows)
         print("  the issue's targets: framesrv p50 <= 10 us, p99 <= 40 us, below iceoryx2's Listener; with --poll-us 1000 p50 <= 2 us")
+        print("  (--poll-us N spins N us after each frame before sleeping: at 200 fps frames are 5000 us apart, so only N >= 5000 "
+              + "still spins when the next one comes; --poll-us 1000000 spins throughout, as iceoryx2's busy-poll does)")
         printAbsentPeers(peers, gstreamer: false)
     }
 
