@@ -51,7 +51,8 @@ extension BenchCommand {
                 lines.append(iceoryx2Absent)
             }
             lines.append(gstreamer != nil
-                ? "GStreamer: 'videotestsrc pattern=solid-color ! shmsink' -> 'shmsrc ! fakesink' processes (sync=false); videotestsrc "
+                ? "GStreamer: 'videotestsrc pattern=solid-color ! shmsink shm-size=32 frames' -> 'shmsrc ! fakesink' processes (sync=false, "
+                  + "enable-last-sample=false: with a smaller area or the last sample kept, 1.22 stalls here now and then); videotestsrc "
                   + "paints the solid frame once and copies that cached frame into each buffer (a memcpy per frame, which framesrv "
                   + "does not do); frames/s from the receiver's PLAYING to its EOS after N buffers"
                 : "GStreamer: gst-launch-1.0 with shmsink not installed (scripts/setup --bench)")
@@ -104,19 +105,24 @@ extension BenchCommand {
 final class Iceoryx2Peer {
     let python: String, script: String, version: String
     private(set) var runs = 0, framesSent = 0
-    private(set) var losses: [String] = []
+    private(set) var losses: [String] = [], failures: [String] = []
 
     init(python: String, script: String, version: String) {
         self.python = python; self.script = script; self.version = version
     }
 
-    private func run(_ mode: String, _ arguments: [String]) throws -> [String: Any] {
-        let child = try Child([script, mode] + arguments, label: "iceoryx2_pair.py", executable: python, captureErrors: true)
-        let (status, out, err, killed) = BenchCommand.finish(child, within: 600)
+    private func run(_ mode: String, _ arguments: [String]) -> [String: Any]? {
+        guard let child = try? Child([script, mode] + arguments, label: "iceoryx2_pair.py", executable: python, captureErrors: true) else {
+            failures.append("\(mode): cannot start \(python)")
+            return nil
+        }
+        let (status, out, err, killed) = BenchCommand.finish(child, within: 120)
         guard !killed, status == 0 || status == 1, let line = out.split(separator: "\n").last,
               let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
               let sent = json["sent"] as? Int, let received = json["received"] as? [Int] else {
-            throw FrameServerError.invalidArgument("bench: iceoryx2_pair.py \(mode) failed (status \(status)): \(out)\(err)")
+            failures.append("\(mode) \(arguments.joined(separator: " ")) (\(killed ? "killed after 120 s" : "status \(status)")): "
+                            + (out + err).split(separator: "\n").suffix(2).joined(separator: " "))
+            return nil
         }
         runs += 1
         framesSent += sent
@@ -130,24 +136,27 @@ final class Iceoryx2Peer {
         budget.frames.map { ["--frames", String($0)] } ?? ["--seconds", String(budget.seconds)]
     }
 
-    /// Frames/s (first send to last) of a publisher into `subscribers` subscriber processes.
-    func throughput(bytes: Int, subscribers: Int, budget: BenchCommand.Budget) throws -> Double {
-        let json = try run("throughput", ["--bytes", String(bytes), "--subscribers", String(subscribers)] + budgetArguments(budget))
-        return json["fps"] as? Double ?? 0
+    /// Frames/s (first send to last) of a publisher into `subscribers` subscriber processes;
+    /// NaN when the run failed (said in `countLine`: the peer's failure does not stop the bench).
+    func throughput(bytes: Int, subscribers: Int, budget: BenchCommand.Budget) -> Double {
+        let json = run("throughput", ["--bytes", String(bytes), "--subscribers", String(subscribers)] + budgetArguments(budget))
+        return json?["fps"] as? Double ?? .nan
     }
 
     /// Publish -> receive p50 and p99 in us at `rate` frames/s; the subscriber waits on its
-    /// Listener, or with `spin` calls receive() in a loop (busy-poll).
-    func latency(bytes: Int, rate: Double, spin: Bool, budget: BenchCommand.Budget) throws -> (Double, Double) {
-        let json = try run("latency", ["--bytes", String(bytes), "--rate", String(rate), "--wait", spin ? "spin" : "listener"]
-                                      + budgetArguments(budget))
-        return (json["p50_us"] as? Double ?? 0, json["p99_us"] as? Double ?? 0)
+    /// Listener, or with `spin` calls receive() in a loop (busy-poll). NaN when the run failed.
+    func latency(bytes: Int, rate: Double, spin: Bool, budget: BenchCommand.Budget) -> (Double, Double) {
+        let json = run("latency", ["--bytes", String(bytes), "--rate", String(rate), "--wait", spin ? "spin" : "listener"]
+                                  + budgetArguments(budget))
+        return (json?["p50_us"] as? Double ?? .nan, json?["p99_us"] as? Double ?? .nan)
     }
 
-    /// The frame count line the issue asks for: every frame received, or the runs that lost some.
+    /// The frame count line the issue asks for: every frame received, or the runs that lost
+    /// some; and the runs that failed.
     var countLine: String {
-        losses.isEmpty ? "iceoryx2 so far: every subscriber received every frame sent, in all \(runs) runs (\(framesSent) frames sent)"
-            : "iceoryx2 so far: LOST frames in \(losses.count) of \(runs) runs: " + losses.joined(separator: "; ")
+        (losses.isEmpty ? "iceoryx2 so far: every subscriber received every frame sent, in all \(runs) runs (\(framesSent) frames sent)"
+            : "iceoryx2 so far: LOST frames in \(losses.count) of \(runs) runs: " + losses.joined(separator: "; "))
+            + (failures.isEmpty ? "" : "; \(failures.count) runs FAILED: " + failures.joined(separator: "; "))
     }
 }
 
@@ -169,14 +178,23 @@ final class GStreamerPeer {
         return GStreamerPeer(launch: dir + "/gst-launch-1.0")
     }
 
-    /// Frames/s of one run at `size`: `budget.frames`, or about `budget.seconds` worth.
-    func throughput(_ size: BenchCommand.BenchSize, budget: BenchCommand.Budget) throws -> Double {
-        if let frames = budget.frames { return try run(size, frames: frames) }
-        if framesPerRun[size.label] == nil {
-            let probe = try run(size, frames: 30)
-            framesPerRun[size.label] = max(30, Int(probe * budget.seconds))
+    /// Runs that failed (a GStreamer stall is the peer's, not a reason to stop the bench).
+    private(set) var failures: [String] = []
+
+    /// Frames/s of one run at `size`: `budget.frames`, or about `budget.seconds` worth; NaN
+    /// (and a line in `failures`) when the run failed.
+    func throughput(_ size: BenchCommand.BenchSize, budget: BenchCommand.Budget) -> Double {
+        do {
+            if let frames = budget.frames { return try run(size, frames: frames) }
+            if framesPerRun[size.label] == nil {
+                let probe = try run(size, frames: 30)
+                framesPerRun[size.label] = max(30, Int(probe * budget.seconds))
+            }
+            return try run(size, frames: framesPerRun[size.label]!)
+        } catch {
+            failures.append("\(size.label): \(error)")
+            return .nan
         }
-        return try run(size, frames: framesPerRun[size.label]!)
     }
 
     private func run(_ size: BenchCommand.BenchSize, frames: Int) throws -> Double {
@@ -184,16 +202,18 @@ final class GStreamerPeer {
         let socket = scratch.path + "/shm.sock"
         let caps = "video/x-raw,format=I420,width=\(size.width),height=\(size.height),framerate=30/1"
         let sender = try Child(["-q", "videotestsrc", "num-buffers=\(frames)", "pattern=solid-color", "!", caps, "!", "shmsink",
-                                "socket-path=\(socket)", "shm-size=\(size.bytes * 9)", "wait-for-connection=true", "sync=false"],
+                                "socket-path=\(socket)", "shm-size=\(size.bytes * 32)", "wait-for-connection=true", "sync=false"],
                                label: "gst sender", executable: launch, captureErrors: true)
         defer { _ = BenchCommand.finish(sender, within: 5) }
         let deadline = monotonicNanos() + 10_000_000_000
         while !FileManager.default.fileExists(atPath: socket), sender.process.isRunning, monotonicNanos() < deadline { usleep(5_000) }
         let receiver = try Child(["shmsrc", "socket-path=\(socket)", "is-live=true", "num-buffers=\(frames)", "!", caps, "!",
-                                  "fakesink", "sync=false"], label: "gst receiver", executable: launch, captureErrors: true)
-        let (status, out, err, killed) = BenchCommand.finish(receiver, within: 600)
+                                  "fakesink", "sync=false", "enable-last-sample=false"], label: "gst receiver", executable: launch,
+                                 captureErrors: true)
+        let (status, out, err, killed) = BenchCommand.finish(receiver, within: 120)
         guard !killed, status == 0, let seconds = Self.executionSeconds(out), seconds > 0 else {
-            throw FrameServerError.invalidArgument("bench: GStreamer shmsrc did not receive \(frames) frames (status \(status)): \(out)\(err)")
+            let said = (out + err).split(separator: "\n").filter { $0.hasPrefix("ERROR") }.joined(separator: " ")
+            throw FrameServerError.invalidArgument("shmsrc did not receive \(frames) frames (\(killed ? "stalled, killed after 120 s" : "status \(status)")) \(said)")
         }
         return Double(frames) / seconds
     }

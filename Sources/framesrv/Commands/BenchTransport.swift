@@ -129,10 +129,11 @@ extension BenchCommand {
         return nil
     }
 
-    /// The median of a round's figures (the middle one; the mean of the middle two).
+    /// The median of a round's figures (the middle one; the mean of the middle two), failed
+    /// runs (NaN) left out; NaN when every run failed.
     static func median(_ values: [Double]) -> Double {
-        let s = values.sorted()
-        guard !s.isEmpty else { return 0 }
+        let s = values.filter { !$0.isNaN }.sorted()
+        guard !s.isEmpty else { return values.isEmpty ? 0 : .nan }
         return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
     }
 

@@ -13,8 +13,8 @@ extension BenchCommand {
             let m = try alternated(budget, [
                 { try framesrvRun(size, consumers: [.sink(0)], rate: nil, budget: budget).fps },
                 { try pipePeer(bytes: size.bytes, budget: budget) },
-                peers.iceoryx2.map { peer in { try peer.throughput(bytes: size.bytes, subscribers: 1, budget: budget) } },
-                gstreamer.map { peer in { try peer.throughput(size, budget: budget) } },
+                peers.iceoryx2.map { peer in { peer.throughput(bytes: size.bytes, subscribers: 1, budget: budget) } },
+                gstreamer.map { peer in { peer.throughput(size, budget: budget) } },
             ])
             framesrv.append(m[0] ?? 0)
             rows.append([size.label, rate(m[0]), rate(m[1]), ratio(m[0], m[1]), rate(m[2]), ratio(m[0], m[2]),
@@ -24,6 +24,7 @@ extension BenchCommand {
         print("  framesrv 4K/1080p \(ratio(framesrv[2], framesrv[1])), 4K/64x64 \(ratio(framesrv[2], framesrv[0])) "
               + "(frames/s ratios; the issue's target: 4K within 1.5x of both, a ratio of at least 0.67)")
         printAbsentPeers(peers, gstreamer: true)
+        for failure in peers.gstreamer?.failures ?? [] { print("  GStreamer run failed at " + failure) }
     }
 
     /// 3: 4 lossless consumers at 1080p, frames/s each, and iceoryx2 with 4 subscribers.
@@ -53,7 +54,7 @@ extension BenchCommand {
                                framesrv: (label: String, consumers: [BenchConsumer]), iceoryx2: String) throws {
         let m = try alternated(budget, [
             { try framesrvRun(.hd, consumers: framesrv.consumers, rate: nil, budget: budget).fps },
-            peers.iceoryx2.map { peer in { try peer.throughput(bytes: BenchSize.hd.bytes, subscribers: subscribers, budget: budget) } },
+            peers.iceoryx2.map { peer in { peer.throughput(bytes: BenchSize.hd.bytes, subscribers: subscribers, budget: budget) } },
         ])
         printTable([["system", "frames/s each", "framesrv/peer"], [framesrv.label, rate(m[0]), ""], [iceoryx2, rate(m[1]), ratio(m[0], m[1])]])
         printAbsentPeers(peers, gstreamer: false)
@@ -77,10 +78,10 @@ extension BenchCommand {
                 measure(0) { let r = try sink(peers.sinkPolls ? 0 : nil)(); return (r.p50, r.p99) },
                 peers.sinkPolls ? measure(1) { let r = try sink(1000)(); return (r.p50, r.p99) } : nil,
                 peers.sinkPolls ? measure(2) { let r = try sink(1_000_000)(); return (r.p50, r.p99) } : nil,
-                peers.iceoryx2.map { peer in measure(3) { try peer.latency(bytes: size.bytes, rate: rate, spin: false, budget: latency) } },
-                peers.iceoryx2.map { peer in measure(4) { try peer.latency(bytes: size.bytes, rate: rate, spin: true, budget: latency) } },
+                peers.iceoryx2.map { peer in measure(3) { peer.latency(bytes: size.bytes, rate: rate, spin: false, budget: latency) } },
+                peers.iceoryx2.map { peer in measure(4) { peer.latency(bytes: size.bytes, rate: rate, spin: true, budget: latency) } },
             ])
-            rows.append([size.label] + (0..<5).map { i in p50[i].map { "\(formatDouble($0)) / \(formatDouble(median(p99[i])))" } ?? "-" })
+            rows.append([size.label] + (0..<5).map { i in p50[i].map { $0.isNaN ? "failed" : "\(formatDouble($0)) / \(formatDouble(median(p99[i])))" } ?? "-" })
         }
         printTable(rows)
         print("  the issue's targets: framesrv p50 <= 10 us, p99 <= 40 us, below iceoryx2's Listener; with --poll-us 1000 p50 <= 2 us")
@@ -95,7 +96,7 @@ extension BenchCommand {
     }
 
     /// Frames/s as a whole number, "-" for a system not run.
-    static func rate(_ value: Double?) -> String { value.map { formatDouble($0, 0) } ?? "-" }
+    static func rate(_ value: Double?) -> String { value.map { $0.isNaN ? "failed" : formatDouble($0, 0) } ?? "-" }
 
     /// a/b with two decimals, "-" when either is missing.
     static func ratio(_ a: Double?, _ b: Double?) -> String {
