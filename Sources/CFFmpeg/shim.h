@@ -36,4 +36,30 @@ static inline int cffmpeg_buffer_flag_readonly(void) { return AV_BUFFER_FLAG_REA
 static inline int cffmpeg_codec_has_dr1(const AVCodecContext *c) {
     return c->codec && (c->codec->capabilities & AV_CODEC_CAP_DR1) != 0;
 }
+/// A frame's interlacing as FFmpeg 5.1 says it (interlaced_frame, top_field_first), or as
+/// FFmpeg >= 6.1 does (AV_FRAME_FLAG_INTERLACED, AV_FRAME_FLAG_TOP_FIELD_FIRST).
+static inline int cffmpeg_frame_interlaced(const AVFrame *f) {
+#if LIBAVUTIL_VERSION_INT >= AV_VERSION_INT(58, 7, 100)
+    return (f->flags & AV_FRAME_FLAG_INTERLACED) != 0;
+#else
+    return f->interlaced_frame != 0;
+#endif
+}
+static inline int cffmpeg_frame_top_field_first(const AVFrame *f) {
+#if LIBAVUTIL_VERSION_INT >= AV_VERSION_INT(58, 7, 100)
+    return (f->flags & AV_FRAME_FLAG_TOP_FIELD_FIRST) != 0;
+#else
+    return f->top_field_first != 0;
+#endif
+}
+static inline void cffmpeg_frame_set_fields(AVFrame *f, int interlaced, int top_field_first) {
+#if LIBAVUTIL_VERSION_INT >= AV_VERSION_INT(58, 7, 100)
+    f->flags &= ~(AV_FRAME_FLAG_INTERLACED | AV_FRAME_FLAG_TOP_FIELD_FIRST);
+    if (interlaced) f->flags |= AV_FRAME_FLAG_INTERLACED;
+    if (top_field_first) f->flags |= AV_FRAME_FLAG_TOP_FIELD_FIRST;
+#else
+    f->interlaced_frame = interlaced != 0;
+    f->top_field_first = top_field_first != 0;
+#endif
+}
 #endif

@@ -25,8 +25,10 @@ extension Rational {
 extension FrameDescription {
     /// An AVFrame's description: `color` (the caller's reading of the frame's colour),
     /// `pts` (nil for AV_NOPTS_VALUE) and `duration` in `timeBase`, the aspect ratio
-    /// (0/1 when unknown), the key flag; captured now.
-    init(_ f: AVFrame, color: ColorDescription, pts: Int64, duration: Int64, timeBase: Rational, sampleAspectRatio: Rational) {
+    /// (0/1 when unknown), the key flag, the field order and chroma location (`chroma`
+    /// when the frame leaves it unspecified); captured now.
+    init(_ f: AVFrame, color: ColorDescription, pts: Int64, duration: Int64, timeBase: Rational, sampleAspectRatio: Rational,
+         chroma: ChromaLocation = .unspecified) {
         self.init()
         self.color = color
         self.sampleAspectRatio = sampleAspectRatio.num > 0 && sampleAspectRatio.den > 0 ? sampleAspectRatio : Rational(0, 1)
@@ -35,6 +37,32 @@ extension FrameDescription {
         self.duration = max(0, duration)
         captureNanos = monotonicNanos()
         flags = f.key_frame != 0 ? [.keyframe] : []
+        fieldOrder = withUnsafePointer(to: f) { FieldOrder(frame: $0) }
+        chromaLocation = ChromaLocation(rawValue: UInt32(f.chroma_location.rawValue)) ?? .unspecified
+        if chromaLocation == .unspecified { chromaLocation = chroma }
+    }
+
+    /// Writes the field order and chroma location into `f` (what buffersrc and encoders read).
+    func applyFields(to f: UnsafeMutablePointer<AVFrame>) {
+        cffmpeg_frame_set_fields(f, fieldOrder.isInterlaced ? 1 : 0, fieldOrder.topFieldFirst ? 1 : 0)
+        f.pointee.chroma_location = AVChromaLocation(rawValue: chromaLocation.rawValue)
+    }
+}
+
+extension FieldOrder {
+    /// A decoded or filtered frame's field order, as ffmpeg reads it: interlaced frames are
+    /// top or bottom field first, the others progressive.
+    init(frame f: UnsafePointer<AVFrame>) {
+        guard cffmpeg_frame_interlaced(f) != 0 else { self = .progressive; return }
+        self = cffmpeg_frame_top_field_first(f) != 0 ? .topFirst : .bottomFirst
+    }
+
+    /// The field order ffmpeg gives an encoder (and so its muxer) for frames of this order:
+    /// interlaced as TB/BT (TT/BB for MJPEG), else progressive.
+    func encoderFieldOrder(mjpeg: Bool) -> AVFieldOrder {
+        guard isInterlaced else { return AV_FIELD_PROGRESSIVE }
+        if mjpeg { return topFieldFirst ? AV_FIELD_TT : AV_FIELD_BB }
+        return topFieldFirst ? AV_FIELD_TB : AV_FIELD_BT
     }
 }
 

@@ -38,9 +38,11 @@ public enum FilterError: Error, CustomStringConvertible, Sendable {
 ///   `buffersink`, as ffmpeg's simple filter graphs are, with ffmpeg's `sws_flags`
 ///   (`flags=bicubic`) for every scale filter, explicit or auto-inserted;
 /// - the source is configured from the first frame (size, pixel format, time base, aspect
-///   ratio) and the stream's nominal frame rate; each frame carries its colour description
-///   (`colorspace`, `color_range`, primaries, transfer), so conversions use the stream's
-///   matrix and range exactly as ffmpeg's do;
+///   ratio) and the stream's exact nominal frame rate; each frame carries its colour
+///   description (`colorspace`, `color_range`, primaries, transfer), field order and chroma
+///   location, so conversions and field filters see what ffmpeg's do; the output rate is
+///   the buffersink's (`av_buffersink_get_frame_rate`), and each output frame's field order
+///   and chroma location are read back from it;
 /// - the sink accepts the pixel formats framesrv carries (libavfilter converts to one of them
 ///   when the graph's natural output is another, as ffmpeg does for an encoder);
 /// - a frame of another size or pixel format (or time base) ends the graph (`sendEnd`, all
@@ -196,6 +198,8 @@ public final class FilterGraph {
         f.pointee.color_range = AVColorRange(rawValue: d.color.range)
         f.pointee.color_primaries = AVColorPrimaries(rawValue: d.color.primaries)
         f.pointee.color_trc = AVColorTransferCharacteristic(rawValue: d.color.transfer)
+        // Field order and chroma location: what field filters (yadif, bwdif) and scale read.
+        d.applyFields(to: f)
         if let pts = d.pts {
             // The frame's end: its duration, else one period of the nominal rate (as ffmpeg
             // estimates a frame's duration), else nothing past its pts.

@@ -1,9 +1,5 @@
 import FrameServer
 
-/// The nominal frame rate of the stream `consumer` reads, in frames per second (nil when
-/// the producer set none): the control segment's value, as `Rational(nominalRate:)` reads it.
-public func nominalRate(of consumer: Consumer) -> Double? { consumer.nominalFramesPerSecond }
-
 /// How a filter publishes its output stream.
 public struct FilterOutputOptions: Sendable {
     /// Slots in the output's pool.
@@ -32,7 +28,7 @@ public final class FilterPipeline {
     /// Each new output frame format, in order.
     public private(set) var formats: [FrameFormat] = []
     /// Called for every frame published (its description, the output's nominal rate).
-    public var onPublish: ((FrameDescription, Double?) -> Void)?
+    public var onPublish: ((FrameDescription, Rational?) -> Void)?
     /// Called when the input's producer exited without ending the stream (its pid).
     public var onProducerGone: ((Int32) -> Void)?
     private let shouldStop: () -> Bool
@@ -137,7 +133,7 @@ public final class FilterPipeline {
                 discontinuity = false
             }
             slot.publish()
-            onPublish?(frame.description, p.options.nominalRate?.doubleValue)
+            onPublish?(frame.description, p.options.nominalRate)
         }
     }
 

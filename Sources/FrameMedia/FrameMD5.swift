@@ -6,10 +6,11 @@ import Glibc
 /// the framehash header, then one line per frame with timestamps in ffmpeg's output time
 /// base and the MD5 of the tightly packed planes (row bytes only, in plane order).
 ///
-/// ffmpeg's output time base is the inverse of the input's (guessed) frame rate. framesrv's
-/// frame header carries no frame rate: it is the stream's nominal rate when the caller passes
-/// it (`frameRate`, the producer's `av_guess_frame_rate`, recovered from its 1/1000 precision
-/// for integer and NTSC (N*1000/1001) rates), else the first frame's duration x time base.
+/// ffmpeg's output time base is the inverse of the input's (guessed) frame rate (ffmpeg 5.1:
+/// the encoder's time base is `av_inv_q` of the buffersink's frame rate). framesrv's frame
+/// header carries no frame rate: it is the stream's exact nominal rate when the caller passes
+/// it (`frameRate`, the producer's `av_guess_frame_rate` as `rate_num/rate_den`), else the
+/// first frame's duration x time base.
 /// Timestamps are then mapped the way ffmpeg's variable-frame-rate sync does (`-vsync vfr`,
 /// the default for framemd5). Exact for constant-frame-rate inputs; variable-frame-rate
 /// inputs may differ in the timestamp columns.
@@ -25,12 +26,12 @@ public final class FrameMD5Writer {
     /// Frame lines written (frames ffmpeg's sync would drop are not written).
     public private(set) var frames = 0
 
-    /// The stream's nominal frame rate (set it before the first frame; see above).
-    public var frameRate: Double?
+    /// The stream's exact nominal frame rate (set it before the first frame; see above).
+    public var frameRate: Rational?
 
     /// Writes to `path`, or to standard output for `-`. `frameRate`: the stream's nominal rate.
     /// `shouldStop` true ends a write blocked on a reader that does not read with `.interrupted`.
-    public init(path: String, frameRate: Double? = nil, shouldStop: (() -> Bool)? = nil) throws(MediaOutputError) {
+    public init(path: String, frameRate: Rational? = nil, shouldStop: (() -> Bool)? = nil) throws(MediaOutputError) {
         self.path = path
         self.frameRate = frameRate
         self.shouldStop = shouldStop
@@ -148,10 +149,10 @@ public final class FrameMD5Writer {
         s.count >= width ? s : String(repeating: " ", count: width - s.count) + s
     }
 
-    /// 1/`rate`, the rate taken as `Rational(nominalRate:)` takes it; nil below 1 fps.
-    static func rateTimeBase(_ rate: Double?) -> Rational? {
-        guard let rate, rate >= 1, let exact = Rational(nominalRate: rate) else { return nil }
-        return Rational(exact.den, exact.num)
+    /// 1/`rate`, exactly (`rate_den/rate_num`); nil when the rate is unknown.
+    static func rateTimeBase(_ rate: Rational?) -> Rational? {
+        guard let rate, rate.num > 0, rate.den > 0 else { return nil }
+        return Rational(rate.den, rate.num)
     }
 
     /// 1/frame rate, from the first frame's duration; the frame's own time base without one.
@@ -160,22 +161,5 @@ public final class FrameMD5Writer {
         var num: Int32 = 0, den: Int32 = 0
         _ = av_reduce(&num, &den, d.duration * Int64(d.timeBase.num), Int64(d.timeBase.den), Int64(Int32.max))
         return Rational(num, den)
-    }
-}
-
-extension Rational {
-    /// The exact rate behind a nominal rate stored to 1/1000 fps (what the control segment
-    /// carries): integer and NTSC (N x 1000/1001) rates exactly, any other to 1/1000
-    /// (12.5 -> 25/2). nil outside 0 < rate < 1,000,000.
-    public init?(nominalRate rate: Double) {
-        guard rate > 0, rate < 1_000_000 else { return nil }
-        let tolerance = 0.0011
-        let whole = rate.rounded()
-        if whole >= 1, abs(whole - rate) < tolerance { self.init(Int32(whole), 1); return }
-        let ntsc = (rate * 1.001).rounded()
-        if ntsc >= 1, abs(ntsc / 1.001 - rate) < tolerance { self.init(Int32(ntsc * 1000), 1001); return }
-        var num: Int32 = 0, den: Int32 = 0
-        _ = av_reduce(&num, &den, Int64((rate * 1000).rounded()), 1000, Int64(Int32.max))
-        self.init(num, den)
     }
 }

@@ -78,8 +78,10 @@ public final class MediaDecoder {
     public let input: String
     /// The video stream's time base (the unit of every frame's pts and duration).
     public let timeBase: Rational
-    /// FFmpeg's guess of the stream's frame rate (`av_guess_frame_rate`), nil if unknown.
+    /// FFmpeg's guess of the stream's frame rate (`av_guess_frame_rate`), exact; nil if unknown.
     public let frameRate: Rational?
+    /// The stream's chroma location (codecpar), for frames that do not say theirs.
+    let streamChromaLocation: ChromaLocation
     /// The decoder's name (`h264`, `ffv1`, ...).
     public let codecName: String
     /// Packets or frames the decoder rejected, frames it concealed errors in, and read errors
@@ -174,6 +176,7 @@ public final class MediaDecoder {
             throw .unsupportedCodec(input, name)
         }
         codecName = String(cString: decoder.pointee.name)
+        streamChromaLocation = ChromaLocation(rawValue: UInt32(parameters.pointee.chroma_location.rawValue)) ?? .unspecified
         let tb = stream.pointee.time_base
         timeBase = Rational(tb.num, tb.den)
         let fr = av_guess_frame_rate(ctx, stream, nil)
@@ -279,8 +282,8 @@ public final class MediaDecoder {
                     framesDecoded += 1
                     // As ffmpeg: the container's aspect ratio when it has one, else the frame's.
                     let sar = av_guess_sample_aspect_ratio(format, format.pointee.streams[Int(streamIndex)], frame)
-                    return DecodedFrame(frame: frame, timeBase: timeBase,
-                                        sampleAspectRatio: Rational(sar.num, sar.den), allocator: allocator)
+                    return DecodedFrame(frame: frame, timeBase: timeBase, sampleAspectRatio: Rational(sar.num, sar.den),
+                                        chroma: streamChromaLocation, allocator: allocator)
                 } else if r == cffmpeg_eof() {
                     if draining, loopsLeft != 0, seekToStart() { continue }
                     finished = true
@@ -339,7 +342,8 @@ public struct DecodedFrame: ~Copyable {
     public let width: Int
     public let height: Int
     /// Timestamps (rebased, in the stream's time base), colour, aspect ratio (the container's
-    /// when it has one, as ffmpeg) and key flag.
+    /// when it has one, as ffmpeg), key flag, field order and chroma location (the stream's
+    /// when the frame does not say).
     public let description: FrameDescription
 
     let allocator: SlotAllocator?
@@ -352,7 +356,8 @@ public struct DecodedFrame: ~Copyable {
         jpegFormats[name] ?? PixelFormat(name: name)
     }
 
-    init(frame: UnsafeMutablePointer<AVFrame>, timeBase: Rational, sampleAspectRatio: Rational, allocator: SlotAllocator?) {
+    init(frame: UnsafeMutablePointer<AVFrame>, timeBase: Rational, sampleAspectRatio: Rational, chroma: ChromaLocation,
+         allocator: SlotAllocator?) {
         self.frame = frame
         self.allocator = allocator
         let f = frame.pointee
@@ -366,7 +371,7 @@ public struct DecodedFrame: ~Copyable {
         if Self.jpegFormats[pixelFormatName] != nil, color.range == 0 { color.range = 2 }
         // best_effort_timestamp: packets were rebased.
         description = FrameDescription(f, color: color, pts: f.best_effort_timestamp, duration: f.pkt_duration,
-                                       timeBase: timeBase, sampleAspectRatio: sampleAspectRatio)
+                                       timeBase: timeBase, sampleAspectRatio: sampleAspectRatio, chroma: chroma)
     }
 
     /// The frame's framesrv format, or the error naming a pixel format framesrv cannot carry.

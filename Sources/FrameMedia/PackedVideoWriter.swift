@@ -5,7 +5,7 @@ import Glibc
 /// Writes frames as uncompressed video with tightly packed planes, frame after frame:
 ///
 /// - `.y4m`: a YUV4MPEG2 stream, the header as ffmpeg's `yuv4mpegpipe` muxer writes it
-///   (`W H F Ip A C... XYSCSS=... XCOLORRANGE=...`), then `FRAME` and the planes for each
+///   (`W H F I[ptb] A C... XYSCSS=... XCOLORRANGE=...`), then `FRAME` and the planes for each
 ///   frame, so `ffmpeg -i -` and `ffplay -` read it from a pipe;
 /// - `.raw`: the planes only (what `ffmpeg -f rawvideo` writes); `readBackOptions` says how
 ///   to read them.
@@ -23,9 +23,9 @@ public final class PackedVideoWriter {
     private var rows: [Int] = []
     private let frameMarker: UnsafeMutableRawBufferPointer
 
-    /// The stream's nominal frame rate (set it before the first frame): y4m's `F`, as
+    /// The stream's exact nominal frame rate (set it before the first frame): y4m's `F`, as
     /// framemd5 derives its time base (else the first frame's duration).
-    public var frameRate: Double?
+    public var frameRate: Rational?
     /// Frames written.
     public private(set) var frames = 0
     /// Bytes written so far.
@@ -48,7 +48,7 @@ public final class PackedVideoWriter {
     deinit { frameMarker.deallocate() }
 
     /// y4m's colour-space tags for the pixel formats it carries, as ffmpeg's muxer writes them
-    /// (4:2:0 without a chroma location: `420jpeg`, y4m's default).
+    /// (yuv420p's depends on the chroma location: see `y4mTag(_:chroma:)`).
     static let y4mTags: [String: String] = [
         "gray": "Cmono", "gray9le": "Cmono9", "gray10le": "Cmono10", "gray12le": "Cmono12", "gray16le": "Cmono16",
         "yuv411p": "C411 XYSCSS=411",
@@ -61,6 +61,28 @@ public final class PackedVideoWriter {
         "yuv420p14le": "C420p14 XYSCSS=420P14", "yuv422p14le": "C422p14 XYSCSS=422P14", "yuv444p14le": "C444p14 XYSCSS=444P14",
         "yuv420p16le": "C420p16 XYSCSS=420P16", "yuv422p16le": "C422p16 XYSCSS=422P16", "yuv444p16le": "C444p16 XYSCSS=444P16",
     ]
+
+    /// The y4m colour-space tag for `name` with chroma location `chroma`: yuv4mpegenc's switch
+    /// for yuv420p (top left: `420paldv`, left: `420mpeg2`, otherwise `420jpeg`), the table's
+    /// tag for the other formats; nil for a format y4m does not carry.
+    static func y4mTag(_ name: String, chroma: ChromaLocation) -> String? {
+        guard name == "yuv420p" else { return y4mTags[name] }
+        switch chroma {
+        case .topLeft: return "C420paldv XYSCSS=420PALDV"
+        case .left: return "C420mpeg2 XYSCSS=420MPEG2"
+        default: return y4mTags[name]
+        }
+    }
+
+    /// y4m's interlacing tag for a field order, as ffmpeg writes it: `t` for top field first
+    /// (TT, TB), `b` for bottom field first (BB, BT), else `p`.
+    static func y4mInterlacing(_ order: FieldOrder) -> String {
+        switch order {
+        case .topFirst, .topCodedBottomShown: return "It"
+        case .bottomFirst, .bottomCodedTopShown: return "Ib"
+        default: return "Ip"
+        }
+    }
 
     /// The pixel formats framesrv streams can have that y4m carries.
     public static var y4mFormats: [String] {
@@ -94,7 +116,7 @@ public final class PackedVideoWriter {
         let format = try FrameAdapter.pixelFormat(of: header)
         let name = header.pixelFormatName
         let d = header.description
-        let tag = Self.y4mTags[name]
+        let tag = Self.y4mTag(name, chroma: d.chromaLocation)
         if kind == .y4m, tag == nil {
             throw .pixelFormat("y4m", name, Self.y4mFormats.joined(separator: ", ")
                 + "; convert with 'framesrv produce --pix-fmt', or use --raw or --record")
@@ -121,7 +143,7 @@ public final class PackedVideoWriter {
             var range = ""
             if d.color.range == 1 { range = " XCOLORRANGE=LIMITED" }
             if d.color.range == 2 || name.hasPrefix("yuvj") { range = " XCOLORRANGE=FULL" }
-            let text = "YUV4MPEG2 W\(header.width) H\(header.height) F\(rateNum):\(rateDen) Ip A\(aspect) \(tag!)\(range)\n"
+            let text = "YUV4MPEG2 W\(header.width) H\(header.height) F\(rateNum):\(rateDen) \(Self.y4mInterlacing(d.fieldOrder)) A\(aspect) \(tag!)\(range)\n"
             try out.write(Array(text.utf8))
         case .raw:
             let rate = rateDen == 1 ? "\(rateNum)" : "\(rateNum)/\(rateDen)"

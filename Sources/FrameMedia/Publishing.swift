@@ -61,8 +61,8 @@ public final class MediaPublisher {
         decoder = try MediaDecoder(input: input, formatName: formatName, threads: threads, options: options, allocator: allocator)
     }
 
-    /// The input's frame rate in frames per second, if it has one.
-    public var frameRate: Double? { decoder.frameRate.map { Double($0.num) / Double($0.den) } }
+    /// The input's exact frame rate (`av_guess_frame_rate`), if it has one.
+    public var frameRate: Rational? { decoder.frameRate }
 
     /// Publishes up to `frames` frames into `producer` (which must stay open until `close()`).
     /// `live`: never wait for a slot (drop instead). `readrate`: publish each frame when its
@@ -123,8 +123,8 @@ public struct PatternPlan: Sendable {
     public var pixelFormat: PixelFormat
     public var width: Int
     public var height: Int
-    /// Frames per second (nil: as fast as the consumers allow).
-    public var rate: Double?
+    /// Frames per second, exact (nil: as fast as the consumers allow).
+    public var rate: Rational?
     /// Stop after this many frames (nil: until told to stop).
     public var frames: Int?
     /// Paint each slot once and republish it (benchmarks: no verifiable content).
@@ -132,7 +132,7 @@ public struct PatternPlan: Sendable {
     /// From frame `frame` (1-based) on, this size.
     public var sizeChanges: [(frame: UInt64, width: Int, height: Int)] = []
 
-    public init(pixelFormat: PixelFormat, width: Int, height: Int, rate: Double?, frames: Int?) {
+    public init(pixelFormat: PixelFormat, width: Int, height: Int, rate: Rational?, frames: Int?) {
         self.pixelFormat = pixelFormat; self.width = width; self.height = height
         self.rate = rate; self.frames = frames
     }
@@ -148,38 +148,51 @@ public enum PatternPublisher {
         var painted = Set<UInt32>()
         let start = monotonicNanos()
         var index: UInt64 = 0
+        var firstCapture: UInt64?
         while !shouldStop() {
             if let frames = plan.frames, index >= UInt64(frames) { break }
             if let change = plan.sizeChanges.last(where: { $0.frame <= index + 1 }) {
                 format = FrameFormat(plan.pixelFormat, width: change.width, height: change.height)
             }
-            if let rate = plan.rate { sleepUntil(start + UInt64(Double(index) * 1e9 / rate), shouldStop: shouldStop) }
+            if let rate = plan.rate, rate.num > 0, rate.den > 0 {
+                // Frame index / rate, in integer nanoseconds: exact for any rational rate.
+                let due = UInt64(index).multipliedFullWidth(by: UInt64(rate.den) * 1_000_000_000)
+                sleepUntil(start + UInt64(rate.num).dividingFullWidth(due).quotient, shouldStop: shouldStop)
+            }
             index += 1
             guard var frame = try producer.reserve(format) else { continue }   // dropped at the source
             if !plan.paintOnce || painted.insert(frame.slot).inserted {
                 TestPattern.fill(frame, sequence: producer.nextSequence)
             }
+            let now = monotonicNanos()
+            if firstCapture == nil { firstCapture = now }
             frame.description = description(format: format, index: index, rate: plan.rate,
-                                             last: plan.frames.map { index == UInt64($0) } ?? false)
+                                             last: plan.frames.map { index == UInt64($0) } ?? false,
+                                             captureNanos: now, firstCapture: firstCapture)
             frame.publish()
         }
         return format
     }
 
-    /// Frame `index` (1-based): pts in 1/rate for whole rates, else in microseconds.
-    public static func description(format: FrameFormat, index: UInt64, rate: Double?, last: Bool) -> FrameDescription {
+    /// Frame `index` (1-based): time base 1/rate (`rate_den/rate_num`), pts index - 1,
+    /// duration 1; without a rate, time base 1/1000000 and pts the microseconds of the
+    /// capture time since `firstCapture` (PROTOCOL.md 4.2). Progressive, chroma unspecified.
+    public static func description(format: FrameFormat, index: UInt64, rate: Rational?, last: Bool,
+                                   captureNanos: UInt64 = monotonicNanos(), firstCapture: UInt64? = nil) -> FrameDescription {
         var d = FrameDescription()
         d.color = ColorDescription.ofPattern(format.pixelFormat)
         d.sampleAspectRatio = Rational(1, 1)
-        if let rate, rate == rate.rounded(), rate <= Double(Int32.max) {
-            d.timeBase = Rational(1, Int32(rate))
+        if let rate, rate.num > 0, rate.den > 0 {
+            d.timeBase = Rational(rate.den, rate.num)
             d.pts = Int64(index - 1)
             d.duration = 1
         } else {
             d.timeBase = Rational(1, 1_000_000)
-            d.pts = Int64((index - 1) * UInt64(1_000_000 / (rate ?? 1_000_000)))
+            d.pts = Int64((captureNanos - min(captureNanos, firstCapture ?? captureNanos)) / 1000)
             d.duration = 0
         }
+        d.captureNanos = captureNanos
+        d.fieldOrder = .progressive
         d.flags = last ? [.keyframe, .endOfStream] : [.keyframe]
         return d
     }

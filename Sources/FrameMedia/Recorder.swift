@@ -45,8 +45,8 @@ public struct RecordOptions: Sendable {
 public final class Recorder {
     public let path: String
     public let options: RecordOptions
-    /// The stream's nominal frame rate (set it before the first frame).
-    public var frameRate: Double?
+    /// The stream's exact nominal frame rate (set it before the first frame).
+    public var frameRate: Rational?
     /// Frames handed to the encoder.
     public private(set) var frames = 0
     /// Packets written to the file.
@@ -278,6 +278,9 @@ public final class Recorder {
             c.pointee.color_primaries = AVColorPrimaries(rawValue: color.primaries)
             c.pointee.color_trc = AVColorTransferCharacteristic(rawValue: color.transfer)
             if sar.num > 0, sar.den > 0 { c.pointee.sample_aspect_ratio = sar.av }
+            // As ffmpeg: the first frame's field order (interlaced as TB/BT) and chroma location.
+            c.pointee.field_order = d.fieldOrder.encoderFieldOrder(mjpeg: encoder.pointee.id == AV_CODEC_ID_MJPEG)
+            c.pointee.chroma_sample_location = AVChromaLocation(rawValue: d.chromaLocation.rawValue)
         }
         guard let c = codecContext else { throw .ffmpeg("avcodec_open2", "no encoder") }
 
@@ -312,11 +315,10 @@ public final class Recorder {
             + (format != source ? " (converted from \(header.pixelFormatName))" : "")
     }
 
-    /// The recording's frame rate: the nominal rate (exact for integer and NTSC rates), else
-    /// the first frame's duration, else 25.
-    static func frameRate(nominal: Double?, _ d: FrameDescription) -> AVRational {
-        if let tb = FrameMD5Writer.rateTimeBase(nominal) { return AVRational(num: tb.den, den: tb.num) }
-        if let nominal, nominal > 0 { return av_d2q(nominal, 1_000_000) }
+    /// The recording's frame rate: the exact nominal rate, else the first frame's duration,
+    /// else 25.
+    static func frameRate(nominal: Rational?, _ d: FrameDescription) -> AVRational {
+        if let nominal, nominal.num > 0, nominal.den > 0 { return nominal.av }
         if d.duration > 0, d.timeBase.num > 0, d.timeBase.den > 0 {
             let tb = FrameMD5Writer.outputTimeBase(d)
             if tb.num > 0 { return AVRational(num: tb.den, den: tb.num) }
@@ -349,6 +351,7 @@ public final class Recorder {
         f.pointee.pts = pts
         f.pointee.pkt_duration = duration
         f.pointee.pict_type = AV_PICTURE_TYPE_NONE
+        d.applyFields(to: f)
         lastPts = pts
         nextPts = pts + duration
 

@@ -19,9 +19,9 @@ public final class SinkOutputs {
         md5 = try framemd5.map { path throws(MediaOutputError) in try FrameMD5Writer(path: path, shouldStop: shouldStop) }
     }
 
-    /// The stream's nominal rate: ffmpeg's output time base for framemd5, the y4m header's
-    /// rate, the recording's. Set it before the first frame.
-    public var frameRate: Double? {
+    /// The stream's exact nominal rate: ffmpeg's output time base for framemd5, the y4m
+    /// header's rate, the recording's. Set it before the first frame.
+    public var frameRate: Rational? {
         didSet {
             md5?.frameRate = frameRate
             y4m?.frameRate = frameRate

@@ -4,7 +4,7 @@ import FrameServer
 import Glibc
 import Testing
 
-/// FrameMedia's pieces on their own: the nominal-rate reading, the framemd5 writer's
+/// FrameMedia's pieces on their own: exact rates in the headers, the framemd5 writer's
 /// header and line format, and the y4m/raw writers' headers and packing, each against
 /// FFmpeg's command-line tools or the test pattern's own bytes.
 @Suite struct FrameMediaTests {
@@ -21,17 +21,60 @@ import Testing
         return d
     }
 
-    /// The control segment stores rates to 1/1000 fps: integer and NTSC rates come back
-    /// exactly, others to 1/1000, and nothing outside 0 < rate < 1,000,000.
-    @Test(arguments: [(30.0, Rational(30, 1)), (29.97, Rational(30000, 1001)), (23.976, Rational(24000, 1001)),
-                      (59.94, Rational(60000, 1001)), (12.5, Rational(25, 2)), (1.0, Rational(1, 1)), (0.5, Rational(1, 2))])
-    func nominalRateIsReadExactly(_ rate: Double, _ expected: Rational) {
-        #expect(Rational(nominalRate: rate) == expected)
+    /// Rates libavformat reports go through exactly: framemd5's `#tb` is rate_den/rate_num and
+    /// y4m's `F` is rate_num:rate_den, with nothing rounded (ffmpeg writes the same for them).
+    @Test(arguments: [Rational(45000, 1499), Rational(2997, 125), Rational(1_000_000, 66667), Rational(30000, 1001),
+                      Rational(25, 2), Rational(1, 2)])
+    func exactRatesReachTheHeaders(_ rate: Rational) throws {
+        let md5Path = scratchFile(".framemd5"), y4mPath = scratchFile(".y4m")
+        defer { unlink(md5Path); unlink(y4mPath) }
+        try withPatternFrame(Self.format, Self.description(rate: rate)) { frame in
+            let md5 = try FrameMD5Writer(path: md5Path, frameRate: rate)
+            try md5.write(frame)
+            try md5.flush()
+            let y4m = try PackedVideoWriter(path: y4mPath, kind: .y4m)
+            y4m.frameRate = rate
+            try y4m.write(frame)
+        }
+        let lines = try String(contentsOfFile: md5Path, encoding: .utf8).split(separator: "\n")
+        #expect(lines.contains("#tb 0: \(rate.den)/\(rate.num)"), "\(lines)")
+        let y4m = try String(decoding: Data(contentsOf: URL(fileURLWithPath: y4mPath)).prefix(60), as: UTF8.self)
+        #expect(y4m.hasPrefix("YUV4MPEG2 W64 H48 F\(rate.num):\(rate.den) Ip "), "\(y4m)")
     }
 
-    @Test(arguments: [0.0, -25.0, 1_000_000.0, .infinity, .nan])
-    func nominalRateOutsideItsRangeIsNone(_ rate: Double) {
-        #expect(Rational(nominalRate: rate) == nil)
+    /// The test pattern's frames: time base 1/rate exactly, pts the index from 0, duration 1,
+    /// progressive; without a rate, microseconds of capture time since the first frame.
+    @Test func patternFramesTimeBaseIsTheExactRate() {
+        let d = PatternPublisher.description(format: Self.format, index: 3, rate: Rational(30000, 1001), last: false)
+        #expect(d.timeBase == Rational(1001, 30000) && d.pts == 2 && d.duration == 1)
+        #expect(d.fieldOrder == .progressive && d.chromaLocation == .unspecified)
+        let m = PatternPublisher.description(format: Self.format, index: 3, rate: nil, last: true,
+                                             captureNanos: 5_000_000_000, firstCapture: 4_000_000_000)
+        #expect(m.timeBase == Rational(1, 1_000_000) && m.pts == 1_000_000 && m.duration == 0)
+        #expect(m.flags.contains(.endOfStream))
+    }
+
+    /// y4m's `I` tag follows the field order and yuv420p's `C` tag the chroma location, as
+    /// ffmpeg's yuv4mpegpipe muxer writes them.
+    @Test(arguments: [(FieldOrder.bottomFirst, ChromaLocation.left, "Ib", "C420mpeg2 XYSCSS=420MPEG2"),
+                      (.topFirst, .topLeft, "It", "C420paldv XYSCSS=420PALDV"),
+                      (.bottomCodedTopShown, .center, "Ib", "C420jpeg XYSCSS=420JPEG"),
+                      (.topCodedBottomShown, .bottom, "It", "C420jpeg XYSCSS=420JPEG"),
+                      (.progressive, .unspecified, "Ip", "C420jpeg XYSCSS=420JPEG")])
+    func y4mTagsFollowFieldOrderAndChroma(_ order: FieldOrder, _ chroma: ChromaLocation, _ i: String, _ c: String) throws {
+        let path = scratchFile(".y4m")
+        defer { unlink(path) }
+        var d = Self.description(rate: Rational(25, 1))
+        d.fieldOrder = order
+        d.chromaLocation = chroma
+        try withPatternFrame(Self.format, d) { frame in
+            let writer = try PackedVideoWriter(path: path, kind: .y4m)
+            writer.frameRate = Rational(25, 1)
+            try writer.write(frame)
+        }
+        let header = try String(decoding: Data(contentsOf: URL(fileURLWithPath: path)).prefix(90), as: UTF8.self)
+            .split(separator: "\n").first.map(String.init)
+        #expect(header == "YUV4MPEG2 W64 H48 F25:1 \(i) A1:1 \(c) XCOLORRANGE=LIMITED")
     }
 
     /// The framemd5 writer's header is ffmpeg's, and its frame line has ffmpeg's columns
@@ -41,7 +84,7 @@ import Testing
         defer { unlink(md5Path); unlink(rawPath) }
         // An unknown aspect ratio (0/1), as ffmpeg's rawvideo input has.
         try withPatternFrame(Self.format, Self.description(rate: Rational(30, 1), sar: Rational(0, 1))) { frame in
-            let writer = try FrameMD5Writer(path: md5Path, frameRate: 30)
+            let writer = try FrameMD5Writer(path: md5Path, frameRate: Rational(30, 1))
             try writer.write(frame)
             try writer.flush()
             #expect(writer.frames == 1)
@@ -65,7 +108,7 @@ import Testing
         defer { unlink(path) }
         try withPatternFrame(Self.format, Self.description(rate: Rational(30000, 1001), sar: Rational(4, 3))) { frame in
             let writer = try PackedVideoWriter(path: path, kind: .y4m)
-            writer.frameRate = 29.97
+            writer.frameRate = Rational(30000, 1001)
             try writer.write(frame)
             #expect(writer.frames == 1)
         }

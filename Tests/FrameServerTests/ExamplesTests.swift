@@ -83,7 +83,7 @@ struct ExamplesTests {
         let scratch = try Scratch()
         let (a, aY4M, b) = (scratch.file("a.framemd5"), scratch.file("a.y4m"), scratch.file("b.framemd5"))
         let producer = try scratch.start(["produce", "--pattern", "--out", "A", "--size", "161x121", "--pix-fmt", pixFmt,
-                                          "--frames", "24", "--rate", "29.97", "--wait-for", "2", "--quiet"])
+                                          "--frames", "24", "--rate", "30000/1001", "--wait-for", "2", "--quiet"])
         let sinkA = try scratch.start(["sink", "--in", "A", "--framemd5", a, "--y4m", aY4M, "--quiet"])
         let filter = try scratch.start(["--in", "A", "--out", "B", "--wait-for", "1"], executable: invert)
         let sinkB = try scratch.start(["sink", "--in", "B", "--framemd5", b, "--quiet"])

@@ -32,13 +32,13 @@ import Testing
     /// produce -> filter -> ... -> sink --framemd5, every stage a process; returns the sink's
     /// output and the filter processes (all of them have exited 0).
     func chain(_ path: String, _ filters: [[String]], _ scratch: Scratch, producerArgs: [String] = [],
-               timeout: Double = 120) throws -> (md5: String, filters: [Proc]) {
+               sinkArgs: [String] = ["--framemd5", "-"], timeout: Double = 120) throws -> (md5: String, filters: [Proc]) {
         let producer = try scratch.start(["produce", "-i", path, "--out", "s0", "--wait-for", "1", "--quiet"] + producerArgs)
         var procs: [Proc] = []
         for (i, args) in filters.enumerated() {
             procs.append(try scratch.start(["filter", "--in", "s\(i)", "--out", "s\(i + 1)", "--wait-for", "1"] + args))
         }
-        let sink = try scratch.start(["sink", "--in", "s\(filters.count)", "--framemd5", "-", "--quiet"])
+        let sink = try scratch.start(["sink", "--in", "s\(filters.count)", "--quiet"] + sinkArgs)
         #expect(sink.wait(timeout: timeout) == 0, "sink: \(sink.stderr)")
         for p in procs { #expect(p.wait(timeout: 30) == 0, "filter: \(p.stderr)") }
         #expect(producer.wait(timeout: 30) == 0, "producer: \(producer.stderr)")
@@ -59,6 +59,50 @@ import Testing
                 "\(filters[0].stdout)")
         #expect(filters[1].stdout.contains("30 frames in (30 in place, 0 copied), published 30 frames of 320x240 rgb24"),
                 "\(filters[1].stdout)")
+    }
+
+    /// Rates that do not fit 1/1000 fps go through a filter exactly: the graph's source gets
+    /// the stream's rate, the output's is the buffersink's, and framemd5's `#tb` is ffmpeg's.
+    @Test(arguments: exactRateInputs) func exactRatesThroughANullFilter(_ input: MediaInput) throws {
+        let scratch = try Scratch()
+        let path = try generateClip(input, scratch)
+        let expected = try ffmpeg(path, vf: "null", scratch)
+        #expect(frameLines(expected).count == input.frames)
+        let (md5, _) = try chain(path, [["--vf", "null"]], scratch)
+        #expect(md5 == expected, "framemd5 through filter -vf null differs from ffmpeg's for \(input.file)")
+    }
+
+    /// A bottom-field-first H.264 clip (left-sited chroma): field order and chroma location go
+    /// produce -> filter -> sink in the frame headers, so the y4m header is ffmpeg's (`Ib`,
+    /// `C420mpeg2`), and so are the frames.
+    @Test func fieldOrderAndChromaSurviveAChain() throws {
+        let scratch = try Scratch()
+        let path = try clip("bff.mp4", frames: 10, scratch, extra: ["-flags", "+ildct+ilme", "-x264opts", "bff=1"])
+        let theirs = scratch.file("ffmpeg.y4m"), ours = scratch.file("ours.y4m")
+        let (status, _, err) = try shell("ffmpeg -v error -i '\(path)' -vf null -f yuv4mpegpipe '\(theirs)'", scratch)
+        #expect(status == 0, "\(err)")
+        _ = try chain(path, [["--vf", "null"]], scratch, sinkArgs: ["--y4m", ours])
+        let line = try y4mHeader(ours)
+        #expect(line.contains(" Ib ") && line.contains(" C420mpeg2 XYSCSS=420MPEG2"), "\(line)")
+        #expect(line == (try y4mHeader(theirs)))
+        #expect(try ffmpegFramemd5(ours, scratch) == (try ffmpegFramemd5(theirs, scratch)))
+    }
+
+    /// yadif on a bottom-field-first clip (and a top-field-first one, where a frame without
+    /// its field order would be deinterlaced with the wrong parity): the graph sees each
+    /// frame's field order, as ffmpeg's does, so every frame equals ffmpeg's `-vf yadif`;
+    /// its output is progressive.
+    @Test(arguments: ["bff", "tff"]) func yadifOnBottomFieldFirstMatchesFFmpeg(_ order: String) throws {
+        let scratch = try Scratch()
+        let path = try clip("\(order).mp4", frames: 10, scratch, extra: ["-flags", "+ildct+ilme", "-x264opts", "\(order)=1"])
+        let expected = try ffmpeg(path, vf: "yadif", scratch)
+        #expect(frameLines(expected).count == 10)
+        let (md5, _) = try chain(path, [["--vf", "yadif"]], scratch)
+        #expect(md5 == expected, "filter --vf yadif differs from ffmpeg's on a bottom-field-first clip")
+        let y4m = scratch.file("yadif.y4m")
+        _ = try chain(path, [["--vf", "yadif"]], scratch, sinkArgs: ["--y4m", y4m])
+        let head = try y4mHeader(y4m)
+        #expect(head.contains(" Ip "), "\(head)")
     }
 
     /// A graph that holds frames (tmix keeps the last three, reverse all of them) on an input

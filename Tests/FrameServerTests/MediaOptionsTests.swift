@@ -197,10 +197,24 @@ extension MediaTests {
             (["-i", "x.mp4", "-re", "--readrate", "2"], "-re and --readrate"),
             (["-i", "x.mp4", "--pix-fmt", "yuv410p"], "unknown pixel format"),
             (["--pattern", "-ss", "1"], "go with -i INPUT"),
-        ] {
+        ] + ["0", "1/0", "0/5", "-25", "abc", "1e3", "30/", "2000000", "0.0001", "30000/1001/1"].map({
+            (["--pattern", "--rate", $0], "--rate must be frames per second")
+        }) {
             let r = try scratch.run(["produce", "--out", "bad"] + args)
             #expect(r.status == 2, "\(args): \(r.stderr)")
             #expect(r.stderr.contains(message), "\(args): \(r.stderr)")
         }
+    }
+
+    /// `produce --pattern --rate R`: an integer, N/D or a decimal (av_d2q) is the stream's
+    /// exact rate, and the frames' time base is its inverse: framemd5's `#tb` says so.
+    @Test(arguments: [("30000/1001", "1001/30000"), ("45000/1499", "1499/45000"), ("29.97", "100/2997"),
+                      ("12.5", "2/25"), ("24", "1/24")])
+    func patternRateIsExact(_ rate: String, _ tb: String) throws {
+        let scratch = try Scratch()
+        let (md5, _, _) = try framemd5Pipeline(["--pattern", "--size", "64x48", "--rate", rate, "--frames", "3", "--quiet"],
+                                               stream: "r", scratch)
+        #expect(md5.contains("#tb 0: \(tb)\n"), "\(md5)")
+        #expect(frameLines(md5).map { $0.split(separator: ",")[2].trimmingCharacters(in: .whitespaces) } == ["0", "1", "2"])
     }
 }

@@ -8,7 +8,8 @@ import Testing
 @Suite(.serialized) struct MediaTests {
     typealias Input = MediaInput
 
-    static let inputs: [Input] = [
+    /// With `exactRateInputs`: rates that do not fit 1/1000 fps, whose `#tb` line must be ffmpeg's.
+    static let inputs: [Input] = ([
         Input(file: "h264.mp4", rate: "25", frames: 30, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]),
         Input(file: "ntsc-bframes-sar.mp4", rate: "30000/1001", frames: 12,
               ffmpegArgs: ["-vf", "setsar=4/3", "-c:v", "libx264", "-bf", "2", "-pix_fmt", "yuv420p"]),
@@ -30,7 +31,7 @@ import Testing
               ffmpegArgs: ["-vf", "setpts=PTS+if(gte(N\\,10)\\,0.5/TB\\,0)", "-c:v", "ffv1", "-pix_fmt", "yuv420p"]),
         Input(file: "vfr-irregular.mp4", rate: "25", frames: 20,
               ffmpegArgs: ["-vf", "setpts=(N+floor(N/3)*0.37)/25/TB", "-fps_mode", "vfr", "-c:v", "libx264", "-pix_fmt", "yuv420p"]),
-    ].filter { input in
+    ] + exactRateInputs).filter { input in
         // An encoder this ffmpeg lacks (libx265, libvpx-vp9 are optional in FFmpeg builds) leaves its input out.
         guard let i = input.ffmpegArgs.firstIndex(of: "-c:v") else { return true }
         return ffmpegEncoders.contains(input.ffmpegArgs[i + 1])

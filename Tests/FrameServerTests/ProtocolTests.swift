@@ -179,13 +179,60 @@ import Testing
         let producer = try Producer(stream: "ver", directory: scratch.directory)
         producer.ctl.pointee.version = 99
         let consumer = try Consumer(stream: "ver", directory: scratch.directory)
-        #expect(throws: FrameServerError.versionMismatch(what: "control segment \(scratch.file("ver.ctl"))", found: 99, expected: 1)) {
+        #expect(throws: FrameServerError.versionMismatch(what: "control segment \(scratch.file("ver.ctl"))", found: 99,
+                                                         expected: FS_PROTOCOL_VERSION)) {
             try consumer.attach()
         }
-        let message = FrameServerError.versionMismatch(what: "x", found: 99, expected: 1).description
-        #expect(message.contains("version 99") && message.contains("version 1"))
+        let message = FrameServerError.versionMismatch(what: "x", found: 99, expected: 2).description
+        #expect(message.contains("version 99") && message.contains("version 2"))
         producer.ctl.pointee.version = FS_PROTOCOL_VERSION
         producer.close()
+    }
+
+    /// A v1 control segment whose producer (here: this test process) is alive: a v2 sink
+    /// prints one line naming both versions and exits non-zero, without retrying.
+    @Test func liveVersion1ProducerIsRefusedInOneLine() throws {
+        let scratch = try Scratch()
+        try writeVersion1Control(scratch.file("old.ctl"), pid: getpid(), startTime: processStartTime(getpid()))
+        let (status, _, stderr) = try scratch.run(["sink", "--in", "old", "--null", "--wait", "30"], timeout: 20)
+        #expect(status != 0)
+        let lines = stderr.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].contains("version 1") && lines[0].contains("version 2"), "\(stderr)")
+        #expect(FileManager.default.fileExists(atPath: scratch.file("old.ctl")), "nothing removed or rewritten")
+        // Monitors list it in one line and go on.
+        let ls = try scratch.run(["ls"])
+        #expect(ls.status == 0)
+        #expect(ls.stderr.contains("old  protocol v1 (this framesrv speaks v2)"), "\(ls.stderr)")
+    }
+
+    /// A v1 control segment left by a dead producer is a leftover: a v2 sink waits past it
+    /// and attaches to the v2 producer that replaces it.
+    @Test func deadVersion1ProducerIsALeftover() throws {
+        let scratch = try Scratch()
+        // This process's pid with another start time: a process that is gone.
+        try writeVersion1Control(scratch.file("old.ctl"), pid: getpid(), startTime: 1)
+        let sink = try scratch.start(["sink", "--in", "old", "--null", "--lossless", "--verify", "--stats-json",
+                                      "--wait", "30"])
+        usleep(500_000)
+        #expect(sink.isRunning, "the sink waits: \(sink.stderr)")
+        let producer = try scratch.start(["produce", "--pattern", "--out", "old", "--size", "64x48", "--frames", "20",
+                                          "--rate", "max", "--wait-for", "1"])
+        #expect(producer.wait() == 0, "producer: \(producer.stderr)")
+        #expect(sink.wait() == 0, "sink: \(sink.stderr)")
+        #expect(SinkStats.parse(sink.stdout)?.received == 20)
+    }
+
+    /// A version-1 control segment as a v1 producer wrote it: magic, version 1, the fixed
+    /// identity prefix (pid @36, start time @40); the rest zero.
+    private func writeVersion1Control(_ path: String, pid: Int32, startTime: UInt64) throws {
+        var bytes = [UInt8](repeating: 0, count: ControlSegment.requiredSize(slotCount: 8))
+        bytes.withUnsafeMutableBytes { b in
+            b.storeBytes(of: FS_MAGIC_CONTROL, toByteOffset: 0, as: UInt32.self)
+            b.storeBytes(of: UInt32(1), toByteOffset: 4, as: UInt32.self)
+            b.storeBytes(of: pid, toByteOffset: 36, as: Int32.self)
+            b.storeBytes(of: startTime, toByteOffset: 40, as: UInt64.self)
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
     }
 
     /// A stop that nothing wakes the consumer for (a SIGINT that lands just before its wait

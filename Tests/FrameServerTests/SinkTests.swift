@@ -76,12 +76,28 @@ import Testing
         let y4m = scratch.file("out.y4m")
         let sinks = try run(["-i", src], sinks: [["--framemd5", "-"], ["--y4m", y4m]], stream: "y", scratch)
         #expect(sinks[0].stdout == oracle)
-        let header = try String(decoding: Data(contentsOf: URL(fileURLWithPath: y4m)).prefix(100), as: UTF8.self)
-            .split(separator: "\n").first.map(String.init) ?? ""
+        let header = try y4mHeader(y4m)
         #expect(header.hasPrefix("YUV4MPEG2 W321 H241 F25:1 Ip A1:1 \(c.tag)"), "\(header)")
         let decoded = try framemd5(y4m, scratch)
         #expect(decoded == sinks[0].stdout, "ffmpeg's framemd5 of the y4m output differs from the stream's")
         #expect(hashes(decoded).count == 12)
+    }
+
+    /// y4m's header is ffmpeg's for H.264 inputs, whose chroma is left-sited (`C420mpeg2`),
+    /// progressive and bottom field first (`Ib`): the field order and chroma location travel
+    /// in the frame header from the decoder to the sink. The frames are ffmpeg's too.
+    @Test(arguments: [("h264.mp4", [String]()), ("bff.mp4", ["-vf", "setfield=bff", "-flags", "+ildct+ilme", "-x264opts", "bff=1"])])
+    func y4mHeaderIsFFmpegsForH264(_ file: String, _ extra: [String]) throws {
+        let scratch = try Scratch()
+        let src = try generate(file, frames: 10, ["-c:v", "libx264", "-pix_fmt", "yuv420p"] + extra, scratch)
+        let theirs = scratch.file("ffmpeg.y4m"), ours = scratch.file("ours.y4m")
+        _ = try text("ffmpeg -v error -i '\(src)' -f yuv4mpegpipe '\(theirs)'", scratch)
+        _ = try run(["-i", src], sinks: [["--y4m", ours]], stream: "h", scratch)
+        let header = try y4mHeader(ours)
+        #expect(header == (try y4mHeader(theirs)))
+        #expect(header.contains(" C420mpeg2 XYSCSS=420MPEG2"), "\(header)")
+        #expect(header.contains(file == "bff.mp4" ? " Ib " : " Ip "), "\(header)")
+        #expect(try framemd5(ours, scratch) == (try framemd5(theirs, scratch)))
     }
 
     /// `--y4m -` into `ffmpeg -i -` through a pipe, NTSC rate and an aspect ratio.
@@ -142,6 +158,24 @@ import Testing
         #expect(pts.count == 30)
         #expect(pts.enumerated().allSatisfy { abs($0.element - Double($0.offset) * 0.04) < 0.0015 }, "\(pts)")
         #expect(sinks[1].stdout.contains("record: \(out) (ffv1 yuv420p 320x240 25 fps, matroska): 30 frames"), "\(sinks[1].stdout)")
+    }
+
+    /// --record keeps what ffmpeg keeps of a bottom-field-first H.264 clip at 45000/1499 fps:
+    /// the field order (bt, as ffmpeg gives its encoder), left-sited chroma, and the rates
+    /// Matroska's millisecond timestamps make of the exact rate (ffprobe's, the same as ffmpeg's).
+    @Test func recordKeepsFieldOrderChromaAndTheExactRate() throws {
+        let scratch = try Scratch()
+        let src = try generate("bff.mp4", rate: "45000/1499", frames: 10,
+                               ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-flags", "+ildct+ilme", "-x264opts", "bff=1",
+                                "-video_track_timescale", "45000"], scratch)
+        let ours = scratch.file("ours.mkv"), theirs = scratch.file("ffmpeg.mkv")
+        _ = try text("ffmpeg -v error -i '\(src)' -c:v ffv1 '\(theirs)'", scratch)
+        _ = try run(["-i", src], sinks: [["--record", ours, "-c:v", "ffv1"]], stream: "rec", scratch)
+        let entries = "stream=field_order,chroma_location,r_frame_rate,avg_frame_rate"
+        let info = try probe(ours, entries, scratch)
+        #expect(info == (try probe(theirs, entries, scratch)))
+        #expect(info["field_order"] == "bt" && info["chroma_location"] == "left", "\(info)")
+        #expect(hashes(try framemd5(ours, scratch)) == hashes(try framemd5(theirs, scratch)))
     }
 
     /// libx264 in MP4 (the defaults): frame count, size, NTSC frame rate, aspect ratio, timestamps from 0.

@@ -235,6 +235,33 @@ struct StressTests {
         return condition()
     }
 
+    /// Lost-wake stress (protocol v2's one-hop wake): 100,000 small frames at full speed to 4
+    /// lossless consumers, 2 sleeping on `frame_wake` at once (`--poll-us 0`) and 2 spinning
+    /// first (`--poll-us 50`). A lost wake-up would stall a consumer, and with it the
+    /// producer, for a 500 ms futex timeout at a time: the run must end, and every consumer
+    /// gets every frame once, in order, intact.
+    @Test("100,000 frames to 4 lossless consumers, poll-us 0 and 50 alternating", .timeLimit(.minutes(3)))
+    func lostWakeStress() throws {
+        let scratch = try Scratch()
+        let frames = 100_000
+        let polls = [0, 50, 0, 50]
+        let sinks = try polls.enumerated().map { i, poll in
+            try scratch.start(["sink", "--in", "W", "--null", "--lossless", "--verify", "--poll-us", "\(poll)",
+                               "--seq-log", scratch.file("w\(i).log"), "--stats-json", "--no-reattach"])
+        }
+        let producer = try scratch.start(["produce", "--pattern", "--out", "W", "--size", "32x32", "--rate", "max",
+                                          "--frames", "\(frames)", "--slots", "4", "--wait-for", "4"])
+        #expect(producer.wait(timeout: 150) == 0, "producer: \(producer.stderr)")
+        for (i, sink) in sinks.enumerated() {
+            #expect(sink.wait(timeout: 30) == 0, "sink \(i) (poll-us \(polls[i])): \(sink.stderr)")
+            let stats = try #require(SinkStats.parse(sink.stdout))
+            #expect(stats.received == frames && stats.corrupt == 0)
+            let runs = readSeqLog(scratch.file("w\(i).log")).attachments
+            #expect(runs.count == 1 && runs[0] == (1...UInt64(frames)).map { $0 },
+                    "sink \(i): \(Self.describeGaps(runs.first ?? [], from: 1))")
+        }
+    }
+
     /// Whether the process behind `pidfd` has exited (every thread), without waiting.
     static func hasExited(pidfd: Int32) -> Bool {
         guard pidfd >= 0 else { return false }

@@ -138,6 +138,44 @@ import Testing
     }
 
     /// Consumer entries whose mode or state is none of the protocol's are skipped with a warning.
+    /// The control segment's rate pair is 0/0 (unknown) or both >= 1.
+    @Test func ratePairIsChecked() throws {
+        let scratch = try Scratch()
+        var bytes = try controlBytes(slots: 2, scratch)
+        func setRate(_ num: UInt64, _ den: UInt64) {
+            bytes.withUnsafeMutableBytes {
+                $0.storeBytes(of: num, toByteOffset: Int(FS_OFF_CONTROL_RATE_NUM), as: UInt64.self)
+                $0.storeBytes(of: den, toByteOffset: Int(FS_OFF_CONTROL_RATE_DEN), as: UInt64.self)
+            }
+        }
+        for (num, den) in [(0, 0), (30000, 1001), (1, 1)] as [(UInt64, UInt64)] {
+            setRate(num, den)
+            #expect(check(bytes) == .success(2))
+        }
+        for (num, den, field) in [(0, 1, "rate_num"), (25, 0, "rate_den")] as [(UInt64, UInt64, String)] {
+            setRate(num, den)
+            guard case .failure(let error) = check(bytes) else { Issue.record("\(num)/\(den) accepted"); continue }
+            #expect(error.description.contains(field))
+        }
+    }
+
+    /// An entry still registering (pid set, mode 0, FREE or CLAIMED) is shown as attaching.
+    @Test func attachingEntryIsShownAsAttaching() throws {
+        let scratch = try Scratch()
+        let (producer, consumer) = try producerAndConsumer("attaching", slots: 2, scratch)
+        let index = try #require(consumer.consumerIndex)
+        let entry = producer.control.consumer(index)
+        let (mode, state) = (entry.pointee.mode, entry.pointee.state)
+        entry.pointee.mode = 0
+        entry.pointee.state = FS_CONSUMER_CLAIMED
+        let (snapshot, warnings) = try StreamSnapshot.inspect("attaching", in: scratch.directory)
+        #expect(warnings.isEmpty)
+        #expect(snapshot.consumers.map { [$0.mode, $0.state] } == [["-", "attaching"]])
+        entry.pointee.mode = mode
+        entry.pointee.state = state
+        producer.close()
+    }
+
     @Test func badConsumerEntriesAreSkipped() throws {
         let scratch = try Scratch()
         let (producer, consumer) = try producerAndConsumer("entries", slots: 2, scratch)
@@ -216,11 +254,10 @@ import Testing
         var h = fs_frame(seq: 7, epoch: 1, format: rgba, description: FrameDescription())
         writeCString("rgba64le", into: &h.pix_fmt_name)
         #expect(problem(h, slotBytes: rgba.slotBytes)?.contains("pix_fmt") == true)
-        // Code 0 with a name this build knows is checked as that format: a huge height is refused.
-        var tall = named("yuv420p", code: 0)
-        tall.height = 16384
-        #expect(problem(tall) != nil)
-        #expect(problem(named("yuv420p", code: 0)) == nil)
+        // Code 0 with a name of the format table is invalid (v2, PROTOCOL.md 4.2): the
+        // producer must write the code.
+        #expect(problem(named("yuv420p", code: 0))?.contains("pix_fmt is 0") == true)
+        #expect(problem(named("yuv420p", code: PixelFormat.yuv420p.rawValue)) == nil)
         // Code 0 with an unknown name: the planes stay bounded, and a reader with its own
         // geometry checks it against them.
         let other = named("yuv444p16le", code: 0)
@@ -231,6 +268,24 @@ import Testing
         #expect(!header.plane(0, holds: Int.max, rowBytes: 1))
         // An unknown code is refused.
         #expect(problem(named("", code: 99))?.contains("pix_fmt is 99") == true)
+    }
+
+    /// v2: the time base is at least 1/1, field order and chroma location are FFmpeg's values.
+    @Test func timeBaseFieldOrderAndChromaLocationAreChecked() {
+        var h = good
+        h.time_base_num = 0
+        #expect(problem(h)?.contains("time_base_num is 0") == true)
+        h = good
+        h.time_base_den = -1
+        #expect(problem(h)?.contains("time_base_den is -1") == true)
+        h = good
+        h.field_order = FS_FIELD_MAX + 1
+        #expect(problem(h)?.contains("field_order is 6") == true)
+        h.field_order = FS_FIELD_BB
+        h.chroma_location = FS_CHROMA_MAX + 1
+        #expect(problem(h)?.contains("chroma_location is 7") == true)
+        h.chroma_location = FS_CHROMA_BOTTOM
+        #expect(problem(h) == nil)
     }
 
     @Test func planeCountAndSequenceAreChecked() {

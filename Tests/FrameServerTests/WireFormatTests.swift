@@ -35,6 +35,10 @@ import Testing
     @Test func vectorsArePresent() {
         #expect(Self.vectors.filter { $0.error == nil }.count >= 5)
         #expect(Self.vectors.filter { $0.error != nil }.count >= 5)
+        // Every check of PROTOCOL.md 5 has a vector, the version 1 message included.
+        let errors = Set(Self.vectors.compactMap(\.error))
+        #expect(errors == ["short", "bad-magic", "version", "kind", "name-len", "length"])
+        #expect(Self.vectors.contains { $0.name == "version-1" && $0.error == "version" })
     }
 
     @Test(arguments: vectors.filter { $0.error == nil }.map(\.name))
@@ -68,6 +72,7 @@ import Testing
             case ("short", .invalidArgument(let m)): #expect(m.contains("shorter"))
             case ("length", .invalidArgument(let m)): #expect(m.contains("length"))
             case ("kind", .invalidArgument(let m)): #expect(m.contains("kind"))
+            case ("name-len", .invalidArgument(let m)): #expect(m.contains("name") && !m.contains("does not match"))
             default: Issue.record("\(name): expected \(v.error!), got \(error)")
             }
         }
@@ -83,6 +88,12 @@ import Testing
         #expect(MemoryLayout<fs_control>.offset(of: \.wake) == Int(FS_OFF_CONTROL_WAKE))
         #expect(MemoryLayout<fs_frame>.offset(of: \.capture_ns) == Int(FS_OFF_FRAME_CAPTURE_NS))
         #expect(MemoryLayout<fs_consumer>.offset(of: \.first_seq) == Int(FS_OFF_CONSUMER_FIRST_SEQ))
+        #expect(MemoryLayout<fs_control>.offset(of: \.rate_num) == Int(FS_OFF_CONTROL_RATE_NUM))
+        #expect(MemoryLayout<fs_control>.offset(of: \.rate_den) == Int(FS_OFF_CONTROL_RATE_DEN))
+        #expect(MemoryLayout<fs_control>.offset(of: \.frame_wake) == Int(FS_OFF_CONTROL_FRAME_WAKE))
+        #expect(MemoryLayout<fs_control>.offset(of: \.sleepers) == Int(FS_OFF_CONTROL_SLEEPERS))
+        #expect(MemoryLayout<fs_frame>.offset(of: \.field_order) == Int(FS_OFF_FRAME_FIELD_ORDER))
+        #expect(MemoryLayout<fs_frame>.offset(of: \.chroma_location) == Int(FS_OFF_FRAME_CHROMA_LOCATION))
     }
 
     @Test(arguments: PixelFormat.allCases)

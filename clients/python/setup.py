@@ -19,6 +19,15 @@ if not LIB_SOURCES or not os.path.isfile(os.path.join(LAYOUT, "CFrameServer.h"))
              "were not found next to this package: build it from a framesrv checkout "
              "(pip install ./clients/python)")
 
+# With numpy's headers the extension builds a frame's arrays itself (Frame.arrays, the
+# per-frame path); without them (numpy not importable at build time) numpy makes them
+# through the buffer protocol (slower, same arrays).
+try:
+    import numpy
+    NUMPY_INCLUDE, NUMPY_MACROS = [numpy.get_include()], [("FRAMESRV_NUMPY", "1")]
+except ImportError:
+    NUMPY_INCLUDE, NUMPY_MACROS = [], []
+
 # Relative paths: setuptools wants sources relative to setup.py.
 SOURCES = ["src/_framesrv.c"] + [os.path.relpath(p, HERE) for p in LIB_SOURCES]
 
@@ -27,7 +36,8 @@ setup(
         Extension(
             "framesrv._framesrv",
             sources=SOURCES,
-            include_dirs=[os.path.join(C_DIR, "include"), os.path.join(C_DIR, "src"), LAYOUT],
+            include_dirs=[os.path.join(C_DIR, "include"), os.path.join(C_DIR, "src"), LAYOUT] + NUMPY_INCLUDE,
+            define_macros=NUMPY_MACROS,
             libraries=["zmq", "pthread"],
             extra_compile_args=["-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra"],
         )

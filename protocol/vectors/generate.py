@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates announcements.json: test vectors for the framesrv announcement (protocol v1).
+"""Regenerates announcements.json: test vectors for the framesrv announcement (protocol v2).
 
 Run from anywhere:  python3 protocol/vectors/generate.py
 It rewrites announcements.json next to this file. Standard library only, and on purpose
@@ -19,7 +19,7 @@ little-endian with no padding, followed by name_len bytes of stream name:
       32    8  capture_ns   Q
       40    8  pts          q   INT64_MIN (0x8000000000000000) = none
       48    8  publish_ns   Q
-      56    2  name_len     H
+      56    2  name_len     H   1..48 (a stream name is 1 to 48 bytes)
       58    2  reserved0    H   0
       60    4  reserved1    I   0
       64       name bytes (UTF-8, not NUL-terminated)
@@ -96,9 +96,10 @@ def vectors():
         # (Exceed 2^53: parse these JSON integers exactly.)
         valid("max-values", FRAME, "x", (1 << 56) - 1, slot=63, flags=KEY | END_OF_STREAM | DISCONTINUITY,
               epoch=(1 << 32) + 1, capture_ns=(1 << 64) - 1, pts=(1 << 63) - 1, publish_ns=(1 << 64) - 1),
-        # Invalid messages, each with the error a decoder must report.
+        # Invalid messages, each with the error a decoder must report (PROTOCOL.md 5).
         invalid("bad-magic", b"XSAN" + ok[4:], "bad-magic"),
         invalid("bad-magic-big-endian", struct.pack(">I", MAGIC) + ok[4:], "bad-magic"),
+        # A well-formed message of protocol version 1 is a version error (the one fatal check).
         invalid("version-1", encode(FRAME, "cam0", 42, 2, KEY, 1, 1_000_000_000, 0, 1_000_050_000,
                                     version=1), "version"),
         invalid("truncated-10-bytes", ok[:10], "short"),
@@ -111,11 +112,31 @@ def vectors():
         invalid("header-without-name", ok[:64], "length"),
         invalid("unknown-kind-9", encode(9, "cam0", 42, 2, KEY, 1, 1_000_000_000, 0, 1_000_050_000), "kind"),
         invalid("unknown-kind-0", encode(0, "cam0", 42), "kind"),
+        # name_len outside 1..48. The length agrees with name_len in both, so only the
+        # name-len check (after kind, before length) rejects them.
+        invalid("name-len-0", encode(FRAME, "", 42, 2, KEY, 1, 1_000_000_000, 0, 1_000_050_000), "name-len"),
+        invalid("name-len-49", encode(FRAME, "Stream_49.chars-long_abcdefghijklmnopqrstuvwxyz01", 42, 2, KEY, 1,
+                                      1_000_000_000, 0, 1_000_050_000), "name-len"),
     ]
     return v
 
 
+def first_failure(data):
+    """The checks of PROTOCOL.md 5, in order: the name of the first that fails, or None."""
+    if len(data) < 64:
+        return "short"
+    magic, version, kind = struct.unpack_from("<IHH", data)
+    name_len = struct.unpack_from("<H", data, 56)[0]
+    checks = [("bad-magic", magic == MAGIC), ("version", version == VERSION),
+              ("kind", kind in (FRAME, END, EPOCH)), ("name-len", 1 <= name_len <= 48),
+              ("length", len(data) == 64 + name_len)]
+    return next((name for name, ok in checks if not ok), None)
+
+
 def main():
+    for v in vectors():
+        got = first_failure(bytes.fromhex(v["hex"]))
+        assert got == v.get("error"), (v["name"], got)
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "announcements.json")
     with open(out, "w", encoding="utf-8") as f:
         json.dump(vectors(), f, indent=2)

@@ -2,9 +2,10 @@
  * CFrameServer.h: the framesrv shared-memory layout and wire format, protocol version 2.
  *
  * This header is the single source of truth for every byte that crosses a process
- * boundary. protocol/PROTOCOL.md quotes these tables; the Swift library, the C client
- * and the Python client (which checks its own offsets against the FS_OFF_* values
- * below) all use the same numbers. If a _Static_assert here fails, the wire layout
+ * boundary: for offsets, sizes and constants it wins. For what a field means, the
+ * comments here only summarise protocol/PROTOCOL.md, which wins. PROTOCOL.md quotes
+ * these tables; the Swift library, the C client and the Python client (which checks
+ * its own offsets against the FS_OFF_* values below) all use the same numbers. If a _Static_assert here fails, the wire layout
  * changed: bump FS_PROTOCOL_VERSION and update PROTOCOL.md and protocol/vectors/.
  *
  * Rules the layout follows (after PipeWire's spa ring buffer):
@@ -161,16 +162,19 @@ typedef struct fs_control {
     uint64_t epoch;               /*  56 current pool epoch (atomic)               */
     uint64_t slot_stride;         /*  64 bytes per slot in the current pool         */
     uint64_t latest;              /*  72 (seq << 8) | slot of newest frame, 0 = none (atomic) */
-    uint64_t published;           /*  80 frames published (atomic)                 */
+    uint64_t published;           /*  80 frames published: stat, counted by the producer */
     uint64_t dropped;             /*  88 frames dropped at the source (atomic)     */
     uint64_t blocked_ns;          /*  96 time the producer waited for a slot       */
     uint64_t lossless_mask;       /* 104 consumers that receive reservations (atomic) */
-    uint32_t wake;                /* 112 futex word, bumped on release/attach/detach */
+    uint32_t wake;                /* 112 futex word the producer sleeps on: bumped on every release,
+                                   *     failed live acquire, admission, reclaim, abandon,
+                                   *     producer_hold clear, detach and end of stream */
     uint32_t state;               /* 116 FS_STREAM_* (atomic)                       */
     uint64_t end_seq;             /* 120 last sequence number once ENDED            */
     uint32_t attach_seq;          /* 128 futex word, bumped when a consumer entry changes */
     uint32_t producer_waiting;    /* 132 producer threads sleeping on `wake` (0 = none) */
-    uint64_t min_free;            /* 136 fewest free slots ever seen at a publish   */
+    uint64_t min_free;            /* 136 fewest slots still free after the producer took one,
+                                   *     over all reservations (slot_count until the first) */
     uint64_t reclaimed;           /* 144 consumers reclaimed after they died         */
     uint32_t live_max_held;       /* 152 frames a live consumer may hold at once      */
     uint32_t flags;               /* 156 FS_CONTROL_*                                */
@@ -209,10 +213,13 @@ typedef struct fs_consumer {
     uint64_t first_seq;           /*  24 lossless: first reserved seq, 0 = not yet (atomic) */
     uint64_t attached_ns;         /*  32 CLOCK_MONOTONIC at attach                     */
     uint64_t delivered;           /*  40 frames handed to the application               */
-    uint64_t missed;              /*  48 frames skipped (live mode) or seen stale        */
+    uint64_t missed;              /*  48 frames this consumer will never get: live, gaps it
+                                   *     skipped; lossless, frames lost to a damaged slot or not
+                                   *     taken after a demotion (stale refusals: `stale`) */
     uint64_t last_seq;            /*  56 newest delivered sequence number               */
     uint64_t held;                /*  64 frames held right now                           */
-    uint64_t hold_since_ns;       /*  72 CLOCK_MONOTONIC when the oldest current hold began, 0 = none */
+    uint64_t hold_since_ns;       /*  72 CLOCK_MONOTONIC of the last 0 -> 1 hold or of the last
+                                   *     release while still holding; 0 = holds nothing */
     uint64_t latency_hist[FS_LATENCY_BUCKETS]; /* 80 publish-to-acquire latency histogram */
     char     name[32];            /* 208 what the consumer calls itself (argv[0], ...) */
     uint64_t latency_sum_ns;      /* 240 sum of all latencies                           */

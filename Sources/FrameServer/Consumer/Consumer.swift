@@ -21,7 +21,8 @@ public struct ConsumerOptions: Sendable {
     public var reattach = true
     /// What the consumer calls itself in `ls`/`top`/`inspect`.
     public var name = "consumer"
-    /// ZeroMQ receive high-water mark, in messages.
+    /// ZeroMQ receive high-water mark, in messages, of the doorbell socket (connected only
+    /// when `Consumer.descriptor` is asked for: consumers sleep on shared memory otherwise).
     public var receiveHighWaterMark: Int32 = 1000
     /// Microseconds `next` spins, watching the stream's wake word, before it sleeps
     /// (0: never spins). Trades a core for wake latency.
@@ -46,7 +47,8 @@ public enum ConsumerEvent: Sendable {
 ///     use(frame.plane(0))      // read in place; released at the end of the iteration
 /// }
 /// ```
-/// Use it from one thread (its ZeroMQ socket is not thread-safe).
+/// Use it from one thread (`next()` is not reentrant; a `SharedFrame` may be released
+/// from any thread).
 public final class Consumer {
     public let stream: String
     public let options: ConsumerOptions
@@ -111,6 +113,17 @@ public final class Consumer {
     /// Frames refused because their header failed validation (each also threw `.badFrame`).
     public var badFrames: UInt64 { badFramesBefore + (attachment?.badFrames ?? 0) }
     private var badFramesBefore: UInt64 = 0
+    /// A descriptor for event loops (attaching first if needed): the ZMQ_FD of the doorbell,
+    /// which is connected on the first call (consumers do not subscribe otherwise). When it
+    /// polls readable, call `next()` until it would block. libzmq's descriptor is
+    /// edge-triggered, and ZeroMQ may drop an announcement: poll it with a timeout.
+    public var descriptor: Int32 {
+        get throws(FrameServerError) {
+            try attach()
+            guard let a = attachment else { throw .producerGone(stream) }
+            return try a.doorbellDescriptor()
+        }
+    }
     /// This consumer's index in the stream's consumer table (its holder bit), if attached.
     public var consumerIndex: Int? { attachment?.index }
 
@@ -123,7 +136,8 @@ public final class Consumer {
 
     /// The next frame, or nil once the stream has ended and every frame owed was delivered.
     ///
-    /// Blocks without using CPU: in `zmq_poll` on the doorbell socket and the producer's pidfd.
+    /// Blocks without using CPU: on the stream's `frame_wake` futex (after spinning up to
+    /// `ConsumerOptions.pollMicros`), at most 500 ms at a time.
     public func next() throws(FrameServerError) -> Frame? {
         while true {
             if attachment == nil { attachment = try waitAndAttach() }
@@ -219,9 +233,19 @@ final class Attachment {
     let producerPID: Int32
     /// The producer's pidfd: readable once it exits.
     private let producerFD: FileDescriptor
-    private let socket: ZMQSocket
+    /// Wakes this consumer's sleep when the producer exits (stopped before producerFD closes).
+    private var exitWatch: ProducerExitWatch?
+    /// The doorbell (ZeroMQ SUB), connected only when an event loop asks for a descriptor
+    /// (`doorbellDescriptor`): local consumers sleep on `frame_wake` instead.
+    private var socket: ZMQSocket?
+    private let receiveHighWaterMark: Int32
+    /// Microseconds to spin on `frame_wake` before sleeping (`ConsumerOptions.pollMicros`).
+    private let pollMicros: Int
     private let directory: RuntimeDirectory
-    private var pools: [UInt64: (file: Segment, slotBytes: Int, held: Int)] = [:]
+    /// The pools mapped, by epoch, and how many of each one's frames are held.
+    private var pools: [UInt64: PoolMapping] = [:]
+    /// The pool used last: the per-frame lookups skip the dictionary (one epoch at a time).
+    private var recentPool: PoolMapping?
     private var producerExited = false
     private var detached = false
     private var expected: UInt64 = 0
@@ -243,19 +267,18 @@ final class Attachment {
     /// Opens and validates the control segment and claims a consumer entry; nil when
     /// there is no stream yet or only a dead producer's leftovers.
     static func open(stream: String, directory: RuntimeDirectory, options: ConsumerOptions) throws(FrameServerError) -> Attachment? {
-        let control: ControlSegment
-        do { control = try ControlSegment.open(directory.controlPath(stream), writable: true) } catch {
+        let opened: ControlSegment?
+        // Another version's segment: its producer, if alive, will not change version (one
+        // line, no retry); a dead one's file is a leftover to wait past (design 4).
+        do { opened = try ControlSegment.open(directory.controlPath(stream), writable: true, passingLeftovers: true) } catch {
             if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { return nil }
             throw FrameServerError(error)
         }
+        guard let control = opened else { return nil }
         let producer = control.producer
         guard let pidfd = producer.openExitDescriptor() else { return nil }   // a dead producer's leftover
         let producerFD = FileDescriptor(adopting: pidfd)
         // From here on, a throw closes producerFD with it.
-        let socket = try ZMQSocket(type: ZMQ_SUB)
-        socket.setOption(ZMQ_RCVHWM, options.receiveHighWaterMark)
-        socket.subscribeAll()
-        try socket.connect(directory.endpoint(stream))
         let me = ProcessIdentity.current
         guard let index = control.claimConsumer(pid: me.pid) else {
             throw .tooManyConsumers(stream, max: Int(FS_MAX_CONSUMERS))
@@ -267,21 +290,25 @@ final class Attachment {
                                                holdLimit: control.liveMaxHeld))
         }
         control.activateConsumer(index, identity: me, mode: options.mode == .live ? .live : .lossless, name: options.name)
-        return Attachment(stream: stream, mode: options.mode, control: control, index: index, producerPID: producer.pid,
-                          producerFD: producerFD, socket: socket, directory: directory)
+        return Attachment(stream: stream, options: options, control: control, index: index, producerPID: producer.pid,
+                          producerFD: producerFD, directory: directory)
     }
 
-    private init(stream: String, mode: DeliveryMode, control: ControlSegment, index: Int, producerPID: Int32,
-                 producerFD: consuming FileDescriptor, socket: ZMQSocket, directory: RuntimeDirectory) {
-        self.stream = stream; self.mode = mode; self.control = control
+    private init(stream: String, options: ConsumerOptions, control: ControlSegment, index: Int, producerPID: Int32,
+                 producerFD: consuming FileDescriptor, directory: RuntimeDirectory) {
+        self.stream = stream; self.mode = options.mode; self.control = control
         self.index = index; self.bit = 1 << UInt64(index)
-        self.producerPID = producerPID; self.producerFD = producerFD; self.socket = socket; self.directory = directory
+        self.producerPID = producerPID; self.producerFD = producerFD; self.directory = directory
         self.liveMaxHeld = control.liveMaxHeld
+        self.pollMicros = min(max(options.pollMicros, 0), 1_000_000)
+        self.receiveHighWaterMark = options.receiveHighWaterMark
+        self.exitWatch = ProducerExitWatch(control: control, producerFD: self.producerFD.rawValue)
     }
 
     deinit {
         settleReleases()
-        detach()   // producerFD closes itself after this
+        detach()
+        exitWatch = nil   // joins its thread while producerFD is still open; producerFD closes after this
         receiveBuffer.deallocate()
     }
 
@@ -301,43 +328,85 @@ final class Attachment {
         control.requestDetach(index)
     }
 
+    /// Connects the doorbell (once) and returns its ZMQ_FD: readable (edge-triggered, as
+    /// libzmq's) when announcements may be waiting. For event loops; `nextFrame` drains it.
+    func doorbellDescriptor() throws(FrameServerError) -> Int32 {
+        if let socket { return socket.descriptor }
+        let s = try ZMQSocket(type: ZMQ_SUB)
+        s.setOption(ZMQ_RCVHWM, receiveHighWaterMark)
+        s.subscribeAll()
+        try s.connect(directory.endpoint(stream))
+        socket = s
+        return s.descriptor
+    }
+
     /// Reads every pending announcement; they only say "look again".
     private func drainDoorbell() {
+        guard let socket else { return }
         while socket.receive(into: receiveBuffer) != nil {}
     }
 
-    /// ZeroMQ may drop a doorbell: a PUB socket drops what it sends before a new
-    /// subscription reaches it, and at its high-water mark (whose credit the subscriber
-    /// returns in batches, so a drained subscriber can still be seen as full). Shared
-    /// memory stays authoritative, so a lost doorbell may only delay a frame: after 100 ms
-    /// without one the consumer looks again, backing off to once a second while the
-    /// stream is idle (one wake-up per second, no CPU to speak of).
-    private var recheckMillis = 100
+    /// The longest one futex sleep lasts: the producer's SIGKILL (which bumps nothing) and
+    /// a stop signal that landed just before the sleep are seen at most this late.
+    static let longestSleepNanos: Int64 = 500_000_000
 
+    /// The next frame, the end, or the producer's exit. Sleeps on `frame_wake` (design 1.3):
+    /// look; spin up to `pollMicros`; announce the sleep; look again; sleep.
     func nextFrame(stop: () -> Bool) throws(FrameServerError) -> Outcome {
         while true {
             settleReleases()
             drainDoorbell()
-            do { try control.segment.checkIntact() } catch { throw .segment(error) }
-            mapCurrentPool()
-            switch try mode == .lossless ? nextLossless() : nextLive() {
-            case .frame(let f): return .frame(f)
-            case .ended: return .ended
-            case .nothingYet: break
+            if let outcome = try look() { return outcome }
+            if pollMicros > 0, spin() { continue }
+            // SYNC: fs_consumer_wait_begin before the last look; see `ControlSegment.frameReady`.
+            let w = control.beginWaitForFrame(bit)
+            let last: Outcome?
+            do { last = try look() } catch {
+                control.endWaitForFrame(bit)
+                throw error
             }
-            // Nothing to deliver now.
-            if control.ended, mode == .live || producerExited { return .ended }
-            if producerExited { return .producerGone }
-            if detached { return .ended }
-            // Sleep until a doorbell rings or the producer exits (its pidfd becomes readable).
-            switch socket.wait(orReadable: [producerFD.rawValue], timeoutMillis: recheckMillis) {
-            case producerFD.rawValue: producerExited = true
-            case nil:
-                if stop() { return .ended }
-                recheckMillis = min(recheckMillis * 2, 1000)
-            default: recheckMillis = 100
+            if let last {
+                control.endWaitForFrame(bit)
+                return last
             }
+            if waitReadable([producerFD.rawValue], timeoutMillis: 0) != nil {
+                control.endWaitForFrame(bit)
+                producerExited = true
+                continue
+            }
+            let woke = control.waitForFrame(seen: w, timeoutNanos: Self.longestSleepNanos)
+            control.endWaitForFrame(bit)
+            if woke == .timedOut || woke == .interrupted, stop() { return .ended }
         }
+    }
+
+    /// One look at shared memory: a frame, the end, the producer gone, or nil (nothing yet).
+    @inline(__always)
+    private func look() throws(FrameServerError) -> Outcome? {
+        do { try control.segment.checkIntact() } catch { throw .segment(error) }
+        mapCurrentPool()
+        switch try mode == .lossless ? nextLossless() : nextLive() {
+        case .frame(let f): return .frame(f)
+        case .ended: return .ended
+        case .nothingYet: break
+        }
+        if control.ended, mode == .live || producerExited { return .ended }
+        if producerExited { return .producerGone }
+        if detached { return .ended }
+        return nil
+    }
+
+    /// Busy-polls `frame_wake` for up to `pollMicros`; whether it changed (look again).
+    /// SYNC: the acquire load that sees the change orders the next look after the bump.
+    private func spin() -> Bool {
+        let seen = control.frameWakeWord
+        let end = monotonicNanos() + UInt64(pollMicros) * 1000
+        var spins = 0
+        while control.frameWakeWord == seen {
+            spins &+= 1
+            if spins & 63 == 0, monotonicNanos() >= end { return false }
+        }
+        return true
     }
 
     /// Lossless: the frame with sequence `expected`, reserved for us by the producer.
@@ -438,9 +507,25 @@ final class Attachment {
     /// they are delivered.
     private func mapCurrentPool() {
         let epoch = control.epoch
-        guard epoch != 0, pools[epoch] == nil, let file = try? openPool(epoch: epoch) else { return }
-        pools[epoch] = (file.pool, file.slotBytes, 0)
+        guard epoch != 0, mapping(epoch) == nil, let file = try? openPool(epoch: epoch) else { return }
+        addMapping(epoch, file)
         for old in pools.keys where old != epoch && pools[old]!.held <= 0 { pools[old] = nil }
+    }
+
+    /// Pool `epoch`'s mapping, if mapped.
+    private func mapping(_ epoch: UInt64) -> PoolMapping? {
+        if let r = recentPool, r.epoch == epoch { return r }
+        let m = pools[epoch]
+        if m != nil { recentPool = m }
+        return m
+    }
+
+    @discardableResult
+    private func addMapping(_ epoch: UInt64, _ file: (pool: Segment, slotBytes: Int)) -> PoolMapping {
+        let m = PoolMapping(epoch: epoch, file: file.pool, slotBytes: file.slotBytes)
+        pools[epoch] = m
+        recentPool = m
+        return m
     }
 
     /// Maps pool `epoch` read-only (`Segment.openPool` checks its size).
@@ -453,17 +538,15 @@ final class Attachment {
     /// before the error is thrown.
     private func deliver(slot: UInt32, seq: UInt64) throws(FrameServerError) -> Frame {
         let epoch = control.slot(slot).pointee.epoch
-        if pools[epoch] == nil {
-            do {
-                let file = try openPool(epoch: epoch)
-                pools[epoch] = (file.pool, file.slotBytes, 0)
-            } catch {
+        let mapped: PoolMapping
+        if let m = mapping(epoch) { mapped = m } else {
+            do { mapped = addMapping(epoch, try openPool(epoch: epoch)) } catch {
                 release(slot: slot, epoch: epoch, mapped: false)
                 throw FrameServerError(error)
             }
         }
         // Each epoch's pool has its own slot size: derive it from the mapping, not the header.
-        let (pool, slotBytes, _) = pools[epoch]!
+        let (pool, slotBytes) = (mapped.file, mapped.slotBytes)
         let base = UnsafeRawPointer(pool.base + Int(slot) * slotBytes)
         // One copy of the header: what is validated is what the frame reports and reads through.
         let header = pool.frameHeader(slot: slot, slotBytes: slotBytes)
@@ -477,7 +560,7 @@ final class Attachment {
             badFrames += 1
             throw .badFrame(path: pool.path, slot: slot, error)
         }
-        pools[epoch]!.held += 1
+        mapped.held += 1
         heldCount += 1
         let now = monotonicNanos()
         let capture = header.capture_ns
@@ -507,7 +590,7 @@ final class Attachment {
 
     /// Bytes of one slot of epoch `epoch`'s pool (mapped while a frame of it is held).
     func slotBytes(epoch: UInt64) -> Int {
-        pools[epoch]?.slotBytes ?? 0
+        mapping(epoch)?.slotBytes ?? 0
     }
 
     /// A `SharedFrame`'s release, from whatever thread drops the last reference: the slot
@@ -535,10 +618,25 @@ final class Attachment {
         control.recordRelease(index, held: heldCount)
         // Last: after CLOSING the entry may be freed and claimed by another consumer.
         if detached, heldCount == 0 { sendDetach() }
-        if var p = pools[epoch] {
+        if let p = mapping(epoch) {
             p.held -= 1
-            if p.held <= 0, epoch != control.epoch { pools[epoch] = nil } else { pools[epoch] = p }
+            if p.held <= 0, epoch != control.epoch {
+                pools[epoch] = nil
+                if recentPool === p { recentPool = nil }
+            }
         }
+    }
+}
+
+/// One pool epoch mapped read-only by a consumer, and how many of its frames it holds.
+final class PoolMapping {
+    let epoch: UInt64
+    let file: Segment
+    let slotBytes: Int
+    var held = 0
+
+    init(epoch: UInt64, file: Segment, slotBytes: Int) {
+        self.epoch = epoch; self.file = file; self.slotBytes = slotBytes
     }
 }
 

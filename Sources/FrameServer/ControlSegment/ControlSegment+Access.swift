@@ -53,6 +53,34 @@ extension ControlSegment {
     /// Bumps `wake` without a futex wake (the producer's own abandon: nobody else sleeps on it).
     func bumpWake() { fs_bump(&header.pointee.wake) }
 
+    // MARK: A consumer's wait for a frame (one-hop wake, design 1.3)
+
+    /// After a publish, admission, demotion, epoch change, end or close: bumps `frame_wake`
+    /// and wakes every consumer sleeping on it, with no syscall when none sleeps.
+    /// SYNC: fs_frame_ready (seq_cst RMW), after the stores it announces; pairs with
+    /// fs_consumer_wait_begin.
+    func frameReady() {
+        if fs_frame_ready(header) != 0 { futexWake(&header.pointee.frame_wake) }
+    }
+    /// The `frame_wake` word (acquire), for a busy-poll: a change means "look again".
+    var frameWakeWord: UInt32 { fs_frame_wake_peek(header) }
+    /// SYNC: fs_consumer_wait_begin (seq_cst): sets `bit` in `sleepers`, returns the word
+    /// to wait on. The caller looks once more before it sleeps.
+    func beginWaitForFrame(_ bit: UInt64) -> UInt32 { fs_consumer_wait_begin(header, bit) }
+    func endWaitForFrame(_ bit: UInt64) { fs_consumer_wait_end(header, bit) }
+    /// Sleeps until `frame_wake` differs from `seen` (or `timeoutNanos`, or a signal).
+    func waitForFrame(seen: UInt32, timeoutNanos: Int64) -> FutexWait {
+        futexWait(&header.pointee.frame_wake, expected: seen, timeoutNanos: timeoutNanos)
+    }
+    /// Bumps `frame_wake` and wakes every sleeper, whoever sleeps (a consumer's watch of
+    /// its producer's exit, which the producer cannot announce).
+    func wakeFrameWaiters() {
+        fs_bump(&header.pointee.frame_wake)
+        futexWake(&header.pointee.frame_wake)
+    }
+    /// Clears a reclaimed consumer's `sleepers` bit (it may have died inside its wait).
+    func clearSleeper(_ bit: UInt64) { fs_consumer_wait_end(header, bit) }
+
     /// The sequence number of the frame in slot `i` if it is published and reserved for
     /// (or held by) holder `bit`, whatever frame it is; nil otherwise.
     /// SYNC: the acquire load of holders pairs with fs_slot_publish's release store, as in

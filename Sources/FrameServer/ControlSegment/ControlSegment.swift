@@ -56,8 +56,8 @@ public final class ControlSegment: @unchecked Sendable {
     /// The bytes a control segment of `slotCount` slots needs.
     static func requiredSize(slotCount: UInt32) -> Int { fs_control_size(slotCount) }
 
-    /// Checks every header field PROTOCOL.md 4.1 fixes, and that the records lie inside
-    /// `bytes` (the whole file). Returns the validated slot count.
+    /// Checks every header field PROTOCOL.md 4.1 fixes, the rate pair (0/0 or both >= 1),
+    /// and that the records lie inside `bytes` (the whole file). Returns the validated slot count.
     ///
     /// Pure: reads only `bytes` (unaligned loads), so a fuzz target can call it on any input.
     public static func validate(_ bytes: UnsafeRawBufferPointer, path: String) throws(SegmentError) -> Int {
@@ -82,6 +82,12 @@ public final class ControlSegment: @unchecked Sendable {
         try check("consumer_size", 24, UInt32(MemoryLayout<fs_consumer>.size))
         try check("slot_ctl_offset", 28, UInt32(headerSize))
         try check("consumer_offset", 32, UInt32(headerSize + Int(slots) * MemoryLayout<fs_slot_ctl>.size))
+        let rateNum = bytes.loadUnaligned(fromByteOffset: Int(FS_OFF_CONTROL_RATE_NUM), as: UInt64.self)
+        let rateDen = bytes.loadUnaligned(fromByteOffset: Int(FS_OFF_CONTROL_RATE_DEN), as: UInt64.self)
+        guard (rateNum == 0) == (rateDen == 0) else {
+            throw .badField(path: path, field: rateNum == 0 ? "rate_num" : "rate_den", value: 0,
+                            expected: ">= 1 (the rate pair is 0/0 or both >= 1)")
+        }
         let needed = requiredSize(slotCount: slots)
         guard bytes.count >= needed else { throw .tooSmall(path: path, size: bytes.count, needed: needed) }
         return Int(slots)
@@ -89,10 +95,34 @@ public final class ControlSegment: @unchecked Sendable {
 
     /// Maps and validates the control segment at `path` (a reader: consumer or monitor).
     static func open(_ path: String, writable: Bool) throws(SegmentError) -> ControlSegment {
+        try open(path, writable: writable, passingLeftovers: false)!
+    }
+
+    /// `open`, and with `passingLeftovers` (a consumer) nil for a segment of another
+    /// protocol version whose producer is gone: a leftover to wait past. Its producer is
+    /// read from the fixed identity prefix of this very mapping (design 4), so a file
+    /// replaced meanwhile cannot lend it another producer.
+    static func open(_ path: String, writable: Bool, passingLeftovers: Bool) throws(SegmentError) -> ControlSegment? {
         let segment = try Segment.open(path, writable: writable, minimumSize: MemoryLayout<fs_control>.size)
-        let slots = try validate(segment.bytes, path: path)
+        let slots: Int
+        do { slots = try validate(segment.bytes, path: path) } catch {
+            if passingLeftovers, case .versionMismatch = error, !prefixProducerAlive(segment.bytes) { return nil }
+            throw error
+        }
         try segment.checkIntact()
         return ControlSegment(segment, slotCount: UInt32(slots))
+    }
+
+    /// Whether the producer named by the fixed identity prefix of a control segment's
+    /// `bytes` (pid @36, start time @40, the same in every protocol version) is running.
+    /// Reads nothing else: for a segment of another version.
+    static func prefixProducerAlive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard bytes.count >= 48 else { return false }
+        let pid = bytes.loadUnaligned(fromByteOffset: 36, as: Int32.self)
+        let start = bytes.loadUnaligned(fromByteOffset: 40, as: UInt64.self)
+        guard case .running(let fd) = ProcessIdentity(pid: pid, startTime: start).watch() else { return false }
+        FileDescriptor(adopting: fd).close()
+        return true
     }
 
     /// What a producer writes into a new control segment.
@@ -196,10 +226,12 @@ public final class ControlSegment: @unchecked Sendable {
         announceConsumerChange()
     }
 
-    /// Asks the producer to detach entry `i` (state CLOSING, release), then tells it.
+    /// Asks the producer to detach entry `i` (state CLOSING, release), then tells it: its
+    /// admission watcher, and its wait for a slot if it waits (PROTOCOL.md 8.2, 12.3).
     func requestDetach(_ i: Int) {
         fs_store_u32(&consumer(i).pointee.state, FS_CONSUMER_CLOSING)
         announceConsumerChange()
+        notifyProducer()
     }
 
     /// Frees entry `i` if it still belongs to `pid` (the producer, after reclaiming it).

@@ -13,13 +13,15 @@ extension FrameHeader {
     /// - `plane_count` 1..4, each plane at `offset >= 256` and `offset + size <= slotBytes`
     ///   (overflow-checked);
     /// - `pix_fmt` and `pix_fmt_name`: a known code's name must match it (or be empty); code
-    ///   0 with a name this build knows is checked as that format. For a known format,
+    ///   0 with a name of the format table is invalid (the producer must write its code). For a known format,
     ///   `plane_count` is its plane count and every plane's `stride >= row bytes` and
     ///   `stride x (rows - 1) + row bytes <= size`, so a reader of rows x stride stays in
     ///   the plane. Code 0 with an unknown name: only the plane bounds hold, and a reader
     ///   that interprets the name must read no more than `size(plane:)` per plane
     ///   (`FrameHeader.plane(_:holds:rowBytes:)` checks a geometry of its own);
-    /// - `pts` (unless FS_PTS_NONE) and `duration` within +-`timestampLimit`, duration >= 0.
+    /// - `pts` (unless FS_PTS_NONE) and `duration` within +-`timestampLimit`, duration >= 0;
+    /// - `time_base_num` and `time_base_den` >= 1, `field_order` <= FS_FIELD_MAX,
+    ///   `chroma_location` <= FS_CHROMA_MAX.
     ///
     /// Pure (no shared memory), so a fuzz target can call it with any header.
     public static func validate(_ h: fs_frame, sequence: UInt64, slotBytes: Int) throws(FrameHeaderError) {
@@ -45,6 +47,10 @@ extension FrameHeader {
             try header.checkRows(of: format)
         }
         try checkTimestamps(h)
+        try checkRange("time_base_num", Int64(h.time_base_num), 1...Int64(Int32.max))
+        try checkRange("time_base_den", Int64(h.time_base_den), 1...Int64(Int32.max))
+        try checkRange("field_order", Int64(h.field_order), 0...Int64(FS_FIELD_MAX))
+        try checkRange("chroma_location", Int64(h.chroma_location), 0...Int64(FS_CHROMA_MAX))
     }
 
     /// `validate` on the 256 raw bytes of a header (a fuzz target's input); shorter input
@@ -67,15 +73,15 @@ extension FrameHeader {
         return !o1 && !o2 && stride >= rowBytes && total <= size(plane: i)
     }
 
-    /// The format the code (or, for code 0, a name this build knows) says; nil for code 0
-    /// with an unknown name. Throws when code and name disagree or the code is unknown.
+    /// The format the code says; nil for code 0 with a name outside the table. Throws when
+    /// code and name disagree, the code is unknown, or code 0 names a format of the table.
     private func checkedFormat() throws(FrameHeaderError) -> FrameFormat? {
         let name = pixelFormatName
         let code = raw.pix_fmt
         let pixel: PixelFormat
         if code == FS_PIX_OTHER {
             guard let known = PixelFormat(exactName: name) else { return nil }
-            pixel = known
+            throw .badField(field: "pix_fmt", value: 0, expected: "\(known.rawValue), the code of pix_fmt_name '\(name)'")
         } else {
             guard let known = PixelFormat(rawValue: code) else {
                 throw .badField(field: "pix_fmt", value: Int64(code), expected: "0..\(PixelFormat.allCases.count)")

@@ -154,12 +154,12 @@ public struct StreamSnapshot: Sendable, Encodable {
         var warnings: [String] = []
         var consumers: [ConsumerSnapshot] = []
         for i in 0..<Int(FS_MAX_CONSUMERS) where control.consumerPID(i) != 0 {
-            guard let mode = control.consumerMode(i), let state = control.consumerState(i) else {
-                let e = control.consumer(i).pointee
+            let e = control.consumer(i).pointee
+            guard let (mode, state) = entryNames(control, i) else {
                 warnings.append("\(control.path): consumer entry \(i) has mode \(e.mode) and state \(e.state); entry skipped")
                 continue
             }
-            consumers.append(ConsumerSnapshot(control.consumer(i).pointee, index: i, mode: mode, state: state,
+            consumers.append(ConsumerSnapshot(e, index: i, mode: mode, state: state, lossless: control.consumerMode(i) == .lossless,
                                               lastPublished: lastSeq, heldSlots: heldBy[i] ?? [], now: now))
         }
         let format = try? latestFormat(control, stream: name, in: directory)
@@ -174,6 +174,16 @@ public struct StreamSnapshot: Sendable, Encodable {
             nominalRate: control.nominalRate, format: format, lastSequence: lastSeq,
             consumers: consumers, slotTable: slotTable)
         return (snapshot, warnings)
+    }
+
+    /// Entry `i`'s mode and state as monitors print them, nil when they are none of the
+    /// protocol's. An entry still registering (FREE or CLAIMED with a pid, mode 0) is
+    /// `-`/`attaching`, not a monitor and not a bad entry.
+    private static func entryNames(_ control: ControlSegment, _ i: Int) -> (mode: String, state: String)? {
+        guard let state = control.consumerState(i) else { return nil }
+        if let mode = control.consumerMode(i) { return (mode.name, state.name) }
+        let attaching = fs_load_u32(&control.consumer(i).pointee.mode) == 0 && (state == .free || state == .claimed)
+        return attaching ? ("-", "attaching") : nil
     }
 
     /// The slot table, which slots each consumer holds, and how many slots are free.
@@ -216,7 +226,8 @@ public struct StreamSnapshot: Sendable, Encodable {
     public static func all(in directory: RuntimeDirectory) -> [StreamSnapshot] { scan(in: directory).streams }
 
     /// Snapshots of every stream in `directory`, and one line for each stream that could
-    /// not be read (a bad value, a truncated or foreign file) or consumer entry skipped.
+    /// not be read (a bad value, a truncated or foreign file, another protocol version:
+    /// `NAME  protocol v1 (this framesrv speaks v2)`) or consumer entry skipped.
     /// One bad stream never hides the others; nothing is printed here.
     public static func scan(in directory: RuntimeDirectory) -> (streams: [StreamSnapshot], warnings: [String]) {
         var streams: [StreamSnapshot] = []
@@ -229,6 +240,10 @@ public struct StreamSnapshot: Sendable, Encodable {
             } catch {
                 // A stream whose producer removed its files between listing and reading is not an error.
                 if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { continue }
+                if case .versionMismatch(_, let found, let ours) = error {
+                    warnings.append("\(name)  protocol v\(found) (this framesrv speaks v\(ours))")
+                    continue
+                }
                 warnings.append("skipping stream '\(name)': \(error)")
             }
         }
@@ -238,12 +253,12 @@ public struct StreamSnapshot: Sendable, Encodable {
 
 extension ConsumerSnapshot {
     /// Entry `index` as read from the segment (`e` is a copy), with its validated mode and state.
-    init(_ e: fs_consumer, index: Int, mode: ConsumerMode, state: ConsumerState, lastPublished: UInt64,
+    init(_ e: fs_consumer, index: Int, mode: String, state: String, lossless: Bool, lastPublished: UInt64,
          heldSlots: [Int], now: UInt64) {
         let hist = withUnsafeBytes(of: e.latency_hist) { Array($0.bindMemory(to: UInt64.self)) }
-        let expectedNext = mode == .lossless && e.last_seq == 0 && e.first_seq > 0 ? e.first_seq - 1 : e.last_seq
+        let expectedNext = lossless && e.last_seq == 0 && e.first_seq > 0 ? e.first_seq - 1 : e.last_seq
         self.init(
-            index: index, pid: e.pid, name: readCString(e.name), mode: mode.name, state: state.name,
+            index: index, pid: e.pid, name: readCString(e.name), mode: mode, state: state,
             delivered: e.delivered, missed: e.missed, stale: e.stale, lastSequence: e.last_seq,
             lag: lastPublished > expectedNext ? lastPublished - expectedNext : 0, held: e.held,
             holdMillis: e.hold_since_ns == 0 || e.hold_since_ns > now ? 0 : Double(now - e.hold_since_ns) / 1e6,

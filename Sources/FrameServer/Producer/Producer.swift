@@ -124,7 +124,7 @@ public final class Producer: @unchecked Sendable {
         control = try ControlSegment.create(tmp, .init(stream: stream, slots: options.slots, liveSource: options.liveSource,
                                                        liveMaxHeld: options.liveMaxHeld, nominalRate: options.nominalRate))
 
-        socket = try ZMQSocket(type: ZMQ_PUB)
+        socket = try ZMQSocket(type: ZMQ_XPUB)
         socket.setOption(ZMQ_SNDHWM, options.sendHighWaterMark)
         do {
             try socket.bind(dir.endpoint(stream))
@@ -176,6 +176,7 @@ public final class Producer: @unchecked Sendable {
         waitForReleases(timeoutSeconds: 2)
         shared.withLock { $0.running = false }
         control.announceConsumerChange()
+        control.frameReady()
         signalEvent(wakeFD.rawValue)
         for t in threads { pthread_join(t, nil) }
         shared.withLock { s in
@@ -382,6 +383,7 @@ public final class Producer: @unchecked Sendable {
         let last = shared.withLock { $0.nextSeq - 1 }
         ended = true
         control.markEnded(lastSequence: last, failed: failed)   // SYNC: release, publishes end_seq
+        control.frameReady()
         announce(Announcement(kind: .end, stream: stream, sequence: last, epoch: epoch, publishNanos: monotonicNanos()))
         wakeWaiters()
     }
@@ -422,6 +424,7 @@ public final class Producer: @unchecked Sendable {
         guard wait else { return nil }
         let start = monotonicNanos()
         defer { control.addBlocked(nanos: monotonicNanos() - start) }
+        if let s = spinForFreeSlot(until: start + Self.slotSpinNanos) { return s }
         // Ring the doorbell again before each sleep: a consumer whose subscription reached
         // ZeroMQ after the original announcements (a late joiner) then still wakes up and
         // finds the frames reserved for it.
@@ -431,6 +434,24 @@ public final class Producer: @unchecked Sendable {
             return shouldStop?() == true ? .some(nil) : nil   // stopping: give up, nothing taken
         }
         return slot ?? nil
+    }
+
+    /// How long a producer that found no free slot looks again before it sleeps (20 us).
+    /// A consumer that keeps up releases a slot within microseconds; catching that release
+    /// awake spares both sides the futex round trip (the producer's FUTEX_WAIT, the
+    /// consumer's FUTEX_WAKE and two context switches) that would otherwise come with
+    /// nearly every frame while the consumers are the slower side.
+    static let slotSpinNanos: UInt64 = 20_000
+
+    /// Looks for a free slot until `deadline` (CLOCK_MONOTONIC ns) without sleeping.
+    /// `producer_waiting` stays 0 meanwhile, so the consumers' releases make no system call.
+    private func spinForFreeSlot(until deadline: UInt64) -> UInt32? {
+        var spins = 0
+        while true {
+            if let s = tryTakeFreeSlot() { return s }
+            spins &+= 1
+            if spins & 15 == 0, monotonicNanos() >= deadline { return nil }
+        }
     }
 
     /// The stall timeout (`ProducerOptions.stallTimeout`): demotes to live every lossless
@@ -461,6 +482,7 @@ public final class Producer: @unchecked Sendable {
             progress[i] = nil
             demoted = true
         }
+        if demoted { control.frameReady() }
         return demoted
     }
 
@@ -508,6 +530,7 @@ public final class Producer: @unchecked Sendable {
         for i in reserved { slotCtl(i).pointee.seq = 0 }
         control.setEpoch(newEpoch, slotStride: stride, poolSize: stride * Int(n))   // SYNC: release, after stride and size
         for i in reserved { fs_slot_abandon(slotCtl(i)) }
+        control.frameReady()
         let next = shared.withLock { $0.nextSeq }
         announce(Announcement(kind: .epoch, stream: stream, sequence: next, epoch: newEpoch, publishNanos: monotonicNanos()))
     }
@@ -565,6 +588,8 @@ public final class Producer: @unchecked Sendable {
         header.duration = d.duration
         header.capture_ns = d.captureNanos == 0 ? monotonicNanos() : d.captureNanos
         header.flags = d.flags.rawValue
+        header.field_order = d.fieldOrder.rawValue
+        header.chroma_location = d.chromaLocation.rawValue
         let s = slotCtl(slot)
         let base = pool!.base + Int(slot) * slotStride
         let now = monotonicNanos()
@@ -578,6 +603,8 @@ public final class Producer: @unchecked Sendable {
             control.setLatest(sequence: seq, slot: slot)
             return seq
         }
+        // The local wake first, outside the lock and before any ZeroMQ cost.
+        control.frameReady()
         latestPublished = (seq, slot)
         control.countPublished(at: now)
         announce(Announcement(kind: .frame, stream: stream, sequence: seq, slot: slot, flags: d.flags, epoch: epoch,
@@ -591,8 +618,22 @@ public final class Producer: @unchecked Sendable {
                               epoch: epoch, publishNanos: monotonicNanos()))
     }
 
+    /// Whether anyone subscribes to the doorbell (XPUB passes up the first subscription and
+    /// the last unsubscription, so this is a 0/1 count). Guarded by `announceLock`.
+    private var subscribers = 0
+    /// When the subscriptions were last drained (CLOCK_MONOTONIC ns). Guarded by `announceLock`.
+    private var subscriptionsDrainedAt: UInt64 = 0
+
+    /// Sends an announcement, if anyone subscribes: local consumers sleep on `frame_wake`,
+    /// so with no monitor, bridge or event-loop consumer this costs no ZeroMQ call at all
+    /// beyond draining subscriptions at most once per millisecond.
     private func announce(_ a: Announcement) {
         announceLock.withLock {
+            if a.publishNanos &- subscriptionsDrainedAt >= 1_000_000 {
+                subscriptionsDrainedAt = a.publishNanos
+                subscribers = max(0, subscribers + socket.drainSubscriptions())
+            }
+            guard subscribers > 0 else { return }
             let n = a.encode(into: announceBuffer)
             socket.send(UnsafeRawBufferPointer(rebasing: announceBuffer[..<n]))
         }
@@ -659,6 +700,7 @@ public final class Producer: @unchecked Sendable {
             }
         }
         if changed {
+            control.frameReady()   // an admitted consumer waiting for first_seq looks again
             signalEvent(wakeFD.rawValue)
             wakeWaiters()
         }
@@ -698,6 +740,7 @@ public final class Producer: @unchecked Sendable {
             st.losslessMask &= ~bit
             control.publishLosslessMask(st.losslessMask)
             control.clearHolder(bit)
+            control.clearSleeper(bit)
             if let w = st.watched.removeValue(forKey: i) { st.toClose.append(w.fd) }
             // Only free the entry if it still belongs to the process we reclaim.
             control.freeConsumer(i, ifOwnedBy: identity.pid)

@@ -61,7 +61,8 @@ public struct Announcement: Sendable, Equatable {
         }
     }
 
-    /// Parses a message, checking magic, version, kind and length.
+    /// Parses a message, checking magic, version, kind, name length (1...48) and length.
+    /// Only the version error (`.versionMismatch`, naming both versions) is fatal to a receiver.
     public init(decoding bytes: UnsafeRawBufferPointer) throws(FrameServerError) {
         guard bytes.count >= Self.fixedSize else {
             throw .invalidArgument("announcement of \(bytes.count) bytes is shorter than the 64-byte header")
@@ -79,6 +80,9 @@ public struct Announcement: Sendable, Equatable {
         func u64(_ o: Int) -> UInt64 { UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: o, as: UInt64.self)) }
         func u32(_ o: Int) -> UInt32 { UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: o, as: UInt32.self)) }
         let nameLen = Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 56, as: UInt16.self)))
+        guard (1...48).contains(nameLen) else {
+            throw .invalidArgument("announcement name-len \(nameLen) is outside 1...48")
+        }
         guard bytes.count == Self.fixedSize + nameLen else {
             throw .invalidArgument("announcement length \(bytes.count) does not match its name length \(nameLen)")
         }

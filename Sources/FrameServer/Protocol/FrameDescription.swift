@@ -67,8 +67,10 @@ public enum FieldOrder: UInt32, Sendable {
 
     /// Whether the frame is interlaced (two fields), as FFmpeg's `interlaced_frame`.
     public var isInterlaced: Bool { rawValue >= 2 }
-    /// Whether the top field is shown first, as FFmpeg's `top_field_first`.
-    public var topFieldFirst: Bool { self == .topFirst || self == .bottomCodedTopShown }
+    /// An AVFrame's `top_field_first` for this order, as FFmpeg pairs them: TT and TB are
+    /// top first, BB and BT bottom first (ffmpeg gives a top-first frame's encoder TB, and
+    /// yuv4mpegenc writes TB as `It`).
+    public var topFieldFirst: Bool { self == .topFirst || self == .topCodedBottomShown }
 }
 
 /// Where chroma samples sit relative to luma (FFmpeg's AVChromaLocation, `fs_frame.chroma_location`).

@@ -2,8 +2,8 @@ import CFrameServer
 import CZMQ
 import Glibc
 
-// The thin layer over libzmq. framesrv uses one PUB socket per stream (the doorbell)
-// and one SUB socket per consumer; everything that matters is in shared memory.
+// The thin layer over libzmq. framesrv uses one XPUB socket per stream (the doorbell)
+// and one SUB socket per subscriber (monitors, event-loop consumers); everything that matters is in shared memory.
 
 /// A ZeroMQ context. Thread-safe, as libzmq's contexts are; one per process.
 final class ZMQContext: @unchecked Sendable {
@@ -43,6 +43,14 @@ final class ZMQSocket {
         zmq_setsockopt(handle, option, &v, MemoryLayout<Int32>.size)
     }
 
+    /// ZMQ_FD: a descriptor that polls readable when the socket may have events.
+    var descriptor: Int32 {
+        var fd: Int32 = -1
+        var size = MemoryLayout<Int32>.size
+        zmq_getsockopt(handle, ZMQ_FD, &fd, &size)
+        return fd
+    }
+
     func subscribeAll() { zmq_setsockopt(handle, ZMQ_SUBSCRIBE, "", 0) }
 
     /// Binds to `endpoint`, first arming the process's accept guard.
@@ -76,6 +84,17 @@ final class ZMQSocket {
     func receive(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         let n = zmq_recv(handle, buffer.baseAddress, buffer.count, ZMQ_DONTWAIT)
         return n >= 0 ? Int(n) : nil
+    }
+
+    /// XPUB: reads every pending (un)subscription message; the net change in subscriptions
+    /// (a first byte 1 subscribes, 0 unsubscribes).
+    func drainSubscriptions() -> Int {
+        var change = 0
+        var byte: UInt8 = 0
+        while zmq_recv(handle, &byte, 1, ZMQ_DONTWAIT) >= 0 {
+            if byte == 1 { change += 1 } else if byte == 0 { change -= 1 }
+        }
+        return change
     }
 
     /// Waits until this socket has a message or one of `fds` is readable.

@@ -78,7 +78,7 @@ enum FilterCommand: Command {
         var clock = MediaClock()
         var progress = Progress(enabled: stderrIsTerminal && !o.quiet)
         pipeline.onPublish = { description, rate in
-            clock.record(description, frameRate: rate)
+            clock.record(description, frameRate: rate?.doubleValue)
             progress.update(frames: clock.frames, mediaSeconds: clock.seconds)
         }
         pipeline.onProducerGone = { pid in

@@ -53,7 +53,10 @@ enum ProduceCommand: Command {
       --out NAME           the stream to create
       --size WxH           frame size (default 640x360)
       --pix-fmt FMT        pixel format (default yuv420p): \(PixelFormat.allCases.map { $0.name }.joined(separator: ", "))
-      --rate FPS|max       frames per second, or as fast as consumers allow (default 30)
+      --rate FPS|max       frames per second: N, N/D (30000/1001) or a decimal (29.97 is 2997/100,
+                           as FFmpeg reads it), or max: as fast as consumers allow (default 30).
+                           Frames get time base 1/rate (pts 0, 1, 2, ...); with max, 1/1000000
+                           and pts from the capture time
       --frames N           stop after N frames and end the stream (default: until SIGINT)
       --slots N            slots in the pool, 1..64 (default 8; 16 with -i and zero copy, room
                            for the decoder's reference pictures, which it may keep in up to
@@ -160,12 +163,12 @@ enum ProduceCommand: Command {
 
     /// Creates the stream and, with --wait-for, waits for that many lossless consumers;
     /// nil when SIGINT/SIGTERM came first.
-    static func openStream(_ o: ProduceOptions, slots: Int, liveSource: Bool, rate: Double?) throws -> Producer? {
+    static func openStream(_ o: ProduceOptions, slots: Int, liveSource: Bool, rate: Rational?) throws -> Producer? {
         var options = ProducerOptions()
         options.slots = slots
         options.liveSource = liveSource
         options.sendHighWaterMark = Int32(o.sendHighWaterMark)
-        options.nominalRate = rate.flatMap { Rational(framesPerSecond: $0) }
+        options.nominalRate = rate
         options.stallTimeout = o.stallTimeout
         installStopHandlers()
         let producer = try Producer(stream: o.out, options: options)

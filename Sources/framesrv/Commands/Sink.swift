@@ -19,9 +19,10 @@ enum SinkCommand: Command {
       --framemd5 FILE|-    write what 'ffmpeg -i INPUT -map 0:v:0 -f framemd5' writes for these
                            frames (- for standard output; the summary line then goes to stderr)
       --y4m FILE|-         write a YUV4MPEG2 stream, its header as ffmpeg's yuv4mpegpipe muxer writes
-                           it (size, frame rate, aspect ratio, colour space, range; 4:2:0 is tagged
-                           420jpeg: frames carry no chroma location), the planes written from the
-                           slots in place: 'framesrv sink --in A --y4m - | ffplay -'. y4m carries
+                           it (size, exact frame rate, interlacing from the field order, aspect
+                           ratio, colour space, range; 4:2:0 tagged by chroma location: 420mpeg2,
+                           420paldv or 420jpeg), the planes written from the slots in place:
+                           'framesrv sink --in A --y4m - | ffplay -'. y4m carries
                            \(PackedVideoWriter.y4mFormats.joined(separator: ", "));
                            other formats are an error (use --raw or --record, or produce --pix-fmt)
       --raw FILE|-         write the planes tightly packed, frame after frame (ffmpeg's -f rawvideo);
@@ -198,7 +199,7 @@ struct SinkRun {
     var stats = SinkStatistics()
     var clock = MediaClock()
     var progress: Progress
-    private var frameRate: Double?
+    private var frameRate: Rational?
     private var rng = SystemRandomNumberGenerator()
 
     init(options: SinkOptions, outputs: SinkOutputs, log: SequenceLog) {
@@ -214,8 +215,8 @@ struct SinkRun {
         while !StopSignal.requested, options.frames.map({ stats.received < $0 }) ?? true, let frame = try consumer.next() {
             stats.record(frame)
             if stats.received == 1 {
-                // ffmpeg's framemd5 time base is 1/frame rate: the producer's nominal rate.
-                frameRate = nominalRate(of: consumer)
+                // ffmpeg's framemd5 time base is 1/frame rate: the producer's exact nominal rate.
+                frameRate = consumer.nominalRate
                 outputs.frameRate = frameRate
             }
             let firstRaw = outputs.raw?.frames == 0
@@ -228,7 +229,7 @@ struct SinkRun {
                 log.write("corrupt \(frame.sequence)")
             }
             log.write("frame \(frame.sequence)")
-            clock.record(frame.header.description, frameRate: frameRate)
+            clock.record(frame.header.description, frameRate: frameRate?.doubleValue)
             hold()
             frame.release()
             progress.update(frames: stats.received, mediaSeconds: clock.seconds, bytes: outputs.bytesRecorded)

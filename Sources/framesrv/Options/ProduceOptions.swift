@@ -24,7 +24,7 @@ struct ProduceOptions: CommandOptions {
     var out: String
     /// nil: the built-in test pattern (`pattern`).
     var media: Media?
-    var pattern = PatternPlan(pixelFormat: .yuv420p, width: 640, height: 360, rate: 30, frames: nil)
+    var pattern = PatternPlan(pixelFormat: .yuv420p, width: 640, height: 360, rate: Rational(30, 1), frames: nil)
     var frames: Int?
     /// nil: the path's default (`PublishPath.defaultSlots`).
     var slots: Int?
@@ -103,13 +103,23 @@ struct ProduceOptions: CommandOptions {
         return f
     }
 
-    /// `--rate FPS|max`: nil for max.
-    static func rate(_ text: String) throws(UsageError) -> Double? {
+    /// `--rate max|N|N/D|decimal`: nil for max; an integer or N/D exactly (reduced), a
+    /// decimal as FFmpeg's `av_d2q(x, 1001000)` (29.97 -> 2997/100). 0.001 to 1000000 fps.
+    static func rate(_ text: String) throws(UsageError) -> Rational? {
         guard text != "max" else { return nil }
-        guard let r = Double(text), r >= 0.001, r <= 1_000_000 else {
-            throw UsageError("--rate must be frames per second (0.001 to 1000000) or 'max', not '\(text)'")
+        let problem = UsageError("--rate must be frames per second (N, N/D or a decimal, 0.001 to 1000000) or 'max', not '\(text)'")
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        var rate: Rational?
+        if parts.count == 2 {
+            guard let n = UInt64(parts[0]), let d = UInt64(parts[1]), n > 0, d > 0 else { throw problem }
+            rate = Rational(reducing: n, d)
+        } else if let n = UInt64(text) {
+            rate = n > 0 ? Rational(reducing: n, 1) : nil
+        } else if text.allSatisfy({ $0.isNumber || $0 == "." }), let fps = Double(text) {
+            rate = Rational(framesPerSecond: fps)
         }
-        return r
+        guard let rate, rate.doubleValue >= 0.001, rate.doubleValue <= 1_000_000 else { throw problem }
+        return rate
     }
 
     static func paintOnce(_ text: String?) throws(UsageError) -> Bool {

@@ -46,6 +46,7 @@ struct SinkOptions: CommandOptions {
         consumerOptions.reattach = !args.flag("--no-reattach")
         consumerOptions.name = try args.value("--name") ?? "sink"
         consumerOptions.receiveHighWaterMark = Int32(try args.int("--rcvhwm", range: 1...1_000_000) ?? 1000)
+        consumerOptions.pollMicros = try args.int("--poll-us", range: 0...1_000_000) ?? 0
         quiet = args.flag("--quiet", "-q")
         try args.finish()
 

@@ -13,6 +13,13 @@ struct MediaInput: CustomTestStringConvertible, Sendable {
     var testDescription: String { file }
 }
 
+/// Clips whose frame durations are 1499/45000, 125/2997 and 66667/1000000 s (the issue's
+/// real-file rates): H.264 in MP4 with the rate's own timescale, 30 frames each.
+let exactRateInputs: [MediaInput] = [("45000/1499", "45000"), ("2997/125", "2997"), ("1000000/66667", "1000000")].map { rate, scale in
+    MediaInput(file: "rate-\(rate.replacingOccurrences(of: "/", with: "-")).mp4", rate: rate, frames: 30,
+               ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-video_track_timescale", scale])
+}
+
 /// The encoders `ffmpeg -encoders` lists.
 let ffmpegEncoders: Set<String> = {
     let p = Process()
@@ -69,6 +76,12 @@ func framemd5Pipeline(_ produceArgs: [String], stream: String, _ scratch: Scratc
     #expect(sink.wait(timeout: 60) == 0, "sink: \(sink.stderr)")
     #expect(producer.wait(timeout: 60) == 0, "producer: \(producer.stderr)")
     return (sink.stdout, producer, sink)
+}
+
+/// The first line of a y4m file (its stream header).
+func y4mHeader(_ path: String) throws -> String {
+    try String(decoding: Data(contentsOf: URL(fileURLWithPath: path)).prefix(200), as: UTF8.self)
+        .split(separator: "\n").first.map(String.init) ?? ""
 }
 
 /// The frame lines of framemd5 output (without the # header).

@@ -1,5 +1,5 @@
 /*
- * framesrv.h: libframesrv, the C API of framesrv (protocol version 1).
+ * framesrv.h: libframesrv, the C API of framesrv (protocol version 2; soname libframesrv.so.1).
  *
  * One C library that publishes and consumes framesrv streams. A stream made or read
  * through it is indistinguishable from one made or read by the framesrv command or the
@@ -32,8 +32,8 @@
 extern "C" {
 #endif
 
-#define FRAMESRV_VERSION_MAJOR 0
-#define FRAMESRV_VERSION_MINOR 1
+#define FRAMESRV_VERSION_MAJOR 1
+#define FRAMESRV_VERSION_MINOR 0
 #define FRAMESRV_VERSION_PATCH 0
 #define FRAMESRV_PROTOCOL_VERSION 2
 #define FRAMESRV_MAX_PLANES 4
@@ -57,6 +57,8 @@ typedef enum framesrv_status {
     FRAMESRV_E_NO_MEMORY = -7,
     FRAMESRV_E_DETACHED = -8,    /* this consumer was detached by the producer (stall timeout) */
     FRAMESRV_E_ZMQ = -9,         /* ZeroMQ failed                                               */
+    FRAMESRV_E_VERSION = -10,    /* the stream's producer speaks another protocol version (the
+                                  * message names both); run the same framesrv version on both sides */
 } framesrv_status;
 
 /* A static name such as "FRAMESRV_E_BAD_DATA". Any thread. */
@@ -66,7 +68,7 @@ const char *framesrv_status_name(int status);
  * next failing call in this thread), "" if none. Any thread. */
 const char *framesrv_last_error(void);
 
-/* The library's version, "0.1.0". */
+/* The library's version, "1.0.0". */
 const char *framesrv_version(void);
 
 /* ------------------------------------------------------------------------- */
@@ -205,12 +207,19 @@ int framesrv_consumer_open(framesrv_consumer **out, const char *name,
  * stream ended and every frame due was delivered), FRAMESRV_GONE (the producer died),
  * or an error. Lossless: in order, exactly once. Live: the newest frame not yet seen.
  * A live consumer may hold at most the stream's live_max_held frames at once
- * (FRAMESRV_E_STATE beyond). One thread at a time per consumer. */
+ * (FRAMESRV_E_STATE beyond). With nothing to deliver it spins up to options.poll_us, then
+ * sleeps on a futex in shared memory that the producer wakes directly at every publish
+ * (no ZeroMQ, no other thread), at most 500 ms at a time (a producer killed with SIGKILL
+ * is noticed within that). A signal ends the wait with FRAMESRV_TIMEOUT.
+ * One thread at a time per consumer. */
 int framesrv_consumer_next(framesrv_consumer *consumer, int timeout_ms, framesrv_frame **frame);
 
 /* Gives the frame's slot back. The frame (its info and planes) is invalid afterwards.
- * Frames may be released in any order, from any thread (but not concurrently with
- * next or close on the same consumer). NULL is ignored. */
+ * Frames may be released in any order, from any thread, also while another thread is
+ * inside framesrv_consumer_next (or reopen, stream_info, stats, fd) of the same consumer:
+ * the slot goes back at once, the consumer's bookkeeping takes a small lock that next never
+ * holds while it waits. Not concurrently with framesrv_consumer_close. Each frame is
+ * released once. NULL is ignored. */
 void framesrv_frame_release(framesrv_frame *frame);
 
 /* After FRAMESRV_END or FRAMESRV_GONE (or any time): detaches, then waits up to
@@ -222,9 +231,13 @@ int framesrv_consumer_reopen(framesrv_consumer *consumer, int timeout_ms);
 int framesrv_consumer_stream_info(framesrv_consumer *consumer, framesrv_stream_info *info);
 int framesrv_consumer_stats_of(framesrv_consumer *consumer, framesrv_consumer_stats *stats);
 
-/* A descriptor that becomes readable when next may have something (the ZeroMQ SUB
- * socket's ZMQ_FD; edge-triggered: always call next with timeout 0 until TIMEOUT), for
- * event loops. -1 on error. */
+/* For event loops: a descriptor that becomes readable when next may have something (the
+ * ZeroMQ SUB socket's ZMQ_FD). A futex is not a descriptor, so the first call connects a
+ * SUB socket to the stream's announcements (consumers that never call this never touch
+ * ZeroMQ); from then on next also drains it. Edge-triggered: call next with timeout 0
+ * until FRAMESRV_TIMEOUT, then poll the descriptor with a bounded timeout (<= 1 s: an
+ * announcement can be dropped; shared memory is the truth). next with a timeout > 0 still
+ * sleeps on the futex. -1 on error. One thread at a time (with next). */
 int framesrv_consumer_fd(framesrv_consumer *consumer);
 
 /* Releases every frame still held, detaches (CLOSING, so the producer frees the entry)
@@ -240,7 +253,7 @@ typedef struct framesrv_producer_options {
     uint32_t width, height;    /* 1..16384                                                  */
     int pix_fmt;               /* framesrv_pix_fmt, one of the table's (not OTHER)          */
     uint32_t slots;            /* 1..64; 0 = 8                                              */
-    int64_t rate_num, rate_den;/* nominal frame rate, exact; 0/0 = unknown. Also the default time base (den/num) */
+    int64_t rate_num, rate_den;/* nominal frame rate, exact (stored reduced); 0/0 = unknown. Also the default time base (den/num) */
     uint32_t live_source;      /* 1: reserve never waits for consumers: it returns FRAMESRV_TIMEOUT (drop the frame; counted) */
     uint32_t live_max_held;    /* frames a live consumer may hold at once; 0 = 1            */
     uint32_t color_matrix, color_range, color_primaries, color_transfer; /* defaults for every frame; 0,0,0,0 = "unspecified" (2,0,2,2; matrix 0 for RGB formats) */
@@ -266,14 +279,18 @@ int framesrv_producer_open(framesrv_producer **out, const char *name,
                            const framesrv_producer_options *options);
 
 /* Reserves a free slot: FRAMESRV_OK with *frame (its planes writable, its info's (w)
- * fields preset: pts = seq-1 in the default time base (rate_den/rate_num, duration 1; without a
- * rate 1/1000000, duration 0), sample aspect ratio 0/1, flags 0, the options' colour),
+ * fields preset: pts = seq-1 in the default time base (rate_den/rate_num, duration 1, when
+ * both fit an int32; else 1/1000000, duration 0), sample aspect ratio 0/1, flags 0, the
+ * options' colour, field_order 1 (progressive), chroma_location 0 (unspecified)),
  * FRAMESRV_TIMEOUT when no slot became free within timeout_ms (a live source never
  * waits: the frame is dropped and counted), or an error. One frame reserved at a time. */
 int framesrv_producer_reserve(framesrv_producer *producer, int timeout_ms, framesrv_frame **frame);
 
-/* Publishes the reserved frame to every consumer (lossless ones receive it for sure) and
- * announces it. The frame is invalid afterwards. */
+/* Publishes the reserved frame to every consumer (lossless ones receive it for sure), wakes
+ * the consumers asleep for a frame (one futex call, none when nobody sleeps), then announces
+ * it over ZeroMQ when anyone subscribes. FRAMESRV_E_INVALID for (w) fields a consumer would
+ * reject (time base < 1/1, field_order > 5, chroma_location > 6, pts or duration beyond
+ * 2^62). The frame is invalid afterwards. */
 int framesrv_producer_publish(framesrv_producer *producer, framesrv_frame *frame);
 
 /* Publishes like framesrv_producer_publish, but the frame stays valid and its slot is not

@@ -61,7 +61,7 @@ int fsi_fail_errno(const char *fmt, ...)
 
 const char *framesrv_last_error(void) { return last_error; }
 
-const char *framesrv_version(void) { return "0.1.0"; }
+const char *framesrv_version(void) { return "1.0.0"; }
 
 const char *framesrv_status_name(int status)
 {
@@ -79,6 +79,7 @@ const char *framesrv_status_name(int status)
     case FRAMESRV_E_NO_MEMORY: return "FRAMESRV_E_NO_MEMORY";
     case FRAMESRV_E_DETACHED: return "FRAMESRV_E_DETACHED";
     case FRAMESRV_E_ZMQ: return "FRAMESRV_E_ZMQ";
+    case FRAMESRV_E_VERSION: return "FRAMESRV_E_VERSION";
     default: return "FRAMESRV_UNKNOWN_STATUS";
     }
 }
@@ -243,10 +244,10 @@ void fsi_futex_wake(uint32_t *word)
     syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-void fsi_futex_wait(uint32_t *word, uint32_t expected, int timeout_ms)
+int fsi_futex_wait(uint32_t *word, uint32_t expected, int timeout_ms)
 {
     struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
-    syscall(SYS_futex, word, FUTEX_WAIT, expected, timeout_ms < 0 ? NULL : &ts, NULL, 0);
+    return syscall(SYS_futex, word, FUTEX_WAIT, expected, timeout_ms < 0 ? NULL : &ts, NULL, 0) == 0 ? 0 : errno;
 }
 
 /* ---- mapping files ------------------------------------------------------------------ */

@@ -24,6 +24,8 @@ static void set_client_name(framesrv_consumer *c, const char *name)
 static int check_options(const framesrv_consumer_options *o, int *mode)
 {
     *mode = FS_MODE_LOSSLESS;
+    if (o && o->poll_us > FSI_POLL_US_MAX)
+        return fsi_fail(FRAMESRV_E_INVALID, "consumer poll_us %u: use 0..%u microseconds", o->poll_us, FSI_POLL_US_MAX);
     if (!o || o->mode == 0 || o->mode == FRAMESRV_LOSSLESS) return FRAMESRV_OK;
     if (o->mode == FRAMESRV_LIVE) {
         *mode = FS_MODE_LIVE;
@@ -39,9 +41,10 @@ static int consumer_new(framesrv_consumer **out, const char *name, const framesr
     if ((status = fsi_check_name(name)) != FRAMESRV_OK || (status = check_options(options, &mode)) != FRAMESRV_OK) return status;
     framesrv_consumer *c = calloc(1, sizeof *c);
     if (!c) return fsi_fail(FRAMESRV_E_NO_MEMORY, "out of memory opening a consumer of '%s'", name);
+    pthread_mutex_init(&c->lock, NULL);
     c->inotify_fd = -1;
     c->mode = mode;
-    c->recheck_ms = FSI_RECHECK_MS;
+    c->poll_us = options ? options->poll_us : 0;
     snprintf(c->stream, sizeof c->stream, "%s", name);
     set_client_name(c, options ? options->client_name : NULL);
     *out = c;
@@ -87,6 +90,7 @@ void framesrv_consumer_close(framesrv_consumer *c)
     /* Nothing is held any more, so every retired attachment was finished by its last release. */
     if (c->zctx) zmq_ctx_term(c->zctx);
     if (c->inotify_fd >= 0) close(c->inotify_fd);
+    pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
@@ -110,7 +114,9 @@ int framesrv_consumer_stream_info(framesrv_consumer *c, framesrv_stream_info *in
 int framesrv_consumer_stats_of(framesrv_consumer *c, framesrv_consumer_stats *stats)
 {
     if (!c || !stats) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_stats_of: NULL argument");
+    pthread_mutex_lock(&c->lock);
     *stats = c->stats;
+    pthread_mutex_unlock(&c->lock);
     return FRAMESRV_OK;
 }
 
@@ -118,6 +124,7 @@ int framesrv_consumer_fd(framesrv_consumer *c)
 {
     if (!c) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_fd: consumer is NULL"), -1;
     if (!c->att) return fsi_fail(FRAMESRV_E_STATE, "consumer of '%s' is not attached", c->stream), -1;
+    if (!c->att->sock && fsi_connect_doorbell(c, c->att) != FRAMESRV_OK) return -1;   /* lazily: 1.6 */
     int fd = -1;
     size_t size = sizeof fd;
     if (zmq_getsockopt(c->att->sock, ZMQ_FD, &fd, &size) != 0)

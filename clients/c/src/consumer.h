@@ -13,11 +13,13 @@
 #include "internal.h"
 
 #include <limits.h>
+#include <pthread.h>
 
-/* Look at shared memory again after RECHECK_MS without a doorbell, doubling up to
- * RECHECK_MAX_MS (PROTOCOL.md 11): doorbells can be lost. */
-#define FSI_RECHECK_MS 100
-#define FSI_RECHECK_MAX_MS 1000
+/* The longest one sleep on frame_wake lasts (PROTOCOL.md 11): the producer's pidfd and the
+ * truncation guard are looked at between sleeps, and an idle consumer wakes <= 2/s. */
+#define FSI_FRAME_WAIT_MS 500
+/* poll_us is at most one second. */
+#define FSI_POLL_US_MAX 1000000u
 /* The longest one wait for the stream to appear sleeps (inotify may miss a leftover
  * control segment replaced by a new producer). */
 #define FSI_ATTACH_POLL_MS 250
@@ -28,12 +30,13 @@ typedef struct fsi_attachment {
     uint32_t slot_count;           /* validated once; never re-read                            */
     uint32_t index;                /* our consumer entry                                       */
     uint64_t bit;                  /* 1 << index                                               */
+    int32_t pid;                   /* ours, as claimed in the entry (no getpid per frame)      */
     fs_consumer *entry;
     int32_t producer_pid;
     uint64_t producer_start_time;
     int producer_fd;               /* pidfd: readable once the producer exits                  */
     bool producer_exited;
-    void *sock;                    /* ZeroMQ SUB: the doorbell                                 */
+    void *sock;                    /* ZeroMQ SUB, connected by framesrv_consumer_fd only, else NULL */
     int mode;                      /* FS_MODE_LOSSLESS until demoted (12.6), or FS_MODE_LIVE    */
     uint32_t live_max_held;        /* max(1, ctl->live_max_held)                               */
     uint64_t expected;             /* lossless: next seq owed, 0 until admitted                */
@@ -41,11 +44,11 @@ typedef struct fsi_attachment {
     bool count_misses_from_start;  /* demoted before delivering anything                        */
     uint32_t held_at_demotion;     /* frames held when demoted: not counted against the limit */
     uint32_t hint;                 /* slot to start the lossless scan at                        */
-    uint32_t held;                 /* frames of this attachment the application holds          */
+    uint32_t held;                 /* (lock) frames of this attachment the application holds   */
     fsi_pool *pool;                /* the current epoch's pool (one reference), NULL before    */
     bool retired;                  /* detach requested: CLOSING once held reaches 0             */
-    bool evicted;                  /* the producer freed our entry: its index may be another's now,
-                                    * so neither releases nor CLOSING touch the segment again  */
+    bool evicted;                  /* (atomic) the producer freed our entry: its index may be another's
+                                    * now, so neither releases nor CLOSING touch the segment again */
     struct fsi_attachment *next_retired;
 } fsi_attachment;
 
@@ -60,7 +63,13 @@ static inline fs_consumer *fsi_att_entry(const fsi_attachment *a, uint32_t i)
                            (size_t)i * sizeof(fs_consumer));
 }
 
+/* Threads: next, reopen, stream_info, stats, fd and close run in one thread at a time (the
+ * consumer's thread). framesrv_frame_release may run in any thread, concurrently with next:
+ * it gives the slot back in shared memory at once, and does its bookkeeping under `lock`
+ * (fields marked (lock)), which next takes only around its own bookkeeping, never while it
+ * sleeps or spins. */
 struct framesrv_consumer {
+    pthread_mutex_t lock;
     char dir[PATH_MAX];
     char stream[FS_NAME_MAX + 1];
     char client_name[32];
@@ -68,13 +77,13 @@ struct framesrv_consumer {
     void *zctx;
     int inotify_fd;                /* the runtime directory: a control segment renamed in      */
     fsi_attachment *att;           /* current, NULL between a failed reopen and the next       */
-    fsi_attachment *retired;       /* attachments with frames still held                       */
-    framesrv_frame *held;          /* every frame held, all attachments                         */
+    fsi_attachment *retired;       /* (lock) attachments with frames still held                */
+    framesrv_frame *held;          /* (lock) every frame held, all attachments                  */
     int ended;                     /* 0, FRAMESRV_END or FRAMESRV_GONE: sticky until reopen    */
     int32_t skip_pid;              /* after reopen: the previous producer, not attached again  */
     uint64_t skip_start;
-    int recheck_ms;
-    framesrv_consumer_stats stats;
+    uint32_t poll_us;              /* next spins this long on frame_wake before it sleeps       */
+    framesrv_consumer_stats stats; /* (lock) */
 };
 
 /* consumer_attach.c */
@@ -85,8 +94,11 @@ FSI_HIDDEN int fsi_consumer_attach(framesrv_consumer *c, uint64_t deadline);
 /* Asks the producer to take the attachment out once nothing of it is held (8.2), then
  * frees it; with frames still held it waits on c->retired for the last release. */
 FSI_HIDDEN void fsi_attachment_retire(framesrv_consumer *c, fsi_attachment *a);
-/* Called by a release that made a retired attachment's held count 0. */
+/* Called (under c->lock) by a release that made a retired attachment's held count 0. */
 FSI_HIDDEN void fsi_attachment_finish(framesrv_consumer *c, fsi_attachment *a);
+/* SUB to ipc://DIR/NAME.sock (every message), for framesrv_consumer_fd: connected on its
+ * first call, never by next (v2 consumers sleep on frame_wake). */
+FSI_HIDDEN int fsi_connect_doorbell(framesrv_consumer *c, fsi_attachment *a);
 
 /* consumer_next.c */
 /* Maps the current epoch's pool if it changed (8.1); keeps the old one while frames use it. */

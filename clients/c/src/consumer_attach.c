@@ -15,10 +15,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-/* ---- the doorbell and the consumer entry -------------------------------------------- */
+/* ---- the doorbell (only for framesrv_consumer_fd) and the consumer entry ---------------- */
 
-/* SUB to ipc://DIR/NAME.sock, every message, before the entry is claimed (8.1 step 4). */
-static int connect_doorbell(framesrv_consumer *c, fsi_attachment *a)
+int fsi_connect_doorbell(framesrv_consumer *c, fsi_attachment *a)
 {
     char path[PATH_MAX + 64], endpoint[PATH_MAX + 80];
     int status = fsi_path(path, sizeof path, c->dir, c->stream, ".sock");
@@ -26,14 +25,18 @@ static int connect_doorbell(framesrv_consumer *c, fsi_attachment *a)
     snprintf(endpoint, sizeof endpoint, "ipc://%s", path);
     if (!c->zctx && !(c->zctx = zmq_ctx_new()))
         return fsi_fail(FRAMESRV_E_ZMQ, "ZeroMQ could not create a context: %s", zmq_strerror(zmq_errno()));
-    a->sock = zmq_socket(c->zctx, ZMQ_SUB);
-    if (!a->sock) return fsi_fail(FRAMESRV_E_ZMQ, "ZeroMQ could not create a SUB socket: %s", zmq_strerror(zmq_errno()));
+    void *sock = zmq_socket(c->zctx, ZMQ_SUB);
+    if (!sock) return fsi_fail(FRAMESRV_E_ZMQ, "ZeroMQ could not create a SUB socket: %s", zmq_strerror(zmq_errno()));
     int linger = 0, hwm = 1000;
-    zmq_setsockopt(a->sock, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(a->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(a->sock, ZMQ_SUBSCRIBE, "", 0);
-    if (zmq_connect(a->sock, endpoint) != 0)
-        return fsi_fail(FRAMESRV_E_ZMQ, "ZeroMQ could not connect to %s: %s", endpoint, zmq_strerror(zmq_errno()));
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(sock, ZMQ_SUBSCRIBE, "", 0);
+    if (zmq_connect(sock, endpoint) != 0) {
+        status = fsi_fail(FRAMESRV_E_ZMQ, "ZeroMQ could not connect to %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        zmq_close(sock);
+        return status;
+    }
+    a->sock = sock;
     return FRAMESRV_OK;
 }
 
@@ -82,6 +85,7 @@ static int claim_entry(framesrv_consumer *c, fsi_attachment *a)
                         FS_MAX_CONSUMERS);
     a->index = i;
     a->bit = 1ull << i;
+    a->pid = me;
     a->entry = fsi_att_entry(a, i);
     uint32_t others = a->mode == FS_MODE_LIVE ? live_consumers(a, i) : 0;
     if (others > 0 && (uint64_t)a->slot_count < (uint64_t)(others + 1) * a->live_max_held + 2) {
@@ -106,6 +110,26 @@ static void attachment_free(fsi_attachment *a)
     free(a);
 }
 
+/* NAME.ctl speaks another protocol version (16): only its identity prefix is read, at
+ * offsets every version keeps. A live producer's version will not change: the version
+ * error (its one line is already set). A dead one's file is a leftover, waited past. */
+static int other_version(fsi_attachment *a, const char *path)
+{
+    char line[512];
+    snprintf(line, sizeof line, "%s", framesrv_last_error());
+    const uint8_t *bytes = (const uint8_t *)a->ctl;
+    int32_t pid;
+    uint64_t start;
+    memcpy(&pid, bytes + offsetof(fs_control, producer_pid), sizeof pid);
+    memcpy(&start, bytes + offsetof(fs_control, producer_start_time), sizeof start);
+    int fd = fsi_open_pidfd(pid, start);
+    if (fd < 0)
+        return fsi_fail(FRAMESRV_E_NOT_FOUND, "%s is a leftover of a protocol version %u producer (pid %d) that is not running", path,
+                        ((const fs_control *)bytes)->version, pid);
+    close(fd);
+    return fsi_fail(FRAMESRV_E_VERSION, "%s", line);
+}
+
 /* Maps and validates NAME.ctl and checks its producer is alive (8.1 steps 1-3): NOT_FOUND
  * for no file, a dead producer's leftover, or the previous producer after a reopen. */
 static int open_control(framesrv_consumer *c, fsi_attachment *a)
@@ -116,7 +140,9 @@ static int open_control(framesrv_consumer *c, fsi_attachment *a)
     if (status == FRAMESRV_OK) status = fsi_map_file(path, true, &base, &a->ctl_size);
     if (status != FRAMESRV_OK) return status;
     a->ctl = base;
-    if ((status = fsi_validate_control(base, a->ctl_size, path, &a->slot_count)) != FRAMESRV_OK) return status;
+    status = fsi_validate_control(base, a->ctl_size, path, &a->slot_count);
+    if (status == FRAMESRV_E_VERSION) return other_version(a, path);
+    if (status != FRAMESRV_OK) return status;
     a->producer_pid = fs_load_i32(&a->ctl->producer_pid);
     a->producer_start_time = a->ctl->producer_start_time;
     if (c->skip_pid != 0 && a->producer_pid == c->skip_pid && a->producer_start_time == c->skip_start)
@@ -136,7 +162,6 @@ static int try_attach(framesrv_consumer *c)
     a->producer_fd = -1;
     a->mode = c->mode;
     int status = open_control(c, a);
-    if (status == FRAMESRV_OK) status = connect_doorbell(c, a);
     if (status == FRAMESRV_OK) status = claim_entry(c, a);
     if (status != FRAMESRV_OK) {
         attachment_free(a);
@@ -144,7 +169,6 @@ static int try_attach(framesrv_consumer *c)
     }
     c->att = a;
     c->ended = 0;
-    c->recheck_ms = FSI_RECHECK_MS;
     fsi_map_current_pool(c, a);
     return FRAMESRV_OK;
 }
@@ -159,20 +183,28 @@ static void drain_inotify(int fd)
  * once, so only a stuck one makes the wait end here (next() then waits on). */
 #define ADMISSION_WAIT_MAX_NS 2000000000ull
 
+static bool admitted_or_ended(const fsi_attachment *a)
+{
+    return a->mode != FS_MODE_LOSSLESS || fs_load_u64(&a->entry->first_seq) != 0 || fs_load_u32(&a->ctl->state) == FS_STREAM_ENDED;
+}
+
 /* Lossless: waits (bounded) until the producer admitted us, the stream ended or the
  * producer exited, so that frames published right after open are ours. Not an error
- * when the deadline passes first: next() waits on. */
+ * when the deadline passes first: next() waits on. The admission bumps frame_wake
+ * (fs_frame_ready), so this sleeps there as next does (11). */
 static void wait_admission(framesrv_consumer *c, uint64_t deadline)
 {
     fsi_attachment *a = c->att;
     uint64_t cap = fsi_monotonic_ns() + ADMISSION_WAIT_MAX_NS;
     if (deadline > cap) deadline = cap;
-    while (a->mode == FS_MODE_LOSSLESS && fs_load_u64(&a->entry->first_seq) == 0 &&
-           fs_load_u32(&a->ctl->state) != FS_STREAM_ENDED) {
-        int ms = fsi_remaining_ms(deadline, 20);
+    while (!admitted_or_ended(a)) {
+        int ms = fsi_remaining_ms(deadline, FSI_FRAME_WAIT_MS);
         if (ms == 0) return;
-        struct pollfd p = { a->producer_fd, POLLIN, 0 };
-        if (poll(&p, 1, ms) > 0) return;   /* the producer exited */
+        uint32_t w = fs_consumer_wait_begin(a->ctl, a->bit);
+        bool done = admitted_or_ended(a) || !fsi_pidfd_alive(a->producer_fd);
+        if (!done) fsi_futex_wait(&a->ctl->frame_wake, w, ms);
+        fs_consumer_wait_end(a->ctl, a->bit);
+        if (done) return;
     }
 }
 
@@ -201,6 +233,16 @@ int fsi_consumer_attach(framesrv_consumer *c, uint64_t deadline)
 
 /* ---- detaching ---------------------------------------------------------------------------- */
 
+/* The producer's watcher frees the entry; notifying `wake` (8.2, 12.3) also wakes a producer
+ * asleep in reserve at once, even one without a watcher thread. */
+static void request_detach(fsi_attachment *a)
+{
+    fs_store_u32(&a->entry->state, FS_CONSUMER_CLOSING);
+    fs_bump(&a->ctl->attach_seq);
+    fsi_futex_wake(&a->ctl->attach_seq);
+    if (fs_notify_producer(a->ctl)) fsi_futex_wake(&a->ctl->wake);
+}
+
 void fsi_attachment_finish(framesrv_consumer *c, fsi_attachment *a)
 {
     for (fsi_attachment **p = &c->retired; *p; p = &(*p)->next_retired)
@@ -211,11 +253,8 @@ void fsi_attachment_finish(framesrv_consumer *c, fsi_attachment *a)
     /* 8.2 / 15.3: CLOSING only to a producer that can act on it, and only now that we
      * hold nothing. SYNC: release store; the producer's watcher clears our bit from every
      * slot and frees the entry. */
-    if (a->entry && !a->evicted && !a->producer_exited && fsi_pidfd_alive(a->producer_fd)) {
-        fs_store_u32(&a->entry->state, FS_CONSUMER_CLOSING);
-        fs_bump(&a->ctl->attach_seq);
-        fsi_futex_wake(&a->ctl->attach_seq);
-    }
+    if (a->entry && !__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE) && !a->producer_exited && fsi_pidfd_alive(a->producer_fd))
+        request_detach(a);
     attachment_free(a);
 }
 
@@ -226,11 +265,13 @@ void fsi_attachment_retire(framesrv_consumer *c, fsi_attachment *a)
         c->skip_pid = a->producer_pid;
         c->skip_start = a->producer_start_time;
     }
+    pthread_mutex_lock(&c->lock);   /* against releases in other threads */
     a->retired = true;
     if (a->held == 0) {
         fsi_attachment_finish(c, a);
-        return;
+    } else {
+        a->next_retired = c->retired;
+        c->retired = a;
     }
-    a->next_retired = c->retired;
-    c->retired = a;
+    pthread_mutex_unlock(&c->lock);
 }

@@ -1,6 +1,7 @@
 /*
- * consumer_next.c: receiving frames (PROTOCOL.md 9 lossless, 10 live, 11 the doorbell,
- * 12.6 demotion, 13 epochs, 14 the end, 15.3 a dead producer) and releasing them (9.3).
+ * consumer_next.c: receiving frames (PROTOCOL.md 9 lossless, 10 live, 11 waiting on
+ * frame_wake, 12.6 demotion, 13 epochs, 14 the end, 15.3 a dead producer) and releasing
+ * them (9.3; from any thread, see consumer.h).
  */
 #include "consumer.h"
 
@@ -22,7 +23,7 @@ static bool stream_ended(const fsi_attachment *a) { return fs_load_u32(&a->ctl->
  * reserve) and says whether the producer sleeps on `wake`. */
 static void release_slot(fsi_attachment *a, uint32_t slot)
 {
-    if (a->evicted) return;
+    if (__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE)) return;
     if (fs_slot_release(a->ctl, fsi_att_slot(a, slot), a->bit)) fsi_futex_wake(&a->ctl->wake);
 }
 
@@ -57,14 +58,18 @@ void fsi_map_current_pool(framesrv_consumer *c, fsi_attachment *a)
     a->pool = pool;
 }
 
-/* A reference to the pool of `epoch`: the current one, one a held frame uses, or a new mapping. */
+/* A reference to the pool of `epoch`: the current one, one a held frame uses, or a new mapping.
+ * SYNC: a held frame's pool is referenced under c->lock, before a release in another
+ * thread can take the frame off the list and drop its reference. */
 static int pool_of(framesrv_consumer *c, fsi_attachment *a, uint64_t epoch, fsi_pool **out)
 {
+    pthread_mutex_lock(&c->lock);
     fsi_pool *found = a->pool && a->pool->epoch == epoch ? a->pool : NULL;
     for (framesrv_frame *f = c->held; !found && f; f = f->next_held)
         if (f->attachment == a && f->pool->epoch == epoch) found = f->pool;
+    if (found) fsi_pool_ref(found);
+    pthread_mutex_unlock(&c->lock);
     if (!found) return map_pool(c, a, epoch, out);
-    fsi_pool_ref(found);
     *out = found;
     return FRAMESRV_OK;
 }
@@ -95,10 +100,12 @@ static void fill_info(framesrv_frame_info *info, const fs_frame *h, uint8_t *slo
     info->duration = h->duration;
     info->capture_ns = h->capture_ns;
     info->flags = h->flags;
+    info->field_order = h->field_order;
+    info->chroma_location = h->chroma_location;
     info->publish_ns = publish_ns;
 }
 
-/* The entry's statistics for ls/top (relaxed; the consumer is their one writer). */
+/* The entry's statistics for ls/top (relaxed; under c->lock, so they have one writer at a time). */
 static void record_delivery(fsi_attachment *a, uint64_t seq, uint64_t capture_ns)
 {
     fs_consumer *e = a->entry;
@@ -124,7 +131,9 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     int status = pool_of(c, a, fs_peek_u64(&s->epoch), &pool);
     if (status != FRAMESRV_OK) {
         release_slot(a, slot);
-        return status;
+        /* A live consumer late to an ended stream: its producer removed the pool once no
+         * slot was held (14), so this frame is nobody's any more. */
+        return status == FRAMESRV_E_NOT_FOUND && stream_ended(a) && a->mode == FS_MODE_LIVE ? LOOK_ENDED : status;
     }
     uint8_t *base = pool->base + (size_t)slot * pool->slot_stride;
     fs_frame h;   /* one copy: what is validated is what the frame reports and reads through */
@@ -138,7 +147,11 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     if (status != FRAMESRV_OK) {
         release_slot(a, slot);
         fsi_pool_unref(pool);
-        if (status == LOOK_BAD_FRAME) c->stats.bad_frames++;
+        if (status == LOOK_BAD_FRAME) {
+            pthread_mutex_lock(&c->lock);
+            c->stats.bad_frames++;
+            pthread_mutex_unlock(&c->lock);
+        }
         return status;
     }
     fill_info(&f->info, &h, base, fs_peek_u64(&s->publish_ns));
@@ -148,51 +161,69 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     f->pool = pool;
     f->consumer = c;
     f->attachment = a;
+    pthread_mutex_lock(&c->lock);
     f->next_held = c->held;
     c->held = f;
     a->held++;
     c->stats.held++;
     c->stats.delivered++;
     record_delivery(a, seq, h.capture_ns);
+    pthread_mutex_unlock(&c->lock);
     *out = f;
     return FRAMESRV_OK;
 }
 
+/* Any thread, concurrently with next: the slot goes back in shared memory at once (that
+ * alone is what the producer waits for), the bookkeeping under c->lock. */
 void fsi_consumer_release(framesrv_frame *f)
 {
     framesrv_consumer *c = f->consumer;
-    fsi_attachment *a = f->attachment;
+    fsi_attachment *a = f->attachment;   /* alive until its held count reaches 0 below */
+    /* All reads of the frame are done: the release-ordered clear publishes that (9.3). */
+    release_slot(a, f->slot);
+    pthread_mutex_lock(&c->lock);
     for (framesrv_frame **p = &c->held; *p; p = &(*p)->next_held)
         if (*p == f) {
             *p = f->next_held;
             break;
         }
-    /* All reads of the frame are done: the release-ordered clear publishes that (9.3). */
-    release_slot(a, f->slot);
     a->held--;
     c->stats.held--;
-    if (!a->evicted) {
+    if (!__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE)) {
         fs_stat_set(&a->entry->held, a->held);
         fs_stat_set(&a->entry->hold_since_ns, a->held == 0 ? 0 : fsi_monotonic_ns());
     }
+    if (a->retired && a->held == 0) fsi_attachment_finish(c, a);
+    pthread_mutex_unlock(&c->lock);
     fsi_pool_unref(f->pool);
     free(f);
-    if (a->retired && a->held == 0) fsi_attachment_finish(c, a);
+}
+
+/* Frames of attachment a held right now (releases run in other threads). */
+static uint32_t held_now(framesrv_consumer *c, const fsi_attachment *a)
+{
+    pthread_mutex_lock(&c->lock);
+    uint32_t n = a->held;
+    pthread_mutex_unlock(&c->lock);
+    return n;
 }
 
 /* ---- live (10) --------------------------------------------------------------------------- */
 
 static void count_missed(framesrv_consumer *c, fsi_attachment *a, uint64_t n)
 {
+    pthread_mutex_lock(&c->lock);
     c->stats.missed += n;
+    pthread_mutex_unlock(&c->lock);
     fs_count(&a->entry->missed, n);
 }
 
 static int next_live(framesrv_consumer *c, fsi_attachment *a, framesrv_frame **out)
 {
-    if (a->held >= a->live_max_held + a->held_at_demotion)
+    uint32_t held = held_now(c, a);
+    if (held >= a->live_max_held + a->held_at_demotion)
         return fsi_fail(FRAMESRV_E_STATE, "live consumer of '%s' holds %u frames, the stream's limit: release a frame first",
-                        c->stream, a->held);
+                        c->stream, held);
     for (;;) {
         uint64_t word = fs_load_u64(&a->ctl->latest), seq = word >> 8;
         uint32_t slot = (uint32_t)(word & 0xFF);
@@ -248,10 +279,10 @@ static bool skip_lost_frames(framesrv_consumer *c, fsi_attachment *a)
 }
 
 /* The producer's stall timeout demoted us (12.6): live from now on. */
-static void demote(fsi_attachment *a)
+static void demote(framesrv_consumer *c, fsi_attachment *a)
 {
     a->mode = FS_MODE_LIVE;
-    a->held_at_demotion = a->held;   /* frames taken while lossless do not count against the limit */
+    a->held_at_demotion = held_now(c, a);   /* frames taken while lossless do not count against the limit */
     if (a->last_delivered == 0) {
         uint64_t first = a->expected ? a->expected : fs_load_u64(&a->entry->first_seq);
         a->last_delivered = first > 0 ? first - 1 : 0;
@@ -262,7 +293,7 @@ static void demote(fsi_attachment *a)
 static int next_lossless(framesrv_consumer *c, fsi_attachment *a, framesrv_frame **out)
 {
     if (fs_load_u32(&a->entry->mode) == FS_MODE_LIVE) {
-        demote(a);
+        demote(c, a);
         return next_live(c, a, out);
     }
     if (a->expected == 0) {
@@ -286,31 +317,15 @@ static int next_lossless(framesrv_consumer *c, fsi_attachment *a, framesrv_frame
 
 /* ---- waiting (11) ------------------------------------------------------------------------- */
 
-/* Every pending announcement only says "look again" (5): each is decoded and checked,
- * and one that fails is ignored like any other (shared memory is the truth). */
+/* Announcements only say "look again" (5): drained (each decoded and checked, one that
+ * fails ignored) only when framesrv_consumer_fd connected the SUB socket, so that its
+ * descriptor keeps its edge-triggered meaning. */
 static void drain_doorbell(fsi_attachment *a)
 {
     uint8_t buf[sizeof(fs_announce) + FS_NAME_MAX + 1];
     int n;
     while ((n = zmq_recv(a->sock, buf, sizeof buf, ZMQ_DONTWAIT)) >= 0)
         (void)fsi_validate_announce(buf, (size_t)n <= sizeof buf ? (size_t)n : sizeof buf);
-}
-
-/* Sleeps on the doorbell and the producer's pidfd, bounded by the recheck interval and
- * the deadline: LOOK_NOTHING to look again, FRAMESRV_TIMEOUT (also when a signal
- * interrupts the wait, so the caller can check its own flags). */
-static int wait_doorbell(framesrv_consumer *c, fsi_attachment *a, uint64_t deadline)
-{
-    int ms = fsi_remaining_ms(deadline, c->recheck_ms);
-    if (ms == 0) return FRAMESRV_TIMEOUT;
-    zmq_pollitem_t items[2] = { { a->sock, 0, ZMQ_POLLIN, 0 }, { NULL, a->producer_fd, ZMQ_POLLIN, 0 } };
-    int n = zmq_poll(items, 2, ms);
-    if (n < 0 && zmq_errno() == EINTR) return FRAMESRV_TIMEOUT;
-    if (n < 0) return fsi_fail(FRAMESRV_E_ZMQ, "ZeroMQ could not poll the doorbell of '%s': %s", c->stream, zmq_strerror(zmq_errno()));
-    if (n > 0 && items[1].revents) a->producer_exited = true;
-    else if (n > 0) c->recheck_ms = FSI_RECHECK_MS;
-    else c->recheck_ms = c->recheck_ms * 2 > FSI_RECHECK_MAX_MS ? FSI_RECHECK_MAX_MS : c->recheck_ms * 2;
-    return LOOK_NOTHING;
 }
 
 /* Nothing to deliver now: the end, a dead producer, or 0 to wait. */
@@ -320,6 +335,67 @@ static int nothing_now(framesrv_consumer *c, const fsi_attachment *a)
     if (!a->producer_exited) return 0;
     fsi_fail(FRAMESRV_GONE, "the producer of stream '%s' (pid %d) exited without ending the stream", c->stream, a->producer_pid);
     return c->ended = FRAMESRV_GONE;
+}
+
+/* One look at shared memory: a frame (FRAMESRV_OK), an error, FRAMESRV_END or
+ * FRAMESRV_GONE, or LOOK_NOTHING. */
+static int look(framesrv_consumer *c, fsi_attachment *a, framesrv_frame **frame)
+{
+    for (;;) {
+        if (a->sock) drain_doorbell(a);
+        fsi_map_current_pool(c, a);
+        if (__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE) || fs_load_i32(&a->entry->pid) != a->pid) {
+            __atomic_store_n(&a->evicted, true, __ATOMIC_RELEASE);
+            return fsi_fail(FRAMESRV_E_DETACHED, "the producer of '%s' detached this consumer (entry %u): reopen to attach again",
+                            c->stream, a->index);
+        }
+        int status = a->mode == FS_MODE_LOSSLESS ? next_lossless(c, a, frame) : next_live(c, a, frame);
+        if (status == LOOK_BAD_FRAME) continue;   /* released, counted, skipped */
+        if (status <= 0) return status;           /* a frame, or an error */
+        if (status == LOOK_ENDED) return c->ended = FRAMESRV_END;
+        return (status = nothing_now(c, a)) != 0 ? status : LOOK_NOTHING;
+    }
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Busy-poll (1.4): spins up to poll_us (within the deadline) while frame_wake still reads
+ * `seen`. Whether it changed: then look again. The clock is read every 64 spins. */
+static bool spin(const framesrv_consumer *c, const fsi_attachment *a, uint32_t seen, uint64_t deadline)
+{
+    uint64_t end = fsi_monotonic_ns() + (uint64_t)c->poll_us * 1000u;
+    if (end > deadline) end = deadline;
+    for (unsigned n = 1;; n++) {
+        if (fs_frame_wake_peek(a->ctl) != seen) return true;
+        cpu_relax();
+        if ((n & 63) == 0 && fsi_monotonic_ns() >= end) return false;
+    }
+}
+
+/* Sleeps on frame_wake (1.3): announce the sleep (sleepers bit), look once more, check the
+ * producer's pidfd, then FUTEX_WAIT bounded by FSI_FRAME_WAIT_MS and the deadline. Returns
+ * what the last look found, LOOK_NOTHING to look again, or FRAMESRV_TIMEOUT (the deadline,
+ * or a signal, so the caller can check its own flags).
+ * SYNC: fs_consumer_wait_begin pairs with the producer's fs_frame_ready: a frame published
+ * after the last look either is seen by it or changes the word before the wait. */
+static int wait_frame(framesrv_consumer *c, fsi_attachment *a, uint32_t seen, uint64_t deadline, framesrv_frame **frame)
+{
+    if (c->poll_us > 0 && spin(c, a, seen, deadline)) return LOOK_NOTHING;
+    int ms = fsi_remaining_ms(deadline, FSI_FRAME_WAIT_MS);
+    if (ms == 0) return FRAMESRV_TIMEOUT;
+    uint32_t w = fs_consumer_wait_begin(a->ctl, a->bit);
+    int status = look(c, a, frame);
+    if (status == LOOK_NOTHING && !fsi_pidfd_alive(a->producer_fd)) a->producer_exited = true;   /* look again: frames owed, then GONE */
+    else if (status == LOOK_NOTHING && fsi_futex_wait(&a->ctl->frame_wake, w, ms) == EINTR) status = FRAMESRV_TIMEOUT;
+    fs_consumer_wait_end(a->ctl, a->bit);
+    return status;
 }
 
 int framesrv_consumer_next(framesrv_consumer *c, int timeout_ms, framesrv_frame **frame)
@@ -334,18 +410,9 @@ int framesrv_consumer_next(framesrv_consumer *c, int timeout_ms, framesrv_frame 
     }
     fsi_attachment *a = c->att;
     for (;;) {
-        drain_doorbell(a);
-        fsi_map_current_pool(c, a);
-        if (a->evicted || fs_load_i32(&a->entry->pid) != (int32_t)getpid()) {
-            a->evicted = true;
-            return fsi_fail(FRAMESRV_E_DETACHED, "the producer of '%s' detached this consumer (entry %u): reopen to attach again",
-                            c->stream, a->index);
-        }
-        int status = a->mode == FS_MODE_LOSSLESS ? next_lossless(c, a, frame) : next_live(c, a, frame);
-        if (status == LOOK_BAD_FRAME) continue;   /* released, counted, skipped */
-        if (status <= 0) return status;           /* a frame, or an error */
-        if (status == LOOK_ENDED) return c->ended = FRAMESRV_END;
-        if ((status = nothing_now(c, a)) != 0) return status;
-        if ((status = wait_doorbell(c, a, deadline)) != LOOK_NOTHING) return status;
+        uint32_t seen = fs_frame_wake_peek(a->ctl);   /* before the look: a spin then misses no publish */
+        int status = look(c, a, frame);
+        if (status == LOOK_NOTHING) status = wait_frame(c, a, seen, deadline, frame);
+        if (status != LOOK_NOTHING) return status;
     }
 }

@@ -35,6 +35,7 @@ void framesrv_producer_close(framesrv_producer *p)
     fsp_sleep_on_wake(p, fsi_deadline(2000), false, nothing_held, NULL);
     fsp_stop_watching(p);
     remove_files(p);
+    fsp_frame_ready(p);   /* consumers asleep look again now, not at their next timeout */
     if (p->pub != NULL) zmq_close(p->pub);
     p->pub = NULL;
     if (p->zmq_context != NULL) zmq_ctx_term(p->zmq_context);

@@ -36,7 +36,9 @@ struct framesrv_producer {
     fs_slot_ctl *slots;
     fs_consumer *consumers;
 
-    void *zmq_context, *pub;         /* (A) ZeroMQ sockets are not thread-safe */
+    void *zmq_context, *pub;         /* (A) ZeroMQ sockets are not thread-safe; pub is an XPUB */
+    int64_t subscribers;             /* (A) subscriptions counted from pub (5): 0 = send nothing */
+    uint64_t last_drain_ns;          /* (A) when pub's subscription messages were last read */
 
     pthread_mutex_t lock;
     pthread_t thread;
@@ -81,6 +83,9 @@ FSI_HIDDEN bool fsp_any_slot_held(framesrv_producer *p);
 FSI_HIDDEN void fsp_retire_slot(framesrv_producer *p, uint32_t slot);
 /* Bumps `wake` and futex-wakes whoever sleeps on it. */
 FSI_HIDDEN void fsp_wake(framesrv_producer *p);
+/* fs_frame_ready, and FUTEX_WAKE on frame_wake when a consumer sleeps there (11): after every
+ * publish, admission, epoch, end and close. Any thread. */
+FSI_HIDDEN void fsp_frame_ready(framesrv_producer *p);
 /* Sleeps on `wake` (the producer_waiting handshake of 12.3) until ready(p, arg) returns
  * true (FRAMESRV_OK) or the deadline passes (FRAMESRV_TIMEOUT). */
 FSI_HIDDEN int fsp_sleep_on_wake(framesrv_producer *p, uint64_t deadline, bool reannounce,

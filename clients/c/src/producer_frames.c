@@ -76,11 +76,14 @@ static framesrv_frame *make_frame(framesrv_producer *p, uint32_t slot, uint64_t 
     in->color_transfer = p->opt.color_transfer;
     in->sar_num = 0;
     in->sar_den = 1;
-    bool rate = p->opt.rate_num > 0;
-    in->time_base_num = rate ? p->opt.rate_den : 1;
-    in->time_base_den = rate ? p->opt.rate_num : 1000000;
+    /* The default time base (4.2): den/num of the rate when both fit an int32, else 1/1000000. */
+    bool rate = p->opt.rate_num > 0 && p->opt.rate_num <= INT32_MAX && p->opt.rate_den <= INT32_MAX;
+    in->time_base_num = rate ? (int32_t)p->opt.rate_den : 1;
+    in->time_base_den = rate ? (int32_t)p->opt.rate_num : 1000000;
     in->pts = (int64_t)(seq - 1);
     in->duration = rate ? 1 : 0;
+    in->field_order = FS_FIELD_PROGRESSIVE;
+    in->chroma_location = FS_CHROMA_UNSPECIFIED;
     return f;
 }
 
@@ -121,6 +124,11 @@ static int check_info(const framesrv_frame_info *in)
         return fsi_fail(FRAMESRV_E_INVALID, "publish: pts %lld outside -2^62..2^62", (long long)in->pts);
     if (in->duration < 0 || in->duration > bound)
         return fsi_fail(FRAMESRV_E_INVALID, "publish: duration %lld outside 0..2^62", (long long)in->duration);
+    if (in->time_base_num < 1 || in->time_base_den < 1)
+        return fsi_fail(FRAMESRV_E_INVALID, "publish: time base %d/%d: both must be >= 1", in->time_base_num, in->time_base_den);
+    if (in->field_order > FS_FIELD_MAX || in->chroma_location > FS_CHROMA_MAX)
+        return fsi_fail(FRAMESRV_E_INVALID, "publish: field_order %u (0..%u) or chroma_location %u (0..%u) out of range",
+                        in->field_order, FS_FIELD_MAX, in->chroma_location, FS_CHROMA_MAX);
     return FRAMESRV_OK;
 }
 
@@ -142,6 +150,8 @@ static void write_header(framesrv_producer *p, framesrv_frame *f, fs_frame *h)
     h->duration = in->duration;
     h->capture_ns = in->capture_ns ? in->capture_ns : fsi_monotonic_ns();
     h->flags = in->flags;
+    h->field_order = in->field_order;
+    h->chroma_location = in->chroma_location;
 }
 
 /* 12.2's publish, under the lock shared with admission and reclaim. */
@@ -169,6 +179,7 @@ static int publish(framesrv_producer *p, framesrv_frame *f, bool keep)
     p->reserved = NULL;
     if (keep) p->kept++;
     pthread_mutex_unlock(&p->lock);
+    fsp_frame_ready(p);   /* the one-hop wake, before any ZeroMQ work (11) */
     p->has_latest = true;
     p->latest_seq = seq;
     p->latest_slot = f->slot;

@@ -17,6 +17,16 @@
 #include <unistd.h>
 #include <zmq.h>
 
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b != 0) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
 /* Checks the options and fills in their defaults (framesrv.h). */
 static int normalise_options(framesrv_producer_options *o)
 {
@@ -32,6 +42,11 @@ static int normalise_options(framesrv_producer_options *o)
     if (o->rate_num < 0 || o->rate_den < 0 || (o->rate_num == 0) != (o->rate_den == 0))
         return fsi_fail(FRAMESRV_E_INVALID, "producer: rate %lld/%lld: both positive, or 0/0 (unknown)",
                         (long long)o->rate_num, (long long)o->rate_den);
+    if (o->rate_num > 0) {   /* stored reduced (4.1) */
+        int64_t g = gcd64(o->rate_num, o->rate_den);
+        o->rate_num /= g;
+        o->rate_den /= g;
+    }
     if (o->live_max_held == 0) o->live_max_held = 1;
     if (o->live_source > 1)
         return fsi_fail(FRAMESRV_E_INVALID, "producer: live_source %u: must be 0 or 1", o->live_source);
@@ -180,7 +195,8 @@ static int create_control(framesrv_producer *p, const char *tmp)
     return FRAMESRV_OK;
 }
 
-/* 3.2 step 4: the PUB socket (SNDHWM 1000, LINGER 0), its file made 0600. */
+/* 3.2 step 4: the XPUB socket (SNDHWM 1000, LINGER 0), its file made 0600. XPUB is PUB on
+ * the wire; it also tells how many subscribe, so nothing is sent to nobody (5). */
 static int bind_socket(framesrv_producer *p)
 {
     char sock[PATH_MAX], endpoint[PATH_MAX + 8];
@@ -191,8 +207,8 @@ static int bind_socket(framesrv_producer *p)
     snprintf(endpoint, sizeof endpoint, "ipc://%s", sock);
     p->zmq_context = zmq_ctx_new();
     if (p->zmq_context == NULL) return fsi_fail(FRAMESRV_E_ZMQ, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    p->pub = zmq_socket(p->zmq_context, ZMQ_PUB);
-    if (p->pub == NULL) return fsi_fail(FRAMESRV_E_ZMQ, "zmq_socket(PUB): %s", zmq_strerror(zmq_errno()));
+    p->pub = zmq_socket(p->zmq_context, ZMQ_XPUB);
+    if (p->pub == NULL) return fsi_fail(FRAMESRV_E_ZMQ, "zmq_socket(XPUB): %s", zmq_strerror(zmq_errno()));
     int hwm = 1000, linger = 0;
     zmq_setsockopt(p->pub, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(p->pub, ZMQ_LINGER, &linger, sizeof linger);

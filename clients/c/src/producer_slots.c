@@ -15,6 +15,13 @@ void fsp_wake(framesrv_producer *p)
     fsi_futex_wake(&p->ctl->wake);
 }
 
+/* SYNC: seq_cst RMW of frame_wake, then the load of sleepers (fs_frame_ready): pairs with the
+ * consumer's fs_consumer_wait_begin, so a consumer going to sleep either sees the change or is woken. */
+void fsp_frame_ready(framesrv_producer *p)
+{
+    if (fs_frame_ready(p->ctl)) fsi_futex_wake(&p->ctl->frame_wake);
+}
+
 bool fsp_any_slot_held(framesrv_producer *p)
 {
     for (uint32_t i = 0; i < p->slot_count; i++)
@@ -39,6 +46,7 @@ static void fill_template(framesrv_producer *p)
         h->plane_size[i] = p->layout.size[i];
     }
     h->payload_size = (uint32_t)(p->layout.slot_bytes - sizeof(fs_frame));
+    h->field_order = FS_FIELD_PROGRESSIVE;
     snprintf(h->pix_fmt_name, sizeof h->pix_fmt_name, "%s", p->format->name);
 }
 
@@ -122,6 +130,7 @@ static void switch_pool(framesrv_producer *p, fsi_pool *pool, uint64_t reserved,
     for (uint32_t i = 0; i < p->slot_count; i++)
         if (reserved & (1ull << i)) __atomic_store_n(&p->slots[i].seq, 0, __ATOMIC_RELAXED);
     fs_store_u64(&p->ctl->epoch, p->epoch);   /* SYNC: release, after stride and size */
+    fsp_frame_ready(p);
     for (uint32_t i = 0; i < p->slot_count; i++)
         if (reserved & (1ull << i)) fs_slot_abandon(&p->slots[i]);
     pthread_mutex_lock(&p->lock);
@@ -166,7 +175,7 @@ int fsp_sleep_on_wake(framesrv_producer *p, uint64_t deadline, bool reannounce,
             fs_producer_wait_end(p->ctl);
             return FRAMESRV_TIMEOUT;
         }
-        if (reannounce) fsp_reannounce_latest(p);   /* rings a consumer whose doorbells were dropped */
+        if (reannounce) fsp_reannounce_latest(p);   /* for subscribers only (fd-mode consumers): 1.5 */
         fsi_futex_wait(&p->ctl->wake, w, ms);
         fs_producer_wait_end(p->ctl);
     }

@@ -9,15 +9,32 @@
 #include <unistd.h>
 #include <zmq.h>
 
+/* XPUB (non-verbose) passes the first subscription (first byte 1) and the last
+ * unsubscription (0; also when a subscriber goes away): read at most once per ms, on the
+ * publishing thread. A new subscriber may miss a millisecond of announcements (hints). */
+static void count_subscribers(framesrv_producer *p, uint64_t now)
+{
+    if (now - p->last_drain_ns < 1000000u) return;
+    p->last_drain_ns = now;
+    uint8_t buf[FS_NAME_MAX + 8];
+    int n;
+    while ((n = zmq_recv(p->pub, buf, sizeof buf, ZMQ_DONTWAIT)) >= 1) p->subscribers += buf[0] == 1 ? 1 : buf[0] == 0 ? -1 : 0;
+    if (p->subscribers < 0) p->subscribers = 0;
+}
+
+/* Nothing is sent while nobody subscribes (local consumers sleep on frame_wake). */
 void fsp_announce(framesrv_producer *p, uint16_t kind, uint64_t seq, uint32_t slot,
                   uint32_t flags, uint64_t capture_ns, int64_t pts)
 {
+    uint64_t now = fsi_monotonic_ns();
+    count_subscribers(p, now);
+    if (p->subscribers == 0) return;
     uint8_t message[sizeof(fs_announce) + FS_NAME_MAX];
     size_t name_len = strlen(p->name);
     fs_announce a = {
         .magic = FS_MAGIC_ANNOUNCE, .version = FS_PROTOCOL_VERSION, .kind = kind, .seq = seq,
         .slot = slot, .flags = flags, .epoch = p->epoch, .capture_ns = capture_ns, .pts = pts,
-        .publish_ns = fsi_monotonic_ns(), .name_len = (uint16_t)name_len,
+        .publish_ns = now, .name_len = (uint16_t)name_len,
     };
     memcpy(message, &a, sizeof a);
     memcpy(message + sizeof a, p->name, name_len);
@@ -48,6 +65,7 @@ int framesrv_producer_end(framesrv_producer *p, int failed)
     p->ctl->end_seq = last;
     if (failed) p->ctl->flags |= FS_CONTROL_END_FAILED;
     fs_store_u32(&p->ctl->state, FS_STREAM_ENDED);   /* SYNC: release, publishes end_seq and flags */
+    fsp_frame_ready(p);
     fsp_announce(p, FS_ANNOUNCE_END, last, 0, 0, 0, FS_PTS_NONE);
     fsp_wake(p);
     return FRAMESRV_OK;

@@ -19,6 +19,7 @@ static void reclaim(framesrv_producer *p, uint32_t i, pid_t pid)
     p->lossless_mask &= ~bit;
     fs_store_u64(&p->ctl->lossless_mask, p->lossless_mask);
     for (uint32_t s = 0; s < p->slot_count; s++) fs_slot_clear_holder(&p->slots[s], bit);
+    fs_consumer_wait_end(p->ctl, bit);   /* its sleepers bit: one it died with would cost every publish a wake */
     if (p->watched_fd[i] >= 0) {
         close(p->watched_fd[i]);
         p->watched_fd[i] = -1;
@@ -62,6 +63,7 @@ static bool admit(framesrv_producer *p, uint32_t i, pid_t pid)
         fs_store_u64(&p->ctl->lossless_mask, p->lossless_mask);
     }
     pthread_mutex_unlock(&p->lock);
+    if (lossless) fsp_frame_ready(p);   /* it may sleep on frame_wake for its admission */
     return true;
 }
 

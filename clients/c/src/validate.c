@@ -35,9 +35,9 @@ int fsi_validate_control(const void *base, size_t size, const char *path, uint32
     if (magic != FS_MAGIC_CONTROL)
         return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: it is not a framesrv control segment (magic 0x%x)", path, magic);
     uint32_t version = u32_at(bytes, offsetof(fs_control, version));
-    if (version != FS_PROTOCOL_VERSION)
-        return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: it speaks framesrv protocol version %u, but this program speaks version %u",
-                        path, version, FS_PROTOCOL_VERSION);
+    if (version != FS_PROTOCOL_VERSION)   /* nothing past the identity prefix is read (16) */
+        return fsi_fail(FRAMESRV_E_VERSION, "control segment %s speaks framesrv protocol version %u, but this program speaks "
+                        "version %u; run the same framesrv version on both sides", path, version, FS_PROTOCOL_VERSION);
     uint32_t slots = u32_at(bytes, offsetof(fs_control, slot_count));
     if (slots < 1 || slots > FS_MAX_SLOTS)
         return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: slot_count is %u, expected 1..%u", path, slots, FS_MAX_SLOTS);
@@ -55,6 +55,12 @@ int fsi_validate_control(const void *base, size_t size, const char *path, uint32
     }
     size_t needed = fs_control_size(slots);
     if (size < needed) return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: it has %zu bytes, its header needs %zu", path, size, needed);
+    uint64_t num, den;   /* const: read once here */
+    memcpy(&num, bytes + offsetof(fs_control, rate_num), sizeof num);
+    memcpy(&den, bytes + offsetof(fs_control, rate_den), sizeof den);
+    if ((num == 0) != (den == 0) || num > INT64_MAX || den > INT64_MAX)
+        return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: rate_num/rate_den is %llu/%llu, expected 0/0 (unknown) or both 1..2^63-1", path,
+                        (unsigned long long)num, (unsigned long long)den);
     *slot_count = slots;
     return FRAMESRV_OK;
 }
@@ -118,8 +124,13 @@ static int checked_format(where w, const fs_frame *h, const fsi_pix_format **out
     name[sizeof h->pix_fmt_name] = '\0';
     const fsi_pix_format *f;
     *out = NULL;
-    if (h->pix_fmt == FS_PIX_OTHER) {
-        if (!(f = fsi_pix_format_of(framesrv_pix_fmt_from_name(name)))) return FRAMESRV_OK;
+    if (h->pix_fmt == FS_PIX_OTHER) {   /* a format of the table must be written with its code (19) */
+        if ((f = fsi_pix_format_of(framesrv_pix_fmt_from_name(name)))) {
+            char expected[64];
+            snprintf(expected, sizeof expected, "%d, the code of pix_fmt_name '%s'", f->code, name);
+            return frame_bad(w, "pix_fmt", 0, expected);
+        }
+        return FRAMESRV_OK;
     } else {
         if (!(f = fsi_pix_format_of((int)h->pix_fmt))) return check_range(w, "pix_fmt", h->pix_fmt, 0, FS_PIX_GBRP);
         if (name[0] && strcmp(name, f->name) != 0) {
@@ -177,6 +188,11 @@ int fsi_validate_frame(const fs_frame *h, uint64_t seq, uint64_t slot_bytes, con
         return status;
     if (h->pts != FS_PTS_NONE && (status = check_range(w, "pts", h->pts, -TIMESTAMP_LIMIT, TIMESTAMP_LIMIT)) != FRAMESRV_OK)
         return status;
+    if ((status = check_range(w, "time_base_num", h->time_base_num, 1, INT32_MAX)) != FRAMESRV_OK ||
+        (status = check_range(w, "time_base_den", h->time_base_den, 1, INT32_MAX)) != FRAMESRV_OK ||
+        (status = check_range(w, "field_order", h->field_order, 0, FS_FIELD_MAX)) != FRAMESRV_OK ||
+        (status = check_range(w, "chroma_location", h->chroma_location, 0, FS_CHROMA_MAX)) != FRAMESRV_OK)
+        return status;
     return check_range(w, "duration", h->duration, 0, TIMESTAMP_LIMIT);
 }
 
@@ -188,10 +204,13 @@ int fsi_validate_announce(const void *message, size_t length)
     if (length < sizeof a) return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (short): %zu bytes, expected at least %zu", length, sizeof a);
     memcpy(&a, message, sizeof a);   /* little-endian hosts only, as the layout */
     if (a.magic != FS_MAGIC_ANNOUNCE) return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (bad-magic): magic is 0x%x", a.magic);
-    if (a.version != FS_PROTOCOL_VERSION)
-        return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (version): version is %u, expected %u", a.version, FS_PROTOCOL_VERSION);
+    if (a.version != FS_PROTOCOL_VERSION)   /* the one fatal check: a receiver stops reading the stream (5) */
+        return fsi_fail(FRAMESRV_E_VERSION, "announcement (version) speaks framesrv protocol version %u, but this program speaks "
+                        "version %u", a.version, FS_PROTOCOL_VERSION);
     if (a.kind < FS_ANNOUNCE_FRAME || a.kind > FS_ANNOUNCE_EPOCH)
         return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (kind): kind is %u, expected 1..3", a.kind);
+    if (a.name_len < 1 || a.name_len > FS_NAME_MAX)
+        return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (name-len): name_len is %u, expected 1..%u", a.name_len, FS_NAME_MAX);
     if (length != sizeof a + a.name_len)
         return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (length): %zu bytes, expected 64 + name_len %u", length, a.name_len);
     return FRAMESRV_OK;

@@ -3,43 +3,65 @@
  * processes. Lossless delivery is exactly once and in order with every byte intact; a
  * consumer killed with SIGKILL is reclaimed and publishing goes on; a producer killed
  * with SIGKILL mid-stream is FRAMESRV_GONE to its consumer, whose reopen then attaches
- * to the next producer of the name (whose sequence numbers start at 1 again).
+ * to the next producer of the name (whose sequence numbers start at 1 again); a consumer
+ * that spins (poll_us) gets the same frames, and so does one that releases its frames in
+ * another thread while next runs; a consumer that detaches while the producer
+ * waits in reserve for the slots reserved for it lets reserve go on.
  */
 #include "producer_check.h"
 
 #include <inttypes.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdbool.h>
 
 static char produce_tool[4096];   /* framesrv-produce next to this test's build directory */
 
-/* The consumer child: reads `name` losslessly until the end; exit 0 when frames 1..expect
- * arrived once each, in order, intact; 1 otherwise; 2 on an error. */
-static int consume_all(const char *name, uint64_t expect)
+/* Frames handed from the consumer's thread to a releasing thread (a pipe of pointers). */
+static int handoff[2];
+
+static void *release_thread(void *unused)
 {
-    framesrv_consumer_options o = {.mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000};
+    (void)unused;
+    framesrv_frame *f;
+    while (read(handoff[0], &f, sizeof f) == (ssize_t)sizeof f && f != NULL) framesrv_frame_release(f);
+    return NULL;
+}
+
+/* The consumer child: reads `name` losslessly until the end; exit 0 when frames 1..expect
+ * arrived once each, in order, intact; 1 otherwise; 2 on an error. With `elsewhere`, every
+ * frame is released by another thread, concurrently with next (framesrv.h). */
+static int consume_all(const char *name, uint64_t expect, uint32_t poll_us, bool elsewhere)
+{
+    framesrv_consumer_options o = {.mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000, .poll_us = poll_us};
     framesrv_consumer *c;
-    if (framesrv_consumer_open(&c, name, &o) != FRAMESRV_OK) return 2;
+    pthread_t t;
+    if ((elsewhere && pipe(handoff) != 0) || framesrv_consumer_open(&c, name, &o) != FRAMESRV_OK) return 2;
+    if (elsewhere) pthread_create(&t, NULL, release_thread, NULL);
     uint64_t next = 1;
     int rc, status = 0;
     framesrv_frame *f;
     while ((rc = framesrv_consumer_next(c, 10000, &f)) == FRAMESRV_OK) {
         framesrv_frame_info *in = framesrv_frame_info_of(f);
         if (in->seq != next++ || framesrv_pattern_check(f) != 0) status = 1;
-        framesrv_frame_release(f);
+        if (!elsewhere) framesrv_frame_release(f);
+        else if (write(handoff[1], &f, sizeof f) != (ssize_t)sizeof f) return 2;
     }
+    f = NULL;
+    if (elsewhere && write(handoff[1], &f, sizeof f) == (ssize_t)sizeof f) pthread_join(t, NULL);
     if (rc != FRAMESRV_END || next - 1 != expect) status = status ? status : 1;
     framesrv_consumer_close(c);
     return status;
 }
 
-static void exactly_once(void)
+/* poll_us 0 sleeps on frame_wake at once; 50 spins first: the same frames either way. */
+static void exactly_once(const char *name, uint32_t poll_us, bool release_elsewhere)
 {
     pid_t child = fork();
-    if (child == 0) _exit(consume_all("once", 1000));
+    if (child == 0) _exit(consume_all(name, 1000, poll_us, release_elsewhere));
     framesrv_producer_options o = {.width = 160, .height = 90, .pix_fmt = FRAMESRV_PIX_YUV422P, .slots = 3};
     framesrv_producer *p;
-    CHECK_STATUS(framesrv_producer_open(&p, "once", &o), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_producer_open(&p, name, &o), FRAMESRV_OK);
     CHECK_STATUS(framesrv_producer_wait_for_consumers(p, 1, 20000), FRAMESRV_OK);
     for (int i = 0; i < 1000; i++) {
         framesrv_frame *f;
@@ -55,7 +77,49 @@ static void exactly_once(void)
         CHECK_STATUS(framesrv_producer_publish(p, f), FRAMESRV_OK);
     }
     framesrv_producer_close(p);
-    CHECK(check_wait(child, 60) == 0, "the C consumer got frames 1..1000 once each, in order, intact");
+    CHECK(check_wait(child, 60) == 0, "the C consumer (poll_us %u%s) got frames 1..1000 once each, in order, intact", poll_us,
+          release_elsewhere ? ", releasing in another thread" : "");
+}
+
+/* Both slots hold frames reserved for a lossless consumer that takes neither; the producer
+ * waits in reserve; the consumer detaches (close: CLOSING, then it notifies `wake`): the
+ * producer reclaims its reservations and reserve goes on (PROTOCOL.md 8.2, 12.3). */
+static void detach_wakes_reserve(void)
+{
+    int go[2];
+    CHECK(pipe(go) == 0, "pipe");
+    pid_t child = fork();
+    if (child == 0) {
+        framesrv_consumer_options co = {.mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000};
+        framesrv_consumer *c;
+        char byte;
+        if (framesrv_consumer_open(&c, "detach", &co) != FRAMESRV_OK || read(go[0], &byte, 1) != 1) _exit(2);
+        usleep(300000);   /* the producer is asleep in reserve by now */
+        framesrv_consumer_close(c);
+        _exit(0);
+    }
+    framesrv_producer_options o = {.width = 32, .height = 32, .pix_fmt = FRAMESRV_PIX_GRAY, .slots = 2};
+    framesrv_producer *p;
+    framesrv_frame *f = NULL;
+    CHECK_STATUS(framesrv_producer_open(&p, "detach", &o), FRAMESRV_OK);
+    if (p == NULL) return (void)check_wait(child, 10);
+    CHECK_STATUS(framesrv_producer_wait_for_consumers(p, 1, 20000), FRAMESRV_OK);
+    for (int i = 0; i < 2; i++) {
+        CHECK_STATUS(framesrv_producer_reserve(p, 1000, &f), FRAMESRV_OK);
+        if (f) framesrv_producer_publish(p, f);
+    }
+    CHECK(write(go[1], "g", 1) == 1, "tell the consumer to detach");
+    f = NULL;
+    CHECK_STATUS(framesrv_producer_reserve(p, 20000, &f), FRAMESRV_OK);
+    if (f) CHECK_STATUS(framesrv_producer_publish(p, f), FRAMESRV_OK);
+    CHECK(check_wait(child, 10) == 0, "the consumer detached cleanly");
+    framesrv_producer_stats st;
+    framesrv_producer_stats_of(p, &st);
+    CHECK(st.reclaimed == 0 && st.consumers == 0, "a detach, not a death: reclaimed %" PRIu64 ", consumers %" PRIu64, st.reclaimed,
+          st.consumers);
+    framesrv_producer_close(p);
+    close(go[0]);
+    close(go[1]);
 }
 
 /* The consumer child: takes one frame, keeps it, and waits to be killed. */
@@ -151,8 +215,11 @@ int main(int argc, char **argv)
     snprintf(self, sizeof self, "%s", argv[0]);
     snprintf(produce_tool, sizeof produce_tool, "%s/../framesrv-produce", dirname(self));
     check_runtime_dir();
-    exactly_once();
+    exactly_once("once", 0, false);
+    exactly_once("spin", 50, false);
+    exactly_once("threads", 0, true);
     consumer_killed();
+    detach_wakes_reserve();
     if (access(produce_tool, X_OK) == 0) producer_killed();
     else printf("producer_consumer: producer_killed skipped (no %s)\n", produce_tool);
     return check_exit("producer_consumer");

@@ -1,7 +1,8 @@
 /*
  * test_announce.c: the announcement validator against the protocol's shared test vectors
  * (protocol/vectors/announcements.json, or $FRAMESRV_VECTORS): every valid vector passes,
- * every invalid one fails with its error name in the message.
+ * every invalid one fails with its error name in the message (version: FRAMESRV_E_VERSION,
+ * naming both versions).
  */
 #include "check.h"
 #include "internal.h"
@@ -42,7 +43,9 @@ static int check_vector(const char *object, const char *end)
     if (string_field(object, end, "error", error, sizeof error)) {
         char expected[48];
         snprintf(expected, sizeof expected, "(%s)", error);
-        CHECK(status == FRAMESRV_E_BAD_DATA && strstr(framesrv_last_error(), expected), "%s: %s, %s", name, framesrv_status_name(status),
+        /* A version mismatch is the one fatal error, with its own status (PROTOCOL.md 5). */
+        int wanted = strcmp(error, "version") == 0 ? FRAMESRV_E_VERSION : FRAMESRV_E_BAD_DATA;
+        CHECK(status == wanted && strstr(framesrv_last_error(), expected), "%s: %s, %s", name, framesrv_status_name(status),
               framesrv_last_error());
     } else {
         CHECK_STATUS(status, FRAMESRV_OK);
@@ -50,8 +53,25 @@ static int check_vector(const char *object, const char *end)
     return 1;
 }
 
+/* name_len outside 1..48 is `name-len`, even when the length agrees (PROTOCOL.md 5). */
+static void name_len_bounds(void)
+{
+    uint8_t m[sizeof(fs_announce) + 49];
+    const uint16_t lens[] = { 0, 49 };
+    for (int i = 0; i < 2; i++) {
+        fs_announce a = { .magic = FS_MAGIC_ANNOUNCE, .version = FS_PROTOCOL_VERSION, .kind = FS_ANNOUNCE_FRAME, .seq = 1,
+                          .name_len = lens[i] };
+        memcpy(m, &a, sizeof a);
+        memset(m + sizeof a, 'n', 49);
+        int status = fsi_validate_announce(m, sizeof a + lens[i]);
+        CHECK(status == FRAMESRV_E_BAD_DATA && strstr(framesrv_last_error(), "(name-len)"), "name_len %u: %s", lens[i],
+              framesrv_last_error());
+    }
+}
+
 int main(void)
 {
+    name_len_bounds();
     const char *path = getenv("FRAMESRV_VECTORS") ? getenv("FRAMESRV_VECTORS") : "../../protocol/vectors/announcements.json";
     FILE *f = fopen(path, "r");
     static char text[1 << 20];

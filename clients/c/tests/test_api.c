@@ -1,9 +1,10 @@
 /*
  * test_api.c: the API's answers to bad arguments, without any producer: status names,
- * NULL arguments, bad stream names and options, a stream that does not exist.
+ * NULL arguments, bad stream names and options, a stream that does not exist, and the
+ * frame-header validator on headers v2 refuses.
  */
 #include "check.h"
-#include "framesrv.h"
+#include "internal.h"
 
 #include <stdint.h>
 
@@ -13,10 +14,11 @@ static void status_names(void)
     CHECK(!strcmp(framesrv_status_name(FRAMESRV_E_BAD_DATA), "FRAMESRV_E_BAD_DATA"), "bad data");
     CHECK(!strcmp(framesrv_status_name(FRAMESRV_E_ZMQ), "FRAMESRV_E_ZMQ"), "zmq");
     CHECK(!strcmp(framesrv_status_name(FRAMESRV_GONE), "FRAMESRV_GONE"), "gone");
-    const int unknown[] = { 4, -10, 12345, INT32_MIN, INT32_MAX };
+    CHECK(!strcmp(framesrv_status_name(FRAMESRV_E_VERSION), "FRAMESRV_E_VERSION"), "version");
+    const int unknown[] = { 4, -11, 12345, INT32_MIN, INT32_MAX };
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
         CHECK(framesrv_status_name(unknown[i]) != NULL && strstr(framesrv_status_name(unknown[i]), "UNKNOWN"), "status %d", unknown[i]);
-    CHECK(!strcmp(framesrv_version(), "0.1.0"), "version %s", framesrv_version());
+    CHECK(!strcmp(framesrv_version(), "1.0.0"), "version %s", framesrv_version());
     CHECK(framesrv_last_error() != NULL, "last error is never NULL");
 }
 
@@ -56,6 +58,52 @@ static void bad_names(void)
     framesrv_consumer *c = NULL;
     CHECK_STATUS(framesrv_consumer_open(&c, "fine", &mode), FRAMESRV_E_INVALID);
     CHECK(strstr(framesrv_last_error(), "mode 7") != NULL, "message: %s", framesrv_last_error());
+    framesrv_consumer_options poll = { .poll_us = 1000001, .attach_timeout_ms = 0 };
+    CHECK_STATUS(framesrv_consumer_open(&c, "fine", &poll), FRAMESRV_E_INVALID);
+    CHECK(strstr(framesrv_last_error(), "poll_us 1000001") != NULL, "message: %s", framesrv_last_error());
+}
+
+/* A valid gray 16x16 header in a 4096-byte slot (frame 1). */
+static fs_frame good_header(void)
+{
+    fs_frame h = { .magic = FS_MAGIC_FRAME, .version = FS_PROTOCOL_VERSION, .seq = 1, .epoch = 1, .width = 16, .height = 16,
+                   .pix_fmt = FS_PIX_GRAY8, .plane_count = 1, .plane_offset = { 256 }, .plane_stride = { 16 },
+                   .plane_size = { 256 }, .time_base_num = 1, .time_base_den = 30, .field_order = FS_FIELD_BB,
+                   .chroma_location = FS_CHROMA_LEFT };
+    snprintf(h.pix_fmt_name, sizeof h.pix_fmt_name, "gray");
+    return h;
+}
+
+/* One bad field: rejected (BAD_DATA) with a message naming it. */
+static void expect_bad_frame(const fs_frame *h, const char *field)
+{
+    int status = fsi_validate_frame(h, 1, 4096, "test.pool.1", 0);
+    CHECK(status == FRAMESRV_E_BAD_DATA && strstr(framesrv_last_error(), field), "%s: %s (%s)", field, framesrv_status_name(status),
+          framesrv_last_error());
+}
+
+static void bad_frame_headers(void)
+{
+    fs_frame h = good_header();
+    CHECK_STATUS(fsi_validate_frame(&h, 1, 4096, "test.pool.1", 0), FRAMESRV_OK);
+    h.time_base_num = 0;
+    expect_bad_frame(&h, "time_base_num is 0");
+    h = good_header();
+    h.time_base_den = 0;
+    expect_bad_frame(&h, "time_base_den is 0");
+    h = good_header();
+    h.field_order = 6;
+    expect_bad_frame(&h, "field_order is 6");
+    h = good_header();
+    h.chroma_location = 7;
+    expect_bad_frame(&h, "chroma_location is 7");
+    h = (fs_frame){ .magic = FS_MAGIC_FRAME, .version = FS_PROTOCOL_VERSION, .seq = 1, .width = 16, .height = 16,
+                    .pix_fmt = FS_PIX_OTHER, .plane_count = 3, .plane_offset = { 256, 512, 576 }, .plane_stride = { 16, 8, 8 },
+                    .plane_size = { 256, 64, 64 }, .time_base_num = 1, .time_base_den = 30 };
+    snprintf(h.pix_fmt_name, sizeof h.pix_fmt_name, "yuv420p");   /* a table name under code 0 */
+    expect_bad_frame(&h, "pix_fmt is 0");
+    snprintf(h.pix_fmt_name, sizeof h.pix_fmt_name, "yuv410p");   /* not in the table: code 0 is right */
+    CHECK_STATUS(fsi_validate_frame(&h, 1, 4096, "test.pool.1", 0), FRAMESRV_OK);
 }
 
 static void missing_stream(void)
@@ -103,5 +151,6 @@ int main(void)
     missing_stream();
     pixel_formats();
     runtime_directory();
+    bad_frame_headers();
     return check_exit("test_api");
 }

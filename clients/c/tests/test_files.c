@@ -102,6 +102,38 @@ static void dead_producer(void)
     CHECK(strstr(framesrv_last_error(), "leftover") != NULL, "message: %s", framesrv_last_error());
 }
 
+/* A version 1 control segment: only the identity prefix is read (16). Every other byte is
+ * garbage, so reading past it would fail differently. */
+static fs_control *make_v1_control(const char *name, int32_t pid, uint64_t start)
+{
+    char path[128];
+    path_of(path, sizeof path, name, ".ctl");
+    uint8_t *b = create_mapped(path, fs_control_size(SLOTS));
+    if (!b) return NULL;
+    memset(b, 0xEE, fs_control_size(SLOTS));
+    fs_control *c = (fs_control *)b;
+    c->magic = FS_MAGIC_CONTROL;
+    c->version = 1;
+    c->producer_pid = pid;
+    c->producer_start_time = start;
+    return c;
+}
+
+static void other_version(void)
+{
+    make_v1_control("v1live", getpid(), fsi_process_start_time(getpid()));   /* its producer: this test, alive */
+    framesrv_consumer *c;
+    CHECK_STATUS(open_consumer("v1live", FRAMESRV_LOSSLESS, &c), FRAMESRV_E_VERSION);
+    const char *e = framesrv_last_error();
+    CHECK(strstr(e, "v1live.ctl speaks framesrv protocol version 1, but this program speaks version 2") && !strchr(e, '\n'),
+          "one line naming both versions: %s", e);
+    make_v1_control("v1dead", getpid(), 12345);   /* a dead producer's leftover: waited past */
+    CHECK_STATUS(open_consumer("v1dead", FRAMESRV_LOSSLESS, &c), FRAMESRV_E_NOT_FOUND);
+    fs_control *r = make_control("badrate", getpid(), fsi_process_start_time(getpid()));
+    if (r) r->rate_den = 0;   /* 30/0 */
+    expect_bad_control("badrate", "rate_num/rate_den is 30/0");
+}
+
 /* ---- a stream this test "produces" by hand ----------------------------------------------- */
 
 typedef struct stream {
@@ -251,6 +283,7 @@ int main(void)
     snprintf(dir, sizeof dir, "%s", check_runtime_dir());
     bad_control_files();
     dead_producer();
+    other_version();
     stream s;
     CHECK(make_stream("hand", &s), "make the hand-written stream");
     if (s.ctl && s.pool) {

@@ -2,16 +2,20 @@
  * test_stream.c: the consumer against a real Swift producer (`framesrv produce --pattern`;
  * FRAMESRV=/path/to/framesrv, default ../../.build/debug/framesrv): lossless exactly-once
  * with every byte checked, a frame held across two pool epochs, live, the stream's rate,
- * a producer killed under the consumer (GONE) and reopen on the next producer.
+ * a producer killed under the consumer (GONE) and reopen on the next producer. And the
+ * one-hop wake (libframesrv's producer in this process): a consumer asleep for seconds gets
+ * a frame published after its sleep began, with the ZeroMQ path saturated and stalled, and
+ * with nobody subscribed at all (nothing sent).
  */
 #include "check.h"
-#include "framesrv.h"
+#include "producer.h"
 
 #include <signal.h>
 #include <stdbool.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <zmq.h>
 
 extern char **environ;
 static const char *framesrv_bin;
@@ -162,14 +166,106 @@ static void demoted_to_live(void)
     reap(p);
 }
 
+/* ---- the one-hop wake ---------------------------------------------------------------------- */
+
+/* A subscriber that connects with RCVHWM 1 and never reads (it is then SIGSTOPped). */
+static pid_t stalled_subscriber(const char *dir, const char *name)
+{
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    void *ctx = zmq_ctx_new(), *sub = zmq_socket(ctx, ZMQ_SUB);
+    int hwm = 1;
+    char endpoint[256];
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/%s.sock", dir, name);
+    zmq_setsockopt(sub, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
+    zmq_connect(sub, endpoint);   /* retried by ZeroMQ until the producer binds */
+    for (;;) pause();
+}
+
+/* The consumer child: every frame from 1 in order, the last one flagged END_OF_STREAM, then END. */
+static int await_last_frame(const char *name)
+{
+    framesrv_consumer_options o = { .mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000 };
+    framesrv_consumer *c;
+    if (framesrv_consumer_open(&c, name, &o) != FRAMESRV_OK) return 2;
+    framesrv_frame *f;
+    uint64_t next = 1;
+    bool last = false;
+    int status;
+    while ((status = framesrv_consumer_next(c, 20000, &f)) == FRAMESRV_OK) {
+        const framesrv_frame_info *i = framesrv_frame_info_of(f);
+        if (i->seq != next++) return 1;
+        last = (i->flags & FRAMESRV_FRAME_END_OF_STREAM) != 0;
+        framesrv_frame_release(f);
+    }
+    framesrv_consumer_close(c);
+    return status == FRAMESRV_END && last ? 0 : 1;
+}
+
+static void publish_frames(framesrv_producer *p, int n, uint32_t flags)
+{
+    for (int i = 0; i < n; i++) {
+        framesrv_frame *f = NULL;
+        CHECK_STATUS(framesrv_producer_reserve(p, 10000, &f), FRAMESRV_OK);
+        if (!f) return;
+        framesrv_frame_info_of(f)->flags = flags;
+        CHECK_STATUS(framesrv_producer_publish(p, f), FRAMESRV_OK);
+    }
+}
+
+/* Publishes (the consumer takes them) until the subscriber's subscription is counted. */
+static bool saturate_subscriber(framesrv_producer *p, pid_t peer)
+{
+    for (int i = 0; i < 5000 && p->subscribers == 0; i++) {
+        publish_frames(p, 1, 0);
+        usleep(2000);
+    }
+    CHECK(p->subscribers > 0, "the stalled subscriber was counted");
+    publish_frames(p, 50, 0);   /* SNDHWM 1, RCVHWM 1: the ZeroMQ path is full */
+    return kill(peer, SIGSTOP) == 0;
+}
+
+/* PROTOCOL.md 11: the producer wakes a sleeping consumer through frame_wake, not ZeroMQ. */
+static void wake_without_doorbell(const char *dir, bool with_subscriber)
+{
+    const char *name = with_subscriber ? "wake-stalled" : "wake-alone";
+    pid_t peer = with_subscriber ? stalled_subscriber(dir, name) : 0;
+    pid_t consumer = fork();
+    if (consumer == 0) _exit(await_last_frame(name));
+    framesrv_producer_options o = { .width = 32, .height = 32, .pix_fmt = FRAMESRV_PIX_GRAY, .slots = 2 };
+    framesrv_producer *p = NULL;
+    CHECK_STATUS(framesrv_producer_open(&p, name, &o), FRAMESRV_OK);
+    if (p) {
+        int hwm = 1;   /* for every pipe from now on: the subscriber's */
+        zmq_setsockopt(p->pub, ZMQ_SNDHWM, &hwm, sizeof hwm);
+        CHECK_STATUS(framesrv_producer_wait_for_consumers(p, 1, 20000), FRAMESRV_OK);
+        if (with_subscriber) CHECK(saturate_subscriber(p, peer), "SIGSTOP the subscriber");
+        else CHECK(p->subscribers == 0, "nobody subscribes: nothing is sent");
+        for (int i = 0; i < 1000 && fs_load_u64(&p->ctl->sleepers) == 0; i++) usleep(10000);
+        CHECK(fs_load_u64(&p->ctl->sleepers) != 0, "the consumer sleeps on frame_wake");
+        sleep(2);
+        publish_frames(p, 1, FRAMESRV_FRAME_END_OF_STREAM);   /* after its sleep began */
+        framesrv_producer_close(p);
+    }
+    CHECK(reap(consumer) == 0, "the sleeping consumer got the frame published after %s", with_subscriber ? "ZeroMQ stalled" : "2 s");
+    if (peer > 0) {
+        kill(peer, SIGKILL);
+        reap(peer);
+    }
+}
+
 int main(void)
 {
+    const char *dir = check_runtime_dir();
+    wake_without_doorbell(dir, true);
+    wake_without_doorbell(dir, false);
     framesrv_bin = getenv("FRAMESRV") ? getenv("FRAMESRV") : "../../.build/debug/framesrv";
     if (access(framesrv_bin, X_OK) != 0) {
-        printf("test_stream: SKIPPED: no framesrv binary at %s (set FRAMESRV=/path/to/framesrv)\n", framesrv_bin);
-        return 0;
+        printf("test_stream: the Swift producer's tests SKIPPED: no framesrv binary at %s (set FRAMESRV=/path/to/framesrv)\n",
+               framesrv_bin);
+        return check_exit("test_stream");
     }
-    check_runtime_dir();
     lossless_with_epochs();
     live_and_rate();
     killed_then_reopen();

@@ -2,10 +2,11 @@
  * framesrv-consume: a consumer of a framesrv stream on libframesrv, for tests.
  *
  *   framesrv-consume --in NAME [--live] [--verify-pattern] [--seq-log FILE] [--count N]
- *                    [--wait SECONDS] [-v]
+ *                    [--wait SECONDS] [--poll-us N] [-v]
  *
  * Attaches to stream NAME (lossless, or --live), waiting up to --wait seconds for it to
- * appear (default: forever), receives frames until the stream ends (or N frames, or
+ * appear (default: forever), spinning up to --poll-us microseconds (0..1000000, default 0)
+ * before each sleep for a frame, receives frames until the stream ends (or N frames, or
  * SIGINT/SIGTERM), checks each against the test pattern with --verify-pattern, and prints
  *   c: received N frames, first F, last L, corrupt C
  * Exit status: 0; 1 if a frame failed the pattern; 2 on an error (the producer died
@@ -27,6 +28,7 @@ typedef struct options {
     bool live, verify, verbose;
     long long count;          /* -1: until the end */
     double wait_s;            /* -1: forever */
+    uint32_t poll_us;         /* spin before sleeping for a frame */
 } options;
 
 typedef struct summary {
@@ -39,7 +41,7 @@ static void on_signal(int sig) { (void)sig; stop_requested = 1; }
 static int usage(const char *why)
 {
     fprintf(stderr, "c: error: %s\nusage: framesrv-consume --in NAME [--live] [--verify-pattern] [--seq-log FILE] [--count N] "
-                    "[--wait SECONDS] [-v]\n", why);
+                    "[--wait SECONDS] [--poll-us N] [-v]\n", why);
     return 2;
 }
 
@@ -65,6 +67,7 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(a, "--seq-log")) o->seq_log = argv[++i];
         else if (!strcmp(a, "--count") && parse_number(argv[++i], &n) && n == (long long)n) o->count = (long long)n;
         else if (!strcmp(a, "--wait") && parse_number(argv[++i], &n)) o->wait_s = n;
+        else if (!strcmp(a, "--poll-us") && parse_number(argv[++i], &n) && n == (uint32_t)n && n <= 1000000) o->poll_us = (uint32_t)n;
         else return usage("unknown option or bad value");
     }
     return o->stream ? 0 : usage("--in NAME is required");
@@ -80,7 +83,8 @@ static double now_s(void)
 /* Attaches in short waits, so SIGINT/SIGTERM is seen while the stream does not exist. */
 static int open_stream(const options *o, framesrv_consumer **c)
 {
-    framesrv_consumer_options co = { .mode = o->live ? FRAMESRV_LIVE : FRAMESRV_LOSSLESS, .client_name = "framesrv-consume" };
+    framesrv_consumer_options co = { .mode = o->live ? FRAMESRV_LIVE : FRAMESRV_LOSSLESS, .client_name = "framesrv-consume",
+                                     .poll_us = o->poll_us };
     double deadline = o->wait_s < 0 ? -1 : now_s() + o->wait_s;
     for (;;) {
         double left = deadline < 0 ? 0.25 : deadline - now_s();
@@ -100,8 +104,9 @@ static void take(const options *o, framesrv_frame *f, summary *s, FILE *log)
     s->last = info->seq;
     if (log) fprintf(log, "%llu\n", (unsigned long long)info->seq);
     if (o->verbose || bad)
-        fprintf(stderr, "c: frame %llu slot-epoch %llu %ux%u %s%s\n", (unsigned long long)info->seq, (unsigned long long)info->epoch,
-                info->width, info->height, info->pix_fmt_name, bad ? " CORRUPT" : "");
+        fprintf(stderr, "c: frame %llu slot-epoch %llu %ux%u %s tb %d/%d field %u chroma %u%s\n", (unsigned long long)info->seq,
+                (unsigned long long)info->epoch, info->width, info->height, info->pix_fmt_name, info->time_base_num, info->time_base_den,
+                info->field_order, info->chroma_location, bad ? " CORRUPT" : "");
 }
 
 /* Receives until the end, N frames or a stop; 0, or 2 after an error (printed). */
@@ -148,6 +153,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "c: error: %s\n", framesrv_last_error());
         rc = 2;
     } else if (c) {
+        framesrv_stream_info info;
+        if (o.verbose && framesrv_consumer_stream_info(c, &info) == FRAMESRV_OK)
+            fprintf(stderr, "c: stream %s rate %lld/%lld\n", info.name, (long long)info.rate_num, (long long)info.rate_den);
         rc = receive(&o, c, &s, log);
         framesrv_consumer_stats stats;
         if (framesrv_consumer_stats_of(c, &stats) == FRAMESRV_OK && (stats.bad_frames || (o.verbose && stats.missed)))

@@ -2,8 +2,11 @@
  * framesrv-produce: publishes the test pattern (PROTOCOL.md 21) as a framesrv stream with
  * libframesrv, as `framesrv produce --pattern` does (same header fields, timing and colour).
  *
- *   framesrv-produce --out NAME [--size WxH] [--pix-fmt F] [--frames N] [--rate FPS|max]
+ *   framesrv-produce --out NAME [--size WxH] [--pix-fmt F] [--frames N] [--rate R]
  *                    [--slots K] [--wait-for C] [--live-source]
+ *
+ * --rate is max, an integer, N/D (exact: 30000/1001) or a decimal, read as FFmpeg's
+ * av_d2q(x, 1001000) and framesrv produce read it (29.97 is 2997/100).
  *
  * Prints "c: published N frames" at the end. SIGINT/SIGTERM end the stream cleanly.
  * Exit status 0; 2 on a bad option or an error (one line on stderr).
@@ -20,10 +23,11 @@
 #include <time.h>
 
 static const char usage[] =
-    "usage: framesrv-produce --out NAME [--size WxH] [--pix-fmt F] [--frames N] [--rate FPS|max]\n"
+    "usage: framesrv-produce --out NAME [--size WxH] [--pix-fmt F] [--frames N] [--rate R]\n"
     "                        [--slots K] [--wait-for C] [--live-source]\n"
     "Publishes the test pattern as stream NAME (default 640x360 yuv420p, 30 fps, until SIGINT,\n"
-    "8 slots). --wait-for C publishes nothing until C lossless consumers are attached;\n"
+    "8 slots). --rate R: max, an integer, N/D (exact, 30000/1001) or a decimal (29.97 = 2997/100).\n"
+    "--wait-for C publishes nothing until C lossless consumers are attached;\n"
     "--live-source never waits for consumers (drops and counts instead).\n"
     "Prints 'c: published N frames'. Exit status 0; 2 on an error.\n";
 
@@ -31,13 +35,12 @@ typedef struct options {
     const char *out;
     uint32_t width, height, slots, wait_for;
     int pix_fmt;
-    double rate;            /* 0: max */
+    int64_t rate_num, rate_den; /* frames per second, exact; 0/0: max */
     uint64_t frames;        /* 0: until stopped */
     int live_source;
 } options;
 
 static volatile sig_atomic_t stop_requested;
-static int is_whole(double r) { return r == (double)(int64_t)r; }
 static void on_signal(int sig) { (void)sig; stop_requested = 1; }
 
 static int fail(const char *what, const char *value)
@@ -54,6 +57,50 @@ static int parse_u(const char *s, uint64_t max, uint64_t *out)
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || *end || v > max) return -1;
     *out = v;
+    return 0;
+}
+
+/* The best fraction of num/den with both terms <= limit (continued fractions), as
+ * framesrv's Rational.closest, so a decimal --rate means the same in both tools. */
+static void closest(uint64_t num, uint64_t den, uint64_t limit, int64_t *out_num, int64_t *out_den)
+{
+    uint64_t a = num, b = den, p0 = 0, q0 = 1, p1 = 1, q1 = 0;
+    while (b != 0) {
+        uint64_t t = a / b, p2, q2;
+        if (__builtin_mul_overflow(t, p1, &p2) || __builtin_mul_overflow(t, q1, &q2) || p2 > limit || q2 > limit ||
+            p2 + p0 > limit || q2 + q0 > limit)
+            break;
+        uint64_t r = a % b;
+        p2 += p0, q2 += q0;
+        p0 = p1, q0 = q1, p1 = p2, q1 = q2;
+        a = b, b = r;
+    }
+    *out_num = q1 == 0 ? INT32_MAX : (int64_t)p1;
+    *out_den = q1 == 0 ? 1 : (int64_t)q1;
+}
+
+/* --rate: max, N, N/D or a decimal (av_d2q(x, 1001000)); 0..1e6 frames per second. */
+static int parse_rate(const char *v, int64_t *num, int64_t *den)
+{
+    uint64_t n, d = 1;
+    const char *slash = strchr(v, '/');
+    char head[32];
+    *num = *den = 0;
+    if (strcmp(v, "max") == 0) return 0;
+    if (slash != NULL && (size_t)(slash - v) < sizeof head) {
+        memcpy(head, v, (size_t)(slash - v));
+        head[slash - v] = '\0';
+        if (parse_u(head, INT64_MAX, &n) || parse_u(slash + 1, INT64_MAX, &d)) return -1;
+    } else if (parse_u(v, INT64_MAX, &n)) {
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (errno || *end || !(x > 0 && x <= 1e6)) return -1;
+        closest((uint64_t)(x * 4294967296.0 + 0.5), 4294967296u, 1001000, num, den);
+        return 0;
+    }
+    if (n == 0 || d == 0 || n / d >= 1000000 + (n % d == 0 ? 1 : 0)) return -1;
+    *num = (int64_t)n, *den = (int64_t)d;
     return 0;
 }
 
@@ -77,9 +124,7 @@ static int parse_option(options *o, const char *opt, const char *v)
     } else if (strcmp(opt, "--frames") == 0) {
         if (parse_u(v, UINT64_MAX, &o->frames) || o->frames == 0) return fail("bad --frames", v);
     } else if (strcmp(opt, "--rate") == 0) {
-        char *end;
-        o->rate = strcmp(v, "max") == 0 ? 0 : strtod(v, &end);
-        if (strcmp(v, "max") != 0 && (*end || !(o->rate > 0 && o->rate <= 1e6))) return fail("bad --rate (FPS or max)", v);
+        if (parse_rate(v, &o->rate_num, &o->rate_den)) return fail("bad --rate (max, N, N/D or a decimal; up to 1000000 fps)", v);
     } else if (strcmp(opt, "--slots") == 0) {
         if (parse_u(v, 1000, &n)) return fail("bad --slots", v);
         o->slots = (uint32_t)n;
@@ -92,7 +137,7 @@ static int parse_option(options *o, const char *opt, const char *v)
 
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){.width = 640, .height = 360, .pix_fmt = FRAMESRV_PIX_YUV420P, .rate = 30, .slots = 8};
+    *o = (options){.width = 640, .height = 360, .pix_fmt = FRAMESRV_PIX_YUV420P, .rate_num = 30, .rate_den = 1, .slots = 8};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(usage, stdout);
@@ -109,7 +154,9 @@ static int parse(int argc, char **argv, options *o)
     return o->out ? 0 : fail("missing", "--out NAME");
 }
 
-/* The pattern's frame description (Swift's PatternPublisher.description). */
+/* The pattern's frame description (Swift's PatternPublisher.description). Timing is the
+ * library's default: time base rate_den/rate_num, pts index - 1, duration 1 (max: 1/1000000,
+ * duration 0); progressive, chroma location unspecified. */
 static void describe(framesrv_frame_info *in, const options *o, uint64_t index, int rgb)
 {
     in->color_matrix = rgb ? 0 : 1;
@@ -117,20 +164,13 @@ static void describe(framesrv_frame_info *in, const options *o, uint64_t index, 
     in->color_primaries = 1;
     in->color_transfer = 1;
     in->sar_num = 1, in->sar_den = 1;
-    if (o->rate > 0 && is_whole(o->rate)) {
-        in->time_base_num = 1, in->time_base_den = (int32_t)o->rate;
-        in->pts = (int64_t)(index - 1), in->duration = 1;
-    } else {
-        in->time_base_num = 1, in->time_base_den = 1000000;
-        in->pts = (int64_t)((index - 1) * (uint64_t)(1000000 / (o->rate > 0 ? o->rate : 1000000)));
-        in->duration = 0;
-    }
+    in->pts = (int64_t)(index - 1);
     in->flags = FRAMESRV_FRAME_KEY | (o->frames && index == o->frames ? FRAMESRV_FRAME_END_OF_STREAM : 0);
 }
 
-static void sleep_until(uint64_t start_ns, uint64_t index, double rate)
+static void sleep_until(uint64_t start_ns, uint64_t index, const options *o)
 {
-    uint64_t t = start_ns + (uint64_t)((double)index * 1e9 / rate);
+    uint64_t t = start_ns + (uint64_t)((unsigned __int128)index * 1000000000u * (uint64_t)o->rate_den / (uint64_t)o->rate_num);
     struct timespec ts = {.tv_sec = (time_t)(t / 1000000000u), .tv_nsec = (long)(t % 1000000000u)};
     while (!stop_requested && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
 }
@@ -163,7 +203,7 @@ static int run(framesrv_producer *p, const options *o)
     while (o->wait_for > 0 && !stop_requested && framesrv_producer_wait_for_consumers(p, o->wait_for, 500) != FRAMESRV_OK) {}
     uint64_t start = now_ns();
     for (uint64_t index = 0; !stop_requested && (o->frames == 0 || index < o->frames);) {
-        if (o->rate > 0) sleep_until(start, index, o->rate);
+        if (o->rate_num > 0) sleep_until(start, index, o);
         if (stop_requested) break;
         index++;
         int rc = publish_one(p, o, index);
@@ -191,10 +231,8 @@ int main(int argc, char **argv)
     install_handlers();
     framesrv_producer_options po = {
         .width = o.width, .height = o.height, .pix_fmt = o.pix_fmt, .slots = o.slots,
-        .live_source = (uint32_t)o.live_source, .live_max_held = 2,
+        .live_source = (uint32_t)o.live_source, .live_max_held = 2, .rate_num = o.rate_num, .rate_den = o.rate_den,
     };
-    if (o.rate > 0 && is_whole(o.rate)) po.rate_num = (int32_t)o.rate, po.rate_den = 1;
-    else if (o.rate > 0) po.rate_num = (int32_t)(o.rate * 1000 + 0.5), po.rate_den = 1000;
     framesrv_producer *p;
     if (framesrv_producer_open(&p, o.out, &po) != FRAMESRV_OK) {
         fprintf(stderr, "framesrv-produce: %s\n", framesrv_last_error());

@@ -6,7 +6,7 @@ that view the shared memory without a copy.
     with framesrv.Consumer("cam", mode="lossless") as c:    # or mode="live"
         for frame in c:                                     # ends at the end of the stream
             y, u, v = frame.planes                          # read-only numpy views, zero copy
-            print(frame.seq, frame.pts * frame.time_base, c.rate)
+            print(frame.seq, frame.pts * frame.time_base, c.rate)   # rate: a Fraction
 
     with framesrv.Producer("out", 1280, 720, "rgb24", rate=30) as p:
         with p.reserve() as frame:                          # writable arrays
@@ -38,14 +38,14 @@ from ._framesrv import (  # noqa: F401
     pix_fmt_name,
 )
 from ._framesrv import version as library_version  # noqa: F401
-from ._frame import FLAG_DISCONTINUITY, FLAG_END_OF_STREAM, FLAG_KEY, Frame  # noqa: F401
+from ._frame import FLAG_DISCONTINUITY, FLAG_END_OF_STREAM, FLAG_KEY, ChromaLocation, FieldOrder, Frame  # noqa: F401
 from ._stream import Consumer, EndOfStream, Producer  # noqa: F401
 from ._filter import filter, stop_on_signals  # noqa: F401
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"   # 1.x: framesrv protocol version 2
 
 __all__ = [
-    "Consumer", "Producer", "Frame", "filter", "stop_on_signals", "EndOfStream",
+    "Consumer", "Producer", "Frame", "FieldOrder", "ChromaLocation", "filter", "stop_on_signals", "EndOfStream",
     "Error", "InvalidArgument", "NotFound", "BadData", "SystemCallError", "Busy", "StateError",
     "NoMemory", "Detached", "ZMQError", "FLAG_KEY", "FLAG_END_OF_STREAM", "FLAG_DISCONTINUITY",
     "pix_fmt_name", "pix_fmt_from_name", "library_version",

@@ -1,11 +1,11 @@
 """python -m framesrv consume|produce: the test programs, with the C tools' flags and lines.
 
   python -m framesrv consume --in NAME [--live] [--verify-pattern] [--seq-log FILE]
-                             [--count N] [--wait SECONDS] [-v]
+                             [--count N] [--wait SECONDS] [--poll-us N] [-v]
       prints "py: received N frames, first F, last L, corrupt C"; exit 0, 1 if a frame
       failed the pattern, 2 on an error.
   python -m framesrv produce --out NAME [--size WxH] [--pix-fmt F] [--frames N]
-                             [--rate FPS|max] [--slots K] [--wait-for C] [--live-source]
+                             [--rate N|N/D|DECIMAL|max] [--slots K] [--wait-for C] [--live-source]
       publishes the test pattern, prints "py: published N frames"; SIGINT/SIGTERM end the
       stream cleanly.
 """
@@ -34,15 +34,24 @@ def _size(text):
 
 
 def _rate(text):
+    """max (None), or an exact Fraction: N, N/D, or a decimal (av_d2q, as framesrv produce)."""
     if text == "max":
         return None
     try:
-        value = float(text)
-    except ValueError:
+        value = Fraction(text) if "/" in text else Fraction(float(text)).limit_denominator(1001000)
+    except (ValueError, ZeroDivisionError, OverflowError):
         value = 0
-    if not 0 < value <= 1e6:
-        raise argparse.ArgumentTypeError(f"bad rate (FPS or max): {text!r}")
+    # The frames' time base is 1/rate: a header's time base has 32-bit terms.
+    if not 0 < value <= 1000000 or value.numerator >= 2**31 or value.denominator >= 2**31:
+        raise argparse.ArgumentTypeError(f"bad rate (N, N/D up to 1000000 with terms below 2^31, "
+                                         f"a decimal or max): {text!r}")
     return value
+
+
+def _poll_us(text):
+    if not text.isdigit() or int(text) > 1000000:
+        raise argparse.ArgumentTypeError(f"bad --poll-us (0..1000000 microseconds): {text!r}")
+    return int(text)
 
 
 def _positive(text):
@@ -61,13 +70,14 @@ def _parser():
     c.add_argument("--seq-log")
     c.add_argument("--count", type=_positive)
     c.add_argument("--wait", type=float, help="seconds to wait for the stream (default: forever)")
+    c.add_argument("--poll-us", type=_poll_us, default=0, help="spin up to N us for a frame before sleeping")
     c.add_argument("-v", "--verbose", action="store_true")
     o = sub.add_parser("produce", help="publish the test pattern")
     o.add_argument("--out", dest="name", required=True)
     o.add_argument("--size", type=_size, default=(640, 360))
     o.add_argument("--pix-fmt", default="yuv420p")
     o.add_argument("--frames", type=_positive)
-    o.add_argument("--rate", type=_rate, default=30.0)
+    o.add_argument("--rate", type=_rate, default=Fraction(30))
     o.add_argument("--slots", type=int, default=8)
     o.add_argument("--wait-for", type=int, default=0)
     o.add_argument("--live-source", action="store_true")
@@ -94,7 +104,7 @@ def consume(args):
     log = open(args.seq_log, "w") if args.seq_log else None
     try:
         with framesrv.Consumer(args.name, mode="live" if args.live else "lossless",
-                               timeout=args.wait, client_name="python-consume") as c:
+                               timeout=args.wait, client_name="python-consume", poll_us=args.poll_us) as c:
             for frame in c:
                 corrupt += _take(frame, args, log)
                 received += 1
@@ -122,17 +132,17 @@ def _describe(frame, args, index, rate):
     frame.color_matrix, frame.color_range = (0, 2) if rgb else (1, 1)
     frame.color_primaries = frame.color_transfer = 1
     frame.sar = Fraction(1, 1)
-    if rate and rate == int(rate):
-        frame.time_base, frame.pts, frame.duration = Fraction(1, int(rate)), index - 1, 1
+    if rate:
+        frame.time_base, frame.pts, frame.duration = 1 / rate, index - 1, 1
     else:
-        step = int(1000000 / (rate or 1000000))
-        frame.time_base, frame.pts, frame.duration = Fraction(1, 1000000), (index - 1) * step, 0
+        frame.time_base, frame.pts, frame.duration = Fraction(1, 1000000), index - 1, 0
+    frame.field_order = framesrv.FieldOrder.PROGRESSIVE
     end = framesrv.FLAG_END_OF_STREAM if args.frames and index == args.frames else 0
     frame.flags = framesrv.FLAG_KEY | end
 
 
 def _sleep_until(start, index, rate):
-    delay = start + index / rate - time.monotonic()
+    delay = start + float(index / rate) - time.monotonic()
     if delay > 0:
         time.sleep(delay)
 
@@ -155,11 +165,8 @@ def _run_producer(p, args):
 
 
 def produce(args):
-    rate = args.rate if args.rate is None or args.rate != int(args.rate) else int(args.rate)
-    if rate is not None and not isinstance(rate, int):
-        rate = Fraction(round(rate * 1000), 1000)
     framesrv.stop_on_signals()
-    p = framesrv.Producer(args.name, args.size[0], args.size[1], args.pix_fmt, rate=rate,
+    p = framesrv.Producer(args.name, args.size[0], args.size[1], args.pix_fmt, rate=args.rate,
                           slots=args.slots, live_source=args.live_source, live_max_held=2)
     try:
         _run_producer(p, args)

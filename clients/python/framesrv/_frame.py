@@ -1,4 +1,5 @@
 """Frames: numpy views of one frame's planes in the shared pool, and its header."""
+import enum
 import weakref
 from fractions import Fraction
 
@@ -10,9 +11,33 @@ FLAG_KEY = 1
 FLAG_END_OF_STREAM = 2
 FLAG_DISCONTINUITY = 4
 
+_asarray = np.asarray
+_C_ARRAYS = hasattr(_framesrv.Frame, "arrays")   # built with numpy's headers (setup.py)
+
 #: the header fields a producer may set (besides pts, time_base, sar, key), with set_info's keys
 _WRITABLE = ("color_matrix", "color_range", "color_primaries", "color_transfer", "duration",
-             "capture_ns", "flags")
+             "capture_ns", "flags", "field_order", "chroma_location")
+
+
+class FieldOrder(enum.IntEnum):
+    """A frame's field order: FFmpeg's AVFieldOrder values (the header's field_order)."""
+    UNKNOWN = 0
+    PROGRESSIVE = 1
+    TT = 2   # top field first, top coded first
+    BB = 3   # bottom field first, bottom coded first
+    TB = 4   # top field first, bottom coded first
+    BT = 5   # bottom field first, top coded first
+
+
+class ChromaLocation(enum.IntEnum):
+    """Where chroma samples sit: FFmpeg's AVChromaLocation values (the header's chroma_location)."""
+    UNSPECIFIED = 0
+    LEFT = 1       # MPEG-2/4 4:2:0, H.264 default for 4:2:0
+    CENTER = 2     # MPEG-1 4:2:0, JPEG 4:2:0
+    TOPLEFT = 3    # ITU-R 601, SMPTE 274M 296M S314M(DV 4:1:1), mpeg2 4:2:2
+    TOP = 4
+    BOTTOMLEFT = 5
+    BOTTOM = 6
 
 
 def _ratio(pair):
@@ -43,14 +68,26 @@ class Frame:
     frame.
     """
 
-    __slots__ = ("_f", "_info", "_arrays", "_tracked", "_producer", "__weakref__")
+    __slots__ = ("_f", "_header", "_arrays", "_tracked", "_producer", "__weakref__")
 
     def __init__(self, handle, producer=None):
+        # The per-frame path of a consumer: nothing but these stores (the header is read
+        # when a field is first asked for: see _info).
         self._f = handle
-        self._info = handle.info()
+        self._header = None
         self._arrays = None
-        self._tracked = []
         self._producer = producer
+        if producer is not None:
+            self._tracked = []
+            self._header = handle.info()   # before the publish: a producer sets fields
+
+    @property
+    def _info(self):
+        """Every header field (a dict), read from the frame on first use."""
+        header = self._header
+        if header is None:
+            header = self._header = self._f.info()
+        return header
 
     # ---- arrays ---------------------------------------------------------------------
     @property
@@ -59,13 +96,14 @@ class Frame:
         ones (rgb24 (h, w, 3), bgra (h, w, 4), nv12's plane 1 (h/2, w/2, 2)); dtype uint8,
         or '<u2' for 16-bit formats. Shape and strides come from the header (row padding is
         in the strides, not the shape). Zero copy: they view the pool."""
-        if self._arrays is None:
-            n = len(self._info["planes"])
-            arrays = tuple(np.asarray(self._f.plane(i)) for i in range(n))
+        arrays = self._arrays
+        if arrays is None:
+            f = self._f
+            arrays = f.arrays() if _C_ARRAYS else tuple(map(_asarray, f.planes()))
             if self._producer is not None:
                 self._tracked.extend(weakref.ref(a) for a in arrays)
             self._arrays = arrays
-        return self._arrays
+        return arrays
 
     def array(self):
         """The picture as one array: packed formats (rgb24, bgra, gray ...) as (h, w[, C]);
@@ -90,7 +128,7 @@ class Frame:
         """Forgets the frame's own references to its arrays; producer arrays still alive
         are made read-only."""
         self._arrays = None
-        for ref in self._tracked:
+        for ref in getattr(self, "_tracked", ()):
             a = ref()
             if a is not None:
                 a.flags.writeable = False
@@ -119,7 +157,11 @@ class Frame:
         return False
 
     # ---- the header -----------------------------------------------------------------
-    seq = property(lambda self: self._info["seq"], doc="sequence number: 1, 2, ... per stream")
+    @property
+    def seq(self):
+        """sequence number: 1, 2, ... per stream"""
+        header = self._header
+        return self._f.seq if header is None else header["seq"]
     epoch = property(lambda self: self._info["epoch"], doc="the pool epoch (changes with the format)")
     width = property(lambda self: self._info["width"])
     height = property(lambda self: self._info["height"])
@@ -142,6 +184,15 @@ class Frame:
     capture_ns = _field("capture_ns", "CLOCK_MONOTONIC at capture or decode (0: publish time)")
     flags = _field("flags", "FLAG_KEY | FLAG_END_OF_STREAM | FLAG_DISCONTINUITY")
     del _field
+
+    def _enum_field(key, kind, doc):  # noqa: N805 - a property factory
+        return property(lambda self: kind(self._info[key]), lambda self, v: self._set(key, int(kind(v))), doc=doc)
+
+    field_order = _enum_field("field_order", FieldOrder, "a FieldOrder (FFmpeg's AVFieldOrder: 0 unknown, "
+                              "1 progressive, 2 tt, 3 bb, 4 tb, 5 bt)")
+    chroma_location = _enum_field("chroma_location", ChromaLocation, "a ChromaLocation (FFmpeg's AVChromaLocation: "
+                                  "0 unspecified, 1 left, 2 center, 3 topleft, 4 top, 5 bottomleft, 6 bottom)")
+    del _enum_field
 
     @property
     def pts(self):
@@ -191,10 +242,10 @@ class Frame:
         return d
 
     def copy_header_from(self, other):
-        """Copies pts, time base, duration, colour, sar, flags (but END_OF_STREAM) and
-        capture time from another frame (a filter's pass-through)."""
+        """Copies pts, time base, duration, colour, sar, field order, chroma location, flags
+        (but END_OF_STREAM) and capture time from another frame (a filter's pass-through)."""
         for k in ("color_matrix", "color_range", "color_primaries", "color_transfer", "duration",
-                  "capture_ns", "pts", "time_base", "sar"):
+                  "capture_ns", "pts", "time_base", "sar", "field_order", "chroma_location"):
             self._set(k, other._info[k])
         self._set("flags", other._info["flags"] & ~FLAG_END_OF_STREAM)
 

@@ -6,6 +6,7 @@ from . import _framesrv
 from ._frame import Frame, _ratio
 
 _TIMEOUT, _END, _GONE = _framesrv.TIMEOUT, _framesrv.END, _framesrv.GONE
+_CFrame = _framesrv.Frame
 
 
 class EndOfStream(Exception):
@@ -27,13 +28,18 @@ def _pix_fmt_code(pix_fmt):
 
 
 def _rate_fraction(rate):
-    """A nominal rate (int, float, Fraction, "30000/1001" or None) as a Fraction or None."""
+    """A nominal rate (int, Fraction, "30000/1001", "29.97", a float or None) as a Fraction
+    or None. Exact except for floats, which are approximated as FFmpeg's av_d2q(x, 1001000)
+    does (29.97 -> 2997/100)."""
     if rate is None or rate == 0:
         return None
-    if isinstance(rate, float):
-        rate = Fraction(rate).limit_denominator(1001)
-    rate = Fraction(rate)
-    if rate <= 0 or rate.numerator >= 2**31 or rate.denominator >= 2**31:
+    try:
+        if isinstance(rate, float):
+            rate = Fraction(rate).limit_denominator(1001000)
+        rate = Fraction(rate)
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError):
+        raise _framesrv.InvalidArgument(f"bad rate (N, N/D or a decimal): {rate!r}", -1) from None
+    if rate <= 0 or rate.numerator >= 2**63 or rate.denominator >= 2**63:
         raise _framesrv.InvalidArgument(f"bad rate: {rate}", -1)
     return rate
 
@@ -45,14 +51,15 @@ class Consumer:
     consumer) or "live" (the newest frame; frames it could not keep up with are skipped
     and counted). timeout: seconds to wait for the stream to appear (None: forever), then
     ``NotFound``. reattach: when the producer dies, wait for the next producer of the same
-    name instead of ending the iteration.
+    name instead of ending the iteration. poll_us: next() spins up to this many
+    microseconds (0..1000000) for a frame before it sleeps, trading a core for latency.
 
     Iteration gives the previous frame back when it moves on (see Frame for arrays you
     keep). close() (or leaving ``with``) detaches; with arrays still alive, the detach
     (and the unmapping) happens when the last of them is garbage-collected.
     """
 
-    def __init__(self, name, mode="lossless", timeout=None, client_name=None, reattach=False):
+    def __init__(self, name, mode="lossless", timeout=None, client_name=None, reattach=False, poll_us=0):
         if mode not in ("lossless", "live"):
             raise _framesrv.InvalidArgument(f"mode must be 'lossless' or 'live', not {mode!r}", -1)
         self.name = name
@@ -61,7 +68,7 @@ class Consumer:
         self.gone = False
         self._last = None
         try:
-            self._c = _framesrv.Consumer(name, mode == "live", timeout, client_name)
+            self._c = _framesrv.Consumer(name, mode == "live", timeout, client_name, int(poll_us))
         except _framesrv.NotFound as e:
             # The wait ran in slices (for Ctrl-C): name the whole wait, not the last slice.
             msg = re.sub(r"within \d+ ms", f"within {timeout} s", e.args[0])
@@ -73,30 +80,40 @@ class Consumer:
         Raises EndOfStream at the end of the stream (``gone``: the producer died)."""
         while True:
             r = self._c.next(timeout)
-            if isinstance(r, _framesrv.Frame):
+            if r.__class__ is _CFrame:
                 return Frame(r)
             if r == _TIMEOUT:
                 return None
-            self.gone = r == _GONE
-            if r == _GONE and self.reattach:
-                self._c.reopen(None)
-                self._info = self._c.stream_info()
-                continue
-            raise EndOfStream(gone=r == _GONE)
+            self._ended(r)
+
+    def _ended(self, status):
+        """After END or GONE: raises EndOfStream, or (GONE with reattach) attaches to the
+        next producer and returns."""
+        self.gone = status == _GONE
+        if not (self.gone and self.reattach):
+            raise EndOfStream(gone=self.gone)
+        self._c.reopen(None)
+        self._info = self._c.stream_info()
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        if self._last is not None:
-            self._last.release()
+        last = self._last
+        if last is not None:   # last.release(), inlined (the per-frame path)
             self._last = None
-        try:
-            frame = self.next()
-        except EndOfStream:
-            raise StopIteration from None
-        self._last = frame
-        return frame
+            last._arrays = None
+            last._f.release()
+        while True:
+            r = self._c.next()   # the per-frame path: a frame is there, or next waits for it
+            if r.__class__ is _CFrame:
+                frame = self._last = Frame(r)
+                return frame
+            if r != _TIMEOUT:
+                try:
+                    self._ended(r)   # the end, or the producer gone (reattach: go on)
+                except EndOfStream:
+                    raise StopIteration from None
 
     @property
     def rate(self):
@@ -124,7 +141,9 @@ class Consumer:
 
     def fileno(self):
         """A descriptor that becomes readable when next may have something (edge-triggered:
-        call next(timeout=0) until it returns None)."""
+        call next(timeout=0) until it returns None), for event loops. The first call
+        subscribes to the stream's ZeroMQ announcements; a consumer that never asks for
+        it sleeps on shared memory only."""
         return self._c.fileno()
 
     def close(self):
@@ -146,8 +165,9 @@ class Producer:
     """Publishes stream NAME: ``with producer.reserve() as frame:`` fills writable arrays;
     the frame is published at the end of the block, abandoned on an exception.
 
-    rate: nominal frame rate (int, float, Fraction, None: unknown); the default time base
-    is 1/rate and pts counts frames (pts = seq - 1) unless you set them. slots: pool
+    rate: nominal frame rate, exact (int, Fraction, "30000/1001", a decimal string or float
+    approximated as av_d2q does; None: unknown); the default time base is 1/rate and pts
+    counts frames (pts = seq - 1) unless you set them. slots: pool
     slots (1..64). live_source: reserve never waits for consumers (a frame with no free
     slot is dropped: try_reserve returns None). close() (or leaving ``with``) ends the
     stream; consumers get every frame published, then the end.

@@ -13,20 +13,26 @@
  * pool, never a recycled slot or an unmapped page.
  *
  * Threads: the waits (next, reserve, open, wait_for_consumers) run without the GIL, in
- * slices of at most 100 ms; the owner's lock is held around each library call (a
- * consumer's next waits on its descriptor outside the lock); releases (which may come
- * from any thread, from the garbage collector) take the same lock, so the library never
- * sees a release concurrently with next or close on the same handle.
+ * slices of at most 100 ms (signals are checked between slices). A producer's lock is held
+ * around each library call. A consumer has two: `wait_lock` around next (which sleeps on
+ * the stream's frame_wake inside libframesrv), reopen, fileno and close; `lock` around
+ * releases (which may come from any thread, from the garbage collector) and close. A release
+ * therefore never waits for a sleeping next: libframesrv's framesrv_frame_release is safe
+ * concurrently with framesrv_consumer_next on the same consumer (framesrv.h).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pythread.h>
 
+#ifdef FRAMESRV_NUMPY      /* setup.py found numpy's headers: arrays() builds the views directly */
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#endif
+
 #include "framesrv.h"
 #undef _GNU_SOURCE
 #include "internal.h"          /* frame->pool: the pool mapping's range (_pool_range) */
 
-#include <poll.h>
 #include <unistd.h>
 #include <string.h>
 #include <time.h>
@@ -121,6 +127,7 @@ static int timeout_ms_of(PyObject *timeout, int *out)
 typedef struct {
     PyObject_HEAD
     PyThread_type_lock lock;
+    PyThread_type_lock wait_lock; /* consumer: next, reopen, fileno, close (not releases) */
     Py_ssize_t held;           /* frames not given back yet                      */
     int closing;               /* close() was called; done when held reaches 0    */
     int closed;
@@ -145,10 +152,12 @@ static void owner_close_now(OwnerObject *o)
     if (o->closed) return;
     o->closed = 1;
     Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(o->wait_lock, WAIT_LOCK);
     PyThread_acquire_lock(o->lock, WAIT_LOCK);
     if (o->is_producer) framesrv_producer_close(o->producer);
     else framesrv_consumer_close(o->consumer);
     PyThread_release_lock(o->lock);
+    PyThread_release_lock(o->wait_lock);
     Py_END_ALLOW_THREADS
     o->consumer = NULL;
     o->producer = NULL;
@@ -170,6 +179,7 @@ static void owner_dealloc(OwnerObject *o)
 {
     owner_close_now(o);     /* frames hold a reference: none is held any more */
     if (o->lock) PyThread_free_lock(o->lock);
+    if (o->wait_lock) PyThread_free_lock(o->wait_lock);
     Py_TYPE(o)->tp_free((PyObject *)o);
 }
 
@@ -178,7 +188,8 @@ static OwnerObject *owner_new(PyTypeObject *type)
     OwnerObject *o = (OwnerObject *)type->tp_alloc(type, 0);
     if (!o) return NULL;
     o->lock = PyThread_allocate_lock();
-    if (!o->lock) { Py_DECREF(o); PyErr_NoMemory(); return NULL; }
+    o->wait_lock = PyThread_allocate_lock();
+    if (!o->lock || !o->wait_lock) { Py_DECREF(o); PyErr_NoMemory(); return NULL; }
     return o;
 }
 
@@ -225,6 +236,8 @@ typedef struct {
     OwnerObject *owner;
     int state;
     Py_ssize_t exports;
+    const framesrv_frame_info *in;  /* consumer: &header (readable after the release); producer: the library's */
+    framesrv_frame_info header;     /* consumer: the header as delivered */
 } FrameObject;
 
 static PyTypeObject FrameType, PlaneType;
@@ -266,6 +279,11 @@ static FrameObject *frame_wrap(OwnerObject *owner, framesrv_frame *frame)
     }
     f->frame = frame;
     f->owner = owner;
+    if (owner->is_producer) f->in = framesrv_frame_info_of(frame);
+    else {
+        f->header = *framesrv_frame_info_of(frame);
+        f->in = &f->header;
+    }
     Py_INCREF(owner);
     f->state = FRAME_LIVE;
     f->exports = 0;
@@ -366,19 +384,25 @@ static PyObject *planes_tuple(const framesrv_frame_info *in)
     return t;
 }
 
+/* A producer's frame is only readable while reserved; a consumer's header stays readable. */
+static int header_check(FrameObject *f)
+{
+    return f->in == &f->header || frame_check(f);
+}
+
 /* info(): every header field as a dict. */
 static PyObject *frame_info(FrameObject *f, PyObject *unused)
 {
     (void)unused;
-    if (!frame_check(f)) return NULL;
-    const framesrv_frame_info *in = framesrv_frame_info_of(f->frame);
+    if (!header_check(f)) return NULL;
+    const framesrv_frame_info *in = f->in;
     PyObject *planes = planes_tuple(in);
     if (!planes) return NULL;
     PyObject *pts;
     if (in->pts == FRAMESRV_PTS_NONE) { Py_INCREF(Py_None); pts = Py_None; }
     else pts = PyLong_FromLongLong(in->pts);
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:I,s:I,s:i,s:s,s:N,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:L,s:K,s:I,s:K}",
+        "{s:K,s:K,s:I,s:I,s:i,s:s,s:N,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:L,s:K,s:I,s:I,s:I,s:K}",
         "seq", (unsigned long long)in->seq, "epoch", (unsigned long long)in->epoch,
         "width", in->width, "height", in->height, "pix_fmt_code", in->pix_fmt,
         "pix_fmt", in->pix_fmt_name, "planes", planes,
@@ -387,7 +411,8 @@ static PyObject *frame_info(FrameObject *f, PyObject *unused)
         "sar", pair(in->sar_num, in->sar_den), "pts", pts,
         "time_base", pair(in->time_base_num, in->time_base_den),
         "duration", (long long)in->duration, "capture_ns", (unsigned long long)in->capture_ns,
-        "flags", in->flags, "publish_ns", (unsigned long long)in->publish_ns);
+        "flags", in->flags, "field_order", in->field_order, "chroma_location", in->chroma_location,
+        "publish_ns", (unsigned long long)in->publish_ns);
     return d;
 }
 
@@ -415,7 +440,7 @@ static PyObject *frame_set_info(FrameObject *f, PyObject *d)
         {"color_matrix", 0, 255}, {"color_range", 0, 2}, {"color_primaries", 0, 255}, {"color_transfer", 0, 255},
         {"sar_num", 0, INT32_MAX}, {"sar_den", 0, INT32_MAX}, {"pts", INT64_MIN, INT64_MAX},
         {"time_base_num", 0, INT32_MAX}, {"time_base_den", 0, INT32_MAX}, {"duration", 0, INT64_MAX},
-        {"capture_ns", 0, INT64_MAX}, {"flags", 0, 7},
+        {"capture_ns", 0, INT64_MAX}, {"flags", 0, 7}, {"field_order", 0, 5}, {"chroma_location", 0, 6},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         long long v;
@@ -435,12 +460,18 @@ static PyObject *frame_set_info(FrameObject *f, PyObject *d)
         case 9: in->duration = v; break;
         case 10: in->capture_ns = (uint64_t)v; break;
         case 11: in->flags = (uint32_t)v; break;
+        case 12: in->field_order = (uint32_t)v; break;
+        case 13: in->chroma_location = (uint32_t)v; break;
         }
     }
     Py_RETURN_NONE;
 }
 
 static PyObject *frame_plane(FrameObject *f, PyObject *arg);
+static PyObject *frame_planes(FrameObject *f, PyObject *unused);
+#ifdef FRAMESRV_NUMPY
+static PyObject *frame_arrays(FrameObject *f, PyObject *unused);
+#endif
 
 static PyObject *frame_pattern_check(FrameObject *f, PyObject *unused)
 {
@@ -493,13 +524,34 @@ static PyMethodDef frame_methods[] = {
     {"info", (PyCFunction)frame_info, METH_NOARGS, "Every header field, as a dict."},
     {"set_info", (PyCFunction)frame_set_info, METH_O, "Sets a reserved frame's writable header fields from a dict."},
     {"plane", (PyCFunction)frame_plane, METH_O, "The buffer exporter of plane i."},
+    {"planes", (PyCFunction)frame_planes, METH_NOARGS, "The buffer exporters of every plane (a tuple)."},
+#ifdef FRAMESRV_NUMPY
+    {"arrays", (PyCFunction)frame_arrays, METH_NOARGS, "Every plane as a numpy array viewing the pool (a tuple)."},
+#endif
     {"pattern_check", (PyCFunction)frame_pattern_check, METH_NOARGS, "Bytes that differ from the test pattern."},
     {"pattern_fill", (PyCFunction)frame_pattern_fill, METH_NOARGS, "Fills a reserved frame with the test pattern."},
     {"_pool_range", (PyCFunction)frame_pool_range, METH_NOARGS, "(address, size) of the pool mapping."},
     {NULL, NULL, 0, NULL},
 };
 
+/* seq and plane_count: without the dict of info() (the per-frame path). */
+static PyObject *frame_get_seq(FrameObject *f, void *unused)
+{
+    (void)unused;
+    if (!header_check(f)) return NULL;
+    return PyLong_FromUnsignedLongLong(f->in->seq);
+}
+
+static PyObject *frame_get_plane_count(FrameObject *f, void *unused)
+{
+    (void)unused;
+    if (!header_check(f)) return NULL;
+    return PyLong_FromUnsignedLong(f->in->plane_count);
+}
+
 static PyGetSetDef frame_getset[] = {
+    {"seq", (getter)frame_get_seq, NULL, "the frame's sequence number", NULL},
+    {"plane_count", (getter)frame_get_plane_count, NULL, "planes of the frame's format", NULL},
     {"state", (getter)frame_get_state, NULL, "live, releasing, kept, abandoned or done", NULL},
     {"exports", (getter)frame_get_exports, NULL, "buffers exported right now", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -527,6 +579,7 @@ typedef struct {
     Py_ssize_t shape[3], strides[3];
     int ndim;
     char format[4];
+    int counted;               /* the base of an array from arrays(): counts as one export */
 } PlaneObject;
 
 static PyObject *frame_plane(FrameObject *f, PyObject *arg)
@@ -542,6 +595,7 @@ static PyObject *frame_plane(FrameObject *f, PyObject *arg)
     if (!pl) return NULL;
     pl->frame = f;
     Py_INCREF(f);
+    pl->counted = 0;
     pl->index = (int)i;
     pl->ndim = p->components > 1 ? 3 : 2;
     pl->shape[0] = p->height;
@@ -552,6 +606,60 @@ static PyObject *frame_plane(FrameObject *f, PyObject *arg)
     pl->strides[2] = (Py_ssize_t)p->sample_bytes;
     strcpy(pl->format, p->sample_bytes == 2 ? "<H" : "B");
     return (PyObject *)pl;
+}
+
+#ifdef FRAMESRV_NUMPY
+/* One plane as a numpy array made here (no buffer-protocol round trip: the per-frame path).
+ * Its base is the Plane, which counts as one export until the array (and every view of it)
+ * is gone: the same rule as a buffer export. */
+static PyObject *plane_array(FrameObject *f, PyObject *index, int readonly)
+{
+    PlaneObject *pl = (PlaneObject *)frame_plane(f, index);
+    if (!pl) return NULL;
+    const framesrv_plane *p = &framesrv_frame_info_of(f->frame)->planes[pl->index];
+    PyArray_Descr *descr = PyArray_DescrFromType(p->sample_bytes == 2 ? NPY_UINT16 : NPY_UINT8);
+    npy_intp shape[3] = {pl->shape[0], pl->shape[1], pl->shape[2]}, strides[3] = {pl->strides[0], pl->strides[1], pl->strides[2]};
+    PyObject *a = PyArray_NewFromDescr(&PyArray_Type, descr, pl->ndim, shape, strides, p->data,
+                                       readonly ? NPY_ARRAY_ALIGNED : NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, NULL);
+    if (!a) { Py_DECREF(pl); return NULL; }
+    pl->counted = 1;
+    f->exports++;
+    if (PyArray_SetBaseObject((PyArrayObject *)a, (PyObject *)pl) < 0) { Py_DECREF(a); return NULL; }
+    return a;
+}
+
+/* arrays(): every plane as a numpy array viewing the pool (read-only unless reserved). */
+static PyObject *frame_arrays(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (!frame_check(f)) return NULL;
+    if (f->state == FRAME_ABANDONED) { PyErr_SetString(StateError, "the frame was released"); return NULL; }
+    int readonly = !f->owner->is_producer || f->state != FRAME_LIVE;
+    uint32_t n = framesrv_frame_info_of(f->frame)->plane_count;
+    PyObject *t = PyTuple_New(n);
+    for (uint32_t i = 0; t && i < n; i++) {
+        PyObject *index = PyLong_FromUnsignedLong(i), *a = index ? plane_array(f, index, readonly) : NULL;
+        Py_XDECREF(index);
+        if (!a) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, a);
+    }
+    return t;
+}
+#endif
+
+static PyObject *frame_planes(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (!frame_check(f)) return NULL;
+    uint32_t n = framesrv_frame_info_of(f->frame)->plane_count;
+    PyObject *t = PyTuple_New(n);
+    for (uint32_t i = 0; t && i < n; i++) {
+        PyObject *index = PyLong_FromUnsignedLong(i), *pl = index ? frame_plane(f, index) : NULL;
+        Py_XDECREF(index);
+        if (!pl) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, pl);
+    }
+    return t;
 }
 
 static int plane_getbuffer(PlaneObject *pl, Py_buffer *view, int flags)
@@ -597,6 +705,7 @@ static void plane_releasebuffer(PlaneObject *pl, Py_buffer *view)
 
 static void plane_dealloc(PlaneObject *pl)
 {
+    if (pl->counted) plane_releasebuffer(pl, NULL);
     Py_XDECREF(pl->frame);
     PyObject_Free(pl);
 }
@@ -632,6 +741,7 @@ struct open_ctx {
     const char *name;
     framesrv_consumer_options *options;
     uint64_t deadline;             /* now_ms() based; UINT64_MAX: forever */
+    PyThread_type_lock lock;       /* reopen: the owner's release lock, held too */
 };
 
 /* How long one try may wait: the slice while the stream is not there (signals are checked
@@ -652,7 +762,12 @@ static int open_try(void *ctx, int ms)
 {
     struct open_ctx *c = ctx;
     ms = attach_ms(c, ms);
-    if (!c->out) return framesrv_consumer_reopen(c->consumer, ms);
+    if (!c->out) {
+        PyThread_acquire_lock(c->lock, WAIT_LOCK);
+        int status = framesrv_consumer_reopen(c->consumer, ms);
+        PyThread_release_lock(c->lock);
+        return status;
+    }
     c->options->attach_timeout_ms = ms;
     return framesrv_consumer_open(c->out, c->name, c->options);
 }
@@ -665,68 +780,78 @@ static uint64_t deadline_of(int timeout_ms)
 /* Consumer(name, mode, timeout, client_name): attaches, waiting up to timeout seconds. */
 static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"name", "live", "timeout", "client_name", NULL};
+    static char *kwlist[] = {"name", "live", "timeout", "client_name", "poll_us", NULL};
     const char *name, *client = NULL;
     int live = 0, timeout_ms;
+    long poll_us = 0;
     PyObject *timeout = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pOz", kwlist, &name, &live, &timeout, &client)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pOzl", kwlist, &name, &live, &timeout, &client, &poll_us)) return NULL;
     if (timeout_ms_of(timeout, &timeout_ms) < 0) return NULL;
+    if (poll_us < 0 || poll_us > 1000000) {
+        char msg[80];
+        snprintf(msg, sizeof msg, "poll_us must be 0..1000000 microseconds, not %ld", poll_us);
+        PyObject *e = Py_BuildValue("(si)", msg, FRAMESRV_E_INVALID);
+        if (e) { PyErr_SetObject(InvalidArgument, e); Py_DECREF(e); }
+        return NULL;
+    }
     OwnerObject *o = owner_new(type);
     if (!o) return NULL;
-    framesrv_consumer_options opts = {.mode = live ? FRAMESRV_LIVE : FRAMESRV_LOSSLESS, .client_name = client};
-    struct open_ctx ctx = {&o->consumer, NULL, name, &opts, deadline_of(timeout_ms)};
+    framesrv_consumer_options opts = {.mode = live ? FRAMESRV_LIVE : FRAMESRV_LOSSLESS, .client_name = client,
+                                      .poll_us = (uint32_t)poll_us};
+    struct open_ctx ctx = {&o->consumer, NULL, name, &opts, deadline_of(timeout_ms), NULL};
     int status = wait_sliced(open_try, &ctx, NULL, timeout_ms, FRAMESRV_E_NOT_FOUND);
     if (status == INT32_MIN) { o->closed = 1; Py_DECREF(o); return NULL; }
     if (status < 0) { o->closed = 1; Py_DECREF(o); return raise_status(status); }
     return (PyObject *)o;
 }
 
+/* A status of next_try: the consumer was closed (from another thread) meanwhile. */
+#define NEXT_CLOSED (INT32_MIN + 1)
+
 struct next_ctx {
-    framesrv_consumer *consumer;
-    PyThread_type_lock lock;
+    OwnerObject *owner;
     framesrv_frame *frame;
 };
 
-static int next_locked(struct next_ctx *c, int ms, int *fd)
-{
-    PyThread_acquire_lock(c->lock, WAIT_LOCK);
-    int status = framesrv_consumer_next(c->consumer, ms, &c->frame);
-    if (fd) *fd = framesrv_consumer_fd(c->consumer);
-    PyThread_release_lock(c->lock);
-    return status;
-}
-
-/* One slice: next without waiting, then a poll of the consumer's descriptor outside the
- * lock (its edge-triggered contract: next(0) until TIMEOUT, then wait for it), then next
- * with 1 ms (which also looks at the producer's pidfd: GONE). The lock is held only
- * around next, so releases from other threads (arrays dropped there) never wait for the
- * slice to end. */
+/* One slice: libframesrv's next sleeps on the stream's frame_wake (no descriptor, no poll)
+ * for up to `ms`, without the GIL, holding only wait_lock: releases from other threads
+ * (arrays dropped there) never wait for the slice to end. */
 static int next_try(void *ctx, int ms)
 {
     struct next_ctx *c = ctx;
-    int fd = -1;
-    int status = next_locked(c, 0, &fd);
-    if (status != FRAMESRV_TIMEOUT || ms == 0) return status;
-    if (fd >= 0) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        poll(&p, 1, ms > 1 ? ms - 1 : ms);
-    }
-    return next_locked(c, 1, NULL);
+    OwnerObject *o = c->owner;
+    PyThread_acquire_lock(o->wait_lock, WAIT_LOCK);
+    int status = __atomic_load_n(&o->closed, __ATOMIC_ACQUIRE) ? NEXT_CLOSED
+                 : framesrv_consumer_next(o->consumer, ms, &c->frame);
+    PyThread_release_lock(o->wait_lock);
+    return status;
+}
+
+/* A frame that is there already, without letting go of the GIL (the per-frame path of a
+ * consumer that keeps up): TIMEOUT if none is, or wait_lock is busy in another thread. */
+static int next_now(OwnerObject *o, framesrv_frame **frame)
+{
+    if (!PyThread_acquire_lock(o->wait_lock, NOWAIT_LOCK)) return FRAMESRV_TIMEOUT;
+    int status = framesrv_consumer_next(o->consumer, 0, frame);
+    PyThread_release_lock(o->wait_lock);
+    return status;
 }
 
 /* next(timeout): a Frame, or the status int TIMEOUT (1), END (2), GONE (3). */
-static PyObject *consumer_next(OwnerObject *o, PyObject *args)
+static PyObject *consumer_next(OwnerObject *o, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *timeout = Py_None;
-    int timeout_ms;
-    if (!PyArg_ParseTuple(args, "|O", &timeout)) return NULL;
-    if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
-    struct next_ctx ctx = {o->consumer, o->lock, NULL};
-    int status = wait_sliced(next_try, &ctx, NULL, timeout_ms, FRAMESRV_TIMEOUT);
+    int timeout_ms = -1;
+    if (nargs > 1) { PyErr_SetString(PyExc_TypeError, "next(timeout=None)"); return NULL; }
+    if ((nargs == 1 && timeout_ms_of(args[0], &timeout_ms) < 0) || !owner_usable(o)) return NULL;
+    struct next_ctx ctx = {o, NULL};
+    int status = next_now(o, &ctx.frame);
+    if (status == FRAMESRV_TIMEOUT && timeout_ms != 0)
+        status = wait_sliced(next_try, &ctx, NULL, timeout_ms, FRAMESRV_TIMEOUT);
+    if (status == FRAMESRV_OK) return (PyObject *)frame_wrap(o, ctx.frame);
     if (status == INT32_MIN) return NULL;
+    if (status == NEXT_CLOSED) { PyErr_SetString(StateError, "closed"); return NULL; }
     if (status < 0) return raise_status(status);
-    if (status != FRAMESRV_OK) return PyLong_FromLong(status);
-    return (PyObject *)frame_wrap(o, ctx.frame);
+    return PyLong_FromLong(status);
 }
 
 /* reopen(timeout): attaches to the next producer of the same name. */
@@ -739,8 +864,8 @@ static PyObject *consumer_reopen(OwnerObject *o, PyObject *args)
     framesrv_stream_info si;
     int status = framesrv_consumer_stream_info(o->consumer, &si);
     if (status < 0) return raise_status(status);
-    struct open_ctx ctx = {NULL, o->consumer, si.name, NULL, deadline_of(timeout_ms)};
-    status = wait_sliced(open_try, &ctx, o->lock, timeout_ms, FRAMESRV_E_NOT_FOUND);
+    struct open_ctx ctx = {NULL, o->consumer, si.name, NULL, deadline_of(timeout_ms), o->lock};
+    status = wait_sliced(open_try, &ctx, o->wait_lock, timeout_ms, FRAMESRV_E_NOT_FOUND);
     if (status == INT32_MIN) return NULL;
     if (status < 0) return raise_status(status);
     return PyLong_FromLong(status);
@@ -774,13 +899,18 @@ static PyObject *consumer_fileno(OwnerObject *o, PyObject *unused)
 {
     (void)unused;
     if (!owner_usable(o)) return NULL;
-    int fd = framesrv_consumer_fd(o->consumer);
+    int fd;
+    Py_BEGIN_ALLOW_THREADS   /* the first call connects (lazily), and a next may be sleeping */
+    PyThread_acquire_lock(o->wait_lock, WAIT_LOCK);
+    fd = framesrv_consumer_fd(o->consumer);
+    PyThread_release_lock(o->wait_lock);
+    Py_END_ALLOW_THREADS
     if (fd < 0) return raise_status(FRAMESRV_E_ZMQ);
     return PyLong_FromLong(fd);
 }
 
 static PyMethodDef consumer_methods[] = {
-    {"next", (PyCFunction)consumer_next, METH_VARARGS, "next(timeout=None): a Frame, or the status 1 (timeout), 2 (end), 3 (gone)."},
+    {"next", (PyCFunction)(void (*)(void))consumer_next, METH_FASTCALL, "next(timeout=None): a Frame, or the status 1 (timeout), 2 (end), 3 (gone)."},
     {"reopen", (PyCFunction)consumer_reopen, METH_VARARGS, "reopen(timeout=None): attaches to the next producer."},
     {"stream_info", (PyCFunction)consumer_stream_info, METH_NOARGS, "The stream's facts, as a dict."},
     {"stats", (PyCFunction)consumer_stats, METH_NOARGS, "This consumer's counters, as a dict."},
@@ -801,7 +931,7 @@ static PyTypeObject ConsumerType = {
     .tp_basicsize = sizeof(OwnerObject),
     .tp_dealloc = (destructor)owner_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Consumer(name, live=False, timeout=None, client_name=None): libframesrv's consumer.",
+    .tp_doc = "Consumer(name, live=False, timeout=None, client_name=None, poll_us=0): libframesrv's consumer.",
     .tp_methods = consumer_methods,
     .tp_getset = owner_getset,
     .tp_new = consumer_new,
@@ -1038,6 +1168,9 @@ static int add_type(PyObject *m, PyTypeObject *type, const char *name)
 
 PyMODINIT_FUNC PyInit__framesrv(void)
 {
+#ifdef FRAMESRV_NUMPY
+    import_array();
+#endif
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     if (add_errors(m) < 0 || add_type(m, &FrameType, "Frame") < 0 || add_type(m, &PlaneType, "Plane") < 0 ||

@@ -150,7 +150,7 @@ def test_bench_script_runs(fsdir, procs):
     rc, out, err = procs.finish(b, timeout=120)
     assert rc == 0, err
     lines = out.splitlines()
-    assert [l.split(":")[0] for l in lines] == ["python consumer", "python producer, fill excluded",
+    assert [l.split(":")[0] for l in lines] == ["python consumer", "python consumer per frame", "python producer, fill excluded",
                                                "python producer, numpy fill", "zero copy"]
     assert lines[-1].endswith("yes")
 
@@ -178,3 +178,146 @@ def test_python_producer_killed_consumers_reattach(fsdir, framesrv_bin, procs, t
     assert "corrupt" not in log.read_text() and any(e.startswith("gone ") for e in events)
     after = events[[i for i, e in enumerate(events) if e.startswith("gone ")][-1]:]
     assert [e for e in after if e.startswith("frame ")] == [f"frame {i}" for i in range(1, 11)]
+
+
+def _next_in_thread(consumer, timeout):
+    """Starts consumer.next(timeout) in a thread; returns (result dict, thread) once it runs."""
+    import threading
+    started, result = threading.Event(), {}
+
+    def run():
+        started.set()
+        try:
+            result["frame"] = consumer.next(timeout=timeout)
+        except Exception as e:  # reported by the test's assertion
+            result["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    started.wait()
+    return result, t
+
+
+def _publish_and_take(producer, waiter, seq, why):
+    """Publishes a pattern frame; returns what the thread of _next_in_thread got: frame seq."""
+    result, t = waiter
+    with producer.reserve(timeout=30) as f:
+        f.fill_pattern()
+    t.join(60)
+    frame = result.get("frame")
+    assert frame is not None, result.get("error", why)
+    assert frame.seq == seq and frame.pattern_check() == 0
+    frame.release()
+
+
+def test_wake_without_doorbell(fsdir):
+    """A consumer asleep (in next) for >= 2 s gets a frame published after its sleep began.
+    The producer (this package) has no ZeroMQ subscriber: the consumer never asked for a
+    descriptor, so only the shared-memory wake (frame_wake) can wake it."""
+    import time
+    with framesrv.Producer("w", 64, 48, "gray", slots=2) as p:
+        with framesrv.Consumer("w", timeout=10) as c:
+            assert p.wait_for_consumers(1, 10)
+            waiter = _next_in_thread(c, 60)
+            time.sleep(2.2)
+            assert not waiter[0], "next returned before anything was published"
+            _publish_and_take(p, waiter, 1, "no frame within next's timeout")
+            p.end()
+            with pytest.raises(framesrv.EndOfStream):
+                c.next(timeout=10)
+
+
+def test_release_from_another_thread_while_next_sleeps(fsdir):
+    """A frame released in one thread while another sleeps in next() goes back at once:
+    the producer (one slot) reuses it, and the sleeping next gets the frame published in
+    it (if the release waited for next, next would time out instead)."""
+    with framesrv.Producer("t", 64, 48, "gray", slots=1) as p:
+        with framesrv.Consumer("t", timeout=10) as c:
+            assert p.wait_for_consumers(1, 10)
+            with p.reserve(timeout=10) as f:
+                f.fill_pattern()
+            first = c.next(timeout=10)
+            assert first.seq == 1
+            waiter = _next_in_thread(c, 60)
+            assert first.release() is True
+            # The only slot is free again: reserve gets it, next gets frame 2.
+            _publish_and_take(p, waiter, 2, "next timed out: the release waited for it")
+
+
+@pytest.mark.parametrize("poll_us", [1, 200, 100000])
+def test_poll_us_delivers_the_same_frames(fsdir, framesrv_bin, procs, poll_us):
+    p = produce_pattern(procs, framesrv_bin, "b", "--size", "64x48", "--frames", "40", "--rate", "max",
+                        "--slots", "2", "--wait-for", "1")
+    seqs = []
+    with framesrv.Consumer("b", timeout=30, poll_us=poll_us) as c:
+        for frame in c:
+            assert frame.pattern_check() == 0
+            seqs.append(frame.seq)
+    assert seqs == list(range(1, 41))
+    assert procs.finish(p)[0] == 0
+
+
+def test_consume_tool_poll_us(fsdir, procs):
+    c = procs.python("-m", "framesrv", "consume", "--in", "pu", "--verify-pattern", "--poll-us", "100", "--wait", "30")
+    p = procs.python("-m", "framesrv", "produce", "--out", "pu", "--frames", "30", "--rate", "1000",
+                     "--size", "64x48", "--wait-for", "1")
+    assert procs.finish(p)[1].strip() == "py: published 30 frames"
+    rc, out, err = procs.finish(c)
+    assert (rc, out.strip()) == (0, "py: received 30 frames, first 1, last 30, corrupt 0"), err
+
+
+@pytest.mark.parametrize("argv", [["consume", "--in", "x", "--poll-us", "1000001"],
+                                  ["consume", "--in", "x", "--poll-us", "-1"],
+                                  ["produce", "--out", "x", "--rate", "1/0"],
+                                  ["produce", "--out", "x", "--rate", "-30000/1001"],
+                                  ["produce", "--out", "x", "--rate", "fast"],
+                                  ["produce", "--out", "x", "--rate", "999999999999/1000000"]])
+def test_tools_refuse_bad_poll_us_and_rate(fsdir, procs, argv):
+    rc, out, err = procs.finish(procs.python("-m", "framesrv", *argv))
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("py: error: "), err
+
+
+def test_consumer_refuses_bad_poll_us(fsdir):
+    for bad in (-1, 1000001):
+        with pytest.raises(framesrv.InvalidArgument, match="poll_us"):
+            framesrv.Consumer("nothing", timeout=0, poll_us=bad)
+    with pytest.raises(framesrv.NotFound):    # the bounds are accepted: only the stream is missing
+        framesrv.Consumer("nothing", timeout=0, poll_us=1000000)
+    with pytest.raises(framesrv.NotFound):
+        framesrv.Consumer("nothing", timeout=0, poll_us=0)
+
+
+def test_fileno_for_an_event_loop(fsdir):
+    """fileno() subscribes lazily; the descriptor becomes readable after a publish, and
+    next(timeout=0) then drains what is there (edge-triggered)."""
+    import select
+    with framesrv.Producer("e", 64, 48, "gray", slots=4) as p:
+        with framesrv.Consumer("e", timeout=10) as c:
+            fd = c.fileno()
+            assert fd >= 0 and c.fileno() == fd
+            seqs, readable = [], False
+            for _ in range(20):   # the subscription reaches the producer asynchronously
+                with p.reserve(timeout=10) as f:
+                    f.fill_pattern()
+                if select.select([fd], [], [], 1.0)[0]:
+                    readable = True
+                while (frame := c.next(timeout=0)) is not None:
+                    seqs.append(frame.seq)
+                    frame.release()
+                if readable:
+                    break
+            assert readable, "the descriptor never became readable"
+            assert seqs == list(range(1, len(seqs) + 1)) and seqs
+
+
+def test_ctrl_c_while_next_sleeps(fsdir, procs):
+    """A consumer asleep in next (on the stream's wake word, no frame coming) notices SIGINT."""
+    import signal
+    import time
+    with framesrv.Producer("z", 64, 48, "gray", slots=2) as p:
+        c = procs.python("-m", "framesrv", "consume", "--in", "z", "--wait", "30")
+        assert p.wait_for_consumers(1, 30)
+        time.sleep(0.3)
+        c.send_signal(signal.SIGINT)
+        rc, out, err = procs.finish(c, timeout=30)
+    assert (rc, out.strip()) == (0, "py: received 0 frames, first 0, last 0, corrupt 0"), err

@@ -1,0 +1,112 @@
+import CFrameServer
+import CZMQ
+import Foundation
+@testable import FrameServer
+import Glibc
+import Testing
+
+/// The one-hop wake (protocol v2): a consumer sleeps on the stream's `frame_wake` futex and
+/// the producer wakes it directly through shared memory; ZeroMQ is not on the path.
+@Suite struct WakeTests {
+    /// A lossless sink asleep for 2 s gets a frame published after its sleep began, while
+    /// the only ZeroMQ path is stalled: a subscriber with a high-water mark of 1 that never
+    /// reads, behind a producer whose own high-water mark is 1 and already full.
+    @Test func sleepingConsumerWakesWithoutTheDoorbell() throws {
+        try wakeAfterSleep(stalledSubscriber: true)
+    }
+
+    /// The same with no subscriber at all: the producer sends no announcement.
+    @Test func sleepingConsumerWakesWithNoSubscriber() throws {
+        try wakeAfterSleep(stalledSubscriber: false)
+    }
+
+    private func wakeAfterSleep(stalledSubscriber: Bool) throws {
+        let scratch = try Scratch()
+        var options = ProducerOptions()
+        options.sendHighWaterMark = 1
+        let producer = try Producer(stream: "w", options: options, directory: scratch.directory)
+        defer { producer.close() }
+        let peer = stalledSubscriber ? try StalledSubscriber(endpoint: scratch.directory.endpoint("w")) : nil
+        defer { peer?.close() }
+        let format = FrameFormat(.yuv420p, width: 64, height: 48)
+        // Fill the doorbell path (nobody consumes these frames: no consumer is attached yet).
+        if stalledSubscriber { for _ in 0..<50 { try publishPattern(producer, format) } }
+        let log = scratch.file("seq.log")
+        let sink = try scratch.start(["sink", "--in", "w", "--null", "--lossless", "--verify", "--seq-log", log,
+                                      "--stats-json"])
+        #expect(producer.waitForLosslessConsumers(1, timeoutSeconds: 30))
+        #expect(eventually { fs_load_u64(&producer.ctl.pointee.sleepers) != 0 }, "the sink sleeps on frame_wake")
+        sleep(2)
+        try publishPattern(producer, format)
+        producer.finish()
+        #expect(sink.wait(timeout: 30) == 0, "sink: \(sink.stderr)")
+        let stats = try #require(SinkStats.parse(sink.stdout))
+        #expect(stats.received == 1 && stats.corrupt == 0)
+        let expected: UInt64 = stalledSubscriber ? 51 : 1
+        #expect(readSeqLog(log).attachments.flatMap { $0 } == [expected])
+    }
+
+    /// Busy-polling changes when a consumer looks, never what it gets: `--poll-us 50` and
+    /// `--poll-us 0` deliver the same frames, every one once, in order, intact.
+    @Test func busyPollDeliversTheSameFrames() throws {
+        let scratch = try Scratch()
+        let sinks = try [0, 50].map { poll in
+            try scratch.start(["sink", "--in", "p", "--null", "--lossless", "--verify", "--poll-us", String(poll),
+                               "--seq-log", scratch.file("seq\(poll).log"), "--stats-json"])
+        }
+        let producer = try scratch.start(["produce", "--pattern", "--out", "p", "--size", "64x48", "--rate", "max",
+                                          "--frames", "3000", "--slots", "4", "--wait-for", "2"])
+        #expect(producer.wait() == 0, "producer: \(producer.stderr)")
+        for (sink, poll) in zip(sinks, [0, 50]) {
+            #expect(sink.wait() == 0, "sink --poll-us \(poll): \(sink.stderr)")
+            let stats = try #require(SinkStats.parse(sink.stdout))
+            #expect(stats.received == 3000 && stats.corrupt == 0)
+            #expect(readSeqLog(scratch.file("seq\(poll).log")).attachments == [Array(1...3000)])
+        }
+    }
+}
+
+extension WakeTests {
+    /// A consumer subscribes to the doorbell only when asked for a descriptor (for event
+    /// loops); that descriptor then signals announcements, and frames still come from `next()`.
+    @Test func descriptorConnectsTheDoorbellOnDemand() throws {
+        let scratch = try Scratch()
+        let (producer, consumer) = try producerAndConsumer("fd", slots: 4, scratch)
+        defer { producer.close() }
+        let format = FrameFormat(.yuv420p, width: 64, height: 48)
+        let fd = try consumer.descriptor
+        #expect(fd >= 0)
+        #expect(try consumer.descriptor == fd, "one socket per attachment")
+        var readable = false
+        for _ in 0..<500 where !readable {
+            try publishPattern(producer, format)
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            readable = poll(&p, 1, 10) > 0
+            _ = try nextFrame(consumer)
+        }
+        #expect(readable, "the doorbell's descriptor signals announcements once subscribed")
+    }
+}
+
+/// A ZeroMQ subscriber that connects with a receive high-water mark of 1 and never reads.
+private final class StalledSubscriber {
+    private let context: UnsafeMutableRawPointer
+    private let socket: UnsafeMutableRawPointer
+
+    init(endpoint: String) throws {
+        context = zmq_ctx_new()
+        guard let s = zmq_socket(context, ZMQ_SUB) else { throw TestFailure("zmq_socket") }
+        socket = s
+        var hwm: Int32 = 1, linger: Int32 = 0
+        zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, MemoryLayout<Int32>.size)
+        zmq_setsockopt(s, ZMQ_LINGER, &linger, MemoryLayout<Int32>.size)
+        zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0)
+        guard zmq_connect(s, endpoint) == 0 else { throw TestFailure("zmq_connect \(endpoint)") }
+        usleep(100_000)   // let the subscription reach the producer
+    }
+
+    func close() {
+        zmq_close(socket)
+        zmq_ctx_term(context)
+    }
+}
