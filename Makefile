@@ -62,9 +62,12 @@ build:
 	@scripts/setup
 	swift build -c release
 
-## Prints the transport figures quoted in the README, and the C and Python clients' figures
+## Prints the transport figures quoted in the README next to their peers (a pipe, iceoryx2, GStreamer:
+## scripts/setup --bench installs the optional ones), and the C and Python clients' figures
 ## (the C tools from clients/c, the Python package in .build/python-venv via scripts/python-env).
-bench: build
+bench:
+	@scripts/setup --bench
+	swift build -c release
 	$(MAKE) -s -C clients/c
 	.build/release/framesrv bench transport
 	.build/release/framesrv bench clients

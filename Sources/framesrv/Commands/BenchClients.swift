@@ -107,24 +107,33 @@ extension BenchCommand {
     /// The venv python (--python, else scripts/python-env next to this executable's repository)
     /// and the C tools' directory (--c-tools, else clients/c/build).
     static func locateClientPrograms(python: String?, cTools: String?) throws -> ClientPrograms {
-        // The repository this executable was built in: the nearest directory above it with scripts/python-env.
+        let tools = cTools ?? repositoryRoot + "/clients/c/build"
+        guard FileManager.default.isExecutableFile(atPath: tools + "/framesrv-consume") else {
+            throw FrameServerError.invalidArgument("bench clients: no \(tools)/framesrv-consume: run 'make -C clients/c' or give --c-tools DIR")
+        }
+        return ClientPrograms(python: try venvPython(python), cTools: tools)
+    }
+
+    /// The repository this executable was built in: the nearest directory above it with
+    /// scripts/python-env ("/" when there is none).
+    static let repositoryRoot: String = {
         var dir = URL(fileURLWithPath: selfExecutable).deletingLastPathComponent()
         while dir.path != "/", !FileManager.default.isExecutableFile(atPath: dir.path + "/scripts/python-env") {
             dir = dir.deletingLastPathComponent()
         }
-        let root = dir.path
-        let tools = cTools ?? root + "/clients/c/build"
-        guard FileManager.default.isExecutableFile(atPath: tools + "/framesrv-consume") else {
-            throw FrameServerError.invalidArgument("bench clients: no \(tools)/framesrv-consume: run 'make -C clients/c' or give --c-tools DIR")
-        }
-        if let python { return ClientPrograms(python: python, cTools: tools) }
-        let env = try Child([], label: "scripts/python-env", executable: root + "/scripts/python-env", captureErrors: true)
+        return dir.path
+    }()
+
+    /// `python` if given, else the venv's python that scripts/python-env prints (made up to date).
+    static func venvPython(_ python: String?) throws -> String {
+        if let python { return python }
+        let env = try Child([], label: "scripts/python-env", executable: repositoryRoot + "/scripts/python-env", captureErrors: true)
         let (status, out, err) = env.finishWithErrors()
         let path = out.trimmingCharacters(in: .whitespacesAndNewlines)
         guard status == 0, FileManager.default.isExecutableFile(atPath: path) else {
-            throw FrameServerError.invalidArgument("bench clients: scripts/python-env failed (status \(status)): \(err) (or give --python PATH)")
+            throw FrameServerError.invalidArgument("bench: scripts/python-env failed (status \(status)): \(err) (or give --python PATH)")
         }
-        return ClientPrograms(python: path, cTools: tools)
+        return path
     }
 
     /// A Swift producer in this process publishing for `seconds` at 1080p into one lossless

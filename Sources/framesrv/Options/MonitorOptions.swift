@@ -56,7 +56,10 @@ struct TopOptions: CommandOptions {
 
 /// `framesrv bench`'s options.
 struct BenchOptions: CommandOptions {
-    enum Benchmark: Equatable { case transport(frames: Int), decode, chain, clients(seconds: Double) }
+    enum Benchmark: Equatable { case transport(TransportBudget), decode, chain, clients(seconds: Double) }
+    /// bench transport: each measurement runs `seconds`, or `frames` frames when given;
+    /// `rounds` alternated rounds (the median is printed).
+    struct TransportBudget: Equatable { var frames: Int?; var seconds: Double; var rounds: Int }
     var benchmark: Benchmark
     var input: String?
     var threads: Int?
@@ -75,16 +78,19 @@ struct BenchOptions: CommandOptions {
         cTools = try args.value("--c-tools")
         let what = args.positionals()
         try args.finish()
-        guard what == ["clients"] || (seconds == nil && python == nil && cTools == nil) else {
-            throw UsageError("--seconds, --python and --c-tools go with 'bench clients'")
+        guard what == ["clients"] || what == ["transport"] || (seconds == nil && python == nil && cTools == nil) else {
+            throw UsageError("--seconds and --python go with 'bench clients' and 'bench transport', --c-tools with 'bench clients'")
         }
         switch what {
         case ["decode"], ["chain"]:
             guard !quick, frames == nil else { throw UsageError("--frames and --quick go with 'bench transport'") }
             benchmark = what == ["decode"] ? .decode : .chain
         case ["transport"]:
-            guard input == nil, threads == nil else { throw UsageError("-i and --threads go with 'bench decode' and 'bench chain'") }
-            benchmark = .transport(frames: frames ?? (quick ? 2000 : 20_000))
+            guard input == nil, threads == nil, cTools == nil else {
+                throw UsageError("-i and --threads go with 'bench decode' and 'bench chain', --c-tools with 'bench clients'")
+            }
+            guard frames == nil || seconds == nil else { throw UsageError("choose one of --frames and --seconds") }
+            benchmark = .transport(TransportBudget(frames: frames, seconds: seconds ?? (quick ? 0.25 : 2), rounds: quick ? 1 : 3))
         case ["clients"]:
             guard input == nil, threads == nil, frames == nil else {
                 throw UsageError("-i, --threads and --frames do not go with 'bench clients' (it runs for --seconds)")

@@ -1,0 +1,123 @@
+import Foundation
+import FrameServer
+
+/// The sections `bench transport` prints, each figure next to its peer's from the same run.
+extension BenchCommand {
+    /// 1 and 2: one consumer at three sizes, framesrv and each peer, with the ratios.
+    static func transportAlone(_ budget: Budget, peers: TransportPeers) throws {
+        print("1-2. transport alone, one lossless consumer process, frames/s (\(roundsText(budget))):")
+        var rows = [["size", "framesrv", "pipe", "fs/pipe", "iceoryx2", "fs/iceoryx2", "GStreamer", "fs/GStreamer"]]
+        var framesrv: [Double] = []
+        for size in [BenchSize.small, .hd, .uhd] {
+            let gstreamer = size.width >= 1920 ? peers.gstreamer : nil   // GStreamer at 1080p and 4K
+            let m = try alternated(budget, [
+                { try framesrvRun(size, consumers: [.sink(0)], rate: nil, budget: budget).fps },
+                { try pipePeer(bytes: size.bytes, budget: budget) },
+                peers.iceoryx2.map { peer in { peer.throughput(bytes: size.bytes, subscribers: 1, budget: budget) } },
+                gstreamer.map { peer in { peer.throughput(size, budget: budget) } },
+            ])
+            framesrv.append(m[0] ?? 0)
+            rows.append([size.label, rate(m[0]), rate(m[1]), ratio(m[0], m[1]), rate(m[2]), ratio(m[0], m[2]),
+                         rate(m[3]), ratio(m[0], m[3])])
+        }
+        printTable(rows)
+        print("  framesrv 4K/1080p \(ratio(framesrv[2], framesrv[1])), 4K/64x64 \(ratio(framesrv[2], framesrv[0])) "
+              + "(frames/s ratios; the issue's target: 4K within 1.5x of both, a ratio of at least 0.67)")
+        printAbsentPeers(peers, gstreamer: true)
+        for failure in peers.gstreamer?.failures ?? [] { print("  GStreamer run failed at " + failure) }
+    }
+
+    /// 3: 4 lossless consumers at 1080p, frames/s each, and iceoryx2 with 4 subscribers.
+    static func fanOut(_ budget: Budget, peers: TransportPeers) throws {
+        print("3. fan-out at 1920x1080, 4 consumer processes, frames/s each one receives (\(roundsText(budget))):")
+        try versusIceoryx2(budget, peers: peers, subscribers: 4,
+                           framesrv: ("framesrv, 4 x 'sink --null --lossless'", (0..<4).map { .sink($0) }),
+                           iceoryx2: "iceoryx2, 4 Python subscribers")
+    }
+
+    /// 4: a Python consumer of framesrv (Swift producer) and iceoryx2's Python pair, at 1080p.
+    static func pythonConsumers(_ budget: Budget, peers: TransportPeers) throws {
+        print("4. a Python consumer at 1920x1080, frames/s (\(roundsText(budget)); neither takes the pixels as arrays):")
+        guard case .success(let python) = peers.python,
+              TransportPeers.moduleVersion(python: python, module: "framesrv") != nil else {
+            print("  framesrv's Python package: not available (scripts/python-env)")
+            return
+        }
+        try versusIceoryx2(budget, peers: peers, subscribers: 1,
+                           framesrv: ("framesrv: Swift producer, 'python -m framesrv consume' (libframesrv)", [.python(python)]),
+                           iceoryx2: "iceoryx2: Python publisher, Python subscriber (blocking Listener)")
+    }
+
+    /// framesrv with `consumers` and iceoryx2 with as many subscribers at 1080p, alternated:
+    /// frames/s each consumer receives, and the ratio.
+    static func versusIceoryx2(_ budget: Budget, peers: TransportPeers, subscribers: Int,
+                               framesrv: (label: String, consumers: [BenchConsumer]), iceoryx2: String) throws {
+        let m = try alternated(budget, [
+            { try framesrvRun(.hd, consumers: framesrv.consumers, rate: nil, budget: budget).fps },
+            peers.iceoryx2.map { peer in { peer.throughput(bytes: BenchSize.hd.bytes, subscribers: subscribers, budget: budget) } },
+        ])
+        printTable([["system", "frames/s each", "framesrv/peer"], [framesrv.label, rate(m[0]), ""], [iceoryx2, rate(m[1]), ratio(m[0], m[1])]])
+        printAbsentPeers(peers, gstreamer: false)
+    }
+
+    /// 5: publish -> acquire at 200 fps with a consumer asleep between frames, p50/p99.
+    static func wakeLatency(_ budget: Budget, peers: TransportPeers) throws {
+        let rate = 200.0
+        let latency = Budget(frames: budget.frames.map { max(100, $0 / 20) }, seconds: max(budget.seconds, 0.5), rounds: budget.rounds)
+        let frames = latency.frames.map { "\($0) frames" } ?? "\(formatDouble(latency.seconds, 2)) s"
+        print("5. wake latency publish -> acquire at \(formatDouble(rate, 0)) fps, one consumer process asleep between frames, "
+              + "p50 / p99 us (\(frames) a run, median of \(latency.rounds)):")
+        var rows = [["size", "framesrv --poll-us 0", "--poll-us 1000", "--poll-us 1000000", "iceoryx2 Listener", "iceoryx2 busy-poll"]]
+        for size in [BenchSize.small, .hd] {
+            var p99: [[Double]] = [[], [], [], [], []]
+            func measure(_ i: Int, _ run: @escaping () throws -> (Double, Double)) -> (() throws -> Double) {
+                { let (p50, q) = try run(); p99[i].append(q); return p50 }
+            }
+            let sink = { (poll: Int?) in { try framesrvRun(size, consumers: [.sink(0, pollMicros: poll)], rate: rate, budget: latency) } }
+            let p50 = try alternated(latency, [
+                measure(0) { let r = try sink(peers.sinkPolls ? 0 : nil)(); return (r.p50, r.p99) },
+                peers.sinkPolls ? measure(1) { let r = try sink(1000)(); return (r.p50, r.p99) } : nil,
+                peers.sinkPolls ? measure(2) { let r = try sink(1_000_000)(); return (r.p50, r.p99) } : nil,
+                peers.iceoryx2.map { peer in measure(3) { peer.latency(bytes: size.bytes, rate: rate, spin: false, budget: latency) } },
+                peers.iceoryx2.map { peer in measure(4) { peer.latency(bytes: size.bytes, rate: rate, spin: true, budget: latency) } },
+            ])
+            rows.append([size.label] + (0..<5).map { i in p50[i].map { $0.isNaN ? "failed" : "\(formatDouble($0)) / \(formatDouble(median(p99[i])))" } ?? "-" })
+        }
+        printTable(rows)
+        print("  the issue's targets: framesrv p50 <= 10 us, p99 <= 40 us, below iceoryx2's Listener; with --poll-us 1000 p50 <= 2 us")
+        print("  (--poll-us N spins N us after each frame before sleeping: at 200 fps frames are 5000 us apart, so only N >= 5000 "
+              + "still spins when the next one comes; --poll-us 1000000 spins throughout, as iceoryx2's busy-poll does)")
+        printAbsentPeers(peers, gstreamer: false)
+    }
+
+    static func roundsText(_ budget: Budget) -> String {
+        let each = budget.frames.map { "\($0) frames" } ?? "\(formatDouble(budget.seconds, 2)) s"
+        return budget.rounds == 1 ? "one run of \(each)" : "median of \(budget.rounds) alternated rounds of \(each)"
+    }
+
+    /// Frames/s as a whole number, "-" for a system not run.
+    static func rate(_ value: Double?) -> String { value.map { $0.isNaN ? "failed" : formatDouble($0, 0) } ?? "-" }
+
+    /// a/b with two decimals, "-" when either is missing.
+    static func ratio(_ a: Double?, _ b: Double?) -> String {
+        guard let a, let b, b > 0 else { return "-" }
+        return String(format: "%.2f", a / b)
+    }
+
+    /// The peers a section could not run, and iceoryx2's frame count so far.
+    static func printAbsentPeers(_ peers: TransportPeers, gstreamer: Bool) {
+        if let i = peers.iceoryx2 { print("  " + i.countLine) } else { print("  " + peers.iceoryx2Absent) }
+        if gstreamer, peers.gstreamer == nil { print("  GStreamer: not installed (scripts/setup --bench)") }
+    }
+
+    /// Rows of cells: the first column left-aligned, the others right-aligned, two spaces apart.
+    static func printTable(_ rows: [[String]]) {
+        let columns = rows.map(\.count).max() ?? 0
+        let widths = (0..<columns).map { c in rows.map { c < $0.count ? $0[c].count : 0 }.max() ?? 0 }
+        for row in rows {
+            let cells = row.enumerated().map { c, cell in c == 0 ? cell.padding(toLength: widths[0], withPad: " ", startingAt: 0)
+                                                               : cell.leftPadding(widths[c]) }
+            print("  " + cells.joined(separator: "  "))
+        }
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+
+/// `framesrv bench transport --quick` runs end to end and prints every section's rows. No
+/// figure is asserted (they are the machine's): only the structure, and that every run
+/// delivered every frame (a framesrv run whose consumer missed a frame fails the command;
+/// iceoryx2's runs are counted in its own line).
+@Suite(.serialized) struct BenchTests {
+    @Test("framesrv bench transport --quick prints every section, each run delivering every frame", .timeLimit(.minutes(3)))
+    func benchTransportQuick() throws {
+        let python = try ClientTools.python()
+        let scratch = try Scratch()
+        let bench = try scratch.start(["bench", "transport", "--quick", "--python", python])
+        #expect(bench.wait(timeout: 170) == 0, "bench transport: \(bench.stdout)\n\(bench.stderr)")
+        let lines = bench.stdout.split(separator: "\n").map(String.init)
+        for section in ["1-2. transport alone", "3. fan-out", "4. a Python consumer", "5. wake latency", "6. idle"] {
+            #expect(lines.contains { $0.hasPrefix(section) }, "no section '\(section)' in:\n\(bench.stdout)")
+        }
+        // Section 1-2: a framesrv figure (a whole number) at each size.
+        for size in ["64x64", "1920x1080", "3840x2160"] {
+            let row = lines.first { $0.hasPrefix("  \(size) ") }?.split(separator: " ")
+            #expect(row.map { $0.count >= 2 && Int($0[1]) != nil } ?? false, "no framesrv figure at \(size) in:\n\(bench.stdout)")
+        }
+        #expect(lines.contains { $0.contains("framesrv 4K/1080p") && $0.contains("4K/64x64") })
+        for row in ["framesrv, 4 x 'sink --null --lossless'", "64x64", "1920x1080", "producer with no consumer",
+                    "consumer with no frames"] {
+            #expect(lines.contains { $0.hasPrefix("  " + row) }, "no '\(row)' row in:\n\(bench.stdout)")
+        }
+        // Each peer is measured or said absent; iceoryx2 never lost a frame (its start-up handshake).
+        #expect(lines.contains { $0.contains("iceoryx2") && ($0.contains("not installed") || $0.contains("iceoryx2 so far")) })
+        #expect(!lines.contains { $0.contains("LOST frames") }, "iceoryx2 lost frames:\n\(bench.stdout)")
+        #expect(lines.contains { $0.hasPrefix("  GStreamer") || $0.hasPrefix("  GStreamer: not installed") })
+    }
+
+    @Test func benchTransportBadInputGetsOneLine() throws {
+        let scratch = try Scratch()
+        for args in [["bench", "transport", "--frames", "1000", "--seconds", "1"], ["bench", "transport", "--c-tools", "/tmp"]] {
+            let (status, _, err) = try scratch.run(args, timeout: 20)
+            #expect(status == 2 && err.split(separator: "\n").count == 1, "\(args): \(err)")
+        }
+    }
+}
