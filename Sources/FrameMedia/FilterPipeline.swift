@@ -112,7 +112,7 @@ public final class FilterPipeline {
         let p = try Producer(stream: output, options: o)
         p.shouldStop = shouldStop   // a stop also ends a wait for a slot of the output
         producer = p
-        while outputOptions.waitFor > 0, !waited, !p.waitForLosslessConsumers(outputOptions.waitFor, timeoutSeconds: 0.5) {
+        while outputOptions.waitFor > 0, !waited, !p.waitForLosslessConsumers(outputOptions.waitFor, timeoutSeconds: nil) {
             if shouldStop() { return nil }
         }
         waited = true

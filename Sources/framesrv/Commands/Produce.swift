@@ -173,7 +173,7 @@ enum ProduceCommand: Command {
         installStopHandlers()
         let producer = try Producer(stream: o.out, options: options)
         producer.shouldStop = StopSignal.shouldStop
-        while o.waitFor > 0, !producer.waitForLosslessConsumers(o.waitFor, timeoutSeconds: 0.5) {
+        while o.waitFor > 0, !producer.waitForLosslessConsumers(o.waitFor, timeoutSeconds: nil) {
             if StopSignal.requested { producer.close(); return nil }
         }
         return producer
