@@ -50,6 +50,8 @@ typedef struct fsi_attachment {
     bool evicted;                  /* (atomic) the producer freed our entry: its index may be another's
                                     * now, so neither releases nor CLOSING touch the segment again */
     struct fsi_attachment *next_retired;
+    uint64_t last_capture_ns;      /* busy-poll pace: newest frame's capture time...           */
+    uint64_t capture_interval_ns;  /* ...and the smoothed interval between captures (0: unknown) */
 } fsi_attachment;
 
 /* Records addressed with the validated slot count, never the segment's own offsets. */

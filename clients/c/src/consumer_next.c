@@ -117,6 +117,11 @@ static void record_delivery(fsi_attachment *a, uint64_t seq, uint64_t capture_ns
     fs_count(&e->delivered, 1);
     fs_stat_set(&e->last_seq, seq);
     fs_stat_set(&e->held, a->held);
+    if (a->last_capture_ns && capture_ns > a->last_capture_ns) {   /* the pace, for the busy-poll window */
+        uint64_t interval = capture_ns - a->last_capture_ns;
+        a->capture_interval_ns = a->capture_interval_ns ? (a->capture_interval_ns * 7 + interval) / 8 : interval;
+    }
+    a->last_capture_ns = capture_ns;
     if (a->held == 1) fs_stat_set(&e->hold_since_ns, now);
 }
 
@@ -366,11 +371,19 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Busy-poll (1.4): spins up to poll_us (within the deadline) while frame_wake still reads
- * `seen`. Whether it changed: then look again. The clock is read every 64 spins. */
-static bool spin(const framesrv_consumer *c, const fsi_attachment *a, uint32_t seen, uint64_t deadline)
+/* When this frame's busy-poll window opens (PROTOCOL.md 11.3): on a paced stream (frames
+ * further apart than poll_us) half the window before the next frame is due; else 0 (now). */
+static uint64_t poll_window_opens(const framesrv_consumer *c, const fsi_attachment *a)
 {
-    uint64_t end = fsi_monotonic_ns() + (uint64_t)c->poll_us * 1000u;
+    uint64_t window = (uint64_t)c->poll_us * 1000u;
+    if (a->last_capture_ns == 0 || a->capture_interval_ns <= window) return 0;
+    return a->last_capture_ns + a->capture_interval_ns - window / 2;
+}
+
+/* Busy-poll (1.4): spins until `end` (within the deadline) while frame_wake still reads
+ * `seen`. Whether it changed: then look again. The clock is read every 64 spins. */
+static bool spin(const fsi_attachment *a, uint32_t seen, uint64_t end, uint64_t deadline)
+{
     if (end > deadline) end = deadline;
     for (unsigned n = 1;; n++) {
         if (fs_frame_wake_peek(a->ctl) != seen) return true;
@@ -385,10 +398,19 @@ static bool spin(const framesrv_consumer *c, const fsi_attachment *a, uint32_t s
  * or a signal, so the caller can check its own flags).
  * SYNC: fs_consumer_wait_begin pairs with the producer's fs_frame_ready: a frame published
  * after the last look either is seen by it or changes the word before the wait. */
-static int wait_frame(framesrv_consumer *c, fsi_attachment *a, uint32_t seen, uint64_t deadline, framesrv_frame **frame)
+static int wait_frame(framesrv_consumer *c, fsi_attachment *a, uint32_t seen, uint64_t deadline,
+                      bool *spun, framesrv_frame **frame)
 {
-    if (c->poll_us > 0 && spin(c, a, seen, deadline)) return LOOK_NOTHING;
     int ms = fsi_remaining_ms(deadline, FSI_FRAME_WAIT_MS);
+    if (c->poll_us > 0 && !*spun) {   /* one window per call: it opens now, or we sleep until it does */
+        uint64_t now = fsi_monotonic_ns(), opens = poll_window_opens(c, a);
+        if (opens <= now + 1000000u) {   /* futex waits are in ms: spin from now to the window's end */
+            *spun = true;
+            if (spin(a, seen, (opens > now ? opens : now) + (uint64_t)c->poll_us * 1000u, deadline)) return LOOK_NOTHING;
+        } else if ((opens - now) / 1000000u < (uint64_t)ms) {
+            ms = (int)((opens - now) / 1000000u);
+        }
+    }
     if (ms == 0) return FRAMESRV_TIMEOUT;
     uint32_t w = fs_consumer_wait_begin(a->ctl, a->bit);
     int status = look(c, a, frame);
@@ -409,10 +431,11 @@ int framesrv_consumer_next(framesrv_consumer *c, int timeout_ms, framesrv_frame 
         if (status != FRAMESRV_OK) return status == FRAMESRV_E_NOT_FOUND ? FRAMESRV_TIMEOUT : status;
     }
     fsi_attachment *a = c->att;
+    bool spun = false;
     for (;;) {
         uint32_t seen = fs_frame_wake_peek(a->ctl);   /* before the look: a spin then misses no publish */
         int status = look(c, a, frame);
-        if (status == LOOK_NOTHING) status = wait_frame(c, a, seen, deadline, frame);
+        if (status == LOOK_NOTHING) status = wait_frame(c, a, seen, deadline, &spun, frame);
         if (status != LOOK_NOTHING) return status;
     }
 }
