@@ -171,7 +171,7 @@ typedef struct framesrv_consumer_options {
     framesrv_mode mode;        /* 0 = FRAMESRV_LOSSLESS                                     */
     const char *client_name;   /* what monitors show (<= 31 bytes), NULL = the program name */
     int attach_timeout_ms;     /* how long open waits for the stream to appear; -1 forever (default when options is NULL) */
-    uint32_t poll_us;          /* next() spins up to this many microseconds before it sleeps (0..1000000; 0 never spins) */
+    uint32_t poll_us;          /* next() may busy-poll up to this many microseconds per call (0..1000000; 0 never spins); on a paced stream the window is centred on when the next frame is due (PROTOCOL.md 11.3) */
 } framesrv_consumer_options;
 
 typedef struct framesrv_consumer framesrv_consumer;
@@ -207,7 +207,8 @@ int framesrv_consumer_open(framesrv_consumer **out, const char *name,
  * stream ended and every frame due was delivered), FRAMESRV_GONE (the producer died),
  * or an error. Lossless: in order, exactly once. Live: the newest frame not yet seen.
  * A live consumer may hold at most the stream's live_max_held frames at once
- * (FRAMESRV_E_STATE beyond). With nothing to deliver it spins up to options.poll_us, then
+ * (FRAMESRV_E_STATE beyond). With nothing to deliver it busy-polls up to options.poll_us
+ * (on a paced stream around when the next frame is due), then
  * sleeps on a futex in shared memory that the producer wakes directly at every publish
  * (no ZeroMQ, no other thread), at most 500 ms at a time (a producer killed with SIGKILL
  * is noticed within that). A signal ends the wait with FRAMESRV_TIMEOUT.

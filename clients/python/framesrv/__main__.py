@@ -70,7 +70,7 @@ def _parser():
     c.add_argument("--seq-log")
     c.add_argument("--count", type=_positive)
     c.add_argument("--wait", type=float, help="seconds to wait for the stream (default: forever)")
-    c.add_argument("--poll-us", type=_poll_us, default=0, help="spin up to N us for a frame before sleeping")
+    c.add_argument("--poll-us", type=_poll_us, default=0, help="busy-poll up to N us per frame (centred on when a paced frame is due)")
     c.add_argument("-v", "--verbose", action="store_true")
     o = sub.add_parser("produce", help="publish the test pattern")
     o.add_argument("--out", dest="name", required=True)

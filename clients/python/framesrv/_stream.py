@@ -51,8 +51,9 @@ class Consumer:
     consumer) or "live" (the newest frame; frames it could not keep up with are skipped
     and counted). timeout: seconds to wait for the stream to appear (None: forever), then
     ``NotFound``. reattach: when the producer dies, wait for the next producer of the same
-    name instead of ending the iteration. poll_us: next() spins up to this many
-    microseconds (0..1000000) for a frame before it sleeps, trading a core for latency.
+    name instead of ending the iteration. poll_us: next() busy-polls up to this many
+    microseconds (0..1000000) per frame, trading a core for latency; on a paced stream the
+    window is centred on when the next frame is due, and next() sleeps until it opens.
 
     Iteration gives the previous frame back when it moves on (see Frame for arrays you
     keep). close() (or leaving ``with``) detaches; with arrays still alive, the detach
