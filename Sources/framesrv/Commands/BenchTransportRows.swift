@@ -85,8 +85,8 @@ extension BenchCommand {
         }
         printTable(rows)
         print("  the issue's targets: framesrv p50 <= 10 us, p99 <= 40 us, below iceoryx2's Listener; with --poll-us 1000 p50 <= 2 us")
-        print("  (--poll-us N spins N us after each frame before sleeping: at 200 fps frames are 5000 us apart, so only N >= 5000 "
-              + "still spins when the next one comes; --poll-us 1000000 spins throughout, as iceoryx2's busy-poll does)")
+        print("  (--poll-us N spins at most N us per frame; at 200 fps the window is centred on when the next frame "
+              + "is due, so 1000 costs about a fifth of a core; --poll-us 1000000 spins throughout, as iceoryx2's busy-poll does)")
         printAbsentPeers(peers, gstreamer: false)
     }
 

@@ -43,6 +43,7 @@ enum FilterCommand: Command {
       --live               read only the newest frame of A; never slows A. B is then a live
                            source too: it never waits for B's consumers (drops and counts)
       --live-source        make B a live source with --lossless as well
+      --poll-us N          busy-poll A up to N us per frame before sleeping (0..1000000, default 0)
       --slots N            slots in B's pool, 1..64 (default 8)
       --wait SECONDS       give up if A has not appeared by then (default: wait forever)
       --wait-for N         publish nothing until N lossless consumers are attached to B

@@ -51,6 +51,9 @@ enum SinkCommand: Command {
     Options:
       --lossless           every frame, in order; the producer waits for this consumer (default)
       --live               the newest frame only; never slows the producer, counts misses
+      --poll-us N          busy-poll up to N us per frame before sleeping (0..1000000, default
+                           0): trades a core for wake latency; on a paced stream the window is
+                           centred on when the next frame is due
       --wait SECONDS       give up if the stream has not appeared by then (default: wait forever)
       --frames N           stop after N frames
       --verify             check every byte of every frame against the test pattern (with --null)
