@@ -188,8 +188,10 @@ final class SequenceLog {
             throw FrameServerError.system("open", path: path, error)
         }
     }
-    func write(_ line: String) {
-        var l = line + "\n"
+    /// Appends `line` (built only when there is a log: the null sink pays nothing per frame).
+    func write(_ line: @autoclosure () -> String) {
+        guard descriptor != nil else { return }
+        var l = line() + "\n"
         l.withUTF8 { bytes in _ = try? descriptor?.writeAll(UnsafeRawBufferPointer(bytes)) }
     }
 }
@@ -232,7 +234,7 @@ struct SinkRun {
                 log.write("corrupt \(frame.sequence)")
             }
             log.write("frame \(frame.sequence)")
-            clock.record(frame.header.description, frameRate: frameRate?.doubleValue)
+            if progress.enabled { clock.record(frame.header.description, frameRate: frameRate?.doubleValue) }
             hold()
             frame.release()
             progress.update(frames: stats.received, mediaSeconds: clock.seconds, bytes: outputs.bytesRecorded)
