@@ -391,9 +391,11 @@ final class Attachment {
                 producerExited = true
                 continue
             }
-            let woke = control.waitForFrame(seen: w, timeoutNanos: sleepNanos)
+            _ = control.waitForFrame(seen: w, timeoutNanos: sleepNanos)
             control.endWaitForFrame(bit)
-            if woke == .timedOut || woke == .interrupted, stop() { return .ended }
+            // Asked after every sleep, not only an interrupted one: a signal that landed
+            // while this thread was busy (no EINTR) is seen at the next frame's wake.
+            if stop() { return .ended }
         }
     }
 
