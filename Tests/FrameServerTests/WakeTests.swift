@@ -46,6 +46,26 @@ import Testing
         #expect(readSeqLog(log).attachments.flatMap { $0 } == [expected])
     }
 
+    /// A stop asked for while the consumer was busy (no system call to interrupt: as when a
+    /// SIGTERM lands between two frames) ends `next()` at the next frame's wake, even
+    /// while frames keep coming, rather than only when a wait times out.
+    @Test func stopRequestedWhileBusyEndsNextAtTheNextWake() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "s", "--size", "64x48", "--rate", "200",
+                                          "--frames", "2000", "--wait-for", "1", "--quiet"])
+        defer { producer.signal(SIGKILL) }
+        let consumer = try Consumer(stream: "s", directory: scratch.directory)
+        var received = 0
+        consumer.shouldStop = { received >= 5 }   // true from the 5th frame on, between two waits
+        while let frame = try consumer.next() {
+            received += 1
+            frame.release()
+        }
+        // Frames already published when the stop came are taken without a sleep: at most the
+        // 8 slots' worth, and one more that woke it. Without the check it would take all 2000.
+        #expect(received >= 5 && received <= 5 + 8 + 1, "next() went on to frame \(received) after the stop")
+    }
+
     /// Busy-polling changes when a consumer looks, never what it gets: `--poll-us 50` and
     /// `--poll-us 0` deliver the same frames, every one once, in order, intact.
     @Test func busyPollDeliversTheSameFrames() throws {
