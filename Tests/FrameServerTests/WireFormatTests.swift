@@ -37,7 +37,7 @@ import Testing
         #expect(Self.vectors.filter { $0.error != nil }.count >= 5)
         // Every check of PROTOCOL.md 5 has a vector, the version 1 message included.
         let errors = Set(Self.vectors.compactMap(\.error))
-        #expect(errors == ["short", "bad-magic", "version", "kind", "name-len", "length"])
+        #expect(errors == ["short", "bad-magic", "version", "kind", "name-len", "length", "name"])
         #expect(Self.vectors.contains { $0.name == "version-1" && $0.error == "version" })
     }
 
@@ -72,7 +72,8 @@ import Testing
             case ("short", .invalidArgument(let m)): #expect(m.contains("shorter"))
             case ("length", .invalidArgument(let m)): #expect(m.contains("length"))
             case ("kind", .invalidArgument(let m)): #expect(m.contains("kind"))
-            case ("name-len", .invalidArgument(let m)): #expect(m.contains("name") && !m.contains("does not match"))
+            case ("name-len", .invalidArgument(let m)): #expect(m.contains("name-len") && !m.contains("does not match"))
+            case ("name", .invalidArgument(let m)): #expect(m.contains("name has a byte"))
             default: Issue.record("\(name): expected \(v.error!), got \(error)")
             }
         }

@@ -36,6 +36,8 @@ import struct
 FORMAT = "<IHHQIIQQqQHHI"
 MAGIC = 0x4E415346          # "FSAN" read as little-endian bytes F, S, A, N
 VERSION = 2
+# The bytes a stream name may have (PROTOCOL.md 3.1).
+NAME_BYTES = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 PTS_NONE = -(1 << 63)       # INT64_MIN, bit pattern 0x8000000000000000
 
 FRAME, END, EPOCH = 1, 2, 3
@@ -53,7 +55,7 @@ assert struct.pack("<I", MAGIC) == b"FSAN"
 def encode(kind, stream, seq, slot=0, flags=0, epoch=0, capture_ns=0, pts=None, publish_ns=0,
            *, magic=MAGIC, version=VERSION, name_len=None):
     """Packs one message; the keyword-only arguments exist to build invalid ones."""
-    name = stream.encode("utf-8")
+    name = stream.encode("utf-8", "surrogateescape")   # "\udcff" is the byte 0xff
     header = struct.pack(FORMAT, magic, version, kind, seq, slot, flags, epoch, capture_ns,
                          PTS_NONE if pts is None else pts, publish_ns,
                          len(name) if name_len is None else name_len, 0, 0)
@@ -117,6 +119,10 @@ def vectors():
         invalid("name-len-0", encode(FRAME, "", 42, 2, KEY, 1, 1_000_000_000, 0, 1_000_050_000), "name-len"),
         invalid("name-len-49", encode(FRAME, "Stream_49.chars-long_abcdefghijklmnopqrstuvwxyz01", 42, 2, KEY, 1,
                                       1_000_000_000, 0, 1_000_050_000), "name-len"),
+        # A name byte outside [A-Za-z0-9._-] (a NUL, a space, invalid UTF-8): `name`, last.
+        invalid("name-with-nul", encode(FRAME, "cam\x000", 42, 2, KEY, 1, 1_000_000_000, 0, 1_000_050_000), "name"),
+        invalid("name-with-space", encode(FRAME, "cam 0", 42, 2, KEY, 1, 1_000_000_000, 0, 1_000_050_000), "name"),
+        invalid("name-not-utf8", encode(FRAME, "cam\udcff", 42, 2, KEY, 1, 1_000_000_000, 0, 1_000_050_000), "name"),
     ]
     return v
 
@@ -129,7 +135,8 @@ def first_failure(data):
     name_len = struct.unpack_from("<H", data, 56)[0]
     checks = [("bad-magic", magic == MAGIC), ("version", version == VERSION),
               ("kind", kind in (FRAME, END, EPOCH)), ("name-len", 1 <= name_len <= 48),
-              ("length", len(data) == 64 + name_len)]
+              ("length", len(data) == 64 + name_len),
+              ("name", all(chr(b) in NAME_BYTES for b in data[64:]))]
     return next((name for name, ok in checks if not ok), None)
 
 

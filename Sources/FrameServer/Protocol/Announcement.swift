@@ -86,12 +86,25 @@ public struct Announcement: Sendable, Equatable {
         guard bytes.count == Self.fixedSize + nameLen else {
             throw .invalidArgument("announcement length \(bytes.count) does not match its name length \(nameLen)")
         }
+        let name = bytes[Self.fixedSize...]
+        guard name.allSatisfy(Self.isNameByte) else {
+            throw .invalidArgument("announcement name has a byte outside [A-Za-z0-9._-]")
+        }
         let pts = Int64(bitPattern: u64(40))
         self.init(kind: kind,
-                  stream: String(decoding: bytes[Self.fixedSize...], as: UTF8.self),
+                  stream: String(decoding: name, as: UTF8.self),
                   sequence: u64(8), slot: u32(16), flags: FrameFlags(rawValue: u32(20)),
                   epoch: u64(24), captureNanos: u64(32), pts: pts == Int64.min ? nil : pts,
                   publishNanos: u64(48))
+    }
+
+    /// A byte a stream name may have (PROTOCOL.md 3.1): `[A-Za-z0-9._-]`.
+    static func isNameByte(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"): true
+        default: false
+        }
     }
 
     public init(decoding bytes: [UInt8]) throws(FrameServerError) {

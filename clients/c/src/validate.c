@@ -213,5 +213,11 @@ int fsi_validate_announce(const void *message, size_t length)
         return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (name-len): name_len is %u, expected 1..%u", a.name_len, FS_NAME_MAX);
     if (length != sizeof a + a.name_len)
         return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (length): %zu bytes, expected 64 + name_len %u", length, a.name_len);
+    for (size_t i = sizeof a; i < length; i++) {   /* a stream name's bytes (3.1) */
+        uint8_t b = ((const uint8_t *)message)[i];
+        bool ok = (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || (b >= '0' && b <= '9') || b == '.' || b == '_' || b == '-';
+        if (!ok)
+            return fsi_fail(FRAMESRV_E_BAD_DATA, "announcement (name): byte 0x%02x at %zu is outside [A-Za-z0-9._-]", b, i);
+    }
     return FRAMESRV_OK;
 }
