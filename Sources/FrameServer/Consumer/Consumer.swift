@@ -364,13 +364,16 @@ final class Attachment {
         while true {
             settleReleases()
             drainDoorbell()
+            // Read before the look: a publish between the look and the spin then ends the
+            // spin at once, instead of waiting out the window.
+            let seen = pollMicros > 0 ? control.frameWakeWord : 0
             if let outcome = try look() { return outcome }
             var sleepNanos = Self.longestSleepNanos
             if pollMicros > 0, !spun {
                 let now = monotonicNanos(), opens = pollWindowOpens(now: now)
                 if opens <= now {
                     spun = true
-                    if spin() { continue }
+                    if spin(seen: seen) { continue }
                 } else {
                     sleepNanos = Int64(min(opens - now, UInt64(sleepNanos)))   // then spin
                 }
@@ -434,8 +437,7 @@ final class Attachment {
 
     /// Busy-polls `frame_wake` for up to `pollMicros`; whether it changed (look again).
     /// SYNC: the acquire load that sees the change orders the next look after the bump.
-    private func spin() -> Bool {
-        let seen = control.frameWakeWord
+    private func spin(seen: UInt32) -> Bool {
         let end = monotonicNanos() + UInt64(pollMicros) * 1000
         var spins = 0
         while control.frameWakeWord == seen {
