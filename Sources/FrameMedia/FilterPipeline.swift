@@ -35,6 +35,8 @@ public final class FilterPipeline {
     private var inputRate: Rational?
     private var waited = false
     private var discontinuity = false
+    /// Frames the source dropped before input frames not yet followed by an output frame.
+    private var sourceDropped: UInt32 = 0
     private var eventError: Error?
 
     public init(graph: FilterGraph, consumer: Consumer, output: String, outputOptions: FilterOutputOptions,
@@ -72,6 +74,9 @@ public final class FilterPipeline {
                 graph.inputFrameRate = inputRate
             }
             let shared = frame.share()
+            // The source's drops go on down: the next frame out carries them (PROTOCOL.md 4.2).
+            let dropped = shared.header.sourceDropped
+            if dropped > 0 { sourceDropped &+= dropped; discontinuity = true }
             if !graph.accepts(shared.header) {
                 // A new size or pixel format: the old graph's last frames out, then a new graph.
                 try graph.sendEnd()
@@ -130,7 +135,8 @@ public final class FilterPipeline {
             slot.description = frame.description
             if discontinuity {
                 slot.description.flags.insert(.discontinuity)
-                discontinuity = false
+                slot.description.sourceDropped = sourceDropped
+                (discontinuity, sourceDropped) = (false, 0)
             }
             slot.publish()
             onPublish?(frame.description, p.options.nominalRate)

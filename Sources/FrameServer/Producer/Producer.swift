@@ -220,7 +220,7 @@ public final class Producer: @unchecked Sendable {
             }
             guard let slot = takeFreeSlot(wait: !options.liveSource) else {
                 // A live source found no free slot; otherwise `shouldStop` ended the wait.
-                if options.liveSource { control.countDropped() }
+                if options.liveSource { control.countDropped(); droppedSincePublish &+= 1 }
                 return nil
             }
             let base = pool!.base + Int(slot) * slotStride
@@ -303,6 +303,10 @@ public final class Producer: @unchecked Sendable {
         leased.bitwiseAnd(~(1 << UInt64(slot)), ordering: .sequentiallyConsistent)
         wakeWaiters()
     }
+
+    /// Frames a live source dropped since its last publish: the next frame carries the
+    /// count (`fs_frame.source_dropped`) and the discontinuity flag. Guarded by `slotLock`.
+    private var droppedSincePublish: UInt32 = 0
 
     /// Frames published without a copy, from leases.
     public private(set) var publishedInPlace: UInt64 = 0
@@ -590,6 +594,9 @@ public final class Producer: @unchecked Sendable {
         header.flags = d.flags.rawValue
         header.field_order = d.fieldOrder.rawValue
         header.chroma_location = d.chromaLocation.rawValue
+        header.source_dropped = d.sourceDropped &+ droppedSincePublish
+        if header.source_dropped > 0 { header.flags |= FS_FRAME_DISCONTINUITY }
+        droppedSincePublish = 0
         let s = slotCtl(slot)
         let base = pool!.base + Int(slot) * slotStride
         let now = monotonicNanos()

@@ -143,6 +143,10 @@ struct SinkStatistics {
     var last: UInt64 = 0
     var corrupt = 0
     var missed: UInt64 = 0
+    /// Frames the live source upstream dropped before frames this sink received
+    /// (`fs_frame.source_dropped`), and the frames that carried the discontinuity flag.
+    var droppedAtSource: UInt64 = 0
+    var discontinuities = 0
     var seconds = 0.0
     /// Latency samples in ns; the first million are kept (8 MB), enough for percentiles.
     private var latencies: [UInt64] = {
@@ -155,6 +159,10 @@ struct SinkStatistics {
         received += 1
         if first == 0 { first = frame.sequence }
         last = frame.sequence
+        if frame.header.flags.contains(.discontinuity) {
+            discontinuities += 1
+            droppedAtSource += UInt64(frame.header.sourceDropped)
+        }
         if latencies.count < latencies.capacity { latencies.append(frame.latencyNanos) }
     }
 
@@ -167,13 +175,15 @@ struct SinkStatistics {
 
     var summary: String {
         "received \(received) frames (first \(first), last \(last)), missed \(missed), corrupt \(corrupt), "
+            + "dropped at source \(droppedAtSource) (\(discontinuities) discontinuit\(discontinuities == 1 ? "y" : "ies")), "
             + "latency p50 \(formatDouble(percentileMicros(0.5))) us p99 \(formatDouble(percentileMicros(0.99))) us, "
             + "\(formatDouble(Double(received) / max(seconds, 1e-9), 0)) fps"
     }
 
     func json(stream: String, mode: DeliveryMode) -> String {
         "{\"stream\":\"\(stream)\",\"mode\":\"\(mode.rawValue)\",\"received\":\(received),\"first\":\(first),\"last\":\(last),"
-            + "\"missed\":\(missed),\"corrupt\":\(corrupt),\"seconds\":\(seconds),"
+            + "\"missed\":\(missed),\"corrupt\":\(corrupt),\"dropped_at_source\":\(droppedAtSource),"
+            + "\"discontinuities\":\(discontinuities),\"seconds\":\(seconds),"
             + "\"latency_p50_us\":\(percentileMicros(0.5)),\"latency_p99_us\":\(percentileMicros(0.99))}"
     }
 }
