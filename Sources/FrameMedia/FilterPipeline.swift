@@ -31,6 +31,8 @@ public final class FilterPipeline {
     public var onPublish: ((FrameDescription, Rational?) -> Void)?
     /// Called when the input's producer exited without ending the stream (its pid).
     public var onProducerGone: ((Int32) -> Void)?
+    /// Called once when the input stream does not exist yet and the consumer waits for it.
+    public var onWaiting: (() -> Void)?
     private let shouldStop: () -> Bool
     private var inputRate: Rational?
     private var waited = false
@@ -48,6 +50,7 @@ public final class FilterPipeline {
         self.shouldStop = shouldStop
         consumer.shouldStop = shouldStop
         consumer.onEvent = { [unowned self] event in
+            if case .waiting = event { self.onWaiting?(); return }
             guard case .producerGone(let pid) = event else { return }
             self.onProducerGone?(pid)
             self.restartAfterProducerGone()

@@ -33,6 +33,8 @@ struct ProducerShared {
     var nextSeq: UInt64 = 1
     /// Consumers that get every new frame reserved for them.
     var losslessMask: UInt64 = 0
+    /// Whether any consumer was ever admitted (see `RuntimeDirectory.endedPath`).
+    var everAdmitted = false
     /// Consumer index -> (pidfd, identity) for every consumer being watched.
     var watched: [Int: (fd: Int32, identity: ProcessIdentity)] = [:]
     /// pidfds the reaper thread must close (only it closes them, so it never polls a reused number).
@@ -193,7 +195,27 @@ public final class Producer: @unchecked Sendable {
             try? removeFile(directory.poolPath(stream, epoch: epoch))
             for r in retired { try? removeFile(directory.poolPath(stream, epoch: r.epoch)) }
         }
+        leaveEndedNote()
         lock = nil   // the name is free for the next producer
+    }
+
+    /// Frames published to nobody: a note says the stream ended (`RuntimeDirectory.endedPath`),
+    /// written while the lock is still held. Nothing when a consumer ever attached.
+    private func leaveEndedNote() {
+        guard ended, publishedCount > 0, !shared.withLock({ $0.everAdmitted }) else { return }
+        let text = "\(publishedCount)\n"
+        guard let fd = try? FileDescriptor.open(directory.endedPath(stream), O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600) else { return }
+        text.utf8CString.withUnsafeBytes { _ = try? fd.writeAll(UnsafeRawBufferPointer(rebasing: $0.dropLast())) }
+        fd.close()
+    }
+
+    /// Frames of the stream that ended before this consumer came, from its note; nil without one.
+    static func endedNote(_ stream: String, in directory: RuntimeDirectory) -> UInt64? {
+        guard let fd = try? FileDescriptor.open(directory.endedPath(stream), O_RDONLY) else { return nil }
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let n = bytes.withUnsafeMutableBytes { read(fd.rawValue, $0.baseAddress, $0.count) }
+        fd.close()
+        return UInt64(String(decoding: bytes.prefix(max(n, 0)).prefix { $0 != 0x0A }, as: UTF8.self)) ?? 0
     }
 
     // MARK: Writing frames
@@ -686,6 +708,7 @@ public final class Producer: @unchecked Sendable {
                 let lossless = control.consumerMode(i) == .lossless   // anything else is served live
                 shared.withLock { st in
                     st.watched[i] = (fd, identity)
+                    st.everAdmitted = true
                     if lossless {
                         // SYNC: first_seq is stored before any frame carrying the bit is published.
                         control.admit(i, firstSequence: st.nextSeq)

@@ -54,7 +54,9 @@ enum SinkCommand: Command {
       --poll-us N          busy-poll up to N us per frame before sleeping (0..1000000, default
                            0): trades a core for wake latency; on a paced stream the window is
                            centred on when the next frame is due
-      --wait SECONDS       give up if the stream has not appeared by then (default: wait forever)
+      --wait SECONDS       give up if the stream has not appeared by then (default: wait forever,
+                           saying so once on a terminal); also waits past a stream that already
+                           ended (without --wait that is one error line: its frames went to nobody)
       --frames N           stop after N frames
       --verify             check every byte of every frame against the test pattern (with --null)
       --hold-us A[-B]      hold each frame A (to B, random) microseconds before releasing it
@@ -80,6 +82,8 @@ enum SinkCommand: Command {
         var producerGone: Int32?
         consumer.onEvent = { event in
             switch event {
+            case .waiting:
+                if stderrIsTerminal, !o.quiet { warn(waitingLine(o.input)) }
             case .attached(let pid):
                 log.write("attach \(pid)")
                 producerGone = nil
@@ -116,6 +120,9 @@ enum SinkCommand: Command {
         }
         return run.stats.corrupt == 0 ? 0 : 3
     }
+
+    /// Said once on a terminal while a consumer waits for its stream to appear.
+    static func waitingLine(_ stream: String) -> String { "waiting for stream '\(stream)' (Ctrl-C to stop)" }
 
     /// The statistics and summary lines (to standard error when an output is standard output).
     static func report(_ o: SinkOptions, _ stats: SinkStatistics, _ outputs: SinkOutputs) {
