@@ -193,8 +193,9 @@ public final class Consumer {
         while true {
             drainDirectoryEvents(directoryWatch.rawValue)
             if let a = try Attachment.open(stream: stream, directory: directory, options: options) {
-                if !everAttached, a.control.ended {
+                if !everAttached, a.control.ended, !a.control.endedAfterFailure {
                     // Ended before we came: nothing is owed to us. Say so, or wait for the next producer.
+                    // (A failed end is reported as such by `next()`: its reason matters more.)
                     let frames = a.control.statistics.published
                     a.detach()
                     if !options.waitPastEnd { throw .streamEnded(stream, frames: frames) }
