@@ -31,10 +31,14 @@ public final class FilterPipeline {
     public var onPublish: ((FrameDescription, Rational?) -> Void)?
     /// Called when the input's producer exited without ending the stream (its pid).
     public var onProducerGone: ((Int32) -> Void)?
+    /// Called once when the input stream does not exist yet and the consumer waits for it.
+    public var onWaiting: (() -> Void)?
     private let shouldStop: () -> Bool
     private var inputRate: Rational?
     private var waited = false
     private var discontinuity = false
+    /// Frames the source dropped before input frames not yet followed by an output frame.
+    private var sourceDropped: UInt32 = 0
     private var eventError: Error?
 
     public init(graph: FilterGraph, consumer: Consumer, output: String, outputOptions: FilterOutputOptions,
@@ -46,6 +50,7 @@ public final class FilterPipeline {
         self.shouldStop = shouldStop
         consumer.shouldStop = shouldStop
         consumer.onEvent = { [unowned self] event in
+            if case .waiting = event { self.onWaiting?(); return }
             guard case .producerGone(let pid) = event else { return }
             self.onProducerGone?(pid)
             self.restartAfterProducerGone()
@@ -72,6 +77,9 @@ public final class FilterPipeline {
                 graph.inputFrameRate = inputRate
             }
             let shared = frame.share()
+            // The source's drops go on down: the next frame out carries them (PROTOCOL.md 4.2).
+            let dropped = shared.header.sourceDropped
+            if dropped > 0 { sourceDropped &+= dropped; discontinuity = true }
             if !graph.accepts(shared.header) {
                 // A new size or pixel format: the old graph's last frames out, then a new graph.
                 try graph.sendEnd()
@@ -130,7 +138,8 @@ public final class FilterPipeline {
             slot.description = frame.description
             if discontinuity {
                 slot.description.flags.insert(.discontinuity)
-                discontinuity = false
+                slot.description.sourceDropped = sourceDropped
+                (discontinuity, sourceDropped) = (false, 0)
             }
             slot.publish()
             onPublish?(frame.description, p.options.nominalRate)

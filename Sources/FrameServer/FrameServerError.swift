@@ -8,6 +8,8 @@ public enum FrameServerError: Error, CustomStringConvertible, Equatable, Sendabl
     case streamBusy(String, producerPID: Int32)
     /// No producer appeared for the stream within the wait time.
     case streamNotFound(String, directory: String, waitedSeconds: Double)
+    /// The stream ended before this consumer attached (its frames went to no consumer).
+    case streamEnded(String, frames: UInt64)
     /// A segment or message speaks another protocol version.
     case versionMismatch(what: String, found: UInt32, expected: UInt32)
     /// A segment or message does not start with the expected magic.
@@ -46,6 +48,9 @@ public enum FrameServerError: Error, CustomStringConvertible, Equatable, Sendabl
             return "stream '\(n)' already has a running producer (pid \(pid)); stop it or pick another --out name"
         case .streamNotFound(let n, let dir, let s):
             return "no stream named '\(n)' appeared in \(dir) within \(s) s; start a producer with --out \(n) (or check FRAMESRV_DIR)"
+        case .streamEnded(let n, let frames):
+            return "stream '\(n)' ended before this consumer attached (\(frames) frames published to no consumer);"
+                + " start consumers first (the producer waits for one unless --no-wait), or --wait S for its next producer"
         case .versionMismatch(let what, let found, let expected):
             return "\(what) speaks framesrv protocol version \(found), but this program speaks version \(expected); run the same framesrv version on both sides"
         case .badMagic(let what, let found):

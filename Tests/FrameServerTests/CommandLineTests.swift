@@ -103,7 +103,7 @@ import Testing
         let scratch = try Scratch()
         let damaged = try damagedClip(scratch)
         let ffmpeg = try shell("ffmpeg -v quiet -i '\(damaged)' -map 0:v:0 -f null -", scratch)
-        let produce = try scratch.run(["produce", "-i", damaged, "--out", "d", "--quiet"])
+        let produce = try scratch.run(["produce", "-i", damaged, "--no-wait", "--out", "d", "--quiet"])
         #expect(ffmpeg.status == 69)
         #expect(produce.status == ffmpeg.status, "\(produce.stderr)")
         #expect(produce.stderr.contains("decoding errors"), "\(produce.stderr)")

@@ -98,7 +98,7 @@ extension MediaTests {
         #expect(!producer.stdout.contains("decode errors 0"), "\(producer.stdout)")
         #expect(producer.stderr.contains("decode error"), "\(producer.stderr)")
 
-        let strict = try scratch.run(["produce", "-i", corrupt, "--threads", "1", "--strict", "--out", "strict"])
+        let strict = try scratch.run(["produce", "-i", corrupt, "--threads", "1", "--strict", "--no-wait", "--out", "strict"])
         #expect(strict.status == 1)
         #expect(strict.stderr.hasPrefix("framesrv: error: decode error in '\(corrupt)' (--strict): "), "\(strict.stderr)")
         #expect(strict.stderr.split(separator: "\n").count == 1, "\(strict.stderr)")

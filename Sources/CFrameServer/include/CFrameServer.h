@@ -260,7 +260,8 @@ typedef struct fs_frame {
     char     pix_fmt_name[32];    /* 152 FFmpeg's name, NUL-terminated   */
     uint32_t field_order;         /* 184 FS_FIELD_*, 0 = unknown         */
     uint32_t chroma_location;     /* 188 FS_CHROMA_*, 0 = unspecified    */
-    uint8_t  reserved[64];        /* 192 .. 256                          */
+    uint32_t source_dropped;      /* 192 frames a live source dropped just before this one */
+    uint8_t  reserved[60];        /* 196 .. 256 zero                     */
 } fs_frame;
 
 /* ------------------------------------------------------------------------- */
@@ -299,6 +300,7 @@ typedef struct fs_announce {
 #define FS_OFF_CONTROL_SLEEPERS    328
 #define FS_OFF_FRAME_FIELD_ORDER   184
 #define FS_OFF_FRAME_CHROMA_LOCATION 188
+#define FS_OFF_FRAME_SOURCE_DROPPED 192
 
 _Static_assert(sizeof(fs_control) == 512, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_control, epoch) == FS_OFF_CONTROL_EPOCH, "layout");
@@ -329,7 +331,8 @@ _Static_assert(offsetof(fs_frame, capture_ns) == FS_OFF_FRAME_CAPTURE_NS, "layou
 _Static_assert(offsetof(fs_frame, pix_fmt_name) == 152, "layout");
 _Static_assert(offsetof(fs_frame, field_order) == FS_OFF_FRAME_FIELD_ORDER, "layout");
 _Static_assert(offsetof(fs_frame, chroma_location) == FS_OFF_FRAME_CHROMA_LOCATION, "layout");
-_Static_assert(offsetof(fs_frame, reserved) == 192, "layout");
+_Static_assert(offsetof(fs_frame, source_dropped) == FS_OFF_FRAME_SOURCE_DROPPED, "layout");
+_Static_assert(offsetof(fs_frame, reserved) == 196, "layout");
 _Static_assert(sizeof(fs_announce) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_announce, name_len) == 56, "layout");
 

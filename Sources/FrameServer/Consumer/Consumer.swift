@@ -30,6 +30,9 @@ public struct ConsumerOptions: Sendable {
     /// frames so far, and `next` sleeps until it opens: a frame costs at most this much
     /// spinning, and still arrives within about a microsecond of its publish.
     public var pollMicros = 0
+    /// Wait past a stream that already ended (before this consumer attached) for its next
+    /// producer, instead of throwing `.streamEnded` (the commands' `--wait S`).
+    public var waitPastEnd = false
 
     public init(mode: DeliveryMode = .lossless) { self.mode = mode }
 }
@@ -40,6 +43,9 @@ public enum ConsumerEvent: Sendable {
     case attached(producerPID: Int32)
     /// The producer exited without ending the stream; the consumer waits for a new one.
     case producerGone(producerPID: Int32)
+    /// The stream does not exist yet: the consumer waits for it (sent once, before the
+    /// first attachment).
+    case waiting
 }
 
 /// The reading side of a stream.
@@ -168,6 +174,9 @@ public final class Consumer {
         }
     }
     private var missedBefore: UInt64 = 0
+    /// Whether this consumer ever attached, and whether it said it waits (`.waiting`).
+    private var everAttached = false
+    private var saidWaiting = false
 
     /// Detaches and forgets the current attachment, keeping its counts.
     private func dropAttachment(_ a: Attachment) {
@@ -184,8 +193,23 @@ public final class Consumer {
         while true {
             drainDirectoryEvents(directoryWatch.rawValue)
             if let a = try Attachment.open(stream: stream, directory: directory, options: options) {
-                onEvent?(.attached(producerPID: a.producerPID))
-                return a
+                if !everAttached, a.control.ended, !a.control.endedAfterFailure {
+                    // Ended before we came: nothing is owed to us. Say so, or wait for the next producer.
+                    // (A failed end is reported as such by `next()`: its reason matters more.)
+                    let frames = a.control.statistics.published
+                    a.detach()
+                    if !options.waitPastEnd { throw .streamEnded(stream, frames: frames) }
+                } else {
+                    everAttached = true
+                    onEvent?(.attached(producerPID: a.producerPID))
+                    return a
+                }
+            } else if !everAttached, !options.waitPastEnd, let frames = Producer.endedNote(stream, in: directory) {
+                throw .streamEnded(stream, frames: frames)
+            }
+            if !everAttached, !saidWaiting {
+                saidWaiting = true
+                onEvent?(.waiting)
             }
             var timeout: Int32 = -1
             if let deadline {

@@ -33,6 +33,8 @@ struct ProducerShared {
     var nextSeq: UInt64 = 1
     /// Consumers that get every new frame reserved for them.
     var losslessMask: UInt64 = 0
+    /// Whether any consumer was ever admitted (see `RuntimeDirectory.endedPath`).
+    var everAdmitted = false
     /// Consumer index -> (pidfd, identity) for every consumer being watched.
     var watched: [Int: (fd: Int32, identity: ProcessIdentity)] = [:]
     /// pidfds the reaper thread must close (only it closes them, so it never polls a reused number).
@@ -193,7 +195,27 @@ public final class Producer: @unchecked Sendable {
             try? removeFile(directory.poolPath(stream, epoch: epoch))
             for r in retired { try? removeFile(directory.poolPath(stream, epoch: r.epoch)) }
         }
+        leaveEndedNote()
         lock = nil   // the name is free for the next producer
+    }
+
+    /// Frames published to nobody: a note says the stream ended (`RuntimeDirectory.endedPath`),
+    /// written while the lock is still held. Nothing when a consumer ever attached.
+    private func leaveEndedNote() {
+        guard ended, publishedCount > 0, !shared.withLock({ $0.everAdmitted }) else { return }
+        let text = "\(publishedCount)\n"
+        guard let fd = try? FileDescriptor.open(directory.endedPath(stream), O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600) else { return }
+        text.utf8CString.withUnsafeBytes { _ = try? fd.writeAll(UnsafeRawBufferPointer(rebasing: $0.dropLast())) }
+        fd.close()
+    }
+
+    /// Frames of the stream that ended before this consumer came, from its note; nil without one.
+    static func endedNote(_ stream: String, in directory: RuntimeDirectory) -> UInt64? {
+        guard let fd = try? FileDescriptor.open(directory.endedPath(stream), O_RDONLY) else { return nil }
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let n = bytes.withUnsafeMutableBytes { read(fd.rawValue, $0.baseAddress, $0.count) }
+        fd.close()
+        return UInt64(String(decoding: bytes.prefix(max(n, 0)).prefix { $0 != 0x0A }, as: UTF8.self)) ?? 0
     }
 
     // MARK: Writing frames
@@ -220,7 +242,7 @@ public final class Producer: @unchecked Sendable {
             }
             guard let slot = takeFreeSlot(wait: !options.liveSource) else {
                 // A live source found no free slot; otherwise `shouldStop` ended the wait.
-                if options.liveSource { control.countDropped() }
+                if options.liveSource { control.countDropped(); droppedSincePublish &+= 1 }
                 return nil
             }
             let base = pool!.base + Int(slot) * slotStride
@@ -303,6 +325,10 @@ public final class Producer: @unchecked Sendable {
         leased.bitwiseAnd(~(1 << UInt64(slot)), ordering: .sequentiallyConsistent)
         wakeWaiters()
     }
+
+    /// Frames a live source dropped since its last publish: the next frame carries the
+    /// count (`fs_frame.source_dropped`) and the discontinuity flag. Guarded by `slotLock`.
+    private var droppedSincePublish: UInt32 = 0
 
     /// Frames published without a copy, from leases.
     public private(set) var publishedInPlace: UInt64 = 0
@@ -590,6 +616,9 @@ public final class Producer: @unchecked Sendable {
         header.flags = d.flags.rawValue
         header.field_order = d.fieldOrder.rawValue
         header.chroma_location = d.chromaLocation.rawValue
+        header.source_dropped = d.sourceDropped &+ droppedSincePublish
+        if header.source_dropped > 0 { header.flags |= FS_FRAME_DISCONTINUITY }
+        droppedSincePublish = 0
         let s = slotCtl(slot)
         let base = pool!.base + Int(slot) * slotStride
         let now = monotonicNanos()
@@ -679,6 +708,7 @@ public final class Producer: @unchecked Sendable {
                 let lossless = control.consumerMode(i) == .lossless   // anything else is served live
                 shared.withLock { st in
                     st.watched[i] = (fd, identity)
+                    st.everAdmitted = true
                     if lossless {
                         // SYNC: first_seq is stored before any frame carrying the bit is published.
                         control.admit(i, firstSequence: st.nextSeq)

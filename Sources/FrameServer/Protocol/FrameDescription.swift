@@ -130,6 +130,9 @@ public struct FrameDescription: Sendable, Equatable {
     public var flags: FrameFlags = []
     public var fieldOrder: FieldOrder = .unknown
     public var chromaLocation: ChromaLocation = .unspecified
+    /// Frames a live source dropped just before this one (`fs_frame.source_dropped`);
+    /// non-zero only with `.discontinuity`. A producer adds its own drops to this count.
+    public var sourceDropped: UInt32 = 0
 
     public init() {}
 }
@@ -156,6 +159,8 @@ public struct FrameHeader: Sendable {
     public var planeCount: Int { Int(min(raw.plane_count, FS_MAX_PLANES)) }
     public var flags: FrameFlags { FrameFlags(rawValue: raw.flags) }
     public var captureNanos: UInt64 { raw.capture_ns }
+    /// Frames a live source dropped just before this one (0 unless `.discontinuity`).
+    public var sourceDropped: UInt32 { raw.source_dropped }
     public var magic: UInt32 { raw.magic }
     public var version: UInt32 { raw.version }
 
@@ -179,6 +184,7 @@ public struct FrameHeader: Sendable {
         d.flags = FrameFlags(rawValue: raw.flags)
         d.fieldOrder = FieldOrder(rawValue: raw.field_order) ?? .unknown
         d.chromaLocation = ChromaLocation(rawValue: raw.chroma_location) ?? .unspecified
+        d.sourceDropped = raw.source_dropped
         return d
     }
 

@@ -85,6 +85,10 @@ public struct RuntimeDirectory: Sendable, Hashable {
     func lockPath(_ stream: String) -> String { file(stream, ".lock") }
     func socketPath(_ stream: String) -> String { file(stream, ".sock") }
     func poolPath(_ stream: String, epoch: UInt64) -> String { file(stream, ".pool.\(epoch)") }
+    /// A stream that ended with frames no consumer received leaves this note (its frame
+    /// count), so that a consumer started too late is told instead of waiting forever.
+    /// The next producer of the name, and `framesrv clean`, remove it.
+    func endedPath(_ stream: String) -> String { file(stream, ".ended") }
     func endpoint(_ stream: String) -> String { "ipc://" + socketPath(stream) }
 
     /// Names of the streams that have a control segment in this directory.
@@ -106,11 +110,11 @@ public struct RuntimeDirectory: Sendable, Hashable {
         return out
     }
 
-    /// The stream a file of this directory belongs to: `NAME.ctl`, `NAME.sock`, `NAME.lock`,
+    /// The stream a file of this directory belongs to: `NAME.ctl`, `NAME.sock`, `NAME.lock`, `NAME.ended`,
     /// `NAME.pool.<digits>` or `NAME.ctl.tmp.<digits>`; nil for anything else. Names may
     /// contain dots, so the suffix is matched exactly from the end.
     static func stream(ofFile file: String) -> String? {
-        for suffix in [".ctl", ".sock", ".lock"] where file.hasSuffix(suffix) {
+        for suffix in [".ctl", ".sock", ".lock", ".ended"] where file.hasSuffix(suffix) {
             let s = String(file.dropLast(suffix.count))
             return s.isEmpty ? nil : s
         }

@@ -45,7 +45,9 @@ enum FilterCommand: Command {
       --live-source        make B a live source with --lossless as well
       --poll-us N          busy-poll A up to N us per frame before sleeping (0..1000000, default 0)
       --slots N            slots in B's pool, 1..64 (default 8)
-      --wait SECONDS       give up if A has not appeared by then (default: wait forever)
+      --wait SECONDS       give up if A has not appeared by then (default: wait forever, saying
+                           so once on a terminal); also waits past an A that already ended
+                           (without --wait that is one error line: its frames went to nobody)
       --wait-for N         publish nothing until N lossless consumers are attached to B
       --threads N          filter threads (default 0: libavfilter decides, as ffmpeg does)
       --quiet              no summary line, no progress line (shown on a terminal)
@@ -82,6 +84,7 @@ enum FilterCommand: Command {
             clock.record(description, frameRate: rate?.doubleValue)
             progress.update(frames: clock.frames, mediaSeconds: clock.seconds)
         }
+        pipeline.onWaiting = { if stderrIsTerminal, !o.quiet { warn(SinkCommand.waitingLine(o.input)) } }
         pipeline.onProducerGone = { pid in
             guard o.consumerOptions.reattach else { return }   // the error that ends the filter says it
             warn("producer of '\(o.input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")

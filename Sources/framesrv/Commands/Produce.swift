@@ -10,7 +10,7 @@ enum ProduceCommand: Command {
     static let help = """
     usage: framesrv produce -i INPUT --out NAME [-f FMT] [-ss T] [-t D] [--loop N] [-re | --readrate X]
                            [--pix-fmt FMT] [--size WxH] [--frames N] [--slots N] [--threads N] [--strict]
-                           [--wait-for N]
+                           [--wait-for N | --no-wait]
            framesrv produce --pattern --out NAME [options]
 
     Publishes frames into shared memory as stream NAME and announces each over ZeroMQ.
@@ -62,7 +62,10 @@ enum ProduceCommand: Command {
                            for the decoder's reference pictures, which it may keep in up to
                            N - 2 slots)
       --live-source        never wait for consumers: drop a frame when no slot is free
-      --wait-for N         publish nothing until N lossless consumers are attached
+      --wait-for N         publish nothing until N lossless consumers are attached. With -i and
+                           a file (not -re, --readrate or a capture device) the default is 1:
+                           the first lossless consumer gets every frame from the first
+      --no-wait            with -i: publish at once, even to nobody (--wait-for 0)
       --fill once          paint each slot once and republish it (benchmarks: no verifiable content)
       --sndhwm N           ZeroMQ send high-water mark in messages (default 1000)
       --size-change-at K:WxH  switch to size WxH from frame K on (repeatable as K:WxH,K:WxH)
@@ -86,8 +89,12 @@ enum ProduceCommand: Command {
         }
         // -re / --readrate and capture devices (x11grab, v4l2, ...) set the pace: drop at the source.
         let live = o.liveSource || media.readrate != nil || decoder.isLiveSource
+        // A file waits for its first lossless consumer (issue 12): no frame goes to nobody.
+        var o = o
+        let waitsByDefault = !live && !o.noWait && o.waitFor == 0
+        if waitsByDefault { o.waitFor = 1 }
         guard let producer = try openStream(o, slots: o.slots ?? publisher.path.defaultSlots, liveSource: live,
-                                            rate: publisher.frameRate) else { return 130 }
+                                            rate: publisher.frameRate, sayWaiting: waitsByDefault && !o.quiet) else { return 130 }
         // The decoder goes first: freeing it ends the leases of the slots it still references.
         defer { publisher.close(); producer.close() }
         let report: MediaPublishReport
@@ -162,8 +169,9 @@ enum ProduceCommand: Command {
     }
 
     /// Creates the stream and, with --wait-for, waits for that many lossless consumers;
-    /// nil when SIGINT/SIGTERM came first.
-    static func openStream(_ o: ProduceOptions, slots: Int, liveSource: Bool, rate: Rational?) throws -> Producer? {
+    /// nil when SIGINT/SIGTERM came first. `sayWaiting`: say once on stderr that it waits.
+    static func openStream(_ o: ProduceOptions, slots: Int, liveSource: Bool, rate: Rational?,
+                           sayWaiting: Bool = false) throws -> Producer? {
         var options = ProducerOptions()
         options.slots = slots
         options.liveSource = liveSource
@@ -173,6 +181,9 @@ enum ProduceCommand: Command {
         installStopHandlers()
         let producer = try Producer(stream: o.out, options: options)
         producer.shouldStop = StopSignal.shouldStop
+        if sayWaiting, producer.losslessConsumerCount < o.waitFor {
+            warn("'\(o.out)': waiting for its first lossless consumer before publishing (--no-wait: publish at once; Ctrl-C to stop)")
+        }
         while o.waitFor > 0, !producer.waitForLosslessConsumers(o.waitFor, timeoutSeconds: nil) {
             if StopSignal.requested { producer.close(); return nil }
         }

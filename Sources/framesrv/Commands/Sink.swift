@@ -54,7 +54,9 @@ enum SinkCommand: Command {
       --poll-us N          busy-poll up to N us per frame before sleeping (0..1000000, default
                            0): trades a core for wake latency; on a paced stream the window is
                            centred on when the next frame is due
-      --wait SECONDS       give up if the stream has not appeared by then (default: wait forever)
+      --wait SECONDS       give up if the stream has not appeared by then (default: wait forever,
+                           saying so once on a terminal); also waits past a stream that already
+                           ended (without --wait that is one error line: its frames went to nobody)
       --frames N           stop after N frames
       --verify             check every byte of every frame against the test pattern (with --null)
       --hold-us A[-B]      hold each frame A (to B, random) microseconds before releasing it
@@ -80,6 +82,8 @@ enum SinkCommand: Command {
         var producerGone: Int32?
         consumer.onEvent = { event in
             switch event {
+            case .waiting:
+                if stderrIsTerminal, !o.quiet { warn(waitingLine(o.input)) }
             case .attached(let pid):
                 log.write("attach \(pid)")
                 producerGone = nil
@@ -117,6 +121,9 @@ enum SinkCommand: Command {
         return run.stats.corrupt == 0 ? 0 : 3
     }
 
+    /// Said once on a terminal while a consumer waits for its stream to appear.
+    static func waitingLine(_ stream: String) -> String { "waiting for stream '\(stream)' (Ctrl-C to stop)" }
+
     /// The statistics and summary lines (to standard error when an output is standard output).
     static func report(_ o: SinkOptions, _ stats: SinkStatistics, _ outputs: SinkOutputs) {
         let toStderr = o.outputs.contains("-")
@@ -143,6 +150,10 @@ struct SinkStatistics {
     var last: UInt64 = 0
     var corrupt = 0
     var missed: UInt64 = 0
+    /// Frames the live source upstream dropped before frames this sink received
+    /// (`fs_frame.source_dropped`), and the frames that carried the discontinuity flag.
+    var droppedAtSource: UInt64 = 0
+    var discontinuities = 0
     var seconds = 0.0
     /// Latency samples in ns; the first million are kept (8 MB), enough for percentiles.
     private var latencies: [UInt64] = {
@@ -155,6 +166,10 @@ struct SinkStatistics {
         received += 1
         if first == 0 { first = frame.sequence }
         last = frame.sequence
+        if frame.header.flags.contains(.discontinuity) {
+            discontinuities += 1
+            droppedAtSource += UInt64(frame.header.sourceDropped)
+        }
         if latencies.count < latencies.capacity { latencies.append(frame.latencyNanos) }
     }
 
@@ -167,13 +182,15 @@ struct SinkStatistics {
 
     var summary: String {
         "received \(received) frames (first \(first), last \(last)), missed \(missed), corrupt \(corrupt), "
+            + "dropped at source \(droppedAtSource) (\(discontinuities) discontinuit\(discontinuities == 1 ? "y" : "ies")), "
             + "latency p50 \(formatDouble(percentileMicros(0.5))) us p99 \(formatDouble(percentileMicros(0.99))) us, "
             + "\(formatDouble(Double(received) / max(seconds, 1e-9), 0)) fps"
     }
 
     func json(stream: String, mode: DeliveryMode) -> String {
         "{\"stream\":\"\(stream)\",\"mode\":\"\(mode.rawValue)\",\"received\":\(received),\"first\":\(first),\"last\":\(last),"
-            + "\"missed\":\(missed),\"corrupt\":\(corrupt),\"seconds\":\(seconds),"
+            + "\"missed\":\(missed),\"corrupt\":\(corrupt),\"dropped_at_source\":\(droppedAtSource),"
+            + "\"discontinuities\":\(discontinuities),\"seconds\":\(seconds),"
             + "\"latency_p50_us\":\(percentileMicros(0.5)),\"latency_p99_us\":\(percentileMicros(0.99))}"
     }
 }

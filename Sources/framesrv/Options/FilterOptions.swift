@@ -26,6 +26,7 @@ struct FilterOptions: CommandOptions {
         let liveSource = args.flag("--live-source")
         outputOptions.slots = try args.int("--slots", range: 1...64) ?? 8
         consumerOptions.waitSeconds = try args.double("--wait", range: 0...1e9)
+        consumerOptions.waitPastEnd = consumerOptions.waitSeconds != nil
         consumerOptions.pollMicros = try args.int("--poll-us", range: 0...1_000_000) ?? 0
         outputOptions.waitFor = try args.int("--wait-for", range: 0...63) ?? 0
         threads = try args.int("--threads", range: 0...256) ?? 0

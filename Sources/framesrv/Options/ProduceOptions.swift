@@ -30,6 +30,8 @@ struct ProduceOptions: CommandOptions {
     var slots: Int?
     var liveSource = false
     var waitFor = 0
+    /// --no-wait: a file producer publishes at once, even to nobody.
+    var noWait = false
     var sendHighWaterMark = 1000
     var stallTimeout: Double?
     var statsJSON: String?
@@ -54,7 +56,9 @@ struct ProduceOptions: CommandOptions {
         slots = try args.int("--slots", range: 1...64)
         liveSource = args.flag("--live-source")
         let copy = args.flag("--copy")
-        waitFor = try args.int("--wait-for", range: 0...63) ?? 0
+        let waitForGiven = try args.int("--wait-for", range: 0...63)
+        waitFor = waitForGiven ?? 0
+        noWait = args.flag("--no-wait")
         let fill = try args.value("--fill")
         sendHighWaterMark = try args.int("--sndhwm", range: 1...1_000_000) ?? 1000
         let changes = try Self.parseSizeChanges(try args.value("--size-change-at"))
@@ -68,6 +72,7 @@ struct ProduceOptions: CommandOptions {
             throw UsageError("say what to produce: -i INPUT (a media file, - for standard input) or --pattern")
         }
         guard let out else { throw UsageError("missing --out NAME: the stream to create") }
+        guard !(noWait && (waitForGiven ?? 0) > 0) else { throw UsageError("--no-wait and --wait-for N are one choice: --no-wait is --wait-for 0") }
         self.out = out
         let size = try sizeText.map { t throws(UsageError) in try parseSize(t, option: "--size") }
         let pixelFormat = try fmtText.map { t throws(UsageError) in try Self.pixelFormat(t) }

@@ -38,6 +38,7 @@ struct SinkOptions: CommandOptions {
         let live = args.flag("--live")
         let lossless = args.flag("--lossless")
         consumerOptions.waitSeconds = try args.double("--wait", range: 0...1e9)
+        consumerOptions.waitPastEnd = consumerOptions.waitSeconds != nil
         frames = try args.int("--frames", range: 1...Int.max)
         verify = args.flag("--verify")
         hold = try Self.parseHold(try args.value("--hold-us"))

@@ -149,6 +149,8 @@ typedef struct framesrv_frame_info {
     uint32_t field_order;      /* (w) FFmpeg's AVFieldOrder: 0 unknown, 1 progressive, 2 tt, 3 bb, 4 tb, 5 bt */
     uint32_t chroma_location;  /* (w) FFmpeg's AVChromaLocation: 0 unspecified, 1 left, 2 center, 3 topleft, 4 top, 5 bottomleft, 6 bottom */
     uint64_t publish_ns;       /* CLOCK_MONOTONIC at publish (consumers)                    */
+    uint32_t source_dropped;   /* (w) frames a live source dropped just before this one (with
+                                  FRAMESRV_FRAME_DISCONTINUITY); a live producer adds its own drops */
 } framesrv_frame_info;
 
 typedef struct framesrv_frame framesrv_frame;

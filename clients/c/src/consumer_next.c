@@ -103,6 +103,7 @@ static void fill_info(framesrv_frame_info *info, const fs_frame *h, uint8_t *slo
     info->field_order = h->field_order;
     info->chroma_location = h->chroma_location;
     info->publish_ns = publish_ns;
+    info->source_dropped = h->source_dropped;
 }
 
 /* The entry's statistics for ls/top (relaxed; under c->lock, so they have one writer at a time). */

@@ -70,6 +70,7 @@ struct framesrv_producer {
     uint32_t latest_slot;
     bool ended;
     framesrv_producer_stats stats;   /* published, dropped, abandoned, blocked_ns */
+    uint32_t dropped_since_publish;  /* live source: drops the next frame's header reports */
 };
 
 /* producer_open.c */

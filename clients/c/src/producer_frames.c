@@ -41,6 +41,7 @@ static int take_slot(framesrv_producer *p, int timeout_ms, uint32_t *slot)
     if (p->opt.live_source) {   /* drop at the source: no sequence number is used */
         fs_count(&p->ctl->dropped, 1);
         p->stats.dropped++;
+        p->dropped_since_publish++;   /* the next frame says so (PROTOCOL.md 4.2) */
         return FRAMESRV_TIMEOUT;
     }
     uint64_t start = fsi_monotonic_ns();
@@ -84,6 +85,7 @@ static framesrv_frame *make_frame(framesrv_producer *p, uint32_t slot, uint64_t 
     in->duration = rate ? 1 : 0;
     in->field_order = FS_FIELD_PROGRESSIVE;
     in->chroma_location = FS_CHROMA_UNSPECIFIED;
+    in->source_dropped = 0;
     return f;
 }
 
@@ -152,6 +154,10 @@ static void write_header(framesrv_producer *p, framesrv_frame *f, fs_frame *h)
     h->flags = in->flags;
     h->field_order = in->field_order;
     h->chroma_location = in->chroma_location;
+    /* A live source's drops since its last frame: counted here, flagged as a discontinuity. */
+    h->source_dropped = in->source_dropped + p->dropped_since_publish;
+    if (h->source_dropped) h->flags |= FS_FRAME_DISCONTINUITY;
+    p->dropped_since_publish = 0;
 }
 
 /* 12.2's publish, under the lock shared with admission and reclaim. */

@@ -118,6 +118,38 @@ static void keep(void)
     framesrv_frame_release(b);   /* frees the producer */
 }
 
+/* A live source's drops (no free slot) go into the next frame's header: source_dropped
+ * and FRAMESRV_FRAME_DISCONTINUITY (PROTOCOL.md 4.2). */
+static void source_drops(void)
+{
+    framesrv_producer_options o = valid();
+    o.live_source = 1;
+    framesrv_producer *p;
+    CHECK_STATUS(framesrv_producer_open(&p, "drops", &o), FRAMESRV_OK);
+    framesrv_frame *a, *b, *c;
+    CHECK_STATUS(framesrv_producer_reserve(p, 0, &a), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_producer_publish_keep(p, a), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_producer_reserve(p, 0, &b), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_producer_publish_keep(p, b), FRAMESRV_OK);
+    for (int i = 0; i < 3; i++) CHECK_STATUS(framesrv_producer_reserve(p, 0, &c), FRAMESRV_TIMEOUT);
+    framesrv_frame_release(a);
+    CHECK_STATUS(framesrv_producer_reserve(p, 0, &c), FRAMESRV_OK);
+    uint32_t slot = c->slot;
+    CHECK_STATUS(framesrv_producer_publish(p, c), FRAMESRV_OK);
+    const fs_frame *h = (const fs_frame *)(p->pool->base + (size_t)slot * p->pool->slot_stride);
+    CHECK(h->seq == 3 && h->source_dropped == 3 && (h->flags & FS_FRAME_DISCONTINUITY),
+          "seq %llu source_dropped %u flags %u", (unsigned long long)h->seq, h->source_dropped, h->flags);
+    CHECK(framesrv_frame_info_of(b)->seq == 2, "the kept frame is intact");
+    framesrv_frame_release(b);
+    CHECK_STATUS(framesrv_producer_reserve(p, 0, &c), FRAMESRV_OK);
+    slot = c->slot;
+    CHECK_STATUS(framesrv_producer_publish(p, c), FRAMESRV_OK);
+    h = (const fs_frame *)(p->pool->base + (size_t)slot * p->pool->slot_stride);
+    CHECK(h->source_dropped == 0 && !(h->flags & FS_FRAME_DISCONTINUITY), "no drop before frame %llu",
+          (unsigned long long)h->seq);
+    framesrv_producer_close(p);
+}
+
 static bool pool_exists(const char *name, int epoch)
 {
     char path[256];
@@ -258,6 +290,7 @@ int main(void)
     bad_options();
     busy_and_state();
     keep();
+    source_drops();
     epochs();
     watcher();
     formats();

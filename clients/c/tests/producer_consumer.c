@@ -208,6 +208,57 @@ static void producer_killed(void)
     CHECK(check_wait(second, 30) == 0, "the second producer ended cleanly");
 }
 
+/* The consumer child of source_drops: holds frames 1 and 2 until told, then expects frame 3
+ * to carry the live source's 3 drops (source_dropped, FRAMESRV_FRAME_DISCONTINUITY). */
+static int hold_then_expect_drops(int ready, int go)
+{
+    framesrv_consumer_options o = {.mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000};
+    framesrv_consumer *c;
+    framesrv_frame *a, *b, *f;
+    char byte = 1;
+    if (framesrv_consumer_open(&c, "cdrops", &o) != FRAMESRV_OK) return 2;
+    if (framesrv_consumer_next(c, 20000, &a) != FRAMESRV_OK || framesrv_consumer_next(c, 20000, &b) != FRAMESRV_OK) return 2;
+    if (write(ready, &byte, 1) != 1 || read(go, &byte, 1) != 1) return 2;
+    framesrv_frame_release(a);
+    framesrv_frame_release(b);
+    if (write(ready, &byte, 1) != 1) return 2;   /* both slots free: the next reserve succeeds */
+    if (framesrv_consumer_next(c, 20000, &f) != FRAMESRV_OK) return 2;
+    framesrv_frame_info *in = framesrv_frame_info_of(f);
+    int status = in->seq == 3 && in->source_dropped == 3 && (in->flags & FRAMESRV_FRAME_DISCONTINUITY) ? 0 : 1;
+    if (status) fprintf(stderr, "seq %llu source_dropped %u flags %u\n", (unsigned long long)in->seq, in->source_dropped, in->flags);
+    framesrv_frame_release(f);
+    framesrv_consumer_close(c);
+    return status;
+}
+
+/* A live source's drops reach a lossless consumer in the next frame's header (PROTOCOL.md 4.2). */
+static void source_drops(void)
+{
+    int ready[2], go[2];
+    CHECK(pipe(ready) == 0 && pipe(go) == 0, "pipes");
+    pid_t child = fork();
+    if (child == 0) _exit(hold_then_expect_drops(ready[1], go[0]));
+    framesrv_producer_options o = {.width = 64, .height = 48, .pix_fmt = FRAMESRV_PIX_GRAY, .slots = 2, .live_source = 1};
+    framesrv_producer *p;
+    framesrv_frame *f;
+    char byte = 1;
+    CHECK_STATUS(framesrv_producer_open(&p, "cdrops", &o), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_producer_wait_for_consumers(p, 1, 20000), FRAMESRV_OK);
+    for (int i = 0; i < 2; i++) {
+        CHECK_STATUS(framesrv_producer_reserve(p, 0, &f), FRAMESRV_OK);
+        CHECK_STATUS(framesrv_producer_publish(p, f), FRAMESRV_OK);
+    }
+    CHECK(read(ready[0], &byte, 1) == 1, "the consumer holds both frames");
+    for (int i = 0; i < 3; i++) CHECK_STATUS(framesrv_producer_reserve(p, 0, &f), FRAMESRV_TIMEOUT);
+    CHECK(write(go[1], &byte, 1) == 1, "go");
+    CHECK(read(ready[0], &byte, 1) == 1, "the consumer released both frames");
+    CHECK_STATUS(framesrv_producer_reserve(p, 0, &f), FRAMESRV_OK);   /* a live source never waits: no retry */
+    CHECK_STATUS(framesrv_producer_publish(p, f), FRAMESRV_OK);
+    int st = check_wait(child, 30);
+    CHECK(st == 0, "the consumer saw frame 3 with the source's 3 drops (status %d)", st);
+    framesrv_producer_close(p);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -220,6 +271,7 @@ int main(int argc, char **argv)
     exactly_once("threads", 0, true);
     consumer_killed();
     detach_wakes_reserve();
+    source_drops();
     if (access(produce_tool, X_OK) == 0) producer_killed();
     else printf("producer_consumer: producer_killed skipped (no %s)\n", produce_tool);
     return check_exit("producer_consumer");
