@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: demo test build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan \
+.PHONY: demo test build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan tour check-warnings \
 	install install-bin install-man install-lib install-python
 
 ## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
@@ -109,6 +109,17 @@ install-python:
 	$(if $(PYTHON),$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --no-warn-script-location --root-user-action=ignore \
 		$$($(PYTHON) -c 'import setuptools, wheel' 2>/dev/null && echo --no-build-isolation) \
 		--prefix $(PREFIX) $(if $(DESTDIR),--root $(DESTDIR)) ./clients/python)
+
+## A release build that fails on any warning it prints (compiler, linker or SwiftPM's own, such as a
+## pkg-config flag it ignores). Only what gets compiled is seen: CI runs it on a fresh clone.
+check-warnings:
+	@mkdir -p .build
+	set -o pipefail; swift build -c release 2>&1 | tee .build/check-warnings.log
+	@if grep -q "warning:" .build/check-warnings.log; then echo "check-warnings: the build printed warnings (above)" >&2; exit 1; fi
+
+## Runs the README's tour (scripts/tour.sh) in a scratch HOME and directory.
+tour:
+	scripts/tour.sh
 
 clean:
 	rm -rf .build

@@ -68,4 +68,12 @@ struct InstallTests {
         let left = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { !$0.hasPrefix(".out-") && !$0.hasPrefix(".err-") }
         #expect(left.isEmpty, "left in the runtime directory after normal exits: \(left)")
     }
+
+    @Test("the README's tour runs top to bottom as a script (scripts/tour.sh)", .timeLimit(.minutes(8)))
+    func tourRuns() throws {
+        let tour = try ClientTools.run([repositoryRoot.appendingPathComponent("scripts/tour.sh").path], timeout: 460,
+                                       environment: ["FRAMESRV_BIN": framesrvPath])
+        #expect(tour.status == 0 && tour.stdout.contains("tour: passed"),
+                "scripts/tour.sh exited \(tour.status):\n\(tour.stdout.suffix(4000))\n\(tour.stderr.suffix(4000))")
+    }
 }
