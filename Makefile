@@ -103,7 +103,8 @@ install-man: install-bin
 install-lib:
 	$(MAKE) -s -C clients/c install PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)
 
-# --prefix puts the package under PREFIX like the rest (PREFIX=~/.local: the user's site).
+# --prefix puts the package under PREFIX like the rest (PREFIX=~/.local: the user's site). A python
+# that does not look in PREFIX's site-packages needs PYTHONPATH, or PYTHON= and its own pip install.
 # Without build isolation pip builds offline with the setuptools it has (numpy: headers if present).
 install-python:
 	$(if $(PYTHON),$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --no-warn-script-location --root-user-action=ignore \
