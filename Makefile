@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: demo test build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan
+.PHONY: demo test build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan tour check-warnings \
+	install install-bin install-man install-lib install-python
 
 ## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
 demo:
@@ -71,6 +72,55 @@ bench:
 	$(MAKE) -s -C clients/c
 	.build/release/framesrv bench transport
 	.build/release/framesrv bench clients
+
+## Installs under PREFIX (default /usr/local; DESTDIR for a staged install):
+##   bin/framesrv                        a release build (or FRAMESRV_BIN, a binary already built)
+##   share/man/man1/framesrv.1           the man page, made from every command's --help
+##   include/, lib/, lib/pkgconfig/      libframesrv (make -C clients/c install)
+##   lib/pythonX.Y/site-packages/        the Python package, built by PYTHON (default python3);
+##                                       PYTHON= (empty) skips it
+## The binary finds the Swift runtime in the toolchain it was built with;
+## SWIFT_BUILD_FLAGS=--static-swift-stdlib builds one that needs no toolchain.
+PREFIX ?= /usr/local
+DESTDIR ?=
+PYTHON ?= python3
+FRAMESRV_BIN ?=
+SWIFT_BUILD_FLAGS ?=
+BIN_TO_INSTALL = $(or $(FRAMESRV_BIN),.build/release/framesrv)
+
+install: install-bin install-man install-lib install-python
+
+install-bin:
+	$(if $(FRAMESRV_BIN),,swift build -c release --product framesrv $(SWIFT_BUILD_FLAGS))
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BIN_TO_INSTALL) $(DESTDIR)$(PREFIX)/bin/framesrv
+
+install-man: install-bin
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	scripts/man-page $(BIN_TO_INSTALL) > $(DESTDIR)$(PREFIX)/share/man/man1/framesrv.1
+	chmod 644 $(DESTDIR)$(PREFIX)/share/man/man1/framesrv.1
+
+install-lib:
+	$(MAKE) -s -C clients/c install PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)
+
+# --prefix puts the package under PREFIX like the rest (PREFIX=~/.local: the user's site). A python
+# that does not look in PREFIX's site-packages needs PYTHONPATH, or PYTHON= and its own pip install.
+# Without build isolation pip builds offline with the setuptools it has (numpy: headers if present).
+install-python:
+	$(if $(PYTHON),$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --no-warn-script-location --root-user-action=ignore \
+		$$($(PYTHON) -c 'import setuptools, wheel' 2>/dev/null && echo --no-build-isolation) \
+		--prefix $(PREFIX) $(if $(DESTDIR),--root $(DESTDIR)) ./clients/python)
+
+## A release build that fails on any warning it prints (compiler, linker or SwiftPM's own, such as a
+## pkg-config flag it ignores). Only what gets compiled is seen: CI runs it on a fresh clone.
+check-warnings:
+	@mkdir -p .build
+	set -o pipefail; swift build -c release 2>&1 | tee .build/check-warnings.log
+	@if grep -q "warning:" .build/check-warnings.log; then echo "check-warnings: the build printed warnings (above)" >&2; exit 1; fi
+
+## Runs the README's tour (scripts/tour.sh) in a scratch HOME and directory.
+tour:
+	scripts/tour.sh
 
 clean:
 	rm -rf .build

@@ -196,6 +196,7 @@ public final class Producer: @unchecked Sendable {
             for r in retired { try? removeFile(directory.poolPath(stream, epoch: r.epoch)) }
         }
         leaveEndedNote()
+        lock?.unlinkAndRelease()   // unlinked while held, then released (PROTOCOL.md 14 step 4)
         lock = nil   // the name is free for the next producer
     }
 

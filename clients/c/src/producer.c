@@ -29,6 +29,7 @@ static void remove_files(framesrv_producer *p)
 void framesrv_producer_close(framesrv_producer *p)
 {
     if (p == NULL) return;
+    char path[PATH_MAX];
     if (p->reserved != NULL) framesrv_producer_abandon(p, p->reserved);
     if (!p->ended) framesrv_producer_end(p, 0);
     /* Give consumers a moment to release the last frames, so the pool goes with the stream. */
@@ -40,6 +41,8 @@ void framesrv_producer_close(framesrv_producer *p)
     p->pub = NULL;
     if (p->zmq_context != NULL) zmq_ctx_term(p->zmq_context);
     p->zmq_context = NULL;
+    /* 14 step 4: unlink NAME.lock while still holding it, then release it by closing. */
+    if (p->lock_fd >= 0 && fsi_path(path, sizeof path, p->dir, p->name, ".lock") == FRAMESRV_OK) unlink(path);
     if (p->lock_fd >= 0) close(p->lock_fd);   /* the name is free for the next producer */
     p->lock_fd = -1;
     pthread_mutex_lock(&p->lock);
