@@ -35,14 +35,8 @@ struct PipelineBuilder {
             }
             let reads = kind == .exec ? words.contains { $0.contains("{in}") } : kind != .produce
             let writes = kind == .exec ? words.contains { $0.contains("{out}") } : kind != .sink
-            let label = element.joined(separator: " ")
-            if reads && !hasInput { throw PipelineError("'\(label)' reads a stream: put it after '!' or after NAME.") }
-            if !reads && hasInput { throw PipelineError(kind == .exec ? "'\(label)' has no {in} for the stream before it"
-                                                                       : "'\(label)' starts a chain: it cannot follow '!'") }
-            if !writes && position < chain.elements.count - 1 {
-                throw PipelineError(kind == .exec ? "'\(label)' has no {out}: nothing can follow it" : "'\(label)' ends a chain: nothing can follow it")
-            }
-            if !writes, let name { throw PipelineError("'\(label)' publishes no stream to call '\(name)'") }
+            try Self.checkLinks(element, kind: kind, reads: reads, writes: writes, hasInput: hasInput,
+                                isLast: position == chain.elements.count - 1, name: name)
             let index = pipeline.stages.count
             pipeline.stages.append(Pipeline.Stage(kind: kind, words: words, input: current, output: nil))
             if reads, current == nil, let waitingName { pending.append((waitingName, index)) }
@@ -57,6 +51,20 @@ struct PipelineBuilder {
             }
         }
         if chain.elements.isEmpty { throw PipelineError("'\(chain.from!).' leads nowhere: follow it with '! sink ...'") }
+    }
+
+    /// An element reads a stream exactly when one comes before it, and publishes one when more follows.
+    static func checkLinks(_ element: [String], kind: Pipeline.Kind, reads: Bool, writes: Bool, hasInput: Bool,
+                           isLast: Bool, name: String?) throws(PipelineError) {
+        let label = element.joined(separator: " ")
+        if reads && !hasInput { throw PipelineError("'\(label)' reads a stream: put it after '!' or after NAME.") }
+        if !reads && hasInput {
+            throw PipelineError(kind == .exec ? "'\(label)' has no {in} for the stream before it" : "'\(label)' starts a chain: it cannot follow '!'")
+        }
+        if !writes && !isLast {
+            throw PipelineError(kind == .exec ? "'\(label)' has no {out}: nothing can follow it" : "'\(label)' ends a chain: nothing can follow it")
+        }
+        if !writes, let name { throw PipelineError("'\(label)' publishes no stream to call '\(name)'") }
     }
 
     mutating func declare(_ name: String, _ stream: Int) throws(PipelineError) {

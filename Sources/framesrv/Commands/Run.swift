@@ -36,7 +36,8 @@ enum RunCommand: Command {
 
     When every stage has exited 0, run exits 0. When a stage fails, run stops the others
     (SIGINT, then SIGKILL 5 s later), removes what is left of its streams and exits with
-    that stage's status and its error line. Ctrl-C (SIGINT or SIGTERM to run) stops the
+    that stage's status and its error line. A stage whose consumers have all exited (a sink
+    with --frames N) is stopped as Ctrl-C would stop it. Ctrl-C (SIGINT or SIGTERM to run) stops the
     sources only: the chain drains into the sinks, so recordings are complete (stages still
     running 30 s later are stopped).
 
@@ -50,7 +51,7 @@ enum RunCommand: Command {
         installStopHandlers()
         let children = try start(pipeline)
         let view = o.quiet ? nil : LiveView(directory: dir, streams: pipeline.streamOrder.map { pipeline.streams[$0].name })
-        let failed = supervise(children, sources: pipeline.sources, view: view)
+        let failed = supervise(children, pipeline, view: view)
         children.stopAll()
         defer { removeLeftovers(pipeline, dir) }
         if let failed {
@@ -102,20 +103,26 @@ enum RunCommand: Command {
     }
 
     /// Waits until every stage has exited or one has failed (the first in pipeline order of
-    /// those found failed). A stop signal stops the sources, and the rest drain.
-    static func supervise(_ children: [Child], sources: [Int], view: LiveView?) -> Child? {
+    /// those found failed). A stop signal stops the sources, and the rest drain; a stage whose
+    /// every consumer has exited is stopped too (nothing would read what it publishes).
+    static func supervise(_ children: [Child], _ pipeline: Pipeline, view: LiveView?) -> Child? {
         var failed: Child?
         var drainDeadline: UInt64?
-        // A source stopped by the signal before its first frame exits 130: not a failure.
+        var stopped: Set<Int> = []
+        func stop(_ i: Int) { if stopped.insert(i).inserted { children[i].interrupt() } }
+        // A stage run stopped before its first frame exits 130: not a failure.
         func failure(_ i: Int) -> Bool {
             let status = children[i].exitStatus ?? 0
-            return status != 0 && !(drainDeadline != nil && sources.contains(i) && status == 130)
+            return status != 0 && !(stopped.contains(i) && status == 130)
         }
         func going() -> Bool {
             if failed == nil { failed = children.indices.first(where: failure).map { children[$0] } }
             if StopSignal.requested, drainDeadline == nil {
                 drainDeadline = monotonicNanos() + 30_000_000_000
-                for i in sources { children[i].interrupt() }
+                for i in pipeline.sources { stop(i) }
+            }
+            for stream in pipeline.streams where !stream.consumers.contains(where: { children[$0].process.isRunning }) {
+                stop(stream.producer)
             }
             if let drainDeadline, monotonicNanos() > drainDeadline { return false }
             return failed == nil && children.contains { $0.process.isRunning }
