@@ -102,6 +102,16 @@ import Testing
         try expectNothingLeft(scratch, run.stdout)
     }
 
+    /// A sink that is done (--frames 10) stops the filter and the endless source above it.
+    @Test func finishedConsumersStopTheirProducers() throws {
+        let scratch = try Scratch()
+        let r = try scratch.run(["run", "--quiet", "produce -f lavfi -i testsrc2=size=320x240:rate=25"
+                                 + " ! filter --preset gray ! sink --null --frames 10"], timeout: 60)
+        #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
+        #expect(r.stdout.contains("received 10 frames (first 1, last 10)"), "\(r.stdout)")
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
     /// Bad descriptions: one line, exit status 2, nothing started.
     @Test func badDescriptionsAreUsageErrors() throws {
         let scratch = try Scratch()
