@@ -22,10 +22,12 @@ let package = Package(
         .target(name: "FrameServer", dependencies: ["CFrameServer", "CZMQ"]),
         // Everything that touches FFmpeg, behind a Swift API: no FFmpeg pointer leaves it.
         .target(name: "FrameMedia", dependencies: ["FrameServer", "CFFmpeg"]),
+        // `framesrv run`'s pipeline descriptions: parser, graph, stream names, --wait-for, start order.
+        .target(name: "FramePipeline"),
         // The command-line tool.
-        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia"]),
+        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FramePipeline"]),
         // End-to-end suites: real framesrv processes (see Tests/README.md).
-        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "CFrameServer", "framesrv"]),
+        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv"]),
         // FrameMedia's pieces on their own, in process.
         .testTarget(name: "FrameMediaTests", dependencies: ["FrameMedia", "FrameServer"]),
     ]

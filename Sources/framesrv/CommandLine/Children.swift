@@ -15,12 +15,14 @@ final class Child {
     private let output = Pipe()
     private let errors: Pipe?
     private let errorText = ErrorCollector()
+    private let capturesOutput: Bool
     let label: String
 
     /// Starts `framesrv ARGS` (or another program with `executable`) with `environment` added.
     init(_ arguments: [String], label: String, executable: String = selfExecutable,
          environment: [String: String] = [:], captureOutput: Bool = true, captureErrors: Bool = false) throws {
         self.label = label
+        capturesOutput = captureOutput
         errors = captureErrors ? Pipe() : nil
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -40,7 +42,7 @@ final class Child {
 
     /// Waits for the child and returns its exit status and everything it printed.
     func finish() -> (status: Int32, output: String) {
-        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let data = capturesOutput ? output.fileHandleForReading.readDataToEndOfFile() : Data()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }

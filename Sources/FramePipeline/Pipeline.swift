@@ -1,0 +1,107 @@
+/// A pipeline description resolved into stages and streams: what `framesrv run` starts.
+///
+/// The syntax is gst-launch's. `!` links an element to the next; `name=NAME` on an element
+/// names the stream it publishes (on `tee`, the stream going through it); `NAME.` starts a
+/// new chain reading that stream (fan-out: several chains may start from one name). Elements:
+///
+///     produce ARGS                 a `framesrv produce` (the launcher adds --out and --wait-for)
+///     filter ARGS                  a `framesrv filter` (adds --in, --out and --wait-for)
+///     sink ARGS                    a `framesrv sink` (adds --in)
+///     tee [name=NAME]              no process: a name for the stream, to branch from
+///     exec PROGRAM ARGS            any program; {in}, {out} and {wait-for} in ARGS become the
+///                                  stream it reads, the stream it creates and its consumer count
+///
+/// A new chain also starts at `produce` right after a complete element (two sources).
+public struct Pipeline: Sendable {
+    public enum Kind: String, Sendable { case produce, filter, sink, exec }
+
+    public struct Stage: Sendable {
+        public let kind: Kind
+        /// The words after the element's keyword, as written (name= removed).
+        public let words: [String]
+        /// The stream this stage reads, the stream it creates (indices into `streams`).
+        public internal(set) var input: Int?
+        public internal(set) var output: Int?
+        /// Whether it reads every frame (filter and sink without --live; every exec).
+        public var lossless: Bool { kind == .exec || (kind != .produce && !words.contains("--live")) }
+        /// The element as written, shortened: for status rows and error lines.
+        public var label: String {
+            let text = ([kind.rawValue] + words).joined(separator: " ")
+            return text.count <= 48 ? text : String(text.prefix(45)) + "..."
+        }
+    }
+
+    public struct Stream: Sendable {
+        public internal(set) var name: String
+        public let producer: Int
+        /// Lossless consumers: the producer's --wait-for.
+        public internal(set) var waitFor = 0
+        public internal(set) var consumers: [Int] = []
+    }
+
+    public internal(set) var stages: [Stage] = []
+    public internal(set) var streams: [Stream] = []
+
+    init(stages: [Stage], streams: [Stream]) {
+        self.stages = stages
+        self.streams = streams
+    }
+
+    /// Parses `text` (see `PipelineTokens`); unnamed streams are called BASE-1, BASE-2, ...
+    public init(parsing text: String, base: String) throws(PipelineError) {
+        try self.init(words: try PipelineTokens.split(text), base: base)
+    }
+
+    /// Parses words already split (a description given as several arguments).
+    public init(words: [String], base: String) throws(PipelineError) {
+        let chains = try PipelineSyntax.chains(words)
+        var builder = PipelineBuilder(base: base)
+        for chain in chains { try builder.add(chain) }
+        self = try builder.finish()
+    }
+
+    /// The order to start stages in: consumers before their producers (sinks first, sources
+    /// last), so every lossless consumer is attached or waiting before a frame is published.
+    public var startOrder: [Int] {
+        var depth = [Int?](repeating: nil, count: stages.count)
+        func depthOf(_ i: Int) -> Int {
+            if let d = depth[i] { return d }
+            let d = stages[i].input.map { depthOf(streams[$0].producer) + 1 } ?? 0
+            depth[i] = d
+            return d
+        }
+        return stages.indices.sorted { (depthOf($0), $0) > (depthOf($1), $1) }
+    }
+
+    /// Stream indices in pipeline order: each stream after the one its producer reads.
+    public var streamOrder: [Int] { startOrder.reversed().compactMap { stages[$0].output } }
+
+    /// The stages that read no stream: the ones Ctrl-C stops, so the rest drain.
+    public var sources: [Int] { stages.indices.filter { stages[$0].input == nil } }
+
+    /// How the stage is started: `framesrv` with these arguments, or (exec) a program.
+    public func commandLine(_ i: Int) -> (framesrv: Bool, arguments: [String]) {
+        let s = stages[i]
+        let input = s.input.map { streams[$0].name }, output = s.output.map { streams[$0].name }
+        let waitFor = s.output.map { streams[$0].waitFor } ?? 0
+        switch s.kind {
+        case .exec:
+            return (false, s.words.map {
+                $0.replacingAll("{in}", with: input ?? "").replacingAll("{out}", with: output ?? "")
+                    .replacingAll("{wait-for}", with: String(waitFor))
+            })
+        case .produce, .filter, .sink:
+            var args = [s.kind.rawValue] + s.words
+            if let input { args += ["--in", input] }
+            if let output { args += ["--out", output] }
+            if waitFor > 0 { args += ["--wait-for", String(waitFor)] }
+            return (true, args)
+        }
+    }
+}
+
+extension String {
+    func replacingAll(_ target: String, with replacement: String) -> String {
+        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}

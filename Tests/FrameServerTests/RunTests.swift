@@ -1,0 +1,138 @@
+import Foundation
+import FramePipeline
+import Glibc
+import Testing
+
+// `framesrv run`: a described pipeline started as processes, wired, supervised and drained.
+@Suite(.serialized) struct RunTests {
+    func clip(_ scratch: Scratch, frames: Int = 30) throws -> String {
+        try generateClip(MediaInput(file: "in.mp4", rate: "25", frames: frames, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]), scratch)
+    }
+
+    /// The description's graph: stream names, --wait-for from the lossless consumers, sinks started first.
+    @Test func descriptionBecomesAGraph() throws {
+        let p = try Pipeline(parsing: "produce -i a.mp4 ! tee name=t  t. ! sink --null  t. ! filter --preset gray ! sink --live --null"
+                             + "  t. ! exec my_filter --in {in} --out {out} --n {wait-for} ! sink --null", base: "run1")
+        #expect(p.streams.map(\.name) == ["t", "run1-2", "run1-3"])
+        #expect(p.streams.map(\.waitFor) == [3, 0, 1])
+        #expect(p.commandLine(0).arguments == ["produce", "-i", "a.mp4", "--out", "t", "--wait-for", "3"])
+        #expect(p.commandLine(2).arguments == ["filter", "--preset", "gray", "--in", "t", "--out", "run1-2"])
+        #expect(p.commandLine(4) == (false, ["my_filter", "--in", "t", "--out", "run1-3", "--n", "1"]))
+        #expect(p.startOrder.last == 0 && p.sources == [0])
+        for bad in ["", "sink --null", "produce -i a ! filter --preset gray", "produce -i a ! filter --out x ! sink",
+                    "produce -i a ! ! sink", "produce -i a name=x ! sink  x. ! y. ! sink", "bogus ! sink", "produce -i 'a ! sink"] {
+            #expect(throws: PipelineError.self, "\(bad)") { try Pipeline(parsing: bad, base: "run1") }
+        }
+    }
+
+    /// produce ! filter ! sink: the sink's framemd5 is ffmpeg's -vf format=gray, from the first frame.
+    @Test func linearChainMatchesFFmpeg() throws {
+        let scratch = try Scratch()
+        let input = try clip(scratch)
+        let md5 = scratch.file("gray.md5")
+        let r = try scratch.run(["run", "--quiet", "produce -i '\(input)' ! filter --preset gray ! sink --framemd5 '\(md5)'"], timeout: 120)
+        #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
+        #expect(try String(contentsOfFile: md5, encoding: .utf8) == ffmpegFramemd5(input, after: "-vf format=gray", scratch))
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// A fan-out to 3 sinks, described in a file: every sink's framemd5 is ffmpeg's for its branch.
+    @Test func fanOutToThreeSinksMatchesFFmpeg() throws {
+        let scratch = try Scratch()
+        let input = try clip(scratch)
+        let file = scratch.file("fan.pipeline")
+        try """
+        # one source, three branches
+        produce -i '\(input)' ! tee name=src
+        src. ! sink --framemd5 '\(scratch.file("plain.md5"))'
+        src. ! filter --preset gray ! sink --framemd5 '\(scratch.file("gray.md5"))'
+        src. ! filter --preset sepia name=old ! sink --framemd5 '\(scratch.file("sepia.md5"))'
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        let r = try scratch.run(["run", "--quiet", "-f", file], timeout: 120)
+        #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
+        let sepia = "colorchannelmixer=.393:.769:.189:0:.349:.686:.168:0:.272:.534:.131"
+        for (name, vf) in [("plain", ""), ("gray", "-vf format=gray"), ("sepia", "-vf \(sepia)")] {
+            let got = try String(contentsOfFile: scratch.file("\(name).md5"), encoding: .utf8)
+            #expect(got == (try ffmpegFramemd5(input, after: vf, scratch)), "branch \(name)")
+            #expect(frameLines(got).count == 30, "branch \(name)")
+        }
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// A filter whose blend image is missing fails at start: run exits with its status and its line.
+    @Test func stageFailingAtStartStopsTheRest() throws {
+        let scratch = try Scratch()
+        let input = try clip(scratch)
+        let r = try scratch.run(["run", "--quiet", "produce -i '\(input)' ! filter --preset blend=/nonexistent.png:0.5 ! sink --null"], timeout: 60)
+        #expect(r.status == 1, "\(r.stdout)\n\(r.stderr)")
+        let lines = r.stderr.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].hasPrefix("framesrv: error: stage 2 'filter --preset blend=/nonexistent.png:0.5' failed: cannot use '/nonexistent.png'"),
+                "\(r.stderr)")
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// A user's program that fails after 10 frames of an endless source: run exits with its status and line.
+    @Test func stageFailingMidStreamStopsTheRest() throws {
+        let scratch = try Scratch()
+        let check = "\"$0\" sink --in \"$1\" --null --frames 10 >/dev/null && echo 'checker: frame 11 is wrong' >&2 && exit 3"
+        let r = try scratch.run(["run", "--quiet", "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! filter --preset gray"
+                                 + " ! exec sh -c '\(check.replacingOccurrences(of: "'", with: "'\\''"))' '\(framesrvPath)' {in}"], timeout: 60)
+        #expect(r.status == 3, "\(r.stdout)\n\(r.stderr)")
+        #expect(r.stderr.hasSuffix("failed: checker: frame 11 is wrong\n"), "\(r.stderr)")
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// SIGINT to run stops the source; the rest drains: both recordings hold every frame published.
+    @Test func interruptDrainsIntoCompleteRecordings() throws {
+        let scratch = try Scratch()
+        let (a, b) = (scratch.file("a.mp4"), scratch.file("b.mp4"))
+        let run = try scratch.start(["run", "--quiet", "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! tee name=t"
+                                     + "  t. ! sink --record '\(a)'  t. ! filter --preset gray ! sink --record '\(b)'"])
+        #expect(eventually(timeout: 60) { [a, b].allSatisfy { (regularFileSize($0) ?? 0) > 10_000 } }, "\(run.stderr)")
+        run.signal(SIGINT)
+        #expect(run.wait(timeout: 60) == 0, "\(run.stdout)\n\(run.stderr)")
+        let published = run.stdout.split(separator: "\n").first { $0.hasPrefix("produce: t: published ") }
+            .flatMap { Int($0.split(separator: " ")[3]) }
+        #expect(published != nil && published! > 0, "\(run.stdout)")
+        for path in [a, b] {
+            let (status, out, err) = try shell("ffprobe -v error -count_frames -show_entries stream=nb_read_frames -of csv=p=0 '\(path)'", scratch)
+            #expect(status == 0, "\(err)")
+            #expect(Int(String(decoding: out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) == published, "\(path)")
+        }
+        try expectNothingLeft(scratch, run.stdout)
+    }
+
+    /// A sink that is done (--frames 10) stops the filter and the endless source above it.
+    @Test func finishedConsumersStopTheirProducers() throws {
+        let scratch = try Scratch()
+        let r = try scratch.run(["run", "--quiet", "produce -f lavfi -i testsrc2=size=320x240:rate=25"
+                                 + " ! filter --preset gray ! sink --null --frames 10"], timeout: 60)
+        #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
+        #expect(r.stdout.contains("received 10 frames (first 1, last 10)"), "\(r.stdout)")
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// Bad descriptions: one line, exit status 2, nothing started.
+    @Test func badDescriptionsAreUsageErrors() throws {
+        let scratch = try Scratch()
+        for bad in [["produce -i x.mp4 ! filter --preset gray"], ["produce -i x.mp4 ! sink --in y"], ["t. ! sink --null"], [], ["-f", "/nonexistent"]] {
+            let r = try scratch.run(["run"] + bad)
+            #expect(r.status == 2, "\(bad): \(r.stderr)")
+            #expect(r.stderr.split(separator: "\n").count == 1 && r.stderr.hasPrefix("framesrv: error: "), "\(bad): \(r.stderr)")
+        }
+    }
+
+    /// No stage of the run still running, and no file of its streams (but the lock files, see issue 12's install part).
+    func expectNothingLeft(_ scratch: Scratch, _ output: String) throws {
+        let streams = try FileManager.default.contentsOfDirectory(atPath: scratch.path)
+            .filter { !$0.hasSuffix(".lock") && !$0.hasPrefix(".") && !$0.hasSuffix(".mp4") && !$0.hasSuffix(".md5") && !$0.hasSuffix(".pipeline")
+                      && !$0.hasSuffix(".out") && !$0.hasSuffix(".err") && !$0.hasSuffix(".log") }
+        #expect(streams == [], "stream files left: \(streams)")
+        let children = try FileManager.default.contentsOfDirectory(atPath: "/proc").filter { name in
+            guard Int(name) != nil, let env = FileManager.default.contents(atPath: "/proc/\(name)/environ") else { return false }
+            return String(decoding: env, as: UTF8.self).split(separator: "\0").contains { $0.hasPrefix("FRAMESRV_DIR=\(scratch.path)") }
+                && (try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8))?.contains(") Z ") != true
+        }
+        #expect(children == [], "processes left: \(children)")
+    }
+}
