@@ -126,6 +126,8 @@ public struct StreamSnapshot: Sendable, Encodable {
     public let lastSequence: UInt64
     public let consumers: [ConsumerSnapshot]
     public let slotTable: [SlotSnapshot]
+    /// The stream ended and its files are gone: this is how a monitor last saw it (see `RecentStreams`).
+    public var vanished = false
 
     /// Reads stream `name` from `directory`.
     public static func read(_ name: String, in directory: RuntimeDirectory) throws(FrameServerError) -> StreamSnapshot {
