@@ -1,4 +1,5 @@
 import Foundation
+import CFrameServer
 @testable import FrameServer
 import Glibc
 import Testing
@@ -8,23 +9,28 @@ import Testing
 @Suite(.serialized) struct MonitorTests {
     // MARK: Latency percentiles
 
-    /// A percentile is the upper bound of the power-of-two bucket that contains it.
+    /// A percentile is the upper bound of the bucket that contains it: 1 us buckets under
+    /// 100 us, then 100 us, 1 ms and 10 ms steps, open from 100 ms.
     @Test func latencyPercentileIsTheUpperBoundOfItsBucket() {
         func p(_ q: Double, _ hist: [UInt64]) -> UInt64? { ConsumerSnapshot.latencyPercentileMicros(q, histogram: hist) }
-        var hist = [UInt64](repeating: 0, count: 16)
+        #expect([0, 1, 12, 99, 100, 199, 999, 1000, 9999, 10000, 99_999, 100_000, 5_000_000].map { fs_latency_bucket($0) }
+                == [0, 1, 12, 99, 100, 100, 108, 109, 117, 118, 126, 127, 127])
+        #expect([0, 12, 99, 100, 108, 109, 117, 118, 126].map { fs_latency_bucket_bound($0) }
+                == [1, 13, 100, 200, 1000, 2000, 10000, 20000, 100_000])
+        var hist = [UInt64](repeating: 0, count: Int(FS_LATENCY_BUCKETS))
         #expect(p(0.5, hist) == nil, "no frame yet")
-        hist[6] = 99      // 32..63 us
-        hist[10] = 1      // 512..1023 us
-        #expect(p(0.5, hist) == 64)
-        #expect(p(0.99, hist) == 64, "the 99th of 100 samples is still in bucket 6")
-        #expect(p(1.0, hist) == 1024)
-        #expect(p(0, hist) == 64, "p0 is the first sample")
+        hist[Int(fs_latency_bucket(23))] = 99      // 23 us
+        hist[Int(fs_latency_bucket(650))] = 1      // 600..699 us
+        #expect(p(0.5, hist) == 24)
+        #expect(p(0.99, hist) == 24, "the 99th of 100 samples is still in the 23 us bucket")
+        #expect(p(1.0, hist) == 700)
+        #expect(p(0, hist) == 24, "p0 is the first sample")
         hist[0] = 100     // under 1 us
         #expect(p(0.5, hist) == 1)
-        #expect(p(0.75, hist) == 64)
-        hist[15] = 1000   // 16384 us and more: no upper bound
+        #expect(p(0.75, hist) == 24)
+        hist[Int(FS_LATENCY_BUCKETS) - 1] = 1000   // 100 ms and more: no upper bound
         #expect(p(0.99, hist) == ConsumerSnapshot.latencyUnbounded)
-        #expect(ConsumerSnapshot.latencyUnboundedFromMicros == 16384)
+        #expect(ConsumerSnapshot.latencyUnboundedFromMicros == 100_000)
     }
 
     // MARK: top

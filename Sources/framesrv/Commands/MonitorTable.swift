@@ -49,8 +49,9 @@ struct MonitorColumn {
       MISS         frames a consumer will never get (a live consumer's skips)
       STALE        acquisitions refused because the slot had been recycled
       DROP         frames the producer's live source dropped for want of a free slot
-      P50, P99     publish -> acquire latency percentiles: the upper bound of the
-                   histogram bucket holding the percentile ("<64us" = under 64 us)
+      P50, P99     publish -> acquire latency percentiles from the consumer's histogram:
+                   to the microsecond under 100 us ("12us" = 12 to 13 us), then the upper
+                   bound of a coarser bucket ("<400us", "<3ms", "<40ms"); ">=100ms" beyond
       RATE         nominal frame rate ("max": unpaced)
       FORMAT       size and pixel format of the newest frame
       COLOUR       its colour matrix/range

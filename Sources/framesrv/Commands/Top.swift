@@ -239,7 +239,7 @@ struct TopConsumer: Encodable {
     let missed: UInt64
     let stale: UInt64
     /// Upper bounds of the percentiles' histogram buckets (absent before the first frame
-    /// and for the open last bucket), and the same as shown: "<64us", ">=16384us" or "-".
+    /// and for the open last bucket), and the same as shown: "12us", "<400us", ">=100ms" or "-".
     let latencyP50Micros: UInt64?
     let latencyP99Micros: UInt64?
     let latencyP50: String
@@ -265,10 +265,13 @@ struct TopConsumer: Encodable {
         latencyP99 = Self.label(p99)
     }
 
-    /// "<64us" for a bucket's upper bound, ">=16384us" for the open last bucket, "-" for none.
+    /// A percentile as top shows it: "12us" for the 1 us bucket [12, 13) (under 100 us),
+    /// "<400us", "<3ms", "<40ms" for the coarser buckets' upper bounds, ">=100ms" for the
+    /// open last bucket, "-" for none.
     static func label(_ bound: UInt64?) -> String {
         guard let bound else { return "-" }
-        guard bound == ConsumerSnapshot.latencyUnbounded else { return "<\(bound)us" }
-        return ">=\(ConsumerSnapshot.latencyUnboundedFromMicros)us"
+        guard bound != ConsumerSnapshot.latencyUnbounded else { return ">=\(ConsumerSnapshot.latencyUnboundedFromMicros / 1000)ms" }
+        if bound <= 100 { return "\(bound - 1)us" }
+        return bound < 1000 ? "<\(bound)us" : "<\(bound / 1000)ms"
     }
 }
