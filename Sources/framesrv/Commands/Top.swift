@@ -76,7 +76,7 @@ enum TopCommand: Command {
         case .terminal:
             let size = terminalSize()
             let title = String("framesrv top: \(directory), refresh every \(formatDouble(interval, 2)) s".prefix(size.columns))
-            var lines = [title] + report.table(width: width ?? size.columns, escapes: true)
+            var lines = [title] + report.table(width: min(width ?? size.columns, size.columns), escapes: true)
             if report.streams.isEmpty { lines.append("no streams") }
             let visible = lines.prefix(size.rows)
             // No newline after the last row: it would scroll a full screen by one line.
