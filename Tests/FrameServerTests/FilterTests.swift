@@ -295,7 +295,7 @@ import Testing
         let down = try scratch.start(["sink", "--in", "b", "--framemd5", "-", "--seq-log", log, "--quiet"])
         #expect(eventually { (readSeqLog(log).attachments.first?.count ?? 0) >= 10 })
         let entry = try #require(scratch.snapshot("a")?.consumers.first { $0.pid == first.pid })
-        #expect(entry.name == "filter" && entry.mode == "lossless")
+        #expect(entry.name == "filter gblur=sigma=2 -> b" && entry.mode == "lossless", "named by its role")
         first.kill()
 
         // The producer reclaims the dead filter's entry and every slot it held...

@@ -1,4 +1,5 @@
 import Foundation
+import CFrameServer
 @testable import FrameServer
 import Glibc
 import Testing
@@ -8,23 +9,28 @@ import Testing
 @Suite(.serialized) struct MonitorTests {
     // MARK: Latency percentiles
 
-    /// A percentile is the upper bound of the power-of-two bucket that contains it.
+    /// A percentile is the upper bound of the bucket that contains it: 1 us buckets under
+    /// 100 us, then 100 us, 1 ms and 10 ms steps, open from 100 ms.
     @Test func latencyPercentileIsTheUpperBoundOfItsBucket() {
         func p(_ q: Double, _ hist: [UInt64]) -> UInt64? { ConsumerSnapshot.latencyPercentileMicros(q, histogram: hist) }
-        var hist = [UInt64](repeating: 0, count: 16)
+        #expect([0, 1, 12, 99, 100, 199, 999, 1000, 9999, 10000, 99_999, 100_000, 5_000_000].map { fs_latency_bucket($0) }
+                == [0, 1, 12, 99, 100, 100, 108, 109, 117, 118, 126, 127, 127])
+        #expect([0, 12, 99, 100, 108, 109, 117, 118, 126].map { fs_latency_bucket_bound($0) }
+                == [1, 13, 100, 200, 1000, 2000, 10000, 20000, 100_000])
+        var hist = [UInt64](repeating: 0, count: Int(FS_LATENCY_BUCKETS))
         #expect(p(0.5, hist) == nil, "no frame yet")
-        hist[6] = 99      // 32..63 us
-        hist[10] = 1      // 512..1023 us
-        #expect(p(0.5, hist) == 64)
-        #expect(p(0.99, hist) == 64, "the 99th of 100 samples is still in bucket 6")
-        #expect(p(1.0, hist) == 1024)
-        #expect(p(0, hist) == 64, "p0 is the first sample")
+        hist[Int(fs_latency_bucket(23))] = 99      // 23 us
+        hist[Int(fs_latency_bucket(650))] = 1      // 600..699 us
+        #expect(p(0.5, hist) == 24)
+        #expect(p(0.99, hist) == 24, "the 99th of 100 samples is still in the 23 us bucket")
+        #expect(p(1.0, hist) == 700)
+        #expect(p(0, hist) == 24, "p0 is the first sample")
         hist[0] = 100     // under 1 us
         #expect(p(0.5, hist) == 1)
-        #expect(p(0.75, hist) == 64)
-        hist[15] = 1000   // 16384 us and more: no upper bound
+        #expect(p(0.75, hist) == 24)
+        hist[Int(FS_LATENCY_BUCKETS) - 1] = 1000   // 100 ms and more: no upper bound
         #expect(p(0.99, hist) == ConsumerSnapshot.latencyUnbounded)
-        #expect(ConsumerSnapshot.latencyUnboundedFromMicros == 16384)
+        #expect(ConsumerSnapshot.latencyUnboundedFromMicros == 100_000)
     }
 
     // MARK: top
@@ -169,6 +175,70 @@ import Testing
         #expect(widest > 0 && widest <= 80, "rows cut to 80 columns, widest \(widest)")
         producer.signal(SIGINT)
         #expect(producer.wait() == 0)
+    }
+
+    // MARK: A monitor people can read
+
+    /// `top -b` at 80 columns ($COLUMNS): no row is wider, the miss, latency and format
+    /// columns stay, streams come in pipeline order (not by name) and consumers by their
+    /// role or --name; `ls` lists the same order and `inspect` says what is held.
+    @Test func topAt80ColumnsFollowsThePipeline() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "zz-src", "--size", "64x48", "--rate", "100", "--wait-for", "2"])
+        let stages = [try scratch.start(["filter", "--in", "zz-src", "--out", "aa-mid", "--preset", "gray", "--wait-for", "1", "-q"]),
+                      try scratch.start(["sink", "--in", "zz-src", "--null", "--name", "watcher", "-q"]),
+                      try scratch.start(["filter", "--in", "aa-mid", "--out", "mm-out", "--vf", "hflip", "--wait-for", "1", "-q"]),
+                      try scratch.start(["sink", "--in", "mm-out", "--null", "-q"])]
+        #expect(eventually { (scratch.snapshot("mm-out")?.consumers.first?.delivered ?? 0) > 0 })
+        let top = try scratch.start(["top", "-b", "-n", "1"], environment: ["COLUMNS": "80"])
+        #expect(top.wait() == 0, "top: \(top.stderr)")
+        let lines = top.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.allSatisfy { $0.count <= 80 }, "rows wider than 80:\n\(top.stdout)")
+        let header = try #require(lines.first).split(separator: " ").map(String.init)
+        #expect(["NAME", "STATE", "MISS", "P99", "FORMAT"].allSatisfy(header.contains), "\(header)")
+        // (indented: a consumer, its name) for each row
+        let rows = lines.dropFirst().map { ($0.hasPrefix(" "), $0.drop { $0 == " " }.components(separatedBy: "  ")[0]) }
+        #expect(rows.filter { !$0.0 }.map(\.1) == ["zz-src", "aa-mid", "mm-out"], "\(top.stdout)")
+        #expect(Set(rows.filter(\.0).map(\.1)) == ["filter gray -> aa-mid", "watcher", "filter hflip -> mm-out", "sink null"], "\(rows)")
+        let wide = try scratch.start(["top", "-b", "-n", "1", "-w", "160"])
+        #expect(wide.wait() == 0)
+        let wideLines = wide.stdout.split(separator: "\n")
+        #expect(wideLines.allSatisfy { $0.count <= 160 } && wideLines.first?.contains("COLOUR") == true, "\(wide.stdout)")
+        let (status, ls, _) = try scratch.run(["ls", "-w", "80"])
+        #expect(status == 0 && ls.split(separator: "\n").dropFirst().map { String($0.prefix { $0 != " " }) } == ["zz-src", "aa-mid", "mm-out"], "\(ls)")
+        let (_, inspect, _) = try scratch.run(["inspect", "mm-out"])
+        #expect(inspect.contains("sink null pid") && !inspect.contains("(slots )"), "\(inspect)")
+        producer.signal(SIGINT)
+        #expect(producer.wait() == 0)
+        #expect(stages.map { $0.wait() } == [0, 0, 0, 0])
+    }
+
+    /// A stream whose files are gone stays in a refreshing monitor for `keepSeconds`,
+    /// ended, with its last totals; then it goes.
+    @Test func endedStreamStaysForAFewSeconds() {
+        func stream(_ name: String, pid: Int32, published: UInt64) -> StreamSnapshot {
+            StreamSnapshot(name: name, producerPID: pid, state: "running", liveSource: false, slots: 4, slotBytes: 4096, epoch: 1,
+                           published: published, dropped: 0, minFreeSlots: 4, freeSlots: 2, reclaimedConsumers: 0,
+                           demotedConsumers: 0, blockedMillis: 0, nominalRate: nil, format: nil, lastSequence: published,
+                           consumers: [], slotTable: [])
+        }
+        var recent = RecentStreams(keepSeconds: 5)
+        let second: UInt64 = 1_000_000_000
+        #expect(recent.update([stream("a", pid: 1, published: 10), stream("b", pid: 2, published: 7)], nanos: second).map(\.name) == ["a", "b"])
+        let after = recent.update([stream("a", pid: 1, published: 20)], nanos: 2 * second)
+        let gone = after.first { $0.name == "b" }
+        #expect(gone?.vanished == true && gone?.state == "ended" && gone?.published == 7 && gone?.freeSlots == 4)
+        #expect(recent.update([stream("a", pid: 1, published: 30)], nanos: 5 * second).contains { $0.name == "b" })
+        #expect(recent.update([stream("a", pid: 1, published: 40)], nanos: 7 * second).map(\.name) == ["a"])
+    }
+
+    /// Role names fit the shared 31-byte field by losing their middle.
+    @Test func clientNamesFitTheField() {
+        #expect(ClientName.filter("blur=4", out: "soft") == "filter blur=4 -> soft")
+        #expect(ClientName.sink([("record", "/tmp/x/out.mp4")]) == "sink record out.mp4")
+        #expect(ClientName.sink([("framemd5", "-"), ("y4m", "a.y4m")]) == "sink framemd5 - +1")
+        let long = ClientName.filter("scale=1920:1080:flags=lanczos", out: "big-output-stream")
+        #expect(long.utf8.count == ClientName.maxBytes && long.hasPrefix("filter scale") && long.hasSuffix("output-stream"), "\(long)")
     }
 
     // MARK: Helpers

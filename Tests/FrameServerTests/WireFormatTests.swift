@@ -82,7 +82,7 @@ import Testing
     @Test func swiftSeesTheHeaderLayout() {
         #expect(MemoryLayout<fs_control>.size == 512)
         #expect(MemoryLayout<fs_slot_ctl>.size == 64)
-        #expect(MemoryLayout<fs_consumer>.size == 256)
+        #expect(MemoryLayout<fs_consumer>.size == 1280)
         #expect(MemoryLayout<fs_frame>.size == 256)
         #expect(MemoryLayout<fs_announce>.size == 64)
         #expect(MemoryLayout<fs_control>.offset(of: \.latest) == Int(FS_OFF_CONTROL_LATEST))

@@ -53,7 +53,8 @@ extern "C" {
 #define FS_MAX_PLANES    4u
 #define FS_NAME_MAX      48u          /* stream names: [A-Za-z0-9._-]{1,48}       */
 #define FS_HOLDER_WRITER (1ull << 63) /* holder bit 63: the producer is writing   */
-#define FS_LATENCY_BUCKETS 16u        /* bucket i counts latencies < 2^i us; 15 = rest */
+#define FS_LATENCY_BUCKETS 128u       /* fs_latency_bucket: 1 us steps under 100 us, then 100 us,
+                                       * 1 ms, 10 ms steps; 127 = 100 ms and more */
 
 /* fs_control.state */
 #define FS_STREAM_RUNNING 1u
@@ -220,10 +221,12 @@ typedef struct fs_consumer {
     uint64_t held;                /*  64 frames held right now                           */
     uint64_t hold_since_ns;       /*  72 CLOCK_MONOTONIC of the last 0 -> 1 hold or of the last
                                    *     release while still holding; 0 = holds nothing */
-    uint64_t latency_hist[FS_LATENCY_BUCKETS]; /* 80 publish-to-acquire latency histogram */
+    uint64_t reserved_80[16];     /*  80 zero (the power-of-two latency buckets of v2 before 1280-byte entries) */
     char     name[32];            /* 208 what the consumer calls itself (argv[0], ...) */
     uint64_t latency_sum_ns;      /* 240 sum of all latencies                           */
     uint64_t stale;               /* 248 acquisitions refused because the slot was recycled */
+    uint64_t latency_hist[FS_LATENCY_BUCKETS]; /* 256 publish-to-acquire latency histogram:
+                                   *     latency_hist[fs_latency_bucket(us)] counts each frame */
 } fs_consumer;
 
 /* ------------------------------------------------------------------------- */
@@ -320,9 +323,9 @@ _Static_assert(offsetof(fs_control, producer_pid) == 36 && offsetof(fs_control, 
                "identity prefix: fixed in every protocol version (PROTOCOL.md 16)");
 _Static_assert(sizeof(fs_slot_ctl) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_slot_ctl, producer_hold) == 32, "wire layout changed: bump FS_PROTOCOL_VERSION");
-_Static_assert(sizeof(fs_consumer) == 256, "wire layout changed: bump FS_PROTOCOL_VERSION");
+_Static_assert(sizeof(fs_consumer) == 1280, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_consumer, first_seq) == FS_OFF_CONSUMER_FIRST_SEQ, "layout");
-_Static_assert(offsetof(fs_consumer, latency_hist) == 80, "layout");
+_Static_assert(offsetof(fs_consumer, latency_hist) == 256, "layout");
 _Static_assert(offsetof(fs_consumer, name) == 208, "layout");
 _Static_assert(offsetof(fs_consumer, stale) == 248, "layout");
 _Static_assert(sizeof(fs_frame) == 256, "wire layout changed: bump FS_PROTOCOL_VERSION");
@@ -339,6 +342,28 @@ _Static_assert(offsetof(fs_announce, name_len) == 56, "layout");
 /* ------------------------------------------------------------------------- */
 /* Segment addressing                                                         */
 /* ------------------------------------------------------------------------- */
+
+/* The latency_hist bucket of a latency in whole microseconds: [us, us+1) under 100 us
+ * (buckets 0..99), then steps of 100 us under 1 ms (100..108), of 1 ms under 10 ms
+ * (109..117), of 10 ms under 100 ms (118..126); 127 holds 100 ms and more. */
+static inline uint32_t fs_latency_bucket(uint64_t us)
+{
+    if (us < 100) return (uint32_t)us;
+    if (us < 1000) return (uint32_t)(99 + us / 100);
+    if (us < 10000) return (uint32_t)(108 + us / 1000);
+    if (us < 100000) return (uint32_t)(117 + us / 10000);
+    return FS_LATENCY_BUCKETS - 1;
+}
+
+/* The exclusive upper bound in microseconds of bucket b; 0 for the open last bucket. */
+static inline uint64_t fs_latency_bucket_bound(uint32_t b)
+{
+    if (b < 100) return b + 1;
+    if (b < 109) return (uint64_t)(b - 98) * 100;
+    if (b < 118) return (uint64_t)(b - 107) * 1000;
+    if (b < 127) return (uint64_t)(b - 116) * 10000;
+    return 0;
+}
 
 static inline fs_slot_ctl *fs_control_slot(fs_control *c, uint32_t i)
 { return (fs_slot_ctl *)((uint8_t *)c + c->slot_ctl_offset + (size_t)i * sizeof(fs_slot_ctl)); }

@@ -104,7 +104,7 @@ extension ControlSegment {
     func recordDelivery(_ i: Int, sequence: UInt64, held: Int, now: UInt64, latencyNanos ns: UInt64) {
         let e = consumer(i)
         let us = ns / 1000
-        let bucket = us == 0 ? 0 : min(Int(FS_LATENCY_BUCKETS) - 1, 64 - us.leadingZeroBitCount)
+        let bucket = Int(fs_latency_bucket(us))
         withUnsafeMutablePointer(to: &e.pointee.latency_hist) { p in
             p.withMemoryRebound(to: UInt64.self, capacity: Int(FS_LATENCY_BUCKETS)) { fs_count($0 + bucket, 1) }
         }

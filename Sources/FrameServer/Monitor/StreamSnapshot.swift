@@ -24,15 +24,15 @@ public struct ConsumerSnapshot: Sendable, Encodable {
 
 extension ConsumerSnapshot {
     /// What `latencyPercentileMicros` returns when the percentile falls in the histogram's
-    /// last bucket, which has no upper bound (latencies of 2^14 us = 16.4 ms and more).
+    /// last bucket, which has no upper bound (latencies of 100 ms and more).
     public static let latencyUnbounded = UInt64.max
     /// Where the last, open latency bucket begins, in microseconds.
-    public static let latencyUnboundedFromMicros: UInt64 = 1 << UInt64(FS_LATENCY_BUCKETS - 2)
+    public static let latencyUnboundedFromMicros: UInt64 = fs_latency_bucket_bound(FS_LATENCY_BUCKETS - 2)
 
     /// The `p` quantile (0...1) of this consumer's publish -> acquire latency, as the upper
-    /// bound in microseconds of the histogram bucket that contains it (bucket i counts
-    /// latencies below 2^i us, so 64 means "under 64 us"); `latencyUnbounded` when it falls
-    /// in the last bucket; nil before the first frame.
+    /// bound in microseconds of the histogram bucket that contains it (`fs_latency_bucket`:
+    /// 1 us steps under 100 us, so 13 means "12 us"; 100 us steps under 1 ms, ...);
+    /// `latencyUnbounded` when it falls in the last bucket; nil before the first frame.
     public func latencyPercentileMicros(_ p: Double) -> UInt64? {
         Self.latencyPercentileMicros(p, histogram: latencyHistogramMicros)
     }
@@ -47,7 +47,7 @@ extension ConsumerSnapshot {
         for (bucket, count) in histogram.enumerated() {
             seen &+= count
             if seen >= rank {
-                return bucket == Int(FS_LATENCY_BUCKETS) - 1 ? latencyUnbounded : 1 << UInt64(bucket)
+                return bucket >= Int(FS_LATENCY_BUCKETS) - 1 ? latencyUnbounded : fs_latency_bucket_bound(UInt32(bucket))
             }
         }
         return latencyUnbounded
@@ -126,6 +126,8 @@ public struct StreamSnapshot: Sendable, Encodable {
     public let lastSequence: UInt64
     public let consumers: [ConsumerSnapshot]
     public let slotTable: [SlotSnapshot]
+    /// The stream ended and its files are gone: this is how a monitor last saw it (see `RecentStreams`).
+    public var vanished = false
 
     /// Reads stream `name` from `directory`.
     public static func read(_ name: String, in directory: RuntimeDirectory) throws(FrameServerError) -> StreamSnapshot {

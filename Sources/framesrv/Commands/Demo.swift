@@ -121,7 +121,7 @@ struct LiveView {
             let sample = TopSample.take(directory)
             let ours = TopSample(unixTime: sample.unixTime, nanos: sample.nanos,
                                  streams: streams.compactMap { name in sample.streams.first { $0.name == name } }, warnings: [])
-            let lines = TopReport(ours, previous: previous).table()
+            let lines = TopReport(ours, previous: previous).table(width: tty ? max(20, TopCommand.terminalSize().columns - 1) : nil)
             defer { previous = ours }
             // fps needs two samples; once the streams are gone, the last view stays.
             guard previous != nil, !ours.streams.isEmpty else { continue }

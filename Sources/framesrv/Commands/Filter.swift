@@ -9,7 +9,7 @@ enum FilterCommand: Command {
     static let summary = "filter a stream into another with a libavfilter graph (ffmpeg's -vf syntax) or a preset"
     static let help = """
     usage: framesrv filter --in A --out B (--vf GRAPH | --preset NAME) [--live | --lossless]
-                           [--slots N] [--wait SECONDS] [--wait-for N] [--threads N] [--live-source] [--quiet]
+                           [--slots N] [--wait SECONDS] [--wait-for N] [--threads N] [--live-source] [--quiet] [--name NAME]
 
     Reads stream A, runs every frame through a libavfilter graph as 'ffmpeg -i A -vf GRAPH'
     does, and publishes what comes out as stream B. Frames go into the graph without a copy
@@ -51,6 +51,8 @@ enum FilterCommand: Command {
       --wait-for N         publish nothing until N lossless consumers are attached to B
       --threads N          filter threads (default 0: libavfilter decides, as ffmpeg does)
       --quiet              no summary line, no progress line (shown on a terminal)
+      --name NAME          what this consumer is called in ls/top/inspect (default: its
+                           role, 'filter PRESET -> OUT')
 
     Formats the graph makes that framesrv cannot carry are converted by libavfilter to one it
     can (as ffmpeg does for an encoder). A graph libavfilter rejects, an unknown preset or a

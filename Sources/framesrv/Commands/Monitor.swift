@@ -13,12 +13,14 @@ enum ListCommand: Command {
     static let name = "ls"
     static let summary = "list the streams in the runtime directory"
     static let help = """
-    usage: framesrv ls [--json]
+    usage: framesrv ls [-w COLUMNS] [--json]
 
-    One line per stream: name, state (running, ended, dead), producer pid, format,
-    free/total slots, consumers, frames published and dropped, measured frames per second
-    (frames published during 250 ms between two readings), nominal rate.
-      --json    one JSON array of stream snapshots, each with its measured "fps"
+    One line per stream, in pipeline order (sources first), with the columns of 'framesrv
+    top' (see its --help): NAME, STATE, PID, FPS (measured over 250 ms), FRAMES (published),
+    SLOTS (in use/total), CONS (consumers), DROP, RATE (nominal), FORMAT, COLOUR.
+      -w COLUMNS   the width rows fit (default: the terminal's, $COLUMNS, or no limit);
+                   the least useful columns are left out first
+      --json       one JSON array of stream snapshots, each with its measured "fps"
     """
 
     static func run(_ o: ListOptions) throws -> Int32 {
@@ -34,14 +36,13 @@ enum ListCommand: Command {
             print("no streams in \(dir?.path ?? RuntimeDirectory.defaultPath)")
             return 0
         }
-        let widths = [20, 8, 8, 30, 7, 5, 10, 8, 9]
-        print(row(widths, ["STREAM", "STATE", "PID", "FORMAT", "SLOTS", "CONS", "PUBLISHED", "DROPPED", "FPS", "RATE"]))
+        var table = MonitorTable([.name, .state, .pid, .fps, .frames, .slots, .consumers, .drop, .rate, .format, .colour])
         for m in streams {
             let s = m.snapshot
-            let rate = s.nominalRate.map { "\($0)" } ?? "max"
-            print(row(widths, [s.name, s.state, "\(s.producerPID)", s.format ?? "-", "\(s.freeSlots)/\(s.slots)",
-                               "\(s.consumers.count)", "\(s.published)", "\(s.dropped)", m.fps.map { formatDouble($0) } ?? "-", rate]))
+            table.add([s.name, s.state, "\(s.producerPID)", TopReport.fps(m.fps), "\(s.published)", "\(s.slots - s.freeSlots)/\(s.slots)",
+                       "\(s.consumers.count)", "\(s.dropped)", s.nominalRate.map { "\($0)" } ?? "max"] + MonitorTable.formatCells(s.format))
         }
+        for line in table.lines(width: MonitorTable.outputWidth(o.width, terminal: isatty(1) != 0)) { print(line) }
         return 0
     }
 
@@ -56,7 +57,7 @@ enum ListCommand: Command {
         let second = TopSample.take(dir)
         warnings.report(second.warnings)
         let seconds = Double(second.nanos - first.nanos) / 1e9
-        return second.streams.map { s in
+        return StreamSnapshot.pipelineOrder(second.streams).map { s in
             MeasuredStream(snapshot: s, fps: measuredRate(s.published, since: first.stream(like: s)?.published, seconds: seconds))
         }
     }
@@ -120,8 +121,8 @@ enum InspectCommand: Command {
         }
         print("stream \(s.name): \(s.state), producer pid \(s.producerPID)\(s.liveSource ? ", live source" : "")")
         print("  format \(s.format ?? "-"), epoch \(s.epoch), \(s.slots) slots of \(s.slotBytes) bytes")
-        print("  published \(s.published) (last seq \(s.lastSequence)), dropped \(s.dropped), "
-              + "free slots \(s.freeSlots) (min ever \(s.minFreeSlots)), waited \(formatDouble(s.blockedMillis)) ms, "
+        print("  frames \(s.published) published (last seq \(s.lastSequence)), drop \(s.dropped), "
+              + "slots \(s.slots - s.freeSlots)/\(s.slots) in use (min free ever \(s.minFreeSlots)), waited \(formatDouble(s.blockedMillis)) ms, "
               + "reclaimed consumers \(s.reclaimedConsumers)")
         print("  slots:")
         let widths = [4, 6, 9, 10, 7, 10]
@@ -132,16 +133,22 @@ enum InspectCommand: Command {
         }
         print("  consumers:")
         if s.consumers.isEmpty { print("    none") }
-        for c in s.consumers {
-            print("    #\(c.index) \(c.name) pid \(c.pid) \(c.mode) \(c.state): delivered \(c.delivered), missed \(c.missed), "
-                  + "stale \(c.stale), lag \(c.lag), holds \(c.held) (slots \(c.heldSlots.map(String.init).joined(separator: ","))) "
-                  + "for \(formatDouble(c.holdMillis)) ms, mean latency \(formatDouble(c.meanLatencyMicros)) us")
-        }
+        for c in s.consumers { print(describe(c)) }
         return 0
     }
 }
 
 extension InspectCommand {
+    /// A consumer's line, in the words of top's columns: `#0 sink record out.mp4 pid 42
+    /// lossless active: frames 120, miss 0, stale 0, lag 2, held 1 (slot 3) for 4.1 ms, ...`.
+    static func describe(_ c: ConsumerSnapshot) -> String {
+        let slots = c.heldSlots.map(String.init).joined(separator: ",")
+        let held = c.held == 0 ? "held 0" : "held \(c.held) (slot\(c.heldSlots.count == 1 ? "" : "s") \(slots)) for \(formatDouble(c.holdMillis)) ms"
+        let p50 = TopConsumer.label(c.latencyPercentileMicros(0.5)), p99 = TopConsumer.label(c.latencyPercentileMicros(0.99))
+        return "    #\(c.index) \(c.name) pid \(c.pid) \(c.mode) \(c.state): frames \(c.delivered), miss \(c.missed), "
+            + "stale \(c.stale), lag \(c.lag), \(held), latency p50 \(p50) p99 \(p99) mean \(formatDouble(c.meanLatencyMicros)) us"
+    }
+
     /// Takes the newest frame as a live consumer (one slot, for as long as the encode takes)
     /// and writes it as a PNG.
     static func writeSnapshot(of stream: String, to path: String, waitSeconds: Double) throws -> Int32 {

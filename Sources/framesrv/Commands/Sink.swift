@@ -63,7 +63,8 @@ enum SinkCommand: Command {
       --seq-log FILE       append one line per event: 'attach PID', 'frame SEQ', 'corrupt SEQ', 'gone PID'
       --stats-json         print the final statistics as one JSON line
       --no-reattach        exit with an error when the producer dies instead of waiting for it
-      --name NAME          what this consumer is called in 'framesrv inspect' (default: sink)
+      --name NAME          what this consumer is called in ls/top/inspect (default: its
+                           role, 'sink record FILE', 'sink framemd5 FILE', 'sink null', ...)
       --rcvhwm N           ZeroMQ receive high-water mark in messages (default 1000)
       --quiet              no summary line, no progress line, no read-back hint
 

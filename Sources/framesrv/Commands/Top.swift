@@ -7,37 +7,23 @@ enum TopCommand: Command {
     static let name = "top"
     static let summary = "a refreshing view of every stream and consumer: fps, slots, lag, latency"
     static let help = """
-    usage: framesrv top [-d SECONDS] [-n N] [-b | --json]
+    usage: framesrv top [-d SECONDS] [-n N] [-w COLUMNS] [-b | --json]
 
     One row per stream and an indented row per consumer, refreshed every -d seconds.
     Reads the streams' shared statistics only: top never attaches, holds no slot and
-    never slows a pipeline. On a terminal it redraws the screen (rows cut to its width);
-    otherwise, or with -b, it prints one plain text block per refresh.
+    never slows a pipeline. On a terminal it redraws the screen; otherwise, or with -b,
+    it prints one plain text block per refresh. Rows fit the terminal's width (or -w, or
+    $COLUMNS): the least useful columns are left out first (STALE, HOLDms, HELD, PID, ...).
 
       -d SECONDS   refresh interval (default 1)
       -n N         stop after N refreshes (default: until SIGINT)
+      -w COLUMNS   the width rows fit (default: the terminal's, $COLUMNS, or no limit)
       -b           batch mode: plain text blocks separated by a blank line, no escape codes
       --json       one JSON object per refresh and line: {"time": UNIX SECONDS, "streams": [...]},
                    with the columns below ("fps" is absent on the first refresh)
 
-    columns:
-      NAME         stream, or consumer (indented)
-      STATE        running/ended/dead (stream), attaching/active/closing (consumer)
-      PID          producer or consumer process
-      FPS          measured between two refreshes: frames published (stream) or delivered
-                   (consumer) per second; "-" on the first refresh
-      SLOTS        total/in use/minimum free ever
-      MODE         lossless or live
-      HELD         slots the consumer holds now
-      HOLDms       how long its oldest current hold has lasted
-      LAG          frames published that the consumer has not been handed yet
-      MISS         frames a live consumer skipped (and stale announcements it saw)
-      STALE        acquisitions refused because the slot had been recycled
-      DROP         frames the producer's live source dropped for want of a free slot
-      P50, P99     publish -> acquire latency percentiles from the consumer's histogram of
-                   power-of-two buckets: the upper bound of the bucket holding the
-                   percentile ("<64us" = under 64 us; ">=16384us" = the open last bucket)
-      FORMAT       size, pixel format, matrix/range of the newest frame
+    columns (the same in ls and inspect):
+    \(MonitorColumn.legend)
     """
 
     /// How a refresh is shown.
@@ -54,14 +40,17 @@ enum TopCommand: Command {
         defer { if output == .terminal { writeOut(showCursor + "\n") } }
 
         var previous: TopSample?
+        var recent = RecentStreams()
         var refreshes = 0
         var warnings = WarningLog()
         while !StopSignal.requested {
             if dir == nil { dir = try RuntimeDirectory.existing() }
             let sample = TopSample.take(dir)
             warnings.report(sample.warnings)
-            let report = TopReport(sample, previous: previous)
-            guard show(report, output, directory: dir?.path ?? RuntimeDirectory.defaultPath, interval: interval, first: refreshes == 0) else { break }
+            let report = TopReport(sample, streams: recent.update(sample.streams, nanos: sample.nanos), previous: previous)
+            let width = MonitorTable.outputWidth(o.width, terminal: output == .terminal)
+            guard show(report, output, width: width, directory: dir?.path ?? RuntimeDirectory.defaultPath,
+                       interval: interval, first: refreshes == 0) else { break }
             previous = sample
             refreshes += 1
             if let count, refreshes >= count { break }
@@ -75,24 +64,21 @@ enum TopCommand: Command {
     static let showCursor = "\u{1B}[?25h"
 
     /// Shows one refresh; false once standard output is gone (a closed pipe).
-    static func show(_ report: TopReport, _ output: Output, directory: String, interval: Double,
+    static func show(_ report: TopReport, _ output: Output, width: Int?, directory: String, interval: Double,
                      first: Bool) -> Bool {
         switch output {
         case .json:
             guard let line = try? encodeJSON(report) else { return false }
             return writeOut(line + "\n")
         case .text:
-            let lines = report.streams.isEmpty ? ["no streams in \(directory)"] : report.table()
+            let lines = report.streams.isEmpty ? ["no streams in \(directory)"] : report.table(width: width)
             return writeOut((first ? "" : "\n") + lines.joined(separator: "\n") + "\n")
         case .terminal:
             let size = terminalSize()
-            var lines = report.table(title: "framesrv top: \(directory), refresh every \(formatDouble(interval, 2)) s")
+            let title = String("framesrv top: \(directory), refresh every \(formatDouble(interval, 2)) s".prefix(size.columns))
+            var lines = [title] + report.table(width: min(width ?? size.columns, size.columns), escapes: true)
             if report.streams.isEmpty { lines.append("no streams") }
-            let visible = lines.prefix(size.rows).map { line in
-                var cut = String(line.prefix(size.columns))
-                while cut.last == " " { cut.removeLast() }
-                return cut
-            }
+            let visible = lines.prefix(size.rows)
             // No newline after the last row: it would scroll a full screen by one line.
             return writeOut(clearScreen + visible.joined(separator: "\n"))
         }
@@ -165,35 +151,40 @@ struct TopReport: Encodable {
     let time: Double
     let streams: [TopStream]
 
-    init(_ sample: TopSample, previous: TopSample?) {
+    /// `streams`: what to show of `sample` (in pipeline order, with the recently ended).
+    init(_ sample: TopSample, streams shown: [StreamSnapshot], previous: TopSample?) {
         time = sample.unixTime
         let seconds = previous.map { Double(sample.nanos - $0.nanos) / 1e9 } ?? 0
-        streams = sample.streams.map { s in TopStream(s, before: previous?.stream(like: s), seconds: seconds) }
+        streams = shown.map { s in TopStream(s, before: s.vanished ? nil : previous?.stream(like: s), seconds: seconds) }
     }
 
-    static let widths = [22, 8, 8, 8, 9, 9, 5, 8, 6, 7, 6, 6, 10, 10]
+    /// Every stream of `sample`, in pipeline order.
+    init(_ sample: TopSample, previous: TopSample?) {
+        self.init(sample, streams: StreamSnapshot.pipelineOrder(sample.streams), previous: previous)
+    }
+
+    static let columns: [MonitorColumn] = [.name, .state, .pid, .fps, .frames, .slots, .minFree, .mode, .held, .holdMillis,
+                                           .lag, .miss, .stale, .drop, .p50, .p99, .format, .colour]
 
     static func fps(_ fps: Double?) -> String { fps.map { formatDouble($0) } ?? "-" }
 
-    /// The column header and one row per stream and consumer.
-    func table(title: String? = nil) -> [String] {
-        var lines = title.map { [$0] } ?? []
-        func add(_ cells: [String]) {
-            var line = row(Self.widths, cells)
-            while line.last == " " { line.removeLast() }
-            lines.append(line)
-        }
-        add(["NAME", "STATE", "PID", "FPS", "SLOTS", "MODE", "HELD", "HOLDms", "LAG", "MISS", "STALE", "DROP",
-             "P50", "P99", "FORMAT"])
+    /// `title`, the column header and one row per stream and consumer, every column.
+    func table(title: String? = nil) -> [String] { (title.map { [$0] } ?? []) + table(width: nil) }
+
+    /// The column header and one row per stream and consumer, fitted to `width`.
+    func table(width: Int?, escapes: Bool = false) -> [String] {
+        var table = MonitorTable(Self.columns)
         for s in streams {
-            add([s.name, s.state, "\(s.producerPID)", Self.fps(s.fps), "\(s.slots)/\(s.slotsInUse)/\(s.minFreeSlots)",
-                 "", "", "", "", "", "", "\(s.dropped)", "", "", s.format ?? "-"])
+            table.add([s.name, s.state, "\(s.producerPID)", Self.fps(s.fps), "\(s.published)", "\(s.slotsInUse)/\(s.slots)",
+                       "\(s.minFreeSlots)", "", "", "", "", "", "", "\(s.dropped)", "", ""] + MonitorTable.formatCells(s.format),
+                      dim: s.vanished)
             for c in s.consumers {
-                add(["  " + c.name, c.state, "\(c.pid)", Self.fps(c.fps), "", c.mode, "\(c.held)", formatDouble(c.holdMillis),
-                     "\(c.lag)", "\(c.missed)", "\(c.stale)", "", c.latencyP50, c.latencyP99])
+                table.add(["  " + c.name, c.state, "\(c.pid)", Self.fps(c.fps), "\(c.delivered)", "", "", c.mode, "\(c.held)",
+                           formatDouble(c.holdMillis), "\(c.lag)", "\(c.missed)", "\(c.stale)", "", c.latencyP50, c.latencyP99],
+                          dim: s.vanished)
             }
         }
-        return lines
+        return table.lines(width: width, escapes: escapes)
     }
 }
 
@@ -210,6 +201,8 @@ struct TopStream: Encodable {
     let published: UInt64
     let dropped: UInt64
     let nominalRate: Rational?
+    /// The stream ended and its files are gone: its last counts, shown for a few seconds.
+    let vanished: Bool
     let consumers: [TopConsumer]
 
     init(_ s: StreamSnapshot, before: StreamSnapshot?, seconds: Double) {
@@ -224,6 +217,7 @@ struct TopStream: Encodable {
         published = s.published
         dropped = s.dropped
         nominalRate = s.nominalRate
+        vanished = s.vanished
         consumers = s.consumers.map { c in
             TopConsumer(c, before: before?.consumers.first { $0.index == c.index && $0.pid == c.pid }, seconds: seconds)
         }
@@ -245,7 +239,7 @@ struct TopConsumer: Encodable {
     let missed: UInt64
     let stale: UInt64
     /// Upper bounds of the percentiles' histogram buckets (absent before the first frame
-    /// and for the open last bucket), and the same as shown: "<64us", ">=16384us" or "-".
+    /// and for the open last bucket), and the same as shown: "12us", "<400us", ">=100ms" or "-".
     let latencyP50Micros: UInt64?
     let latencyP99Micros: UInt64?
     let latencyP50: String
@@ -271,10 +265,13 @@ struct TopConsumer: Encodable {
         latencyP99 = Self.label(p99)
     }
 
-    /// "<64us" for a bucket's upper bound, ">=16384us" for the open last bucket, "-" for none.
+    /// A percentile as top shows it: "12us" for the 1 us bucket [12, 13) (under 100 us),
+    /// "<400us", "<3ms", "<40ms" for the coarser buckets' upper bounds, ">=100ms" for the
+    /// open last bucket, "-" for none.
     static func label(_ bound: UInt64?) -> String {
         guard let bound else { return "-" }
-        guard bound == ConsumerSnapshot.latencyUnbounded else { return "<\(bound)us" }
-        return ">=\(ConsumerSnapshot.latencyUnboundedFromMicros)us"
+        guard bound != ConsumerSnapshot.latencyUnbounded else { return ">=\(ConsumerSnapshot.latencyUnboundedFromMicros / 1000)ms" }
+        if bound <= 100 { return "\(bound - 1)us" }
+        return bound < 1000 ? "<\(bound)us" : "<\(bound / 1000)ms"
     }
 }

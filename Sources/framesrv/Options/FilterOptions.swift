@@ -31,6 +31,7 @@ struct FilterOptions: CommandOptions {
         outputOptions.waitFor = try args.int("--wait-for", range: 0...63) ?? 0
         threads = try args.int("--threads", range: 0...256) ?? 0
         quiet = args.flag("--quiet", "-q")
+        let name = try args.value("--name")
         try args.finish()
 
         guard let input else { throw UsageError("missing --in A: the stream to read") }
@@ -40,7 +41,7 @@ struct FilterOptions: CommandOptions {
         self.input = input
         self.out = out
         consumerOptions.mode = live ? .live : .lossless
-        consumerOptions.name = "filter"
+        consumerOptions.name = name.map { ClientName.fit($0) } ?? ClientName.filter(preset ?? vf ?? "", out: out)
         outputOptions.liveSource = live || liveSource
         switch (vf, preset) {
         case (nil, let preset?):

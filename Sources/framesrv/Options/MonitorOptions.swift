@@ -1,9 +1,11 @@
 /// `framesrv ls`'s options.
 struct ListOptions: CommandOptions {
     var json = false
+    var width: Int?
     init(parsing arguments: [String]) throws(UsageError) {
         var args = Arguments(arguments, command: "ls")
         json = args.flag("--json")
+        width = try args.int("-w", "--width", range: 20...10_000)
         try args.finish()
     }
 }
@@ -42,9 +44,11 @@ struct TopOptions: CommandOptions {
     var count: Int?
     var batch = false
     var json = false
+    var width: Int?
 
     init(parsing arguments: [String]) throws(UsageError) {
         var args = Arguments(arguments, command: "top")
+        width = try args.int("-w", "--width", range: 20...10_000)
         interval = try args.double("-d", range: 0.01...86_400) ?? 1
         count = try args.int("-n", range: 1...Int.max)
         batch = args.flag("-b", "--batch")

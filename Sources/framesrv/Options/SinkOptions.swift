@@ -45,7 +45,7 @@ struct SinkOptions: CommandOptions {
         seqLog = try args.value("--seq-log")
         statsJSON = args.flag("--stats-json")
         consumerOptions.reattach = !args.flag("--no-reattach")
-        consumerOptions.name = try args.value("--name") ?? "sink"
+        consumerOptions.name = try args.value("--name").map { ClientName.fit($0) } ?? ClientName.sink([("framemd5", framemd5), ("y4m", y4m), ("raw", raw), ("record", record)].compactMap { k, p in p.map { (k, $0) } })
         consumerOptions.receiveHighWaterMark = Int32(try args.int("--rcvhwm", range: 1...1_000_000) ?? 1000)
         consumerOptions.pollMicros = try args.int("--poll-us", range: 0...1_000_000) ?? 0
         quiet = args.flag("--quiet", "-q")

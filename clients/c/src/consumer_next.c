@@ -111,9 +111,7 @@ static void record_delivery(fsi_attachment *a, uint64_t seq, uint64_t capture_ns
 {
     fs_consumer *e = a->entry;
     uint64_t now = fsi_monotonic_ns(), latency = now > capture_ns ? now - capture_ns : 0, us = latency / 1000;
-    unsigned bucket = us == 0 ? 0 : (unsigned)(64 - __builtin_clzll(us));
-    if (bucket > FS_LATENCY_BUCKETS - 1) bucket = FS_LATENCY_BUCKETS - 1;
-    fs_count(&e->latency_hist[bucket], 1);
+    fs_count(&e->latency_hist[fs_latency_bucket(us)], 1);
     fs_count(&e->latency_sum_ns, latency);
     fs_count(&e->delivered, 1);
     fs_stat_set(&e->last_seq, seq);
