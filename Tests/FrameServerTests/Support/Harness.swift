@@ -75,8 +75,8 @@ final class Proc: @unchecked Sendable {
         let id = UUID().uuidString.prefix(8)
         outPath = "\(logDirectory)/.out-\(id)"
         errPath = "\(logDirectory)/.err-\(id)"
-        FileManager.default.createFile(atPath: outPath, contents: nil)
-        FileManager.default.createFile(atPath: errPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = args
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
@@ -267,7 +267,7 @@ func shell(_ command: String, _ scratch: Scratch) throws -> (status: Int32, stdo
     p.arguments = ["-c", command]
     p.environment = ProcessInfo.processInfo.environment.merging(["FRAMESRV_DIR": scratch.path]) { $1 }
     let errPath = scratch.file(".sh-err-\(UUID().uuidString.prefix(8))")
-    FileManager.default.createFile(atPath: errPath, contents: nil)
+    _ = FileManager.default.createFile(atPath: errPath, contents: nil)
     let out = Pipe()
     p.standardInput = FileHandle.nullDevice
     p.standardOutput = out
