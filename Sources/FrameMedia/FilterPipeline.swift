@@ -8,6 +8,8 @@ public struct FilterOutputOptions: Sendable {
     public var liveSource = false
     /// Publish nothing until this many lossless consumers are attached to the output.
     public var waitFor = 0
+    /// What monitors show for the output's producer (`ProducerOptions.name`).
+    public var name = "filter"
     public init() {}
 }
 
@@ -115,6 +117,7 @@ public final class FilterPipeline {
         var o = ProducerOptions()
         o.slots = outputOptions.slots
         o.liveSource = outputOptions.liveSource
+        o.name = outputOptions.name
         let rate = graph.outputFrameRate ?? inputRate
         o.nominalRate = rate.flatMap { $0.num > 0 && $0.den > 0 ? $0 : nil }
         let p = try Producer(stream: output, options: o)

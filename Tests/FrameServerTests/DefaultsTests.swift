@@ -41,6 +41,9 @@ import Testing
         #expect(!second.header.flags.contains(.discontinuity) && second.header.sourceDropped == 0)
         second.release()
         #expect(consumer.missed == 0)
+        // top and inspect count them per consumer too (fs_consumer.source_dropped).
+        let seen = try StreamSnapshot.read("cam", in: scratch.directory)
+        #expect(seen.consumers.map(\.sourceDropped) == [6] && seen.dropped == 6)
         producer.close()
     }
 

@@ -208,6 +208,8 @@ import Testing
         #expect(status == 0 && ls.split(separator: "\n").dropFirst().map { String($0.prefix { $0 != " " }) } == ["zz-src", "aa-mid", "mm-out"], "\(ls)")
         let (_, inspect, _) = try scratch.run(["inspect", "mm-out"])
         #expect(inspect.contains("sink null pid") && !inspect.contains("(slots )"), "\(inspect)")
+        #expect(inspect.contains("producer 'filter hflip -> mm-out' pid"), "\(inspect)")
+        #expect(scratch.snapshot("zz-src")?.producerName == "produce pattern")
         producer.signal(SIGINT)
         #expect(producer.wait() == 0)
         #expect(stages.map { $0.wait() } == [0, 0, 0, 0])
@@ -217,7 +219,7 @@ import Testing
     /// ended, with its last totals; then it goes.
     @Test func endedStreamStaysForAFewSeconds() {
         func stream(_ name: String, pid: Int32, published: UInt64) -> StreamSnapshot {
-            StreamSnapshot(name: name, producerPID: pid, state: "running", liveSource: false, slots: 4, slotBytes: 4096, epoch: 1,
+            StreamSnapshot(name: name, producerPID: pid, producerName: "produce pattern", state: "running", liveSource: false, slots: 4, slotBytes: 4096, epoch: 1,
                            published: published, dropped: 0, minFreeSlots: 4, freeSlots: 2, reclaimedConsumers: 0,
                            demotedConsumers: 0, blockedMillis: 0, nominalRate: nil, format: nil, lastSequence: published,
                            consumers: [], slotTable: [])

@@ -39,6 +39,7 @@ import Testing
         let errors = Set(Self.vectors.compactMap(\.error))
         #expect(errors == ["short", "bad-magic", "version", "kind", "name-len", "length", "name"])
         #expect(Self.vectors.contains { $0.name == "version-1" && $0.error == "version" })
+        #expect(Self.vectors.contains { $0.name == "version-2" && $0.error == "version" })
     }
 
     @Test(arguments: vectors.filter { $0.error == nil }.map(\.name))
@@ -67,8 +68,9 @@ import Testing
             switch (v.error!, error) {
             case ("bad-magic", .badMagic): break
             case ("version", .versionMismatch(_, let found, let expected)):
-                #expect(found == 1 && expected == FS_PROTOCOL_VERSION)
-                #expect(error.description.contains("version 2") && error.description.contains("version 1"))
+                let old = try #require(UInt32(name.dropFirst("version-".count)), "a version vector is named version-N")
+                #expect(found == old && old < FS_PROTOCOL_VERSION && expected == FS_PROTOCOL_VERSION)
+                #expect(error.description.contains("version \(FS_PROTOCOL_VERSION)") && error.description.contains("version \(old)"))
             case ("short", .invalidArgument(let m)): #expect(m.contains("shorter"))
             case ("length", .invalidArgument(let m)): #expect(m.contains("length"))
             case ("kind", .invalidArgument(let m)): #expect(m.contains("kind"))

@@ -1,5 +1,5 @@
 /*
- * CFrameServer.h: the framesrv shared-memory layout and wire format, protocol version 2.
+ * CFrameServer.h: the framesrv shared-memory layout and wire format, protocol version 3.
  *
  * This header is the single source of truth for every byte that crosses a process
  * boundary: for offsets, sizes and constants it wins. For what a field means, the
@@ -41,7 +41,7 @@ extern "C" {
 /* Constants                                                                  */
 /* ------------------------------------------------------------------------- */
 
-#define FS_PROTOCOL_VERSION 2u
+#define FS_PROTOCOL_VERSION 3u
 
 /* Magics are four ASCII bytes, stored little-endian: "FSCT" reads as F,S,C,T. */
 #define FS_MAGIC_CONTROL  0x54435346u /* "FSCT": control segment            */
@@ -186,7 +186,9 @@ typedef struct fs_control {
     uint64_t demoted;             /* 248 lossless consumers demoted to live by the stall timeout */
     uint64_t rate_num;            /* 256 nominal frame rate, frames per second = num/den,  */
     uint64_t rate_den;            /* 264 reduced; 0/0 = unknown ("max") (const)            */
-    uint8_t  reserved1[48];       /* 272 .. 320 zero                                  */
+    char     producer_name[32];   /* 272 what the producer calls itself ("produce in.mp4"),
+                                   *     NUL-terminated, written before the stream is visible */
+    uint8_t  reserved1[16];       /* 304 .. 320 zero                                  */
     uint32_t frame_wake;          /* 320 futex word consumers sleep on: bumped by fs_frame_ready
                                    *     after every publish, admission, demotion, epoch, end */
     uint32_t reserved_324;        /* 324 zero                                          */
@@ -221,7 +223,9 @@ typedef struct fs_consumer {
     uint64_t held;                /*  64 frames held right now                           */
     uint64_t hold_since_ns;       /*  72 CLOCK_MONOTONIC of the last 0 -> 1 hold or of the last
                                    *     release while still holding; 0 = holds nothing */
-    uint64_t reserved_80[16];     /*  80 zero (the power-of-two latency buckets of v2 before 1280-byte entries) */
+    uint64_t source_dropped;      /*  80 frames the source dropped just before frames this
+                                   *     consumer was delivered (sum of fs_frame.source_dropped) */
+    uint64_t reserved_88[15];     /*  88 .. 208 zero                                 */
     char     name[32];            /* 208 what the consumer calls itself (argv[0], ...) */
     uint64_t latency_sum_ns;      /* 240 sum of all latencies                           */
     uint64_t stale;               /* 248 acquisitions refused because the slot was recycled */
@@ -315,6 +319,7 @@ _Static_assert(offsetof(fs_control, name) == FS_OFF_CONTROL_NAME, "layout");
 _Static_assert(offsetof(fs_control, pool_size) == 224, "layout");
 _Static_assert(offsetof(fs_control, demoted) == 248, "layout");
 _Static_assert(offsetof(fs_control, rate_num) == FS_OFF_CONTROL_RATE_NUM, "layout");
+_Static_assert(offsetof(fs_control, producer_name) == 272, "layout");
 _Static_assert(offsetof(fs_control, rate_den) == FS_OFF_CONTROL_RATE_DEN, "layout");
 _Static_assert(offsetof(fs_control, frame_wake) == FS_OFF_CONTROL_FRAME_WAKE, "layout");
 _Static_assert(offsetof(fs_control, frame_wake) % 64 == 0, "frame_wake starts its own cache line");
@@ -326,6 +331,7 @@ _Static_assert(offsetof(fs_slot_ctl, producer_hold) == 32, "wire layout changed:
 _Static_assert(sizeof(fs_consumer) == 1280, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_consumer, first_seq) == FS_OFF_CONSUMER_FIRST_SEQ, "layout");
 _Static_assert(offsetof(fs_consumer, latency_hist) == 256, "layout");
+_Static_assert(offsetof(fs_consumer, source_dropped) == 80, "layout");
 _Static_assert(offsetof(fs_consumer, name) == 208, "layout");
 _Static_assert(offsetof(fs_consumer, stale) == 248, "layout");
 _Static_assert(sizeof(fs_frame) == 256, "wire layout changed: bump FS_PROTOCOL_VERSION");

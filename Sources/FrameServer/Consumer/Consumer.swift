@@ -628,7 +628,8 @@ final class Attachment {
         let capture = header.capture_ns
         let latency = now > capture ? now - capture : 0
         if pollMicros > 0 { notePace(capture: capture) }
-        control.recordDelivery(index, sequence: seq, held: heldCount, now: now, latencyNanos: latency)
+        control.recordDelivery(index, sequence: seq, held: heldCount, now: now, latencyNanos: latency,
+                               sourceDropped: header.source_dropped)
         lastDelivered = seq
         return Frame(owner: Unmanaged.passRetained(self), slot: slot, sequence: seq, epoch: epoch, base: base,
                      header: FrameHeader(header), latencyNanos: latency)

@@ -100,8 +100,10 @@ extension ControlSegment {
     func countMissed(_ i: Int, _ n: UInt64) { fs_count(&consumer(i).pointee.missed, n) }
     func countStale(_ i: Int) { fs_count(&consumer(i).pointee.stale, 1) }
 
-    /// Entry `i` was handed frame `sequence` and now holds `held` frames.
-    func recordDelivery(_ i: Int, sequence: UInt64, held: Int, now: UInt64, latencyNanos ns: UInt64) {
+    /// Entry `i` was handed frame `sequence` and now holds `held` frames; the source dropped
+    /// `sourceDropped` frames just before it.
+    func recordDelivery(_ i: Int, sequence: UInt64, held: Int, now: UInt64, latencyNanos ns: UInt64,
+                        sourceDropped: UInt32) {
         let e = consumer(i)
         let us = ns / 1000
         let bucket = Int(fs_latency_bucket(us))
@@ -110,6 +112,7 @@ extension ControlSegment {
         }
         fs_count(&e.pointee.latency_sum_ns, ns)
         fs_count(&e.pointee.delivered, 1)
+        if sourceDropped > 0 { fs_count(&e.pointee.source_dropped, UInt64(sourceDropped)) }
         fs_stat_set(&e.pointee.last_seq, sequence)
         fs_stat_set(&e.pointee.held, UInt64(held))
         if held == 1 { fs_stat_set(&e.pointee.hold_since_ns, now) }

@@ -132,6 +132,7 @@ public final class ControlSegment: @unchecked Sendable {
         var liveSource: Bool
         var liveMaxHeld: Int
         var nominalRate: Rational?
+        var producerName: String
     }
 
     /// Creates and initialises a control segment at `path` (the producer, before it renames
@@ -162,6 +163,7 @@ public final class ControlSegment: @unchecked Sendable {
             c.pointee.rate_den = UInt64(reduced.den)
         }
         writeCString(s.stream, into: &c.pointee.name)
+        writeCString(s.producerName, into: &c.pointee.producer_name)
         return control
     }
 
@@ -220,6 +222,7 @@ public final class ControlSegment: @unchecked Sendable {
         e.pointee.attached_ns = monotonicNanos()
         e.pointee.delivered = 0; e.pointee.missed = 0; e.pointee.last_seq = 0; e.pointee.held = 0
         e.pointee.hold_since_ns = 0; e.pointee.latency_sum_ns = 0; e.pointee.stale = 0
+        e.pointee.source_dropped = 0
         _ = withUnsafeMutableBytes(of: &e.pointee.latency_hist) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
         writeCString(name, into: &e.pointee.name)
         fs_store_u32(&e.pointee.state, FS_CONSUMER_ACTIVE)

@@ -8,6 +8,13 @@ public enum ClientName {
     /// A filter reading with `what` (its preset, or its --vf graph) and writing stream `out`.
     public static func filter(_ what: String, out: String) -> String { fit("filter \(what) -> \(out)") }
 
+    /// A producer reading `input` (shown by its last path component; a device as given), or
+    /// the test pattern when nil.
+    public static func producer(input: String?) -> String {
+        guard let input else { return "produce pattern" }
+        return fit("produce " + (input.split(separator: "/").last.map(String.init) ?? input))
+    }
+
     /// A sink and its outputs, each as (kind, path): `sink record out.mp4`, `sink null`,
     /// `sink framemd5 - +1` (one more output). Paths are shown by their last component.
     public static func sink(_ outputs: [(kind: String, path: String)]) -> String {

@@ -30,7 +30,7 @@ extension StreamSnapshot {
     /// This stream as last seen, once its producer ended it and removed its files.
     func ended() -> StreamSnapshot {
         StreamSnapshot(
-            name: name, producerPID: producerPID, state: StreamState.ended.rawValue, liveSource: liveSource,
+            name: name, producerPID: producerPID, producerName: producerName, state: StreamState.ended.rawValue, liveSource: liveSource,
             slots: slots, slotBytes: slotBytes, epoch: epoch, published: published, dropped: dropped,
             minFreeSlots: minFreeSlots, freeSlots: slots, reclaimedConsumers: reclaimedConsumers,
             demotedConsumers: demotedConsumers, blockedMillis: blockedMillis, nominalRate: nominalRate,
@@ -44,7 +44,7 @@ extension ConsumerSnapshot {
     func ended() -> ConsumerSnapshot {
         ConsumerSnapshot(
             index: index, pid: pid, name: name, mode: mode, state: "ended", delivered: delivered, missed: missed,
-            stale: stale, lastSequence: lastSequence, lag: 0, held: 0, holdMillis: 0, heldSlots: [],
+            stale: stale, sourceDropped: sourceDropped, lastSequence: lastSequence, lag: 0, held: 0, holdMillis: 0, heldSlots: [],
             latencyHistogramMicros: latencyHistogramMicros, meanLatencyMicros: meanLatencyMicros)
     }
 }

@@ -11,6 +11,8 @@ public struct ConsumerSnapshot: Sendable, Encodable {
     public let delivered: UInt64
     public let missed: UInt64
     public let stale: UInt64
+    /// Frames the source dropped just before frames this consumer got (a live source's drops).
+    public let sourceDropped: UInt64
     public let lastSequence: UInt64
     /// Frames published that this consumer has not been handed yet.
     public let lag: UInt64
@@ -107,6 +109,8 @@ public struct SlotSnapshot: Sendable, Encodable {
 public struct StreamSnapshot: Sendable, Encodable {
     public let name: String
     public let producerPID: Int32
+    /// What the producer calls itself (`produce in.mp4`, `filter blur=4 -> soft`).
+    public let producerName: String
     /// running, ended, or dead (the producer is gone and left its files).
     public let state: String
     public let liveSource: Bool
@@ -167,7 +171,7 @@ public struct StreamSnapshot: Sendable, Encodable {
         let format = try? latestFormat(control, stream: name, in: directory)
         do { try control.segment.checkIntact() } catch { throw .segment(error) }
         let snapshot = StreamSnapshot(
-            name: control.streamName, producerPID: c.pointee.producer_pid,
+            name: control.streamName, producerPID: c.pointee.producer_pid, producerName: readCString(c.pointee.producer_name),
             state: (!alive ? StreamState.dead : control.ended ? .ended : .running).rawValue,
             liveSource: control.liveSource, slots: Int(control.slotCount),
             slotBytes: c.pointee.slot_stride, epoch: control.epoch,
@@ -261,7 +265,8 @@ extension ConsumerSnapshot {
         let expectedNext = lossless && e.last_seq == 0 && e.first_seq > 0 ? e.first_seq - 1 : e.last_seq
         self.init(
             index: index, pid: e.pid, name: readCString(e.name), mode: mode, state: state,
-            delivered: e.delivered, missed: e.missed, stale: e.stale, lastSequence: e.last_seq,
+            delivered: e.delivered, missed: e.missed, stale: e.stale, sourceDropped: e.source_dropped,
+            lastSequence: e.last_seq,
             lag: lastPublished > expectedNext ? lastPublished - expectedNext : 0, held: e.held,
             holdMillis: e.hold_since_ns == 0 || e.hold_since_ns > now ? 0 : Double(now - e.hold_since_ns) / 1e6,
             heldSlots: heldSlots, latencyHistogramMicros: hist,

@@ -24,6 +24,9 @@ public struct ProducerOptions: Sendable {
     /// consumer stays attached, gets the newest frames from then on and counts the ones it
     /// missed; `fs_control.demoted` (`Producer.demotedCount`, `ls`) counts demotions.
     public var stallTimeout: Double? = nil
+    /// What monitors show for this producer (`fs_control.producer_name`, at most 31 bytes:
+    /// see `ClientName.fit`), by role: `produce in.mp4`, `filter blur=4 -> soft`.
+    public var name = "producer"
 
     public init() {}
 }
@@ -124,7 +127,8 @@ public final class Producer: @unchecked Sendable {
 
         let tmp = dir.controlPath(stream) + ".tmp.\(getpid())"
         control = try ControlSegment.create(tmp, .init(stream: stream, slots: options.slots, liveSource: options.liveSource,
-                                                       liveMaxHeld: options.liveMaxHeld, nominalRate: options.nominalRate))
+                                                       liveMaxHeld: options.liveMaxHeld, nominalRate: options.nominalRate,
+                                                       producerName: options.name))
 
         socket = try ZMQSocket(type: ZMQ_XPUB)
         socket.setOption(ZMQ_SNDHWM, options.sendHighWaterMark)

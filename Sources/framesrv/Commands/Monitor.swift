@@ -119,7 +119,7 @@ enum InspectCommand: Command {
             print(try encodeJSON(s))
             return 0
         }
-        print("stream \(s.name): \(s.state), producer pid \(s.producerPID)\(s.liveSource ? ", live source" : "")")
+        print("stream \(s.name): \(s.state), producer '\(s.producerName)' pid \(s.producerPID)\(s.liveSource ? ", live source" : "")")
         print("  format \(s.format ?? "-"), epoch \(s.epoch), \(s.slots) slots of \(s.slotBytes) bytes")
         print("  frames \(s.published) published (last seq \(s.lastSequence)), drop \(s.dropped), "
               + "slots \(s.slots - s.freeSlots)/\(s.slots) in use (min free ever \(s.minFreeSlots)), waited \(formatDouble(s.blockedMillis)) ms, "
@@ -146,7 +146,7 @@ extension InspectCommand {
         let held = c.held == 0 ? "held 0" : "held \(c.held) (slot\(c.heldSlots.count == 1 ? "" : "s") \(slots)) for \(formatDouble(c.holdMillis)) ms"
         let p50 = TopConsumer.label(c.latencyPercentileMicros(0.5)), p99 = TopConsumer.label(c.latencyPercentileMicros(0.99))
         return "    #\(c.index) \(c.name) pid \(c.pid) \(c.mode) \(c.state): frames \(c.delivered), miss \(c.missed), "
-            + "stale \(c.stale), lag \(c.lag), \(held), latency p50 \(p50) p99 \(p99) mean \(formatDouble(c.meanLatencyMicros)) us"
+            + "stale \(c.stale), dropped at source \(c.sourceDropped), lag \(c.lag), \(held), latency p50 \(p50) p99 \(p99) mean \(formatDouble(c.meanLatencyMicros)) us"
     }
 
     /// Takes the newest frame as a live consumer (one slot, for as long as the encode takes)

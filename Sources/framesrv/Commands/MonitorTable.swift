@@ -48,7 +48,9 @@ struct MonitorColumn {
       LAG          frames published that the consumer has not been handed yet
       MISS         frames a consumer will never get (a live consumer's skips)
       STALE        acquisitions refused because the slot had been recycled
-      DROP         frames the producer's live source dropped for want of a free slot
+      DROP         stream: frames its live source dropped for want of a free slot;
+                   consumer: those that fell just before frames it got ("dropped at
+                   source": the frame after a drop carries the discontinuity flag)
       P50, P99     publish -> acquire latency percentiles from the consumer's histogram:
                    to the microsecond under 100 us ("12us" = 12 to 13 us), then the upper
                    bound of a coarser bucket ("<400us", "<3ms", "<40ms"); ">=100ms" beyond

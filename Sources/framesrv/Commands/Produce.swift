@@ -10,7 +10,7 @@ enum ProduceCommand: Command {
     static let help = """
     usage: framesrv produce -i INPUT --out NAME [-f FMT] [-ss T] [-t D] [--loop N] [-re | --readrate X]
                            [--pix-fmt FMT] [--size WxH] [--frames N] [--slots N] [--threads N] [--strict]
-                           [--wait-for N | --no-wait]
+                           [--wait-for N | --no-wait] [--name NAME]
            framesrv produce --pattern --out NAME [options]
 
     Publishes frames into shared memory as stream NAME and announces each over ZeroMQ.
@@ -66,6 +66,8 @@ enum ProduceCommand: Command {
                            a file (not -re, --readrate or a capture device) the default is 1:
                            the first lossless consumer gets every frame from the first
       --no-wait            with -i: publish at once, even to nobody (--wait-for 0)
+      --name NAME          what this producer is called in ls/top/inspect (default: its role,
+                           'produce in.mp4' or 'produce pattern'; at most 31 bytes are kept)
       --fill once          paint each slot once and republish it (benchmarks: no verifiable content)
       --sndhwm N           ZeroMQ send high-water mark in messages (default 1000)
       --size-change-at K:WxH  switch to size WxH from frame K on (repeatable as K:WxH,K:WxH)
@@ -178,6 +180,7 @@ enum ProduceCommand: Command {
         options.sendHighWaterMark = Int32(o.sendHighWaterMark)
         options.nominalRate = rate
         options.stallTimeout = o.stallTimeout
+        options.name = o.name
         installStopHandlers()
         let producer = try Producer(stream: o.out, options: options)
         producer.shouldStop = StopSignal.shouldStop

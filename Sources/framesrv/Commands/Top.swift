@@ -180,7 +180,7 @@ struct TopReport: Encodable {
                       dim: s.vanished)
             for c in s.consumers {
                 table.add(["  " + c.name, c.state, "\(c.pid)", Self.fps(c.fps), "\(c.delivered)", "", "", c.mode, "\(c.held)",
-                           formatDouble(c.holdMillis), "\(c.lag)", "\(c.missed)", "\(c.stale)", "", c.latencyP50, c.latencyP99],
+                           formatDouble(c.holdMillis), "\(c.lag)", "\(c.missed)", "\(c.stale)", "\(c.sourceDropped)", c.latencyP50, c.latencyP99],
                           dim: s.vanished)
             }
         }
@@ -193,6 +193,7 @@ struct TopStream: Encodable {
     let name: String
     let state: String
     let producerPID: Int32
+    let producerName: String
     let fps: Double?
     let format: String?
     let slots: Int
@@ -209,6 +210,7 @@ struct TopStream: Encodable {
         name = s.name
         state = s.state
         producerPID = s.producerPID
+        producerName = s.producerName
         fps = measuredRate(s.published, since: before?.published, seconds: seconds)
         format = s.format
         slots = s.slots
@@ -238,6 +240,8 @@ struct TopConsumer: Encodable {
     let lag: UInt64
     let missed: UInt64
     let stale: UInt64
+    /// Frames the source dropped just before frames this consumer got.
+    let sourceDropped: UInt64
     /// Upper bounds of the percentiles' histogram buckets (absent before the first frame
     /// and for the open last bucket), and the same as shown: "12us", "<400us", ">=100ms" or "-".
     let latencyP50Micros: UInt64?
@@ -258,6 +262,7 @@ struct TopConsumer: Encodable {
         lag = c.lag
         missed = c.missed
         stale = c.stale
+        sourceDropped = c.sourceDropped
         let p50 = c.latencyPercentileMicros(0.5), p99 = c.latencyPercentileMicros(0.99)
         latencyP50Micros = p50 == ConsumerSnapshot.latencyUnbounded ? nil : p50
         latencyP99Micros = p99 == ConsumerSnapshot.latencyUnbounded ? nil : p99

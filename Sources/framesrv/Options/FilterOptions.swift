@@ -42,6 +42,7 @@ struct FilterOptions: CommandOptions {
         self.out = out
         consumerOptions.mode = live ? .live : .lossless
         consumerOptions.name = name.map { ClientName.fit($0) } ?? ClientName.filter(preset ?? vf ?? "", out: out)
+        outputOptions.name = consumerOptions.name
         outputOptions.liveSource = live || liveSource
         switch (vf, preset) {
         case (nil, let preset?):

@@ -36,6 +36,8 @@ struct ProduceOptions: CommandOptions {
     var stallTimeout: Double?
     var statsJSON: String?
     var quiet = false
+    /// What monitors show for this producer (--name; default `produce FILE` or `produce pattern`).
+    var name = ""
 
     init(parsing arguments: [String]) throws(UsageError) {
         var args = Arguments(arguments, command: "produce")
@@ -66,6 +68,7 @@ struct ProduceOptions: CommandOptions {
         statsJSON = try args.value("--stats-json")
         quiet = args.flag("--quiet", "-q")
         let strict = args.flag("--strict")
+        let name = try args.value("--name")
         try args.finish()
 
         guard wantsPattern != (mediaInput != nil) else {
@@ -74,6 +77,7 @@ struct ProduceOptions: CommandOptions {
         guard let out else { throw UsageError("missing --out NAME: the stream to create") }
         guard !(noWait && (waitForGiven ?? 0) > 0) else { throw UsageError("--no-wait and --wait-for N are one choice: --no-wait is --wait-for 0") }
         self.out = out
+        self.name = name.map { ClientName.fit($0) } ?? ClientName.producer(input: mediaInput)
         let size = try sizeText.map { t throws(UsageError) in try parseSize(t, option: "--size") }
         let pixelFormat = try fmtText.map { t throws(UsageError) in try Self.pixelFormat(t) }
         if let mediaInput {

@@ -1,5 +1,5 @@
 /*
- * framesrv.h: libframesrv, the C API of framesrv (protocol version 2; soname libframesrv.so.1).
+ * framesrv.h: libframesrv, the C API of framesrv (protocol version 3; soname libframesrv.so.1).
  *
  * One C library that publishes and consumes framesrv streams. A stream made or read
  * through it is indistinguishable from one made or read by the framesrv command or the
@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define FRAMESRV_VERSION_MAJOR 1
-#define FRAMESRV_VERSION_MINOR 0
+#define FRAMESRV_VERSION_MINOR 1
 #define FRAMESRV_VERSION_PATCH 0
 #define FRAMESRV_PROTOCOL_VERSION 2
 #define FRAMESRV_MAX_PLANES 4
@@ -68,7 +68,7 @@ const char *framesrv_status_name(int status);
  * next failing call in this thread), "" if none. Any thread. */
 const char *framesrv_last_error(void);
 
-/* The library's version, "1.0.0". */
+/* The library's version, "1.1.0". */
 const char *framesrv_version(void);
 
 /* ------------------------------------------------------------------------- */

@@ -66,6 +66,7 @@ static void activate_entry(const framesrv_consumer *c, fsi_attachment *a)
     e->first_seq = 0;
     e->attached_ns = fsi_monotonic_ns();
     e->delivered = e->missed = e->last_seq = e->held = e->hold_since_ns = e->latency_sum_ns = e->stale = 0;
+    e->source_dropped = 0;
     memset(e->latency_hist, 0, sizeof e->latency_hist);
     memset(e->name, 0, sizeof e->name);
     memcpy(e->name, c->client_name, strnlen(c->client_name, sizeof e->name - 1));

@@ -107,13 +107,14 @@ static void fill_info(framesrv_frame_info *info, const fs_frame *h, uint8_t *slo
 }
 
 /* The entry's statistics for ls/top (relaxed; under c->lock, so they have one writer at a time). */
-static void record_delivery(fsi_attachment *a, uint64_t seq, uint64_t capture_ns)
+static void record_delivery(fsi_attachment *a, uint64_t seq, uint64_t capture_ns, uint32_t source_dropped)
 {
     fs_consumer *e = a->entry;
     uint64_t now = fsi_monotonic_ns(), latency = now > capture_ns ? now - capture_ns : 0, us = latency / 1000;
     fs_count(&e->latency_hist[fs_latency_bucket(us)], 1);
     fs_count(&e->latency_sum_ns, latency);
     fs_count(&e->delivered, 1);
+    if (source_dropped) fs_count(&e->source_dropped, source_dropped);
     fs_stat_set(&e->last_seq, seq);
     fs_stat_set(&e->held, a->held);
     if (a->last_capture_ns && capture_ns > a->last_capture_ns) {   /* the pace, for the busy-poll window */
@@ -171,7 +172,7 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     a->held++;
     c->stats.held++;
     c->stats.delivered++;
-    record_delivery(a, seq, h.capture_ns);
+    record_delivery(a, seq, h.capture_ns, h.source_dropped);
     pthread_mutex_unlock(&c->lock);
     *out = f;
     return FRAMESRV_OK;

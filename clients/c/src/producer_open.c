@@ -190,6 +190,8 @@ static int create_control(framesrv_producer *p, const char *tmp)
     c->rate_num = (uint64_t)p->opt.rate_num;
     c->rate_den = (uint64_t)p->opt.rate_den;
     memcpy(c->name, p->name, strlen(p->name) + 1);
+    memcpy(c->producer_name, program_invocation_short_name,   /* what monitors show; NUL from the zeroed file */
+           strnlen(program_invocation_short_name, sizeof c->producer_name - 1));
     p->slots = (fs_slot_ctl *)((uint8_t *)base + sizeof(fs_control));
     p->consumers = (fs_consumer *)((uint8_t *)base + c->consumer_offset);
     return FRAMESRV_OK;

@@ -42,7 +42,7 @@ from ._frame import FLAG_DISCONTINUITY, FLAG_END_OF_STREAM, FLAG_KEY, ChromaLoca
 from ._stream import Consumer, EndOfStream, Producer  # noqa: F401
 from ._filter import filter, stop_on_signals  # noqa: F401
 
-__version__ = "1.0.0"   # 1.x: framesrv protocol version 2
+__version__ = "1.1.0"   # 1.0: framesrv protocol version 2; 1.1: version 3
 
 __all__ = [
     "Consumer", "Producer", "Frame", "FieldOrder", "ChromaLocation", "filter", "stop_on_signals", "EndOfStream",

@@ -16,7 +16,7 @@ _C_ARRAYS = hasattr(_framesrv.Frame, "arrays")   # built with numpy's headers (s
 
 #: the header fields a producer may set (besides pts, time_base, sar, key), with set_info's keys
 _WRITABLE = ("color_matrix", "color_range", "color_primaries", "color_transfer", "duration",
-             "capture_ns", "flags", "field_order", "chroma_location")
+             "capture_ns", "flags", "field_order", "chroma_location", "source_dropped")
 
 
 class FieldOrder(enum.IntEnum):
@@ -183,6 +183,8 @@ class Frame:
     duration = _field("duration", "in time_base units, 0 unknown")
     capture_ns = _field("capture_ns", "CLOCK_MONOTONIC at capture or decode (0: publish time)")
     flags = _field("flags", "FLAG_KEY | FLAG_END_OF_STREAM | FLAG_DISCONTINUITY")
+    source_dropped = _field("source_dropped", "frames a live source dropped just before this one "
+                            "(0: none; the frame then carries FLAG_DISCONTINUITY)")
     del _field
 
     def _enum_field(key, kind, doc):  # noqa: N805 - a property factory
@@ -245,7 +247,7 @@ class Frame:
         """Copies pts, time base, duration, colour, sar, field order, chroma location, flags
         (but END_OF_STREAM) and capture time from another frame (a filter's pass-through)."""
         for k in ("color_matrix", "color_range", "color_primaries", "color_transfer", "duration",
-                  "capture_ns", "pts", "time_base", "sar", "field_order", "chroma_location"):
+                  "capture_ns", "pts", "time_base", "sar", "field_order", "chroma_location", "source_dropped"):
             self._set(k, other._info[k])
         self._set("flags", other._info["flags"] & ~FLAG_END_OF_STREAM)
 

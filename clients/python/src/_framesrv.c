@@ -402,7 +402,7 @@ static PyObject *frame_info(FrameObject *f, PyObject *unused)
     if (in->pts == FRAMESRV_PTS_NONE) { Py_INCREF(Py_None); pts = Py_None; }
     else pts = PyLong_FromLongLong(in->pts);
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:I,s:I,s:i,s:s,s:N,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:L,s:K,s:I,s:I,s:I,s:K}",
+        "{s:K,s:K,s:I,s:I,s:i,s:s,s:N,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:L,s:K,s:I,s:I,s:I,s:I,s:K}",
         "seq", (unsigned long long)in->seq, "epoch", (unsigned long long)in->epoch,
         "width", in->width, "height", in->height, "pix_fmt_code", in->pix_fmt,
         "pix_fmt", in->pix_fmt_name, "planes", planes,
@@ -412,7 +412,7 @@ static PyObject *frame_info(FrameObject *f, PyObject *unused)
         "time_base", pair(in->time_base_num, in->time_base_den),
         "duration", (long long)in->duration, "capture_ns", (unsigned long long)in->capture_ns,
         "flags", in->flags, "field_order", in->field_order, "chroma_location", in->chroma_location,
-        "publish_ns", (unsigned long long)in->publish_ns);
+        "source_dropped", in->source_dropped, "publish_ns", (unsigned long long)in->publish_ns);
     return d;
 }
 
@@ -441,6 +441,7 @@ static PyObject *frame_set_info(FrameObject *f, PyObject *d)
         {"sar_num", 0, INT32_MAX}, {"sar_den", 0, INT32_MAX}, {"pts", INT64_MIN, INT64_MAX},
         {"time_base_num", 0, INT32_MAX}, {"time_base_den", 0, INT32_MAX}, {"duration", 0, INT64_MAX},
         {"capture_ns", 0, INT64_MAX}, {"flags", 0, 7}, {"field_order", 0, 5}, {"chroma_location", 0, 6},
+        {"source_dropped", 0, UINT32_MAX},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         long long v;
@@ -462,6 +463,7 @@ static PyObject *frame_set_info(FrameObject *f, PyObject *d)
         case 11: in->flags = (uint32_t)v; break;
         case 12: in->field_order = (uint32_t)v; break;
         case 13: in->chroma_location = (uint32_t)v; break;
+        case 14: in->source_dropped = (uint32_t)v; break;
         }
     }
     Py_RETURN_NONE;

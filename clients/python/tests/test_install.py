@@ -31,11 +31,11 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, fsdir):
     wheels = tmp_path / "wheels"
     run(sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", wheels,
         REPO / "clients" / "python")
-    (wheel,) = wheels.glob("framesrv-1.0.0-*.whl")
+    (wheel,) = wheels.glob("framesrv-1.1.0-*.whl")
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", "--system-site-packages", venv)
     run(venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--no-index", wheel)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     out = run(venv / "bin" / "python", "-c", CHECK, cwd=elsewhere, env={**os.environ, "REPO": str(REPO)})
-    assert out.strip() == "ok 1.0.0"
+    assert out.strip() == "ok 1.1.0"
