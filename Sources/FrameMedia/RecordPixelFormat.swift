@@ -30,8 +30,8 @@ struct RecordPixelFormat {
         let lost = [Self.chroma(source) > Self.chroma(target) ? "chroma resolution" : nil,
                     Self.depth(source) > Self.depth(target) ? "bit depth" : nil].compactMap { $0 }
         let name = String(cString: encoder.pointee.name)
-        note = lost.isEmpty ? nil : "\(name) records \(Self.name(source)) frames as \(Self.name(target)), which every player plays, "
-                + "losing \(lost.joined(separator: " and ")) (-pix_fmt \(Self.name(ffmpegs)) keeps it, as ffmpeg would)"
+        note = lost.isEmpty ? nil : "\(name) records \(Self.name(source)) frames as 4:2:0 (\(Self.name(target))), which players "
+            + "expect; this drops \(lost.joined(separator: " and ")): -pix_fmt \(Self.name(ffmpegs)) keeps it, as ffmpeg does"
     }
 
     /// The pixel formats `encoder` takes; empty when it does not say (it takes any).

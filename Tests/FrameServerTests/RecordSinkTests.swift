@@ -89,6 +89,18 @@ import Testing
                 "\(sink.stdout)")
     }
 
+    /// An encoder that refuses the stream's time base (MPEG-4 part 2 and a capture clock's
+    /// 1/1000000) records on the rate's grid instead, and says so in one note.
+    @Test func refusedTimeBaseFallsBackToTheRateWithANote() throws {
+        let scratch = try Scratch()
+        let out = scratch.file("m4.mkv")
+        let sink = try record(["--pattern", "--rate", "max", "--size", "64x48", "--frames", "5"],
+                              ["--record", out, "-c:v", "mpeg4"], scratch)
+        let notes = sink.stderr.split(separator: "\n").filter { $0.hasPrefix("framesrv: note: ") }
+        #expect(notes.count == 1 && notes[0].contains("the mpeg4 encoder refused the stream's time base 1/1000000"), "\(sink.stderr)")
+        #expect(try frames(out, scratch).hashes.count == 5)
+    }
+
     struct FormatCase: CustomTestStringConvertible, Sendable {
         let source: String
         let codec: String
@@ -123,7 +135,7 @@ import Testing
         #expect(info["pix_fmt"] == expected, "\(info)")
         let notes = sink.stderr.split(separator: "\n").filter { $0.hasPrefix("framesrv: note: ") }
         #expect(notes.count == (c.notes ? 1 : 0), "\(sink.stderr)")
-        if c.notes { #expect(notes.first?.contains("as \(c.recorded), which every player plays") == true, "\(notes)") }
+        if c.notes { #expect(notes.first?.contains("frames as 4:2:0 (\(c.recorded)), which players expect; this drops ") == true, "\(notes)") }
     }
 
     /// `-pix_fmt` converts as ffmpeg does (libswscale, bicubic, the stream's matrix and range):
