@@ -73,10 +73,12 @@ import Testing
     }
 
     /// `-fps_mode cfr`: the frames ffmpeg's `-fps_mode cfr` makes of the same clip (repeats
-    /// across gaps, drops in bursts), with the same timestamps, at the nominal rate.
-    @Test func cfrResamplesAsFFmpegDoes() throws {
+    /// across gaps, drops in bursts, the last frame repeated at the end after sparse frames),
+    /// with the same timestamps, at the nominal rate.
+    @Test(arguments: [Self.vfrMillis + [300, 310, 320, 330, 400, 433, 500, 505, 510, 520, 525, 600], [0, 100, 200, 300, 400]])
+    func cfrResamplesAsFFmpegDoes(_ millis: [Int]) throws {
         let scratch = try Scratch()
-        let src = try vfrClip(Self.vfrMillis + [300, 310, 320, 330, 400, 433, 500, 505, 510, 520, 525, 600], scratch)
+        let src = try vfrClip(millis, scratch)
         let ours = scratch.file("ours.mkv"), theirs = scratch.file("theirs.mkv")
         _ = try text("ffmpeg -v error -i '\(src)' -fps_mode cfr -c:v ffv1 '\(theirs)'", scratch)
         let sink = try record(["-i", src], ["--record", ours, "-c:v", "ffv1", "-fps_mode", "cfr"], scratch)
@@ -85,8 +87,8 @@ import Testing
         #expect(a.pts == b.pts, "\(a.pts) / \(b.pts)")
         #expect(try probe(ours, "stream=r_frame_rate", scratch)["r_frame_rate"] == "30/1")
         #expect(sink.stdout.contains("30 fps cfr, matroska): \(b.hashes.count) frames"), "\(sink.stdout)")
-        #expect(sink.stdout.contains(" duplicated, ") && !sink.stdout.contains(" 0 duplicated") && !sink.stdout.contains(" 0 dropped"),
-                "\(sink.stdout)")
+        #expect(sink.stdout.contains(" duplicated, ") && !sink.stdout.contains(" 0 duplicated"), "\(sink.stdout)")
+        if millis.count > 5 { #expect(!sink.stdout.contains(" 0 dropped"), "\(sink.stdout)") }
     }
 
     /// An encoder that refuses the stream's time base (MPEG-4 part 2 and a capture clock's
