@@ -82,6 +82,26 @@ import Testing
         try expectNothingLeft(scratch, r.stdout)
     }
 
+    /// A lossless consumer that exits before reading (0 without attaching, or failing at
+    /// start) beside a sink that keeps waiting: its producer waits for both forever, so run
+    /// fails with the stage's line instead of hanging.
+    @Test func consumerExitingBeforeReadingFailsTheRun() throws {
+        let scratch = try Scratch()
+        let source = "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! tee name=t  t. ! sink --null  t. ! "
+        for (stage, line) in [("exec true {in}", "it exited before reading a frame of stream 't',"
+                                                 + " whose producer (stage 1) would wait for its 2 lossless consumers forever"),
+                              ("sink --framemd5 /nonexistent/x.md5", "cannot write '/nonexistent/x.md5': No such file or directory")] {
+            let r = try scratch.run(["run", "--quiet", source + stage], timeout: 60)
+            #expect(r.status == 1, "\(stage): \(r.stderr)")
+            #expect(r.stderr == "framesrv: error: stage 3 '\(stage)' failed: \(line)\n", "\(stage)")
+            try expectNothingLeft(scratch, r.stdout)
+        }
+        // Further down a chain, after a filter that already started its own stream.
+        let r = try scratch.run(["run", "--quiet", "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! filter --preset gray ! exec true {in}"], timeout: 60)
+        #expect(r.status == 1 && r.stderr.hasPrefix("framesrv: error: stage 3 'exec true {in}' failed: it exited before reading"), "\(r.stderr)")
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
     /// SIGINT to run stops the source; the rest drains: both recordings hold every frame published.
     @Test func interruptDrainsIntoCompleteRecordings() throws {
         let scratch = try Scratch()
