@@ -1,5 +1,6 @@
 import Foundation
 import FramePipeline
+import FrameServer
 import Glibc
 import Testing
 
@@ -130,6 +131,24 @@ import Testing
         #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
         #expect(r.stdout.contains("received 10 frames (first 1, last 10)"), "\(r.stdout)")
         try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// The supervision is the library's: PipelineRun started and polled in this process runs
+    /// a chain to its end, and reports a failing stage's status and line.
+    @Test func pipelineRunSupervisesInProcess() throws {
+        let scratch = try Scratch()
+        let dir = try RuntimeDirectory(path: scratch.path)
+        func outcome(_ text: String) throws -> PipelineRun.Outcome {
+            let run = try PipelineRun(try Pipeline(parsing: text, base: "lib"), directory: dir, framesrv: framesrvPath)
+            while run.poll(stopRequested: false) { usleep(50_000) }
+            return run.finish()
+        }
+        let done = try outcome("produce -f lavfi -i testsrc2=size=64x48:rate=25 ! filter --preset gray ! sink --null --frames 5")
+        #expect(done.status == 0 && done.error == nil, "\(done)")
+        let failed = try outcome("produce -f lavfi -i testsrc2=size=64x48:rate=25 ! tee name=t  t. ! sink --null"
+                                 + "  t. ! exec sh -c 'echo \"checker: no\" >&2; exit 4' {in}")
+        #expect(failed.status == 4 && failed.error == "stage 3 'exec sh -c echo \"checker: no\" >&2; exit 4 {in}' failed: checker: no", "\(failed)")
+        try expectNothingLeft(scratch, "")
     }
 
     /// Bad descriptions: one line, exit status 2, nothing started.
