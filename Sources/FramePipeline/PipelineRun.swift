@@ -10,8 +10,11 @@ import Glibc
 /// - a lossless stage that exits before its stream published a frame fails the run too:
 ///   its producer would wait for it forever (see `StreamReads`);
 /// - a stage whose consumers have all exited is stopped as a stop request would stop it;
-/// - a stop request (Ctrl-C) stops the sources only, and the rest drain into the sinks,
-///   for `drainSeconds` at most.
+/// - the first interrupt (Ctrl-C) stops the sources only, and the rest drain into the sinks,
+///   for `drainSeconds` at most; the consumers of a source stopped before it published are
+///   stopped too (they would wait for it forever);
+/// - a second interrupt forces: every stage's process group is killed at once, the streams
+///   are removed, and the run exits 130.
 ///
 /// Use it from one thread: `init` starts the stages, `poll` until it returns false, then `finish`.
 public final class PipelineRun {
@@ -21,9 +24,13 @@ public final class PipelineRun {
     private var stopped: Set<Int> = []
     private var failed: (stage: Int, line: String?)?
     private var drainDeadline: UInt64?
+    private var forced = false
     private var reads: StreamReads
 
-    /// How long stages may drain after a stop request before they are stopped too.
+    /// Told once, at the first interrupt, what happens next.
+    public var notice: (String) -> Void = { _ in }
+
+    /// How long stages may drain after the first interrupt before they are stopped too.
     public static let drainSeconds: UInt64 = 30
 
     /// How a run ended: the status to exit with and, when a stage failed, the line that says
@@ -64,12 +71,19 @@ public final class PipelineRun {
         return pipeline.stages.indices.map { started[$0]! }
     }
 
-    /// One look at the stages, applying the policy above; false once the run is over (every
-    /// stage exited, one failed, or the drain after a stop request took too long).
-    public func poll(stopRequested: Bool) -> Bool {
+    /// One look at the stages, applying the policy above, after `interrupts` Ctrl-Cs
+    /// (`Interrupts.count`); false once the run is over (every stage exited, one failed, the
+    /// drain took too long, or a second interrupt forced the end).
+    public func poll(interrupts: Int) -> Bool {
+        if interrupts >= 2 {
+            forced = true
+            for child in children { child.kill() }
+            return false
+        }
         if failed == nil { failed = children.indices.first(where: isFailure).map { ($0, nil) } }
         if failed == nil { failed = reads.unread(children, stopped: stopped) }
-        if stopRequested, drainDeadline == nil {
+        if interrupts == 1, drainDeadline == nil {
+            notice("stopping sources; Ctrl-C again to force")
             drainDeadline = monotonicNanos() + Self.drainSeconds * 1_000_000_000
             for i in pipeline.sources { stop(i) }
         }
@@ -78,11 +92,16 @@ public final class PipelineRun {
         return failed == nil && children.contains { $0.process.isRunning }
     }
 
-    /// Producers whose consumers have all exited.
+    /// Producers whose consumers have all exited, and consumers of a stage run stopped
+    /// before its first frame (exit 130: it will never publish).
     private func stopWhatNothingReads() {
-        for (s, stream) in pipeline.streams.enumerated()
-        where !stream.consumers.contains(where: { children[$0].process.isRunning }) && !reads.awaited(s) {
-            stop(stream.producer)
+        for (s, stream) in pipeline.streams.enumerated() {
+            if !stream.consumers.contains(where: { children[$0].process.isRunning }) && !reads.awaited(s) {
+                stop(stream.producer)
+            }
+            if stopped.contains(stream.producer), children[stream.producer].exitStatus == 130 {
+                for i in stream.consumers { stop(i) }
+            }
         }
     }
 
@@ -95,10 +114,14 @@ public final class PipelineRun {
     }
 
     /// Stops every stage still running (SIGINT, then SIGKILL 5 s later), removes what is
-    /// left of the streams, and says how the run ended.
+    /// left of the streams, and says how the run ended (forced: 130, as a shell reports Ctrl-C).
     public func finish() -> Outcome {
         children.stopAll()
         defer { removeLeftovers() }
+        if forced {
+            for child in children { _ = child.finish() }
+            return Outcome(status: 130, error: nil)
+        }
         guard let failed else {
             for child in children { _ = child.finish() }
             return Outcome(status: 0, error: nil)
@@ -119,7 +142,8 @@ public final class PipelineRun {
     /// `NAME.ended` marks of the run's streams: no late consumer of this run will look for them.
     private func removeLeftovers() {
         let names = pipeline.streams.map(\.name)
-        if names.contains(where: { access(directory.path + "/" + $0, F_OK) == 0 }) {
+        let files = names.flatMap { name in [".ctl", ".sock", ".lock"].map { directory.path + "/" + name + $0 } }
+        if files.contains(where: { access($0, F_OK) == 0 }) {
             _ = directory.removeOrphans()
         }
         for name in names { unlink(directory.path + "/" + name + ".ended") }

@@ -123,6 +123,27 @@ import Testing
         try expectNothingLeft(scratch, run.stdout)
     }
 
+    /// A second SIGINT forces: a source that ignores SIGINT, and a sink blocked on a pipe
+    /// nobody reads (its filter blocked behind it), keep the drain from finishing; the second
+    /// kills every stage's process group (the shells' own children too), removes the streams
+    /// the killed filter left, and run exits 130.
+    @Test func secondInterruptForcesTheEnd() throws {
+        let scratch = try Scratch()
+        let stuckSource = "exec sh -c 'trap \"\" INT; sleep 1000' src {out} ! sink --null"
+        let stuckSink = "exec sh -c '\"$0\" sink --in \"$1\" --framemd5 /dev/stdout | sleep 1000' '\(framesrvPath)' {in}"
+        let run = try scratch.start(["run", "--quiet", stuckSource + "  produce -f lavfi -i testsrc2=size=320x240:rate=25"
+                                     + " ! filter --preset gray name=gray ! " + stuckSink])
+        let dir = try RuntimeDirectory(path: scratch.path)
+        #expect(eventually(timeout: 60) { ((try? StreamSnapshot.read("gray", in: dir))?.published ?? 0) > 0 }, "\(run.stderr)")
+        run.signal(SIGINT)
+        #expect(eventually { run.stderr == "framesrv: stopping sources; Ctrl-C again to force\n" }, "\(run.stderr)")
+        #expect(run.process.isRunning && FileManager.default.fileExists(atPath: scratch.path + "/gray.ctl"))
+        run.signal(SIGINT)
+        #expect(run.wait(timeout: 20) == 130, "\(run.stdout)\n\(run.stderr)")
+        #expect(run.stderr == "framesrv: stopping sources; Ctrl-C again to force\n")
+        try expectNothingLeft(scratch, run.stdout)
+    }
+
     /// A sink that is done (--frames 10) stops the filter and the endless source above it.
     @Test func finishedConsumersStopTheirProducers() throws {
         let scratch = try Scratch()
@@ -140,7 +161,7 @@ import Testing
         let dir = try RuntimeDirectory(path: scratch.path)
         func outcome(_ text: String) throws -> PipelineRun.Outcome {
             let run = try PipelineRun(try Pipeline(parsing: text, base: "lib"), directory: dir, framesrv: framesrvPath)
-            while run.poll(stopRequested: false) { usleep(50_000) }
+            while run.poll(interrupts: 0) { usleep(50_000) }
             return run.finish()
         }
         let done = try outcome("produce -f lavfi -i testsrc2=size=64x48:rate=25 ! filter --preset gray ! sink --null --frames 5")

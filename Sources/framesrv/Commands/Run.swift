@@ -37,10 +37,13 @@ enum RunCommand: Command {
     When every stage has exited 0, run exits 0. When a stage fails, run stops the others
     (SIGINT, then SIGKILL 5 s later), removes what is left of its streams and exits with
     that stage's status and its error line. A lossless stage that exits before reading a
-    frame fails the run too (its producer would wait for it forever). A stage whose consumers have all exited (a sink
-    with --frames N) is stopped as Ctrl-C would stop it. Ctrl-C (SIGINT or SIGTERM to run) stops the
-    sources only: the chain drains into the sinks, so recordings are complete (stages still
-    running 30 s later are stopped).
+    frame fails the run too (its producer would wait for it forever). A stage whose
+    consumers have all exited (a sink with --frames N) is stopped as Ctrl-C would stop it.
+
+    Ctrl-C (SIGINT or SIGTERM to run) stops the sources only: the chain drains into the
+    sinks, so recordings are complete (stages still running 30 s later are stopped). A
+    second Ctrl-C kills every stage at once (SIGKILL to each stage's process group),
+    removes the streams, and run exits 130.
 
       -f FILE      read the description from FILE
       --quiet      no live view
@@ -49,10 +52,12 @@ enum RunCommand: Command {
     static func run(_ o: RunOptions) throws -> Int32 {
         let pipeline = try parse(o.description)
         let dir = try RuntimeDirectory()
-        installStopHandlers()
+        Interrupts.install()
+        signal(SIGPIPE, SIG_IGN)
         let run: PipelineRun
         do { run = try PipelineRun(pipeline, directory: dir) } catch { throw FrameServerError.invalidArgument(error.description) }
-        let going = { run.poll(stopRequested: StopSignal.requested) }
+        run.notice = { warn($0) }
+        let going = { run.poll(interrupts: Interrupts.count) }
         if o.quiet {
             while going() { usleep(100_000) }
         } else {
