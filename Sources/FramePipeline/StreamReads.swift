@@ -18,17 +18,24 @@ struct StreamReads {
     mutating func unread(_ children: [Child], stopped: Set<Int>) -> (stage: Int, line: String?)? {
         pending = []
         for (i, stage) in pipeline.stages.enumerated() {
-            guard let s = stage.input, stage.lossless, !stopped.contains(i), children[i].exitStatus == 0,
-                  !published.contains(s) else { continue }
-            let stream = pipeline.streams[s]
-            guard children[stream.producer].process.isRunning else { continue }
-            guard let snapshot = try? StreamSnapshot.read(stream.name, in: dir) else { pending.insert(s); continue }
-            if snapshot.published > 0 || snapshot.streamState != .running { published.insert(s); continue }
-            let n = stream.waitFor
-            return (i, "it exited before reading a frame of stream '\(stream.name)', whose producer (stage "
-                       + "\(stream.producer + 1)) would wait for its \(n) lossless consumer\(n == 1 ? "" : "s") forever")
+            guard stage.lossless, !stopped.contains(i), children[i].exitStatus == 0 else { continue }
+            for s in stage.inputs where !published.contains(s) {
+                if let line = unread(s, children) { return (i, line) }
+            }
         }
         return nil
+    }
+
+    /// The line for stream `s` if its producer runs and the stream exists but published
+    /// nothing; nil otherwise (noting a stream published, or not created yet).
+    private mutating func unread(_ s: Int, _ children: [Child]) -> String? {
+        let stream = pipeline.streams[s]
+        guard children[stream.producer].process.isRunning else { return nil }
+        guard let snapshot = try? StreamSnapshot.read(stream.name, in: dir) else { pending.insert(s); return nil }
+        if snapshot.published > 0 || snapshot.streamState != .running { published.insert(s); return nil }
+        let n = stream.waitFor
+        return "it exited before reading a frame of stream '\(stream.name)', whose producer (stage "
+            + "\(stream.producer + 1)) would wait for its \(n) lossless consumer\(n == 1 ? "" : "s") forever"
     }
 
     /// Whether stream `s` is not created yet while a consumer that exited waits for it to be judged.

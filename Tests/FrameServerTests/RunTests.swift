@@ -20,8 +20,17 @@ import Testing
         #expect(p.commandLine(2).arguments == ["filter", "--preset", "gray", "--in", "t", "--out", "run1-2"])
         #expect(p.commandLine(4) == (false, ["my_filter", "--in", "t", "--out", "run1-3", "--n", "1"]))
         #expect(p.startOrder.last == 0 && p.sources == [0])
+        // A join: {in:NAME} reads named streams; their --wait-for counts it; it starts before both sources.
+        let j = try Pipeline(parsing: "produce -i a.mp4 ! tee name=a  a. ! sink --null  produce -i b.mp4 name=b"
+                             + "  exec avg {in:a} --b={in:b} --out {out} ! sink --null", base: "run1")
+        #expect(j.streams.map(\.name) == ["a", "b", "run1-3"] && j.streams.map(\.waitFor) == [2, 1, 1])
+        #expect(j.stages[3].joins == [0, 1] && j.stages[3].inputs == [0, 1] && j.sources == [0, 2])
+        #expect(j.commandLine(3) == (false, ["avg", "a", "--b=b", "--out", "run1-3"]))
+        #expect(j.startOrder.firstIndex(of: 3)! < j.startOrder.firstIndex(of: 0)! && j.startOrder.firstIndex(of: 3)! < j.startOrder.firstIndex(of: 2)!)
         for bad in ["", "sink --null", "produce -i a ! filter --preset gray", "produce -i a ! filter --out x ! sink",
-                    "produce -i a ! ! sink", "produce -i a name=x ! sink  x. ! y. ! sink", "bogus ! sink", "produce -i 'a ! sink"] {
+                    "produce -i a ! ! sink", "produce -i a name=x ! sink  x. ! y. ! sink", "bogus ! sink", "produce -i 'a ! sink",
+                    "produce -i a name=a  exec j {in:a} {in:c}", "produce -i a name=a  a. ! exec j {in} {in:a}",
+                    "exec j {in:a} {out} name=a ! sink --null", "produce -i a name=a ! exec j {in:a}"] {
             #expect(throws: PipelineError.self, "\(bad)") { try Pipeline(parsing: bad, base: "run1") }
         }
     }
@@ -80,6 +89,29 @@ import Testing
                                  + " ! exec sh -c '\(check.replacingOccurrences(of: "'", with: "'\\''"))' '\(framesrvPath)' {in}"], timeout: 60)
         #expect(r.status == 3, "\(r.stdout)\n\(r.stderr)")
         #expect(r.stderr.hasSuffix("failed: checker: frame 11 is wrong\n"), "\(r.stderr)")
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// A join: examples/python/average.py reads streams a and b ({in:a} {in:b}); a also
+    /// fans out to a sink. The average's framemd5 is ffmpeg's blend=all_mode=average of the
+    /// two clips, and a's sink gets every frame too: a's --wait-for counted both readers.
+    @Test func joinAveragesTwoStreamsAsFFmpegBlends() throws {
+        let scratch = try Scratch()
+        let a = try clip(scratch)
+        let b = scratch.file("b.mp4")
+        let made = try shell("ffmpeg -v error -f lavfi -i smptebars=size=320x240:rate=25 -frames:v 30 -c:v libx264 -pix_fmt yuv420p '\(b)'", scratch)
+        #expect(made.0 == 0, "\(made.2)")
+        let (avg, plain) = (scratch.file("avg.md5"), scratch.file("plain.md5"))
+        let example = repositoryRoot.appendingPathComponent("examples/python/average.py").path
+        let r = try scratch.run(["run", "--quiet", "produce -i '\(a)' ! tee name=a  a. ! sink --framemd5 '\(plain)'  produce -i '\(b)' name=b"
+                                 + "  exec '\(try ClientTools.python())' '\(example)' {in:a} {in:b} --out {out} --wait-for {wait-for}"
+                                 + " ! sink --framemd5 '\(avg)'"], timeout: 120)
+        #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
+        let (status, want, err) = try shell("ffmpeg -v error -i '\(a)' -i '\(b)' -filter_complex '[0:v][1:v]blend=all_mode=average' -f framemd5 -", scratch)
+        #expect(status == 0, "\(err)")
+        let got = try String(contentsOfFile: avg, encoding: .utf8)
+        #expect(got == String(decoding: want, as: UTF8.self) && frameLines(got).count == 30)
+        #expect(try String(contentsOfFile: plain, encoding: .utf8) == ffmpegFramemd5(a, scratch))
         try expectNothingLeft(scratch, r.stdout)
     }
 

@@ -14,25 +14,31 @@ enum RunCommand: Command {
     Starts every stage of PIPELINE as its own process, creates the streams between them,
     and supervises them. The description is gst-launch-1.0's: '!' links a stage to the
     next, name=NAME names the stream a stage publishes, and NAME. starts another chain
-    reading that stream (fan-out). Words are split and quoted as a shell does; in a FILE,
-    newlines are blanks and '#' starts a comment.
+    reading that stream (fan-out). An exec stage joins named streams with {in:NAME}. A
+    chain also starts at produce or exec right after a complete produce, filter or sink.
+    Words are split and quoted as a shell does; in a FILE, newlines are blanks and '#'
+    starts a comment.
 
       produce ARGS        framesrv produce (run adds --out and --wait-for)
       filter ARGS         framesrv filter (run adds --in, --out and --wait-for)
       sink ARGS           framesrv sink (run adds --in)
       tee name=NAME       no process: names the stream through it, to branch from with NAME.
       exec PROGRAM ARGS   any program (found on PATH); in ARGS, {in} is the stream it reads,
-                          {out} the stream it creates, {wait-for} its lossless consumers
+                          {out} the stream it creates, {wait-for} its lossless consumers,
+                          and {in:NAME} the stream named NAME, which it reads too (a join)
 
       framesrv run "produce -i in.mp4 ! filter --preset blur=4 ! filter --preset rgb ! sink --record out.mp4"
       framesrv run "produce -i in.mp4 ! tee name=t  t. ! sink --null  t. ! filter --preset gray ! sink --record g.mp4"
       framesrv run "produce -i in.mp4 ! exec python3 my_filter.py --in {in} --out {out} ! sink --null"
+      framesrv run "produce -i a.mp4 name=a  produce -i b.mp4 name=b  exec python3 average.py
+                    {in:a} {in:b} --out {out} --wait-for {wait-for} ! sink --record avg.mp4"
 
     Unnamed streams are called runPID-1, runPID-2, ...; named ones keep their name. Each
-    producer waits for all of its lossless consumers (stages without --live; every exec
-    stage counts as one), and stages start sinks first, so every lossless consumer gets every
-    frame from the first. While the stages run, run shows their streams as 'framesrv top'
-    does (every 2 s when standard output is not a terminal; not with --quiet).
+    producer waits for all of its lossless consumers (stages without --live; an exec stage
+    counts once for each stream it reads), and stages start sinks first, so every lossless
+    consumer gets every frame from the first (an exec stage that publishes should wait for
+    {wait-for} consumers too). While the stages run, run shows their streams as 'framesrv
+    top' does (every 2 s when standard output is not a terminal; not with --quiet).
 
     When every stage has exited 0, run exits 0. When a stage fails, run stops the others
     (SIGINT, then SIGKILL 5 s later), removes what is left of its streams and exits with
