@@ -155,6 +155,21 @@ import Testing
         try expectNothingLeft(scratch, run.stdout)
     }
 
+    /// SIGINT while the source still waits for a consumer that never attaches: the source
+    /// stops before its first frame, and its consumers are stopped with it instead of
+    /// waiting out the drain for a stream that will never publish. run exits 0.
+    @Test func interruptBeforeTheFirstFrameStopsTheWaitingConsumers() throws {
+        let scratch = try Scratch()
+        let run = try scratch.start(["run", "--quiet", "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! tee name=t"
+                                     + "  t. ! sink --null  t. ! exec sh -c 'sleep 1000' never {in}"])
+        let dir = try RuntimeDirectory(path: scratch.path)
+        #expect(eventually(timeout: 60) { (try? StreamSnapshot.read("t", in: dir))?.consumers.count == 1 }, "\(run.stderr)")
+        run.signal(SIGINT)
+        #expect(run.wait(timeout: 20) == 0, "\(run.stdout)\n\(run.stderr)")
+        #expect(run.stderr == "framesrv: stopping sources; Ctrl-C again to force\n")
+        try expectNothingLeft(scratch, run.stdout)
+    }
+
     /// A second SIGINT forces: a source that ignores SIGINT, and a sink blocked on a pipe
     /// nobody reads (its filter blocked behind it), keep the drain from finishing; the second
     /// kills every stage's process group (the shells' own children too), removes the streams
