@@ -1,4 +1,4 @@
-import Glibc
+import FrameServer
 import Synchronization
 
 /// Counted by the SIGINT/SIGTERM handler; read by `Interrupts.count`. An atomic with no
@@ -10,22 +10,10 @@ private let interruptCount = Atomic<Int32>(0)
 /// at the second (`PipelineRun.poll(interrupts:)`), as gst-launch and docker compose do.
 public enum Interrupts {
     /// Turns SIGINT and SIGTERM into `count` instead of ending the process, and unblocks
-    /// both in the calling thread. Install it once, from the main thread.
-    ///
-    /// The corresponding C functions are `sigaction` and `pthread_sigmask`.
+    /// both in the calling thread (`StopSignal.handle`). Install it once, from the main thread.
     public static func install() {
         _ = interruptCount.load(ordering: .relaxed)
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in interruptCount.wrappingAdd(1, ordering: .relaxed) }
-        sigemptyset(&action.sa_mask)
-        action.sa_flags = SA_RESTART
-        sigaction(SIGINT, &action, nil)
-        sigaction(SIGTERM, &action, nil)
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGINT)
-        sigaddset(&set, SIGTERM)
-        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        StopSignal.handle(restarting: true) { _ in interruptCount.wrappingAdd(1, ordering: .relaxed) }
     }
 
     /// SIGINTs and SIGTERMs received since `install()`.
