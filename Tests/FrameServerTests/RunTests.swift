@@ -160,13 +160,11 @@ import Testing
     /// waiting out the drain for a stream that will never publish. run exits 0.
     @Test func interruptBeforeTheFirstFrameStopsTheWaitingConsumers() throws {
         let scratch = try Scratch()
-        let run = try scratch.start(["run", "--quiet", "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! tee name=t"
-                                     + "  t. ! sink --null  t. ! exec sh -c 'sleep 1000' never {in}"])
-        let dir = try RuntimeDirectory(path: scratch.path)
-        #expect(eventually(timeout: 60) { (try? StreamSnapshot.read("t", in: dir))?.consumers.count == 1 }, "\(run.stderr)")
+        let run = try startRun(scratch, "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! tee name=t"
+                                   + "  t. ! sink --null  t. ! exec sh -c 'sleep 1000' never {in}", until: "t") { $0.consumers.count == 1 }
         run.signal(SIGINT)
         #expect(run.wait(timeout: 20) == 0, "\(run.stdout)\n\(run.stderr)")
-        #expect(run.stderr == "framesrv: stopping sources; Ctrl-C again to force\n")
+        #expect(run.stderr == stoppingLine)
         try expectNothingLeft(scratch, run.stdout)
     }
 
@@ -178,17 +176,27 @@ import Testing
         let scratch = try Scratch()
         let stuckSource = "exec sh -c 'trap \"\" INT; sleep 1000' src {out} ! sink --null"
         let stuckSink = "exec sh -c '\"$0\" sink --in \"$1\" --framemd5 /dev/stdout | sleep 1000' '\(framesrvPath)' {in}"
-        let run = try scratch.start(["run", "--quiet", stuckSource + "  produce -f lavfi -i testsrc2=size=320x240:rate=25"
-                                     + " ! filter --preset gray name=gray ! " + stuckSink])
-        let dir = try RuntimeDirectory(path: scratch.path)
-        #expect(eventually(timeout: 60) { ((try? StreamSnapshot.read("gray", in: dir))?.published ?? 0) > 0 }, "\(run.stderr)")
+        let run = try startRun(scratch, stuckSource + "  produce -f lavfi -i testsrc2=size=320x240:rate=25"
+                                   + " ! filter --preset gray name=gray ! " + stuckSink, until: "gray") { $0.published > 0 }
         run.signal(SIGINT)
-        #expect(eventually { run.stderr == "framesrv: stopping sources; Ctrl-C again to force\n" }, "\(run.stderr)")
+        #expect(eventually { run.stderr == stoppingLine }, "\(run.stderr)")
         #expect(run.process.isRunning && FileManager.default.fileExists(atPath: scratch.path + "/gray.ctl"))
         run.signal(SIGINT)
         #expect(run.wait(timeout: 20) == 130, "\(run.stdout)\n\(run.stderr)")
-        #expect(run.stderr == "framesrv: stopping sources; Ctrl-C again to force\n")
+        #expect(run.stderr == stoppingLine)
         try expectNothingLeft(scratch, run.stdout)
+    }
+
+    /// run's line at the first SIGINT.
+    let stoppingLine = "framesrv: stopping sources; Ctrl-C again to force\n"
+
+    /// `framesrv run --quiet DESCRIPTION`, once stream `name` is `ready`.
+    func startRun(_ scratch: Scratch, _ description: String, until name: String,
+                  _ ready: @escaping (StreamSnapshot) -> Bool) throws -> Proc {
+        let run = try scratch.start(["run", "--quiet", description])
+        let dir = try RuntimeDirectory(path: scratch.path)
+        #expect(eventually(timeout: 60) { (try? StreamSnapshot.read(name, in: dir)).map(ready) == true }, "\(run.stderr)")
+        return run
     }
 
     /// A sink that is done (--frames 10) stops the filter and the endless source above it.

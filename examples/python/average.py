@@ -13,6 +13,7 @@ Run with framesrv run, which wires the two named streams into it ({in:NAME}):
                   ! sink --record avg.mp4"
 """
 import argparse
+import itertools
 
 import numpy as np
 
@@ -32,26 +33,28 @@ def check_same_format(fa, fb):
 
 
 def run(a, b, out, wait_for):
+    """Averages streams a and b into a new stream out until either ends; the frame count."""
     framesrv.stop_on_signals()
     count = 0
-    producer = None
     try:
         with framesrv.Consumer(a, client_name="average") as ca, framesrv.Consumer(b, client_name="average") as cb:
-            for fa, fb in zip(ca, cb):
-                check_same_format(fa, fb)
-                if producer is None:
-                    producer = framesrv.Producer(out, fa.width, fa.height, fa.pix_fmt, rate=ca.rate,
-                                                 color_matrix=fa.color_matrix, color_range=fa.color_range)
-                    producer.wait_for_consumers(wait_for)
-                with producer.reserve() as frame:
-                    frame.copy_header_from(fa)
-                    average(fa, fb, frame)
-                count += 1
+            pairs = zip(ca, cb)
+            first = next(pairs, None)
+            if first is None:
+                return 0
+            fa = first[0]
+            colour = dict(color_matrix=fa.color_matrix, color_range=fa.color_range,
+                          color_primaries=fa.color_primaries, color_transfer=fa.color_transfer)
+            with framesrv.Producer(out, fa.width, fa.height, fa.pix_fmt, rate=ca.rate, **colour) as producer:
+                producer.wait_for_consumers(wait_for)
+                for fa, fb in itertools.chain([first], pairs):
+                    check_same_format(fa, fb)
+                    with producer.reserve() as frame:
+                        frame.copy_header_from(fa)
+                        average(fa, fb, frame)
+                    count += 1
     except KeyboardInterrupt:
-        pass
-    finally:
-        if producer is not None:
-            producer.close()
+        pass   # the with blocks ended the output stream cleanly
     return count
 
 
