@@ -43,9 +43,9 @@ import Testing
     @Test func pausePublishesNothingAndLosesNothing() throws {
         let scratch = try Scratch()
         let clip = try Self.clip(scratch)
-        let producer = try Self.producer(clip, "s", ["--readrate", "4", "--wait-for", "1"], scratch)
+        let producer = try Self.producer(clip, "s", ["-re", "--wait-for", "1"], scratch)
         let sink = try scratch.start(["sink", "--in", "s", "--framemd5", "-"])
-        #expect(eventually { (scratch.snapshot("s")?.published ?? 0) >= 20 })
+        #expect(eventually { (scratch.snapshot("s")?.published ?? 0) >= 10 })
         #expect(try Self.ctl(["s", "pause"], scratch).stdout == "ok paused\n")
         let released = try Self.status("s", scratch).frames
         usleep(400_000)   // an observation window, not a synchronisation: nothing may happen in it
@@ -72,6 +72,13 @@ import Testing
         let s = try Self.status("s", scratch)
         #expect(s.paused && s.frames == 5)
         #expect(abs(s.position - 4.0 / 30) < 1e-6, "position is the last frame's time")
+        // ls and top show it too, asked from the control socket.
+        let ls = try scratch.run(["ls", "--json"])
+        let listed = try JSONSerialization.jsonObject(with: Data(ls.stdout.utf8)) as? [[String: Any]]
+        let playback = listed?.first { $0["name"] as? String == "s" }?["playback"] as? [String: Any]
+        #expect(playback?["paused"] as? Bool == true && playback?["frames"] as? Int == 5 && playback?["rate"] is NSNull, "\(ls.stdout)")
+        let top = try scratch.run(["top", "-b", "-n", "1"])
+        #expect(top.stdout.split(separator: "\n").contains { $0.hasPrefix("s ") && $0.contains("0.1/4.0 paused max") }, "\(top.stdout)")
         #expect(try Self.ctl(["s", "step"], scratch).status == 0)
         #expect(eventually { scratch.snapshot("s")?.published == 6 })
         #expect(try Self.ctl(["s", "resume"], scratch).status == 0)

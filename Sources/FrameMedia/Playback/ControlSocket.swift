@@ -146,6 +146,16 @@ public enum ControlClient {
     }
 }
 
+extension ControlClient {
+    /// `stream`'s playback status when it has a control socket and answers within `timeout`
+    /// seconds; nil otherwise (for monitors: ls and top ask every stream, briefly).
+    public static func playbackStatus(of stream: String, directory: RuntimeDirectory, timeout: Double = 0.5) -> PlaybackStatus? {
+        guard access(directory.controlSocketPath(stream), F_OK) == 0,
+              case .json(let text)? = try? send(.status, to: stream, directory: directory, timeout: timeout) else { return nil }
+        return PlaybackStatus(json: text)
+    }
+}
+
 private final class ThreadBody {
     let body: () -> Void
     init(_ body: @escaping () -> Void) { self.body = body }
