@@ -190,4 +190,37 @@ import Testing
         pattern.signal(SIGINT)
         #expect(pattern.wait(timeout: 30) == 0)
     }
+
+    /// The control API other commands reuse (record's snapshot, replay): a server serves
+    /// only its verb set, refuses the others in one line, and the clock steps exactly.
+    @Test func controlServerServesItsVerbsOnly() throws {
+        let scratch = try Scratch()
+        let snapshots = Locked(0)
+        let server = try ControlServer(stream: "rec", directory: scratch.directory, verbs: [.snapshot]) { request in
+            snapshots.withLock { $0 += 1 }
+            return .ok("snapshot written")
+        }
+        defer { server.close() }
+        #expect(try ControlClient.send(.snapshot, to: "rec", directory: scratch.directory) == .ok("snapshot written"))
+        #expect(try ControlClient.send(.pause, to: "rec", directory: scratch.directory) == .error("'rec' does not take 'pause' (it takes: snapshot)"))
+        #expect(server.answer("seek") == .error("seek needs a time T (seconds or [HH:]MM:SS[.xxx]; +T / -T from the current position)"))
+        #expect(server.answer("frobnicate 3").isError)
+        #expect(snapshots.withLock { $0 } == 1)
+        #expect(try ControlRequest.parse("seek -5") == .seek(.relative(-5)))
+        #expect(try ControlRequest.parse("seek 01:02.5") == .seek(.absolute(62.5)))
+        #expect(try ControlRequest.parse("rate max") == .rate(nil))
+        #expect(throws: ControlRequestError.badArgument(.rate, "101")) { try ControlRequest.parse("rate 101") }
+
+        let clock = PlaybackClock(rate: 1, paused: true)
+        clock.step(2)
+        #expect(clock.wait(toRelease: 0, shouldStop: { false }) == .now)
+        #expect(clock.wait(toRelease: 10, shouldStop: { false }) == .now, "a step does not wait for the frame's time")
+        var asked = 0
+        #expect(clock.wait(toRelease: 20, shouldStop: { asked += 1; return asked > 2 }) == .stopped, "paused: nothing more")
+        #expect(clock.state.released == 2 && clock.state.position == 10 && clock.state.paused)
+        clock.requestSeek(3)
+        #expect(clock.wait(toRelease: 20, shouldStop: { false }) == .seek(3))
+        clock.didSeek(to: 3)
+        #expect(clock.state.position == 3 && clock.state.pendingSeek == nil)
+    }
 }

@@ -45,6 +45,11 @@ private func zmqMessage() -> String { String(cString: zmq_strerror(zmq_errno()))
 /// which runs on the socket's thread (so it must only record the request, under a lock, for
 /// the producer's loop to apply between frames, as `PlaybackClock` does). A verb outside
 /// `verbs` and a malformed request get an `error` line without reaching the handler.
+///
+/// Start it after the stream's `Producer` (whose start removes a dead producer's leftovers,
+/// this file among them) and close it first. A process that serves controls without being
+/// NAME's producer (a recorder) must hold `NAME.lock` while it serves: `framesrv clean`
+/// takes every file of a name whose lock nobody holds for a leftover.
 public final class ControlServer: @unchecked Sendable {
     // @unchecked Sendable: the socket is used by the serving thread only (after init hands it
     // over); `stopping` is atomic; `thread` is touched by init and close only.
@@ -104,8 +109,8 @@ public final class ControlServer: @unchecked Sendable {
         }
     }
 
-    /// The reply to one request's text.
-    func answer(_ text: String) -> ControlReply {
+    /// The reply to one request's text (what the serving thread sends back).
+    public func answer(_ text: String) -> ControlReply {
         let request: ControlRequest
         do { request = try ControlRequest.parse(text) } catch { return .error(error.description) }
         guard verbs.contains(request.verb) else {
