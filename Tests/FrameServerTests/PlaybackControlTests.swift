@@ -231,4 +231,24 @@ import Testing
         clock.didSeek(to: 3)
         #expect(clock.state.position == 3 && clock.state.pendingSeek == nil)
     }
+
+    /// A filter downstream of a seek flushes its graph and starts a new one: libavfilter's
+    /// fps filter, which drops frames whose time goes backwards, passes every frame after
+    /// the seek, and the discontinuity reaches the filter's consumer.
+    @Test func aFilterStartsAnewAfterASeek() throws {
+        let scratch = try Scratch()
+        let clip = try Self.clip(scratch)
+        let producer = try Self.producer(clip, "s", ["--paused"], scratch)
+        let filter = try scratch.start(["filter", "--in", "s", "--out", "f", "--vf", "fps=30", "--wait-for", "1"])
+        let sink = try scratch.start(["sink", "--in", "f", "--null"])
+        #expect(try Self.ctl(["s", "step", "10"], scratch).status == 0)
+        #expect(eventually { scratch.snapshot("s")?.published == 10 })
+        #expect(try Self.ctl(["s", "seek", "2.1"], scratch).status == 0)
+        #expect(try Self.ctl(["s", "resume"], scratch).status == 0)
+        #expect(producer.wait(timeout: 60) == 0, "producer: \(producer.stderr)")
+        #expect(filter.wait(timeout: 60) == 0, "filter: \(filter.stderr)")
+        #expect(sink.wait(timeout: 60) == 0, "sink: \(sink.stderr)")
+        let seeked = Self.frameLines(try ffmpegFramemd5(clip, before: "-ss 2.1", scratch)).count
+        #expect(sink.stdout.contains("received \(10 + seeked) frames") && sink.stdout.contains("(1 discontinuity)"), "\(sink.stdout)")
+    }
 }
