@@ -22,10 +22,12 @@ let package = Package(
         .target(name: "FrameServer", dependencies: ["CFrameServer", "CZMQ"]),
         // Everything that touches FFmpeg, behind a Swift API: no FFmpeg pointer leaves it.
         .target(name: "FrameMedia", dependencies: ["FrameServer", "CFFmpeg", "CZMQ"]),
-        // `framesrv run`'s pipeline descriptions: parser, graph, stream names, --wait-for, start order.
-        .target(name: "FramePipeline"),
+        // Stages as child processes (each its own process group), for framesrv's commands.
+        .target(name: "FrameProcess", dependencies: ["FrameServer"]),
+        // `framesrv run`'s pipelines: parser, graph, stream names, --wait-for, start order, supervision.
+        .target(name: "FramePipeline", dependencies: ["FrameServer", "FrameProcess"]),
         // The command-line tool.
-        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FramePipeline"]),
+        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FrameProcess", "FramePipeline"]),
         // End-to-end suites: real framesrv processes (see Tests/README.md).
         .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv"]),
         // FrameMedia's pieces on their own, in process.
