@@ -21,7 +21,7 @@ let package = Package(
         // The protocol: producer and consumer sides, no FFmpeg.
         .target(name: "FrameServer", dependencies: ["CFrameServer", "CZMQ"]),
         // Everything that touches FFmpeg, behind a Swift API: no FFmpeg pointer leaves it.
-        .target(name: "FrameMedia", dependencies: ["FrameServer", "CFFmpeg"]),
+        .target(name: "FrameMedia", dependencies: ["FrameServer", "CFFmpeg", "CZMQ"]),
         // Stages as child processes (each its own process group), for framesrv's commands.
         .target(name: "FrameProcess", dependencies: ["FrameServer"]),
         // `framesrv run`'s pipelines: parser, graph, stream names, --wait-for, start order, supervision.
