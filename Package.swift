@@ -22,12 +22,14 @@ let package = Package(
         .target(name: "FrameServer", dependencies: ["CFrameServer", "CZMQ"]),
         // Everything that touches FFmpeg, behind a Swift API: no FFmpeg pointer leaves it.
         .target(name: "FrameMedia", dependencies: ["FrameServer", "CFFmpeg"]),
+        // `framesrv record` / `replay`: the recording format (docs/RECORDING.md), writer, reader, snapshot ring.
+        .target(name: "FrameRecording", dependencies: ["FrameServer", "CFFmpeg"]),
         // `framesrv run`'s pipeline descriptions: parser, graph, stream names, --wait-for, start order.
         .target(name: "FramePipeline"),
         // The command-line tool.
-        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FramePipeline"]),
+        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "FrameRecording"]),
         // End-to-end suites: real framesrv processes (see Tests/README.md).
-        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv"]),
+        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording"]),
         // FrameMedia's pieces on their own, in process.
         .testTarget(name: "FrameMediaTests", dependencies: ["FrameMedia", "FrameServer"]),
     ]
