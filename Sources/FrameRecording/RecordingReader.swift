@@ -95,6 +95,25 @@ public final class RecordingReader {
         }
         self.tracks = tracks
         self.decoders = decoders
+        complete = Self.endsWithIndex(path)
+    }
+
+    /// Whether the file ends with NUT's index, as a recording that finished does (one killed
+    /// or truncated does not): the last 12 bytes hold the index's distance from the end.
+    public let complete: Bool
+
+    static func endsWithIndex(_ path: String) -> Bool {
+        guard let f = fopen(path, "rb") else { return false }
+        defer { fclose(f) }
+        func u64(at offset: Int) -> UInt64? {
+            var b = [UInt8](repeating: 0, count: 8)
+            guard fseeko(f, off_t(offset), SEEK_SET) == 0, fread(&b, 1, 8, f) == 8 else { return nil }
+            return b.reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        guard fseeko(f, 0, SEEK_END) == 0 else { return false }
+        let size = Int(ftello(f))
+        guard size > 12, let distance = u64(at: size - 12), distance > 12, distance <= UInt64(size) else { return false }
+        return u64(at: size - Int(distance)) == 0x4E58_DD67_2F23_E64E   // INDEX_STARTCODE ('N' 'X' ...)
     }
 
     deinit {
@@ -141,7 +160,7 @@ public final class RecordingReader {
         }
         defer { av_packet_unref(p) }
         let track = Int(p.pointee.stream_index)
-        guard track >= 0, track < decoders.count, let record = Self.record(of: p) else {
+        guard p.pointee.flags & AV_PKT_FLAG_CORRUPT == 0, track >= 0, track < decoders.count, let record = Self.record(of: p) else {
             skippedPackets += 1
             return
         }

@@ -28,6 +28,8 @@ public struct ReplayReport: Sendable {
     public var skippedPackets = 0
     public var decodeErrors = 0
     public var readError: String?
+    /// The file ends without its index: the recorder was killed, or the file was cut.
+    public var incomplete = false
     public var loops = 0
 }
 
@@ -118,6 +120,7 @@ public final class Replayer {
         report.skippedPackets = reader.skippedPackets
         report.decodeErrors = reader.decodeErrors
         report.readError = reader.readError
+        report.incomplete = !reader.complete
         for p in producers { p.finish(); p.close() }
         return report
     }

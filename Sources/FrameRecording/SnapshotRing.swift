@@ -9,9 +9,10 @@ private let snapshotFlag = Atomic<Int32>(0)
 
 /// SIGUSR1 as "write a snapshot now" (rosbag2's snapshot trigger).
 public enum SnapshotTrigger {
-    /// Installs the SIGUSR1 handler (once, from the main thread).
+    /// Installs the SIGUSR1 handler and unblocks the signal (once, from the main thread,
+    /// before starting threads).
     ///
-    /// The corresponding C function is `sigaction`.
+    /// The corresponding C functions are `sigaction` and `pthread_sigmask`.
     public static func install() {
         _ = snapshotFlag.load(ordering: .relaxed)
         var action = sigaction()
@@ -19,6 +20,11 @@ public enum SnapshotTrigger {
         sigemptyset(&action.sa_mask)
         action.sa_flags = SA_RESTART
         sigaction(SIGUSR1, &action, nil)
+        // A parent that spawned this process with SIGUSR1 blocked (posix_spawn inherits the mask) would keep it pending forever.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGUSR1)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
 
     /// Requests a snapshot as SIGUSR1 does (from a control socket, or a test).

@@ -69,9 +69,9 @@ final class RecordedStream: @unchecked Sendable {
             throw RecordingError.cannotWrite(consumer.stream, "its pixel format '\(frame.header.pixelFormatName)' is unknown to this build")
         }
         firstCapture = record.description.captureNanos
-        spec = TrackSpec(name: consumer.stream, rate: consumer.nominalRate, format: record.format,
-                         description: record.description, codec: codec)
         firstPackets = try encoder.encode(frame, record: record)
+        spec = TrackSpec(name: consumer.stream, rate: consumer.nominalRate, format: record.format,
+                         description: record.description, codec: encoder.containerRaw == true ? .raw : codec)
         frame.release()
         return true
     }

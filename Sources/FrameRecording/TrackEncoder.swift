@@ -54,8 +54,11 @@ final class TrackEncoder {
     private var frame: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
     /// Records of the frames sent to the encoder, in order (no B-frames: packets come out in order).
     private var pending: [FrameRecord] = []
-    /// Frames that went raw because the codec does not take their pixel format.
+    /// Frames that went raw because the codec does not hold them.
     private(set) var rawFallbacks = 0
+    /// Whether the track is raw in the container (decided by its first frame: when the codec
+    /// cannot hold it, every frame of the track goes raw, so ffmpeg reads them all).
+    private(set) var containerRaw: Bool?
 
     init(codec: RecordingCodec) { self.codec = codec }
 
@@ -76,6 +79,21 @@ final class TrackEncoder {
         return false
     }
 
+    /// Whether FFV1 holds this frame bit for bit: 10-bit formats keep 10 bits of each 16-bit
+    /// sample, so a frame with higher bits set (not valid 10-bit video) goes raw instead.
+    static func fitsCodec(_ codec: RecordingCodec, _ frame: borrowing Frame, _ format: FrameFormat) -> Bool {
+        guard codec == .ffv1, [.yuv420p10le, .yuv422p10le, .yuv444p10le].contains(format.pixelFormat) else { return true }
+        var high: UInt16 = 0
+        for i in format.pixelFormat.planes.indices {
+            let plane = frame.plane(i), stride = frame.header.stride(plane: i), samples = format.rowBytes(plane: i) / 2
+            for y in 0..<format.rows(plane: i) {
+                let row = UnsafeRawBufferPointer(rebasing: plane[(y * stride)..<(y * stride + samples * 2)])
+                for x in 0..<samples { high |= row.loadUnaligned(fromByteOffset: x * 2, as: UInt16.self) }
+            }
+        }
+        return UInt16(littleEndian: high) < 1024
+    }
+
     static func encoder(_ codec: RecordingCodec) -> UnsafePointer<AVCodec>? {
         if case .h264 = codec { return avcodec_find_encoder_by_name("libx264") ?? avcodec_find_encoder(AV_CODEC_ID_H264) }
         return avcodec_find_encoder(codec.codecID)
@@ -83,7 +101,9 @@ final class TrackEncoder {
 
     /// Encodes `frame`; returns the packets ready (zero or more, in order).
     func encode(_ frame: borrowing Frame, record: FrameRecord) throws(RecordingError) -> [EncodedFrame] {
-        guard Self.codecTakes(codec, record.format.pixelFormat) else {
+        let stored = Self.codecTakes(codec, record.format.pixelFormat) && Self.fitsCodec(codec, frame, record.format)
+        if containerRaw == nil { containerRaw = !stored }
+        guard stored, containerRaw == false else {
             if codec != .raw { rawFallbacks += 1 }
             var r = record
             r.packing = .raw

@@ -65,7 +65,10 @@ enum RecordCommand: Command {
             }
             if !o.quiet { warn("record: snapshot mode, memory bound \(bound) (kill -USR1 \(getpid()) writes a snapshot)") }
         }, onWritten: { path, frames in
-            if !o.quiet { print("record: snapshot \(path): \(frames.reduce(0, +)) frames (\(frames.map(String.init).joined(separator: ", ")))") }
+            if !o.quiet {
+                print("record: snapshot \(path): \(frames.reduce(0, +)) frames (\(frames.map(String.init).joined(separator: ", ")))")
+                fflush(nil)   // said as it happens, also into a pipe or file (nil: every output stream)
+            }
         })
         if !o.quiet { print("record: \(written) snapshot\(written == 1 ? "" : "s") written") }
         return 0

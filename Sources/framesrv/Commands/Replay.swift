@@ -48,6 +48,9 @@ enum ReplayCommand: Command {
     }
 
     static func say(_ o: ReplayCommandOptions, _ r: ReplayReport) {
+        if r.incomplete, r.readError == nil {
+            warn("replay: \(o.settings.path): the file ends without its index (the recorder was killed, or the file was cut): played the frames it holds")
+        }
         if let why = r.readError {
             warn("replay: \(o.settings.path): reading stopped early (\(why)): the file is truncated or damaged; played what came before")
         }

@@ -1,0 +1,240 @@
+import Foundation
+import FrameServer
+import Glibc
+import Testing
+
+/// What a test consumer saw of one frame: its format, a digest of its pixels and its
+/// description (capture time as is; compare offsets).
+struct SeenFrame: Equatable {
+    var format: FrameFormat
+    var digest: UInt64
+    var description: FrameDescription
+}
+
+/// Reads every frame of `stream` on its own thread (a lossless consumer in this process).
+final class FrameCollector: @unchecked Sendable {
+    private let frames = Locked<[SeenFrame]>([])
+    private let done = DispatchSemaphore(value: 0)
+    private let failure = Locked<String?>(nil)
+    /// Used by the collector's thread only, once init has handed it over.
+    private let consumer: Consumer
+
+    init(_ stream: String, _ scratch: Scratch) throws {
+        var options = ConsumerOptions(mode: .lossless)
+        options.waitSeconds = 30
+        consumer = try Consumer(stream: stream, options: options, directory: scratch.directory)
+        try consumer.attach()
+        Thread.detachNewThread { [self] in
+            do {
+                while let frame = try consumer.next() {
+                    let seen = SeenFrame(format: frame.header.format!, digest: Self.digest(frame), description: frame.header.description)
+                    frame.release()
+                    frames.withLock { $0.append(seen) }
+                }
+            } catch { failure.withLock { $0 = "\(error)" } }
+            done.signal()
+        }
+    }
+
+    /// The frames, once the stream has ended (empty after `timeout`).
+    func wait(timeout: Double = 60) throws -> [SeenFrame] {
+        guard done.wait(timeout: .now() + timeout) == .success else { throw TestFailure("collector: stream did not end") }
+        if let f = failure.withLock({ $0 }) { throw TestFailure("collector: \(f)") }
+        return frames.withLock { $0 }
+    }
+
+    /// FNV-1a over every plane's pixel bytes (no padding).
+    static func digest(_ frame: borrowing Frame) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        let format = frame.header.format!
+        for p in format.pixelFormat.planes.indices {
+            let plane = frame.plane(p), stride = frame.header.stride(plane: p)
+            for y in 0..<format.rows(plane: p) {
+                for x in 0..<format.rowBytes(plane: p) { h = (h ^ UInt64(plane[y * stride + x])) &* 0x100_0000_01b3 }
+            }
+        }
+        return h
+    }
+}
+
+/// `framesrv record` and `framesrv replay`: real producer, recorder and replay processes;
+/// frames and headers compared as consumers see them, ffmpeg as the oracle for the file.
+@Suite(.serialized) struct RecordReplayTests {
+    func text(_ command: String, _ scratch: Scratch) throws -> String {
+        let (status, out, err) = try shell(command, scratch)
+        guard status == 0 else { throw TestFailure("'\(command)' failed: \(err)") }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The hash column of framemd5 output.
+    func hashes(_ md5: String) -> [Substring] {
+        md5.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
+    }
+
+    /// `frames` with capture times made offsets from `base` (what replay must keep).
+    func rebased(_ frames: [SeenFrame], base: UInt64) -> [SeenFrame] {
+        frames.map { var f = $0; f.description.captureNanos = $0.description.captureNanos &- base; return f }
+    }
+
+    /// Records `produce ARGS --out cam` (seen by a collector and a framemd5 sink); returns
+    /// what the collector saw, the framemd5 text and the recording's path.
+    func record(_ produce: [String], _ scratch: Scratch, codec: [String] = []) throws -> ([SeenFrame], String, String) {
+        let rec = scratch.file("rec.nut"), md5 = scratch.file("orig.md5")
+        let producer = try scratch.start(["produce"] + produce + ["--out", "cam", "--wait-for", "3"])
+        let collector = try FrameCollector("cam", scratch)
+        let sink = try scratch.start(["sink", "--in", "cam", "--framemd5", md5, "--quiet", "--wait", "30"])
+        let recorder = try scratch.start(["record", "--in", "cam", "-o", rec, "--wait", "30"] + codec)
+        #expect(recorder.wait(timeout: 60) == 0, "record: \(recorder.stderr)")
+        #expect(producer.wait(timeout: 60) == 0, "produce: \(producer.stderr)")
+        #expect(sink.wait(timeout: 60) == 0, "sink: \(sink.stderr)")
+        return (try collector.wait(), try String(contentsOfFile: md5, encoding: .utf8), rec)
+    }
+
+    /// Replays `rec` at max rate as `r_` + name; returns what a collector saw of each stream.
+    func replay(_ rec: String, streams: [String], _ scratch: Scratch, extra: [String] = []) throws -> [[SeenFrame]] {
+        let replay = try scratch.start(["replay", rec, "--out", "r_", "--rate", "max"] + extra)
+        let collectors = try streams.map { try FrameCollector("r_" + $0, scratch) }
+        let seen = try collectors.map { try $0.wait() }
+        #expect(replay.wait(timeout: 60) == 0, "replay: \(replay.stderr)")
+        return seen
+    }
+
+    struct Case: CustomTestStringConvertible, Sendable {
+        let name: String
+        let produce: [String]
+        /// Whether ffmpeg decodes the file to the same frames (not across a mid-stream size change).
+        let ffmpegReads: Bool
+        var testDescription: String { name }
+    }
+
+    static let cases = [
+        Case(name: "pattern yuv420p", produce: ["--pattern", "--frames", "20", "--size", "320x240", "--rate", "max"], ffmpegReads: true),
+        Case(name: "pattern yuv420p10le", produce: ["--pattern", "--frames", "12", "--size", "320x240", "--pix-fmt", "yuv420p10le", "--rate", "max"], ffmpegReads: true),
+        Case(name: "pattern rgb24 (stored raw)", produce: ["--pattern", "--frames", "12", "--size", "320x240", "--pix-fmt", "rgb24", "--rate", "max"], ffmpegReads: true),
+        Case(name: "size change", produce: ["--pattern", "--frames", "16", "--size", "320x240", "--size-change-at", "8:160x120", "--rate", "max"], ffmpegReads: false),
+    ]
+
+    /// Every frame replays bit-identical with every header field (capture offsets included),
+    /// and ffmpeg reads the recording to the stream's frames.
+    @Test(arguments: cases)
+    func replayRestoresFramesAndHeaders(_ c: Case) throws {
+        let scratch = try Scratch()
+        let (original, md5, rec) = try record(c.produce, scratch)
+        #expect(!original.isEmpty)
+        if c.ffmpegReads {
+            #expect(hashes(try text("ffmpeg -v error -i '\(rec)' -f framemd5 -", scratch)) == hashes(md5))
+        }
+        let replayed = try replay(rec, streams: ["cam"], scratch)[0]
+        let base = original.first!.description.captureNanos, replayBase = replayed.first?.description.captureNanos ?? 0
+        #expect(rebased(replayed, base: replayBase) == rebased(original, base: base))
+    }
+
+    /// A decoded clip (10-bit 4:2:2, bottom field first, BT.709, a 4:3 aspect ratio) replays to the same frames and headers;
+    /// `sink --framemd5` of the replay equals ffmpeg's of the clip.
+    @Test func decodedClipReplaysAsDecoded() throws {
+        let scratch = try Scratch()
+        let clip = scratch.file("clip.mkv")
+        _ = try text("ffmpeg -v error -f lavfi -i testsrc2=size=320x240:rate=25 -frames:v 10 -vf setfield=bff,setsar=4/3 "
+                     + "-pix_fmt yuv422p10le -color_primaries bt709 -color_trc bt709 -colorspace bt709 -c:v ffv1 '\(clip)'", scratch)
+        let (original, md5, rec) = try record(["-i", clip], scratch)
+        #expect(original.count == 10)
+        let replayed = try replay(rec, streams: ["cam"], scratch)[0]
+        #expect(rebased(replayed, base: replayed.first?.description.captureNanos ?? 0)
+                == rebased(original, base: original.first!.description.captureNanos))
+        let replay = try scratch.start(["replay", rec, "--rate", "max", "--quiet"])
+        let sink = try scratch.run(["sink", "--in", "cam", "--framemd5", "-", "--quiet", "--wait", "30"])
+        #expect(replay.wait(timeout: 60) == 0)
+        #expect(sink.stdout == md5)
+        #expect(sink.stdout == (try text("ffmpeg -v error -i '\(clip)' -map 0:v:0 -f framemd5 -", scratch)))
+    }
+
+    /// The replayed pattern passes `sink --verify` (every byte as the pattern made it).
+    @Test func replayedPatternVerifies() throws {
+        let scratch = try Scratch()
+        let (original, _, rec) = try record(["--pattern", "--frames", "15", "--size", "320x240", "--rate", "max"], scratch)
+        let replay = try scratch.start(["replay", rec, "--rate", "max"])
+        let sink = try scratch.run(["sink", "--in", "cam", "--null", "--verify", "--stats-json", "--wait", "30"])
+        #expect(replay.wait(timeout: 60) == 0)
+        let stats = try #require(SinkStats.parse(sink.stdout))
+        #expect(stats.received == original.count && stats.corrupt == 0)
+    }
+
+    /// Two streams of different rates, recorded together, replay with every frame of B at its
+    /// recorded capture offset from A's first frame (asserted on capture_ns, not wall time).
+    @Test func twoStreamsStayInSync() throws {
+        let scratch = try Scratch()
+        let rec = scratch.file("ab.nut")
+        let a = try scratch.start(["produce", "--pattern", "--out", "a", "--frames", "30", "--rate", "30", "--size", "160x120", "--wait-for", "2"])
+        let b = try scratch.start(["produce", "--pattern", "--out", "b", "--frames", "10", "--rate", "10", "--size", "320x240", "--wait-for", "2"])
+        let ca = try FrameCollector("a", scratch), cb = try FrameCollector("b", scratch)
+        let recorder = try scratch.start(["record", "--in", "a,b", "-o", rec, "--wait", "30"])
+        #expect(recorder.wait(timeout: 60) == 0, "record: \(recorder.stderr)")
+        #expect(a.wait(timeout: 30) == 0 && b.wait(timeout: 30) == 0)
+        let (oa, ob) = (try ca.wait(), try cb.wait())
+        let seen = try replay(rec, streams: ["a", "b"], scratch)
+        let base = min(oa[0].description.captureNanos, ob[0].description.captureNanos)
+        let replayBase = min(seen[0].first?.description.captureNanos ?? 0, seen[1].first?.description.captureNanos ?? 0)
+        #expect(seen[0].count == 30 && seen[1].count == 10)
+        #expect(rebased(seen[0], base: replayBase) == rebased(oa, base: base))
+        #expect(rebased(seen[1], base: replayBase) == rebased(ob, base: base))
+    }
+
+    /// A recorder killed with SIGKILL leaves a file that replays (its frames verify).
+    @Test func killedRecordingReplays() throws {
+        let scratch = try Scratch()
+        let rec = scratch.file("killed.nut")
+        let producer = try scratch.start(["produce", "--pattern", "--out", "cam", "--rate", "60", "--size", "320x240", "--wait-for", "1"])
+        let recorder = try scratch.start(["record", "--in", "cam", "-o", rec, "--wait", "30"])
+        #expect(eventually { ((try? FileManager.default.attributesOfItem(atPath: rec)[.size] as? Int) ?? 0) > 400_000 })
+        recorder.signal(SIGKILL)
+        _ = recorder.wait(timeout: 10)
+        producer.signal(SIGINT)
+        _ = producer.wait(timeout: 30)
+        let replay = try scratch.start(["replay", rec, "--rate", "max"])
+        let sink = try scratch.run(["sink", "--in", "cam", "--null", "--verify", "--stats-json", "--wait", "30"])
+        #expect(replay.wait(timeout: 60) == 0, "replay: \(replay.stderr)")
+        let stats = try #require(SinkStats.parse(sink.stdout))
+        #expect(stats.received >= 5 && stats.corrupt == 0)
+    }
+
+    /// A truncated recording plays up to the cut and says what it skipped; a file that is
+    /// not a recording is one error line.
+    @Test func truncatedRecordingPlaysWhatItCan() throws {
+        let scratch = try Scratch()
+        let (original, _, rec) = try record(["--pattern", "--frames", "20", "--size", "320x240", "--rate", "max"], scratch)
+        let size = try #require(FileManager.default.attributesOfItem(atPath: rec)[.size] as? Int)
+        #expect(truncate(rec, off_t(size * 6 / 10)) == 0)
+        let replay = try scratch.start(["replay", rec, "--rate", "max"])
+        let sink = try scratch.run(["sink", "--in", "cam", "--null", "--verify", "--stats-json", "--wait", "30"])
+        #expect(replay.wait(timeout: 60) == 0, "replay: \(replay.stderr)")
+        let stats = try #require(SinkStats.parse(sink.stdout))
+        #expect(stats.received > 0 && stats.received < original.count && stats.corrupt == 0)
+        #expect(replay.stderr.contains("ends without its index"), "\(replay.stderr)")
+
+        let junk = scratch.file("junk.nut")
+        FileManager.default.createFile(atPath: junk, contents: Data(repeating: 7, count: 5000))
+        let bad = try scratch.run(["replay", junk])
+        #expect(bad.status == 1 && bad.stderr.split(separator: "\n").count == 1, "\(bad.stderr)")
+    }
+
+    /// Snapshot mode: SIGUSR1 writes the last second (no more frames than the stated bound)
+    /// to FILE-1.nut, and the recorder goes on.
+    @Test func snapshotWritesTheLastSeconds() throws {
+        let scratch = try Scratch()
+        let rec = scratch.file("snap.nut"), first = scratch.file("snap-1.nut")
+        let producer = try scratch.start(["produce", "--pattern", "--out", "cam", "--rate", "30", "--size", "160x120", "--wait-for", "1"])
+        let recorder = try scratch.start(["record", "--in", "cam", "-o", rec, "--snapshot", "1"])
+        #expect(eventually { recorder.stderr.contains("memory bound 31 frames") })
+        // Two seconds of stream, counted in frames published (not wall time).
+        #expect(eventually { (scratch.snapshot("cam")?.published ?? 0) >= 60 })
+        recorder.signal(SIGUSR1)
+        #expect(eventually { recorder.stdout.contains("snapshot \(first)") })
+        #expect(recorder.isRunning)
+        let count = try text("ffprobe -v error -count_packets -show_entries stream=nb_read_packets -of csv=p=0 '\(first)'", scratch)
+        let frames = Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect((25...31).contains(frames), "\(frames) frames")
+        producer.signal(SIGINT)
+        #expect(recorder.wait(timeout: 30) == 0, "\(recorder.stderr)")
+        #expect(producer.wait(timeout: 30) == 0)
+    }
+}
