@@ -21,9 +21,9 @@ let package = Package(
         // The protocol: producer and consumer sides, no FFmpeg.
         .target(name: "FrameServer", dependencies: ["CFrameServer", "CZMQ"]),
         // Everything that touches FFmpeg, behind a Swift API: no FFmpeg pointer leaves it.
-        .target(name: "FrameMedia", dependencies: ["FrameServer", "CFFmpeg"]),
+        .target(name: "FrameMedia", dependencies: ["FrameServer", "CFFmpeg", "CZMQ"]),
         // `framesrv record` / `replay`: the recording format (docs/RECORDING.md), writer, reader, snapshot ring.
-        .target(name: "FrameRecording", dependencies: ["FrameServer", "CFFmpeg"]),
+        .target(name: "FrameRecording", dependencies: ["FrameServer", "FrameMedia", "CFFmpeg"]),
         // `framesrv run`'s pipeline descriptions: parser, graph, stream names, --wait-for, start order.
         .target(name: "FramePipeline"),
         // The command-line tool.

@@ -109,14 +109,21 @@ public final class MediaDecoder {
     public var isLiveSource: Bool { isDevice && inputFormatName != "lavfi" }
 
     private var format: UnsafeMutablePointer<AVFormatContext>?
+    /// The demuxer, for what the seek extension reads (duration, seekable).
+    var formatContext: UnsafeMutablePointer<AVFormatContext>? { format }
     private var codec: UnsafeMutablePointer<AVCodecContext>?
     private var packet: UnsafeMutablePointer<AVPacket>?
     private var frame: UnsafeMutablePointer<AVFrame>?
     private let streamIndex: Int32
     /// Decodes into a producer's slots when attached (zero copy).
     private let allocator: SlotAllocator?
-    /// Added to every packet's timestamps (ffmpeg's ts_offset, in the stream's time base).
-    private let tsOffset: Int64
+    /// Added to every packet's timestamps (ffmpeg's ts_offset, in the stream's time base):
+    /// `baseOffset` from the start (and -ss), another after a run-time seek.
+    private var tsOffset: Int64
+    private let baseOffset: Int64
+    /// The media time (seconds from the input's start) that pts 0 stands for: -ss, or the
+    /// target of the last run-time seek.
+    public private(set) var origin: Double
     private let options: MediaInputOptions
     /// Plays still to come after this one (-1: forever).
     private var loopsLeft: Int
@@ -124,6 +131,8 @@ public final class MediaDecoder {
     private var loopOffset: Int64 = 0
     private var minPts = Int64.max, maxPts = Int64.min
     private let frameDurationGuess: Int64
+    /// Frames before pts 0 are dropped (-ss, a run-time seek: ffmpeg's accurate seek).
+    private var trimming: Bool
     /// The `-t` limit in the stream's time base, and the first kept frame's pts.
     private let durationLimit: Int64?
     private var firstKeptPts: Int64?
@@ -186,18 +195,14 @@ public final class MediaDecoder {
         let timestamp = (options.start ?? 0) + (start == cffmpeg_nopts() ? 0 : start)
         let microseconds = AVRational(num: 1, den: AV_TIME_BASE)
         tsOffset = -av_rescale_q(timestamp, microseconds, tb)
+        baseOffset = tsOffset
+        origin = Double(options.start ?? 0) / 1e6
+        trimming = options.start != nil
         durationLimit = options.duration.map { av_rescale_q($0, microseconds, tb) }
         // One frame's duration, for the loop offset (fftools: from the average frame rate, else 1).
         let avg = stream.pointee.avg_frame_rate
         frameDurationGuess = avg.num > 0 && avg.den > 0 ? av_rescale_q(1, AVRational(num: avg.den, den: avg.num), tb) : 1
-        if options.start != nil {
-            // As fftools: a little earlier when the stream has B-frames (DTS-based seeking).
-            var seekTo = timestamp
-            if ctx.pointee.iformat.pointee.flags & AVFMT_SEEK_TO_PTS == 0, parameters.pointee.video_delay != 0 {
-                seekTo -= 3 * Int64(AV_TIME_BASE) / 23
-            }
-            if avformat_seek_file(ctx, -1, Int64.min, seekTo, seekTo, 0) < 0 { seekFailed = true }
-        }
+        if options.start != nil, Self.seekFile(ctx, streamIndex: index, to: timestamp) < 0 { seekFailed = true }
 
         codec = avcodec_alloc_context3(decoder)
         packet = av_packet_alloc()
@@ -225,6 +230,8 @@ public final class MediaDecoder {
                                    format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time, 0)
         guard r >= 0 else { noteError("seeking back to the start", r); return false }
         avcodec_flush_buffers(codec)
+        // After a run-time seek the plays to come are rebased as the first one was.
+        tsOffset = baseOffset
         var duration = frameDurationGuess
         if maxPts > minPts { duration += maxPts - minPts }
         loopOffset = max(loopOffset, duration)
@@ -232,6 +239,29 @@ public final class MediaDecoder {
         draining = false
         receiving = false
         return true
+    }
+
+    /// Seeks to media time `seconds` (from the input's start) at run time, as `-ss` does at
+    /// the start: to the keyframe before it, the decoder flushed, the frames before it
+    /// decoded and dropped, and timestamps rebased so that it is pts 0 (ffmpeg's rule: the
+    /// frames are those of `ffmpeg -ss T -i INPUT`). `-t` counts again from there.
+    public func seek(to seconds: Double) throws(MediaInputError) {
+        guard let format, let codec else { throw .ffmpeg("avformat_seek_file", "the input is closed") }
+        let start = format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time
+        let timestamp = Int64((seconds * 1e6).rounded()) + start
+        let r = Self.seekFile(format, streamIndex: streamIndex, to: timestamp)
+        guard r >= 0 else { throw .ffmpeg("avformat_seek_file", ffmpegMessage(r)) }
+        avcodec_flush_buffers(codec)
+        tsOffset = -av_rescale_q(timestamp, AVRational(num: 1, den: AV_TIME_BASE), AVRational(num: timeBase.num, den: timeBase.den))
+        origin = seconds
+        trimming = true
+        firstKeptPts = nil
+        loopOffset = 0
+        minPts = Int64.max
+        maxPts = Int64.min
+        receiving = false
+        draining = false
+        finished = false
     }
 
     /// Counts a decode error; the first one is remembered, and with `strict` ends decoding.
@@ -268,7 +298,7 @@ public final class MediaDecoder {
                     // the stream ends once a frame is -t or more after the first one kept.
                     let pts = frame.pointee.best_effort_timestamp
                     if pts != cffmpeg_nopts() {
-                        if options.start != nil, pts < 0 { continue }
+                        if trimming, pts < 0 { continue }
                         if let durationLimit {
                             if firstKeptPts == nil { firstKeptPts = pts }
                             if pts - firstKeptPts! >= durationLimit { finished = true; return nil }

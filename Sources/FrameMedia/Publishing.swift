@@ -64,43 +64,61 @@ public final class MediaPublisher {
     /// The input's exact frame rate (`av_guess_frame_rate`), if it has one.
     public var frameRate: Rational? { decoder.frameRate }
 
-    /// Publishes up to `frames` frames into `producer` (which must stay open until `close()`).
-    /// `live`: never wait for a slot (drop instead). `readrate`: publish each frame when its
-    /// timestamp is due, at that many times real time (ffmpeg's -readrate).
-    public func run(into producer: Producer, live: Bool, readrate: Double?, frames: Int?,
-                    shouldStop: @escaping () -> Bool) throws -> MediaPublishReport {
+    /// Publishes up to `frames` frames into `producer` (which must stay open until `close()`),
+    /// each when `clock` releases it: paced at the clock's rate (ffmpeg's -readrate; max: as
+    /// fast as the consumers take them), held while paused, one by one when stepped. A seek
+    /// asked for through the clock is performed here, between frames: the first frame after
+    /// it carries the discontinuity flag. `live`: never wait for a slot (drop instead).
+    /// `seekFailed` hears why a seek could not be done (playback goes on where it was).
+    public func run(into producer: Producer, live: Bool, clock: PlaybackClock, frames: Int?,
+                    seekFailed: (String) -> Void = { _ in }, shouldStop: @escaping () -> Bool) throws -> MediaPublishReport {
         allocator?.attach(producer, wait: !live)
         var report = MediaPublishReport()
         let start = monotonicNanos()
-        var firstTime: Double?
-        while !shouldStop(), frames.map({ report.decoded < $0 }) ?? true, let picture = decoder.next() {
-            report.decoded += 1
-            if let readrate, let t = decoder.seconds(of: picture.description) {
-                // Publish when the frame's time (from the first frame) is due.
-                let t0 = firstTime ?? t
-                firstTime = t0
-                sleepUntil(start + UInt64(max(0, (t - t0) / readrate * 1e9)), shouldStop: shouldStop)
-                if shouldStop() { break }
+        var discontinuity = false
+        playing: while !shouldStop(), frames.map({ report.decoded < $0 }) ?? true, let picture = decoder.next() {
+            var description = picture.description
+            switch clock.wait(toRelease: decoder.mediaTime(of: description), shouldStop: shouldStop) {
+            case .stopped: break playing
+            case .seek(let target):
+                do {
+                    try decoder.seek(to: target)
+                    discontinuity = true
+                } catch {
+                    seekFailed("seek to \(formatFixed(target, 3)) s failed: \(error)")
+                }
+                clock.didSeek(to: target)
+                continue playing
+            case .now: break
             }
-            try publish(picture, into: producer, report: &report)
+            report.decoded += 1
+            // The capture clock is the moment of release: paced frames say when they went out.
+            description.captureNanos = monotonicNanos()
+            if discontinuity { description.flags.insert(.discontinuity) }
+            discontinuity = false
+            try publish(picture, description, into: producer, report: &report)
         }
         report.inPlace = producer.publishedInPlace
         report.seconds = Double(monotonicNanos() - start) / 1e9
         return report
     }
 
-    private func publish(_ picture: borrowing DecodedFrame, into producer: Producer, report: inout MediaPublishReport) throws {
+    private func publish(_ picture: borrowing DecodedFrame, _ description: FrameDescription, into producer: Producer,
+                         report: inout MediaPublishReport) throws {
         let format = try converter?.outputFormat(for: picture) ?? picture.frameFormat()
         if report.formats.last != format { report.formats.append(format) }
-        if converter == nil, picture.publishInPlace(to: producer, description: picture.description) { return }
+        if converter == nil, picture.publishInPlace(to: producer, description: description) { return }
         // A new size or pixel format is just a new reservation: the producer starts a new epoch.
         guard var slot = try producer.reserve(format) else { return }   // dropped at the source
         if let converter {
-            slot.description = try converter.convert(picture, into: slot)
+            var converted = try converter.convert(picture, into: slot)
+            converted.captureNanos = description.captureNanos
+            if description.flags.contains(.discontinuity) { converted.flags.insert(.discontinuity) }
+            slot.description = converted
             report.converted += 1
         } else {
             picture.copyPlanes(into: slot)
-            slot.description = picture.description
+            slot.description = description
             report.copied += 1
         }
         slot.publish()

@@ -90,6 +90,9 @@ public struct RuntimeDirectory: Sendable, Hashable {
     /// The next producer of the name, and `framesrv clean`, remove it.
     func endedPath(_ stream: String) -> String { file(stream, ".ended") }
     func endpoint(_ stream: String) -> String { "ipc://" + socketPath(stream) }
+    /// The control socket of a producer that reads a file (`framesrv ctl`): a ZeroMQ REP
+    /// socket, mode 0600, removed with the stream (PROTOCOL.md 3.2).
+    public func controlSocketPath(_ stream: String) -> String { file(stream, ".control") }
 
     /// Names of the streams that have a control segment in this directory.
     public func streamNames() -> [String] {
@@ -110,11 +113,11 @@ public struct RuntimeDirectory: Sendable, Hashable {
         return out
     }
 
-    /// The stream a file of this directory belongs to: `NAME.ctl`, `NAME.sock`, `NAME.lock`, `NAME.ended`,
+    /// The stream a file of this directory belongs to: `NAME.ctl`, `NAME.sock`, `NAME.lock`, `NAME.ended`, `NAME.control`,
     /// `NAME.pool.<digits>` or `NAME.ctl.tmp.<digits>`; nil for anything else. Names may
     /// contain dots, so the suffix is matched exactly from the end.
     static func stream(ofFile file: String) -> String? {
-        for suffix in [".ctl", ".sock", ".lock", ".ended"] where file.hasSuffix(suffix) {
+        for suffix in [".ctl", ".sock", ".lock", ".ended", ".control"] where file.hasSuffix(suffix) {
             let s = String(file.dropLast(suffix.count))
             return s.isEmpty ? nil : s
         }
@@ -129,7 +132,7 @@ public struct RuntimeDirectory: Sendable, Hashable {
         return nil
     }
 
-    /// Every file in the directory that belongs to `stream` (control, pools, socket, lock, temporaries).
+    /// Every file in the directory that belongs to `stream` (control, pools, sockets, lock, temporaries).
     func files(of stream: String) -> [String] {
         entries().filter { Self.stream(ofFile: $0) == stream }.map { path + "/" + $0 }
     }

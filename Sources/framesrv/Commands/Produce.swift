@@ -8,7 +8,7 @@ enum ProduceCommand: Command {
     static let name = "produce"
     static let summary = "publish a stream (-i INPUT: a decoded media file; --pattern: the built-in test pattern)"
     static let help = """
-    usage: framesrv produce -i INPUT --out NAME [-f FMT] [-ss T] [-t D] [--loop N] [-re | --readrate X]
+    usage: framesrv produce -i INPUT --out NAME [-f FMT] [-ss T] [-t D] [--loop N] [-re | --readrate X] [--paused]
                            [--pix-fmt FMT] [--size WxH] [--frames N] [--slots N] [--threads N] [--strict]
                            [--wait-for N | --no-wait] [--name NAME]
            framesrv produce --pattern --out NAME [options]
@@ -35,6 +35,12 @@ enum ProduceCommand: Command {
       -re                  publish each frame when its timestamp is due (ffmpeg's -re); makes the
                            producer a live source: it never waits for consumers, drops and counts
       --readrate X         the same at X times real time (ffmpeg's -readrate)
+      --paused             with -i: start paused (framesrv ctl NAME resume / step N / seek T)
+                           A file (not a device) takes run-time controls from
+                           framesrv ctl NAME pause|resume|toggle|seek T|rate X|step [N]|status
+                           over its control socket (NAME.control in the runtime directory):
+                           -re / --readrate set the starting rate; without them it plays as fast
+                           as its consumers take frames, and pause, step and seek still work
       --pix-fmt FMT        with -i: convert to FMT with libswscale (as ffmpeg's -pix_fmt: bicubic,
                            the source's colour matrix and range); the header's colour follows
       --size WxH           with -i: scale to WxH with libswscale (as ffmpeg's -s)
@@ -95,13 +101,17 @@ enum ProduceCommand: Command {
         var o = o
         let waitsByDefault = !live && !o.noWait && o.waitFor == 0
         if waitsByDefault { o.waitFor = 1 }
-        guard let producer = try openStream(o, slots: o.slots ?? publisher.path.defaultSlots, liveSource: live,
-                                            rate: publisher.frameRate, sayWaiting: waitsByDefault && !o.quiet) else { return 130 }
+        let producer = try createStream(o, slots: o.slots ?? publisher.path.defaultSlots, liveSource: live, rate: publisher.frameRate)
+        let clock = PlaybackClock(rate: media.readrate, paused: media.paused, position: decoder.origin)
+        // A file takes run-time controls (framesrv ctl) from the moment its stream exists.
+        let control = decoder.isDevice ? nil : serveControls(o.out, clock: clock, decoder: decoder, directory: producer.directory)
         // The decoder goes first: freeing it ends the leases of the slots it still references.
-        defer { publisher.close(); producer.close() }
+        defer { control?.close(); publisher.close(); producer.close() }
+        guard waitForConsumers(o, producer, sayWaiting: waitsByDefault && !o.quiet) else { return 130 }
         let report: MediaPublishReport
         do {
-            report = try publisher.run(into: producer, live: live, readrate: media.readrate, frames: o.frames) { StopSignal.requested }
+            report = try publisher.run(into: producer, live: live, clock: clock, frames: o.frames,
+                                       seekFailed: { warn("\(o.out): \($0)") }) { StopSignal.requested }
         } catch {
             producer.finish(failed: true)   // consumers get what was published, then learn the input failed
             throw error
@@ -170,10 +180,36 @@ enum ProduceCommand: Command {
         }
     }
 
+    /// `NAME.control`: pause, resume, toggle, seek, rate, step and status, applied by the
+    /// clock between frames. Without it (the socket cannot be bound) the file still plays:
+    /// one warning line.
+    static func serveControls(_ stream: String, clock: PlaybackClock, decoder: MediaDecoder,
+                              directory: RuntimeDirectory) -> ControlServer? {
+        let (duration, canSeek) = (decoder.duration, decoder.canSeek)
+        do {
+            return try ControlServer(stream: stream, directory: directory, verbs: ControlVerb.playback) { request in
+                clock.handle(request, duration: duration, canSeek: canSeek) {
+                    let s = clock.state
+                    return PlaybackStatus(stream: stream, position: s.pendingSeek ?? s.position, duration: duration,
+                                          rate: s.rate, paused: s.paused, frames: s.released)
+                }
+            }
+        } catch {
+            warn("\(stream): no run-time control (framesrv ctl): \(error)")
+            return nil
+        }
+    }
+
     /// Creates the stream and, with --wait-for, waits for that many lossless consumers;
     /// nil when SIGINT/SIGTERM came first. `sayWaiting`: say once on stderr that it waits.
     static func openStream(_ o: ProduceOptions, slots: Int, liveSource: Bool, rate: Rational?,
                            sayWaiting: Bool = false) throws -> Producer? {
+        let producer = try createStream(o, slots: slots, liveSource: liveSource, rate: rate)
+        return waitForConsumers(o, producer, sayWaiting: sayWaiting) ? producer : nil
+    }
+
+    /// Creates the stream (installing the stop handlers).
+    static func createStream(_ o: ProduceOptions, slots: Int, liveSource: Bool, rate: Rational?) throws -> Producer {
         var options = ProducerOptions()
         options.slots = slots
         options.liveSource = liveSource
@@ -184,12 +220,18 @@ enum ProduceCommand: Command {
         installStopHandlers()
         let producer = try Producer(stream: o.out, options: options)
         producer.shouldStop = StopSignal.shouldStop
+        return producer
+    }
+
+    /// With --wait-for: waits for that many lossless consumers; false (and the stream
+    /// closed) when SIGINT/SIGTERM came first. `sayWaiting`: say once on stderr that it waits.
+    static func waitForConsumers(_ o: ProduceOptions, _ producer: Producer, sayWaiting: Bool) -> Bool {
         if sayWaiting, producer.losslessConsumerCount < o.waitFor {
             warn("'\(o.out)': waiting for its first lossless consumer before publishing (--no-wait: publish at once; Ctrl-C to stop)")
         }
         while o.waitFor > 0, !producer.waitForLosslessConsumers(o.waitFor, timeoutSeconds: nil) {
-            if StopSignal.requested { producer.close(); return nil }
+            if StopSignal.requested { producer.close(); return false }
         }
-        return producer
+        return true
     }
 }

@@ -12,6 +12,8 @@ struct ProduceOptions: CommandOptions {
         var inputOptions = MediaInputOptions()
         /// -re (1) or --readrate X.
         var readrate: Double?
+        /// --paused: start paused (framesrv ctl resumes, steps or seeks).
+        var paused = false
         /// --pix-fmt / --size: convert with libswscale.
         var pixelFormat: PixelFormat?
         var size: (Int, Int)?
@@ -69,6 +71,7 @@ struct ProduceOptions: CommandOptions {
         quiet = args.flag("--quiet", "-q")
         let strict = args.flag("--strict")
         let name = try args.value("--name")
+        let paused = args.flag("--paused")
         try args.finish()
 
         guard wantsPattern != (mediaInput != nil) else {
@@ -90,12 +93,14 @@ struct ProduceOptions: CommandOptions {
                               readrate: realTime ? 1 : readrate, pixelFormat: pixelFormat, size: size, copy: copy)
             media.inputOptions.start = try Self.time(startText, option: "-ss", positive: false)
             media.inputOptions.duration = try Self.time(durationText, option: "-t", positive: true)
+            media.paused = paused
             self.media = media
             return
         }
         guard inputFormat == nil else { throw UsageError("-f FMT goes with -i INPUT") }
         guard !strict else { throw UsageError("--strict goes with -i INPUT") }
         guard !copy else { throw UsageError("--copy goes with -i INPUT") }
+        guard !paused else { throw UsageError("--paused goes with -i INPUT") }
         guard startText == nil, durationText == nil, loops == 0, !realTime, readrate == nil else {
             throw UsageError("-ss, -t, --loop, -re and --readrate go with -i INPUT")
         }

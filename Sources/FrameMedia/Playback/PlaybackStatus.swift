@@ -1,0 +1,107 @@
+import FrameServer
+
+/// What a playing producer reports to `status` (`framesrv ctl NAME status`, ls, top).
+public struct PlaybackStatus: Equatable, Sendable {
+    public var stream: String
+    /// Media time of the last frame published, seconds from the input's start.
+    public var position: Double
+    /// The input's duration in seconds, nil when unknown (a pipe, a live input).
+    public var duration: Double?
+    /// Times real time; nil: as fast as the consumers take frames (`max`).
+    public var rate: Double?
+    public var paused: Bool
+    /// Frames published so far.
+    public var frames: UInt64
+
+    public init(stream: String, position: Double, duration: Double?, rate: Double?, paused: Bool, frames: UInt64) {
+        self.stream = stream; self.position = position; self.duration = duration
+        self.rate = rate; self.paused = paused; self.frames = frames
+    }
+
+    /// `paused` or `playing`.
+    public var state: String { paused ? "paused" : "playing" }
+
+    /// `1.00x`, `max`.
+    public var rateText: String { rate.map { formatFixed($0, 2) + "x" } ?? "max" }
+
+    /// `12.345/60.000 s paused 1.00x`: position, duration, state and rate in one line.
+    public var line: String {
+        "\(formatFixed(position, 3))/\(duration.map { formatFixed($0, 3) } ?? "?") s \(state) \(rateText)"
+    }
+
+    /// One JSON object: stream, state, paused, position, duration (null: unknown), rate
+    /// (null: max), frames.
+    public var json: String {
+        "{\"stream\":\"\(stream)\",\"state\":\"\(state)\",\"paused\":\(paused),\"position\":\(formatFixed(position, 6)),"
+            + "\"duration\":\(duration.map { formatFixed($0, 6) } ?? "null"),\"rate\":\(rate.map { "\($0)" } ?? "null"),"
+            + "\"frames\":\(frames)}"
+    }
+
+    /// Reads `json`'s object back (nil when a field is missing or malformed). Stream names
+    /// need no escaping (`validateStreamName`), so a flat scan is enough.
+    public init?(json: String) {
+        var fields: [String: String] = [:]
+        let body = json.trimmingSpaces
+        guard body.hasPrefix("{"), body.hasSuffix("}") else { return nil }
+        for pair in body.dropFirst().dropLast().split(separator: ",") {
+            let kv = pair.split(separator: ":", maxSplits: 1).map { String($0).trimmingSpaces }
+            guard kv.count == 2 else { return nil }
+            fields[kv[0].trimmingQuotes] = kv[1]
+        }
+        guard let stream = fields["stream"]?.trimmingQuotes, let position = fields["position"].flatMap(Double.init),
+              let paused = fields["paused"].flatMap(Bool.init), let frames = fields["frames"].flatMap(UInt64.init),
+              let duration = fields["duration"], let rate = fields["rate"] else { return nil }
+        self.init(stream: stream, position: position, duration: Double(duration), rate: Double(rate), paused: paused, frames: frames)
+    }
+}
+
+extension String {
+    fileprivate var trimmingSpaces: String {
+        String(drop { $0 == " " || $0 == "\n" }.reversed().drop { $0 == " " || $0 == "\n" }.reversed())
+    }
+    fileprivate var trimmingQuotes: String {
+        hasPrefix("\"") && hasSuffix("\"") && count >= 2 ? String(dropFirst().dropLast()) : self
+    }
+}
+
+/// `x` with `digits` decimals, without Foundation.
+func formatFixed(_ x: Double, _ digits: Int) -> String {
+    guard x.isFinite else { return "0" }
+    var scale = 1.0
+    for _ in 0..<digits { scale *= 10 }
+    let scaled = (abs(x) * scale).rounded()
+    let whole = Int64(scaled / scale)
+    var fraction = String(Int64(scaled - Double(whole) * scale))
+    while fraction.count < digits { fraction = "0" + fraction }
+    return (x < 0 && scaled > 0 ? "-" : "") + "\(whole)" + (digits > 0 ? "." + fraction : "")
+}
+
+extension PlaybackClock {
+    /// The reply to a playback control: the handler of `produce -i FILE` and `replay`.
+    /// `duration`: the input's, for refusing a seek past the end (nil: unknown); `canSeek`:
+    /// false for a pipe; `status`: the current figures.
+    public func handle(_ request: ControlRequest, duration: Double?, canSeek: Bool,
+                       status: () -> PlaybackStatus) -> ControlReply {
+        switch request {
+        case .pause: return pause() ? .ok("paused") : .ok("paused already")
+        case .resume: return resume() ? .ok("playing") : .ok("playing already")
+        case .toggle: return .ok(toggle() ? "paused" : "playing")
+        case .rate(let r):
+            setRate(r)
+            return .ok("rate \(r.map { formatFixed($0, 2) + "x" } ?? "max")")
+        case .step(let n):
+            step(n)
+            return .ok("step \(n) (paused)")
+        case .seek(let target):
+            guard canSeek else { return .error("seek: '\(status().stream)' reads an input that cannot seek (a pipe)") }
+            let t = target.resolved(from: state.pendingSeek ?? state.position)
+            if let duration, t >= duration {
+                return .error("seek \(formatFixed(t, 3)): past the end (the input lasts \(formatFixed(duration, 3)) s)")
+            }
+            requestSeek(t)
+            return .ok("seek \(formatFixed(t, 3))")
+        case .status: return .json(status().json)
+        case .snapshot: return .error("'\(status().stream)' does not take 'snapshot'")
+        }
+    }
+}

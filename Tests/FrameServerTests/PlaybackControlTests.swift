@@ -1,0 +1,186 @@
+import Foundation
+import FrameMedia
+import FrameServer
+import Glibc
+import Testing
+
+/// Issue 13, run-time control of a producer that reads a file: `framesrv ctl NAME pause |
+/// resume | seek T | rate X | step N | status` over the stream's control socket, with
+/// ffmpeg as the oracle for what a seek lands on.
+@Suite struct PlaybackControlTests {
+    /// 4 s of H.264 at 30 fps (120 frames, a keyframe every second, B-frames).
+    static func clip(_ scratch: Scratch) throws -> String {
+        try generateClip(MediaInput(file: "clip.mp4", rate: "30", frames: 120,
+                                    ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "30", "-bf", "2"]), scratch)
+    }
+
+    /// Starts `produce -i CLIP --out STREAM ARGS` and waits for its control socket.
+    static func producer(_ clip: String, _ stream: String, _ args: [String], _ scratch: Scratch) throws -> Proc {
+        let p = try scratch.start(["produce", "-i", clip, "--out", stream] + args)
+        guard eventually(timeout: 20, { access(scratch.directory.controlSocketPath(stream), F_OK) == 0 }) else {
+            throw TestFailure("no control socket for \(stream): \(p.stderr)")
+        }
+        return p
+    }
+
+    static func ctl(_ args: [String], _ scratch: Scratch) throws -> (status: Int32, stdout: String, stderr: String) {
+        try scratch.run(["ctl"] + args, timeout: 20)
+    }
+
+    static func status(_ stream: String, _ scratch: Scratch) throws -> PlaybackStatus {
+        let r = try ctl([stream, "status", "--json"], scratch)
+        guard r.status == 0, let s = PlaybackStatus(json: r.stdout) else { throw TestFailure("status: \(r.stdout) \(r.stderr)") }
+        return s
+    }
+
+    /// The frame lines of a framemd5 listing (no comments).
+    static func frameLines(_ md5: String) -> [Substring] {
+        md5.split(separator: "\n").filter { !$0.hasPrefix("#") }
+    }
+
+    /// Pause stops time: while paused nothing is published; after resume the lossless
+    /// consumer gets every frame of the file (framemd5 equals ffmpeg's) and nothing is dropped.
+    @Test func pausePublishesNothingAndLosesNothing() throws {
+        let scratch = try Scratch()
+        let clip = try Self.clip(scratch)
+        let producer = try Self.producer(clip, "s", ["--readrate", "4", "--wait-for", "1"], scratch)
+        let sink = try scratch.start(["sink", "--in", "s", "--framemd5", "-"])
+        #expect(eventually { (scratch.snapshot("s")?.published ?? 0) >= 20 })
+        #expect(try Self.ctl(["s", "pause"], scratch).stdout == "ok paused\n")
+        let released = try Self.status("s", scratch).frames
+        usleep(400_000)   // an observation window, not a synchronisation: nothing may happen in it
+        let later = try Self.status("s", scratch)
+        #expect(later.paused && later.frames == released)
+        #expect(scratch.snapshot("s")?.published == released, "every frame released was published, none since")
+        #expect(try Self.ctl(["s", "resume"], scratch).stdout == "ok playing\n")
+        #expect(sink.wait(timeout: 60) == 0, "sink: \(sink.stderr)")
+        #expect(producer.wait(timeout: 60) == 0, "producer: \(producer.stderr)")
+        #expect(sink.stdout == (try ffmpegFramemd5(clip, scratch)))
+        #expect(producer.stdout.contains("published 120 frames") && producer.stdout.contains("dropped 0,"), "\(producer.stdout)")
+    }
+
+    /// `step 5` publishes exactly 5 frames and stays paused; the rest follows on resume.
+    @Test func stepPublishesExactlyThatManyFrames() throws {
+        let scratch = try Scratch()
+        let clip = try Self.clip(scratch)
+        let producer = try Self.producer(clip, "s", ["--paused"], scratch)
+        let sink = try scratch.start(["sink", "--in", "s", "--framemd5", "-"])
+        #expect(try Self.ctl(["s", "step", "5"], scratch).stdout == "ok step 5 (paused)\n")
+        #expect(eventually { scratch.snapshot("s")?.published == 5 })
+        usleep(300_000)   // observation window: a sixth frame would show here
+        #expect(scratch.snapshot("s")?.published == 5)
+        let s = try Self.status("s", scratch)
+        #expect(s.paused && s.frames == 5)
+        #expect(abs(s.position - 4.0 / 30) < 1e-6, "position is the last frame's time")
+        #expect(try Self.ctl(["s", "step"], scratch).status == 0)
+        #expect(eventually { scratch.snapshot("s")?.published == 6 })
+        #expect(try Self.ctl(["s", "resume"], scratch).status == 0)
+        #expect(sink.wait(timeout: 60) == 0, "sink: \(sink.stderr)")
+        #expect(producer.wait(timeout: 60) == 0, "producer: \(producer.stderr)")
+        #expect(sink.stdout == (try ffmpegFramemd5(clip, scratch)))
+    }
+
+    /// `rate 2` halves the time between frames, measured on the published frames' pts
+    /// against their capture times (the moment each was released), not on the wall clock
+    /// of the test; the change makes no jump.
+    @Test func rateTwoPublishesAtTwiceTheSpeed() throws {
+        let scratch = try Scratch()
+        let clip = try Self.clip(scratch)
+        let producer = try Self.producer(clip, "s", ["--paused", "-re"], scratch)
+        let consumer = try Consumer(stream: "s", options: ConsumerOptions(mode: .lossless), directory: scratch.directory)
+        try consumer.attach()
+        #expect(try Self.ctl(["s", "resume"], scratch).status == 0)
+        var frames: [(pts: Double, capture: Double)] = []
+        while frames.count < 100, let frame = try consumer.next() {
+            let d = frame.header.description
+            frames.append((Double(d.pts ?? 0) * Double(d.timeBase.num) / Double(d.timeBase.den), Double(d.captureNanos) / 1e9))
+            frame.release()
+            if frames.count == 20 { #expect(try Self.ctl(["s", "rate", "2"], scratch).stdout == "ok rate 2.00x\n") }
+        }
+        try #require(frames.count == 100)
+        // Seconds of capture time per second of media time, over frames well inside each part.
+        func slope(_ a: Int, _ b: Int) -> Double { (frames[b].capture - frames[a].capture) / (frames[b].pts - frames[a].pts) }
+        let normal = slope(1, 15), fast = slope(40, 99)
+        #expect(normal > 0.75 && normal < 1.4, "rate 1: \(normal) s per media second")
+        #expect(fast / normal > 0.35 && fast / normal < 0.65, "rate 2 versus rate 1: \(fast) / \(normal)")
+        let gaps = (1..<frames.count).map { frames[$0].capture - frames[$0 - 1].capture }
+        #expect(gaps.allSatisfy { $0 >= 0 && $0 < 0.5 }, "no jump and no stall at the change: \(gaps.max() ?? 0) s")
+        producer.signal(SIGINT)
+        #expect(producer.wait(timeout: 30) == 0)
+    }
+
+    /// Seek into the middle of an H.264 file lands on the frame ffmpeg -ss gives: after 10
+    /// frames, `seek 2.1`, and the frames that follow are those of `ffmpeg -ss 2.1 -i FILE`
+    /// (framemd5: content and rebased timestamps); the first carries the discontinuity flag.
+    /// (One framemd5 per part: ffmpeg's VFR sync would drop frames whose pts go back.)
+    @Test func seekLandsOnTheFrameFFmpegGives() throws {
+        let scratch = try Scratch()
+        let clip = try Self.clip(scratch)
+        let producer = try Self.producer(clip, "s", ["--paused"], scratch)
+        let consumer = try Consumer(stream: "s", options: ConsumerOptions(mode: .lossless), directory: scratch.directory)
+        try consumer.attach()
+        let before = try FrameMD5Writer(path: scratch.file("before.md5"), frameRate: Rational(30, 1))
+        let after = try FrameMD5Writer(path: scratch.file("after.md5"), frameRate: Rational(30, 1))
+        #expect(try Self.ctl(["s", "step", "10"], scratch).status == 0)
+        for _ in 0..<10 {
+            let frame = try nextFrame(consumer)
+            #expect(!frame.header.flags.contains(.discontinuity))
+            try before.write(frame)
+            frame.release()
+        }
+        #expect(try Self.ctl(["s", "seek", "2.1"], scratch).stdout == "ok seek 2.100\n")
+        #expect(try Self.ctl(["s", "resume"], scratch).status == 0)
+        var flags: [Bool] = []
+        while let frame = try consumer.next() {
+            flags.append(frame.header.flags.contains(.discontinuity))
+            try after.write(frame)
+            frame.release()
+        }
+        try before.flush()
+        try after.flush()
+        #expect(producer.wait(timeout: 60) == 0, "producer: \(producer.stderr)")
+        #expect(flags.first == true && flags.dropFirst().allSatisfy { !$0 }, "the first frame after the seek only")
+        let whole = try ffmpegFramemd5(clip, scratch)
+        let got = try String(contentsOfFile: scratch.file("before.md5"), encoding: .utf8)
+        #expect(Self.frameLines(got) == Array(Self.frameLines(whole).prefix(10)))
+        #expect(try String(contentsOfFile: scratch.file("after.md5"), encoding: .utf8)
+                == (try ffmpegFramemd5(clip, before: "-ss 2.1", scratch)))
+    }
+
+    /// Bad controls get one clear line each and a non-zero status, and change nothing: the
+    /// producer keeps running and answers. The socket is 0600; a dead producer's is a
+    /// leftover that `framesrv clean` removes.
+    @Test func badControlsAreOneLineEachAndTheProducerKeepsRunning() throws {
+        let scratch = try Scratch()
+        let clip = try Self.clip(scratch)
+        let producer = try Self.producer(clip, "s", ["--paused", "--no-wait"], scratch)
+        let pattern = try scratch.start(["produce", "--pattern", "--out", "pat", "--rate", "30"])
+        #expect(eventually { scratch.snapshot("pat") != nil })
+        let cases: [([String], Int32, String)] = [
+            (["s", "rate", "0"], 2, "rate takes a rate from 0.01 to 100"),
+            (["s", "frobnicate"], 2, "unknown control 'frobnicate'"),
+            (["s", "seek", "99"], 1, "past the end"),
+            (["s", "step", "0"], 2, "step takes a frame count"),
+            (["pat", "pause"], 1, "'pat' has no control socket"),
+            (["nosuch", "pause"], 1, "no stream 'nosuch'"),
+        ]
+        for (args, status, message) in cases {
+            let r = try Self.ctl(args, scratch)
+            #expect(r.status == status, "\(args): \(r.stderr)")
+            #expect(r.stderr.split(separator: "\n").count == 1 && r.stderr.contains(message), "\(args): \(r.stderr)")
+        }
+        let s = try Self.status("s", scratch)
+        #expect(s.paused && s.frames == 0 && s.duration == 4 && s.rate == nil)
+        #expect(try Self.ctl(["s", "status"], scratch).stdout == "s: 0.000/4.000 s paused max, 0 frames\n")
+        #expect(producer.isRunning && pattern.isRunning)
+        var st = stat()
+        #expect(stat(scratch.directory.controlSocketPath("s"), &st) == 0 && st.st_mode & 0o777 == 0o600)
+        producer.kill()
+        #expect(access(scratch.directory.controlSocketPath("s"), F_OK) == 0, "SIGKILL leaves the socket file")
+        let clean = try scratch.run(["clean"])
+        #expect(clean.stdout.contains("s.control"), "\(clean.stdout)")
+        #expect(access(scratch.directory.controlSocketPath("s"), F_OK) != 0)
+        pattern.signal(SIGINT)
+        #expect(pattern.wait(timeout: 30) == 0)
+    }
+}
