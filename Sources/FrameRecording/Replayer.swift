@@ -1,3 +1,4 @@
+import FrameMedia
 import FrameServer
 import Glibc
 
@@ -16,6 +17,8 @@ public struct ReplaySettings: Sendable {
     public var duration: Int64?
     /// Wait for every stream's first lossless consumer before publishing.
     public var waitForConsumers = true
+    /// Start paused (`framesrv ctl NAME resume`, `step N`, `seek T`).
+    public var paused = false
     public var slots = 8
 
     public init(path: String) { self.path = path }
@@ -31,30 +34,6 @@ public struct ReplayReport: Sendable {
     /// The file ends without its index: the recorder was killed, or the file was cut.
     public var incomplete = false
     public var loops = 0
-}
-
-/// Releases each frame when its capture time is due, at a fixed rate. `PlaybackClock`'s
-/// shape (`wait(toRelease:shouldStop:)`), so a controllable clock can take its place.
-final class ReplayPacer {
-    let rate: Double?
-    private var anchor: (wall: UInt64, media: Double)?
-
-    init(rate: Double?) { self.rate = rate }
-
-    /// Blocks until media time `media` (seconds) is due; false when `shouldStop` said so first.
-    func wait(toRelease media: Double, shouldStop: () -> Bool) -> Bool {
-        guard let rate else { return !shouldStop() }
-        let now = monotonicNanos()
-        guard let a = anchor else { anchor = (now, media); return !shouldStop() }
-        let due = a.wall &+ UInt64(max(0, (media - a.media) / rate) * 1e9)
-        while !shouldStop() {
-            let now = monotonicNanos()
-            guard due > now else { return true }
-            var ts = timespec(tv_sec: 0, tv_nsec: Int(min(due - now, 50_000_000)))
-            nanosleep(&ts, nil)
-        }
-        return false
-    }
 }
 
 /// `framesrv replay`: republishes every stream of a recording under its recorded name
@@ -73,20 +52,44 @@ public final class Replayer {
     private var producers: [Producer] = []
     /// The replay's capture time of recorded offset 0.
     private var base: UInt64?
+    /// Pace, pause, rate, step and seek (`framesrv ctl`): every stream on this one clock.
+    public let clock: PlaybackClock
+    private var controls: [ControlServer] = []
     private let stop: () -> Bool
 
     public init(settings: ReplaySettings, stop: @escaping () -> Bool) throws(RecordingError) {
         self.settings = settings
         self.stop = stop
         reader = try RecordingReader(path: settings.path)
+        clock = PlaybackClock(rate: settings.rate, paused: settings.paused, position: Double(settings.start) / 1e9)
+    }
+
+    /// The recording's length in seconds (from its index; nil for a file that did not finish).
+    public var duration: Double? { reader.duration }
+
+    /// Serves `NAME.control` for every replayed stream, all driving the one clock. Returns
+    /// why a socket could not be bound (the replay still plays), if one could not.
+    public func serveControls() -> String? {
+        let duration = reader.duration, clock = clock
+        for (name, producer) in zip(streamNames, producers) {
+            do {
+                controls.append(try ControlServer(stream: name, directory: producer.directory, verbs: ControlVerb.playback) { request in
+                    clock.handle(request, duration: duration, canSeek: true) {
+                        let s = clock.state
+                        return PlaybackStatus(stream: name, position: s.pendingSeek ?? s.position, duration: duration,
+                                              rate: s.rate, paused: s.paused, frames: s.released)
+                    }
+                })
+            } catch { return "\(name): no run-time control (framesrv ctl): \(error)" }
+        }
+        return nil
     }
 
     /// The stream names the replay publishes.
     public var streamNames: [String] { reader.tracks.map { settings.prefix + $0.name } }
 
-    /// Creates the streams; with `waitForConsumers`, waits for each one's first lossless
-    /// consumer. False when stopped first.
-    public func open(onWaiting: (String) -> Void = { _ in }) throws -> Bool {
+    /// Creates the streams (each with the recorded nominal rate).
+    public func createStreams() throws {
         for (track, name) in zip(reader.tracks, streamNames) {
             var options = ProducerOptions()
             options.slots = settings.slots
@@ -96,6 +99,11 @@ public final class Replayer {
             producer.shouldStop = stop
             producers.append(producer)
         }
+    }
+
+    /// With `waitForConsumers`: waits for each stream's first lossless consumer (`onWaiting`
+    /// hears which it waits for). False when stopped first.
+    public func waitForConsumers(onWaiting: (String) -> Void = { _ in }) -> Bool {
         guard settings.waitForConsumers else { return true }
         for (producer, name) in zip(producers, streamNames) where producer.losslessConsumerCount < 1 {
             onWaiting(name)
@@ -109,43 +117,68 @@ public final class Replayer {
     /// Plays the file (again and again with `loop`), then ends every stream.
     public func run() throws -> ReplayReport {
         var report = ReplayReport(streams: streamNames, frames: Array(repeating: 0, count: producers.count))
-        let pacer = ReplayPacer(rate: settings.rate)
-        var shift: Int64 = 0   // capture ns added by earlier loops
-        repeat {
-            let last = try playOnce(pacer, shift: shift, loop: report.loops, into: &report)
-            guard settings.loop, !stop(), let last, report.frames.reduce(0, +) > 0, reader.rewind() else { break }
+        var pass = Pass(shift: 0, discontinuity: false)
+        while try playOnce(&pass, into: &report) {
+            // At the end with --loop: again from -ss, right after this pass's last frame (+1 ns).
+            guard settings.loop, !stop(), let last = pass.last, reader.rewind() else { break }
             report.loops += 1
-            shift += last + 1   // the next pass starts right after this one's last frame (+1 ns)
-        } while true
+            pass = Pass(shift: pass.shift + last + 1 - settings.start, discontinuity: true)
+        }
         report.skippedPackets = reader.skippedPackets
         report.decodeErrors = reader.decodeErrors
         report.readError = reader.readError
         report.incomplete = !reader.complete
+        closeControls()
         for p in producers { p.finish(); p.close() }
         return report
     }
 
-    /// One pass over the file; returns the capture offset of the last frame (from -ss), if any.
-    private func playOnce(_ pacer: ReplayPacer, shift: Int64, loop: Int,
-                          into report: inout ReplayReport) throws -> Int64? {
+    /// Where a pass over the file is: the capture time added to its offsets (earlier loops),
+    /// the last offset published, and whether the next frame starts a new timeline.
+    struct Pass {
+        var shift: Int64
+        var discontinuity: Bool
         var last: Int64?
-        var first = true
+    }
+
+    /// One pass over the file from -ss; true when it reached the end (or -t), false when stopped.
+    private func playOnce(_ pass: inout Pass, into report: inout ReplayReport) throws -> Bool {
+        var seekTo: Int64?
         while !stop(), let f = reader.next() {
-            let offset = f.record.captureOffsetNanos - settings.start
-            guard offset >= 0 else { continue }
-            if let d = settings.duration, offset >= d { break }
-            guard pacer.wait(toRelease: Double(offset + shift) / 1e9, shouldStop: stop) else { break }
+            let offset = f.record.captureOffsetNanos
+            if offset < (seekTo ?? settings.start) { continue }   // before -ss, or before a seek's target
+            seekTo = nil
+            if let d = settings.duration, offset >= settings.start + d { return true }
+            let media = Double(offset + pass.shift) / 1e9
+            switch clock.wait(toRelease: media, shouldStop: stop) {
+            case .stopped: return false
+            case .seek(let target):
+                seekTo = try seek(to: target, pass: &pass)
+                continue
+            case .now: break
+            }
             var d = f.record.description
             // The first frame out is captured now; every later one at its recorded offset from it.
-            if base == nil { base = monotonicNanos() &- UInt64(offset + shift) }
-            d.captureNanos = base! &+ UInt64(offset + shift)
-            if first, loop > 0 { d.flags.insert(.discontinuity) }   // a loop starts the timeline again
-            guard try publish(f, description: d) else { break }
+            if base == nil { base = monotonicNanos() &- UInt64(offset + pass.shift) }
+            d.captureNanos = base! &+ UInt64(offset + pass.shift)
+            if pass.discontinuity { d.flags.insert(.discontinuity) }   // after a loop or a seek
+            guard try publish(f, description: d) else { return false }
+            pass.discontinuity = false
             report.frames[f.track] += 1
-            last = offset
-            first = false
+            pass.last = offset
         }
-        return last
+        return !stop()
+    }
+
+    /// Performs a seek the clock asked for: back to the start of the file, then forward to
+    /// the first frame at or after `target` (seconds of this pass's timeline). Returns the
+    /// capture offset to skip to.
+    private func seek(to target: Double, pass: inout Pass) throws -> Int64 {
+        let offset = max(settings.start, Int64((target * 1e9).rounded()) - pass.shift)
+        guard reader.rewind() else { throw RecordingError.cannotRead(settings.path, "it cannot seek") }
+        clock.didSeek(to: target)
+        pass.discontinuity = true
+        return offset
     }
 
     private func publish(_ f: ReadFrame, description: FrameDescription) throws -> Bool {
@@ -159,6 +192,13 @@ public final class Replayer {
 
     /// Closes the streams without ending them normally (after an error).
     public func abort() {
+        closeControls()
         for p in producers { p.finish(failed: true); p.close() }
+    }
+
+    /// Stops serving `framesrv ctl`.
+    public func closeControls() {
+        for c in controls { c.close() }
+        controls = []
     }
 }

@@ -7,7 +7,7 @@ enum ReplayCommand: Command {
     static let name = "replay"
     static let summary = "republish every stream of a recording (framesrv record), in sync, paced by its capture times"
     static let help = """
-    usage: framesrv replay FILE [--out PREFIX] [--rate X|max] [--loop] [-ss T] [-t D] [--no-wait]
+    usage: framesrv replay FILE [--out PREFIX] [--rate X|max] [--loop] [-ss T] [-t D] [--paused] [--no-wait]
 
     Republishes every stream recorded in FILE under its recorded name (or PREFIX + name),
     paced by the recorded capture times: all streams on one clock, so each frame comes out
@@ -23,21 +23,30 @@ enum ReplayCommand: Command {
                            of each pass is marked as a discontinuity)
       -ss T                start T (seconds, or [HH:]MM:SS[.xxx]) after the first recorded frame
       -t D                 stop after D of recorded time
+      --paused             start paused: framesrv ctl NAME resume, step N or seek T
       --no-wait            publish at once; by default each stream waits for its first lossless
                            consumer, so it gets every frame from the first
       --slots N            slots per stream (default 8)
       --quiet              no summary line
 
-    A truncated or damaged file plays up to where it can be read; what was skipped is said.
+    Run-time control: every replayed stream has a control socket (NAME.control in the runtime
+    directory), all driving one clock, so the streams stay in sync:
+    framesrv ctl NAME pause|resume|toggle|seek T|rate X|step [N]|status [--json]. A seek goes to
+    the first frame at or after T (seconds from the first recorded frame) and marks it as a
+    discontinuity. A truncated or damaged file plays up to where it can be read; what was
+    skipped is said.
     """
 
     static func run(_ o: ReplayCommandOptions) throws -> Int32 {
         installStopHandlers()
         let replayer = try Replayer(settings: o.settings, stop: StopSignal.shouldStop)
-        let opened = try replayer.open { name in
+        try replayer.createStreams()
+        // Controls work from the moment the streams exist (--paused, then step or seek).
+        if let why = replayer.serveControls() { warn(why) }
+        let waited = replayer.waitForConsumers { name in
             if !o.quiet { warn("'\(name)': waiting for its first lossless consumer before publishing (--no-wait: publish at once; Ctrl-C to stop)") }
         }
-        guard opened else { replayer.abort(); return 130 }
+        guard waited else { replayer.abort(); return 130 }
         let report: ReplayReport
         do { report = try replayer.run() } catch {
             replayer.abort()

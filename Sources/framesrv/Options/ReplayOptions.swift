@@ -14,6 +14,7 @@ struct ReplayCommandOptions: CommandOptions {
         let start = try args.value("-ss")
         let duration = try args.value("-t")
         let noWait = args.flag("--no-wait")
+        let paused = args.flag("--paused")
         let slots = try args.int("--slots", range: 1...64)
         quiet = args.flag("--quiet", "-q")
         let files = args.positionals()
@@ -32,6 +33,7 @@ struct ReplayCommandOptions: CommandOptions {
         settings.start = (try ProduceOptions.time(start, option: "-ss", positive: false) ?? 0) * 1000
         settings.duration = try ProduceOptions.time(duration, option: "-t", positive: true).map { $0 * 1000 }
         settings.waitForConsumers = !noWait
+        settings.paused = paused
         if let slots { settings.slots = slots }
     }
 
