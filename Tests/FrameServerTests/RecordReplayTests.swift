@@ -36,6 +36,9 @@ final class FrameCollector: @unchecked Sendable {
         }
     }
 
+    /// How many frames it has seen so far (while the stream runs).
+    var count: Int { frames.withLock { $0.count } }
+
     /// The frames, once the stream has ended (empty after `timeout`).
     func wait(timeout: Double = 60) throws -> [SeenFrame] {
         guard done.wait(timeout: .now() + timeout) == .success else { throw TestFailure("collector: stream did not end") }
@@ -236,5 +239,55 @@ final class FrameCollector: @unchecked Sendable {
         producer.signal(SIGINT)
         #expect(recorder.wait(timeout: 30) == 0, "\(recorder.stderr)")
         #expect(producer.wait(timeout: 30) == 0)
+    }
+
+    /// -ss and -t keep the frames recorded in [T, T + D) of capture time; --loop plays the
+    /// file again, its first frame marked as a discontinuity.
+    @Test func startDurationAndLoop() throws {
+        let scratch = try Scratch()
+        let (original, _, rec) = try record(["--pattern", "--frames", "20", "--size", "160x120", "--rate", "50"], scratch)
+        let base = original[0].description.captureNanos
+        let offsets = original.map { Int64($0.description.captureNanos - base) }
+        let window = try replay(rec, streams: ["cam"], scratch, extra: ["-ss", "0.1", "-t", "0.2"])[0]
+        let expected = original.indices.filter { offsets[$0] >= 100_000_000 && offsets[$0] < 300_000_000 }
+        #expect(window.map(\.digest) == expected.map { original[$0].digest })
+
+        let loop = try scratch.start(["replay", rec, "--out", "l_", "--rate", "max", "--loop"])
+        let collector = try FrameCollector("l_cam", scratch)
+        #expect(eventually { collector.count >= 2 * original.count + 1 })
+        loop.signal(SIGINT)
+        let seen = try collector.wait()
+        #expect(loop.wait(timeout: 30) == 0, "\(loop.stderr)")
+        #expect(seen[original.count].digest == original[0].digest)
+        #expect(seen[original.count].description.flags.contains(.discontinuity))
+        #expect(!seen[original.count - 1].description.flags.contains(.discontinuity))
+    }
+
+    /// framesrv ctl on a replay: --paused publishes nothing, step 5 publishes exactly 5
+    /// frames, seek lands on the first frame at or after T (a discontinuity), resume plays the
+    /// rest without a loss; bad controls are one error line and the replay goes on.
+    @Test func replayTakesRunTimeControls() throws {
+        let scratch = try Scratch()
+        let (original, _, rec) = try record(["--pattern", "--frames", "20", "--size", "160x120", "--rate", "50"], scratch)
+        let base = original[0].description.captureNanos
+        let replay = try scratch.start(["replay", rec, "--out", "c_", "--paused"])
+        let collector = try FrameCollector("c_cam", scratch)
+        #expect(try scratch.run(["ctl", "c_cam", "step", "5"]).status == 0)
+        #expect(eventually { collector.count == 5 })
+        let status = try scratch.run(["ctl", "c_cam", "status", "--json"])
+        #expect(status.stdout.contains("\"paused\":true") && status.stdout.contains("\"frames\":5"), "\(status.stdout)")
+        #expect(collector.count == 5)
+        for bad in [["seek", "99"], ["rate", "0"], ["jump"]] {
+            let r = try scratch.run(["ctl", "c_cam"] + bad)
+            #expect(r.status != 0 && r.stderr.split(separator: "\n").count == 1, "\(bad): \(r.stderr)")
+        }
+        #expect(try scratch.run(["ctl", "c_cam", "seek", "0.2"]).status == 0)
+        #expect(try scratch.run(["ctl", "c_cam", "rate", "max"]).status == 0)
+        #expect(try scratch.run(["ctl", "c_cam", "resume"]).status == 0)
+        let seen = try collector.wait()
+        #expect(replay.wait(timeout: 30) == 0, "\(replay.stderr)")
+        let rest = original.filter { $0.description.captureNanos - base >= 200_000_000 }
+        #expect(seen.map(\.digest) == (original.prefix(5) + rest).map(\.digest))
+        #expect(seen[5].description.flags.contains(.discontinuity))
     }
 }
