@@ -1,5 +1,6 @@
 import CFFmpeg
 import Foundation
+import FrameMedia
 import FrameServer
 import Glibc
 import Synchronization
@@ -143,5 +144,19 @@ extension StreamRecorder {
         }
         if let error = failure ?? streams.compactMap(\.error).first { throw error }
         return written
+    }
+}
+
+extension SnapshotTrigger {
+    /// Serves `NAME.control` in the runtime directory for `framesrv ctl NAME snapshot` (the
+    /// trigger SIGUSR1 also pulls). Returns the server, or why it could not be bound.
+    public static func serve(_ name: String) -> Result<ControlServer, Error> {
+        Result {
+            try validateStreamName(name)
+            return try ControlServer(stream: name, directory: try RuntimeDirectory(), verbs: [.snapshot]) { _ in
+                request()
+                return .ok("snapshot requested")
+            }
+        }
     }
 }

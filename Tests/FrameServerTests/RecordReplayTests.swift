@@ -221,7 +221,7 @@ final class FrameCollector: @unchecked Sendable {
     }
 
     /// Snapshot mode: SIGUSR1 writes the last second (no more frames than the stated bound)
-    /// to FILE-1.nut, and the recorder goes on.
+    /// to FILE-1.nut, and the recorder goes on; `framesrv ctl snap snapshot` writes FILE-2.nut.
     @Test func snapshotWritesTheLastSeconds() throws {
         let scratch = try Scratch()
         let rec = scratch.file("snap.nut"), first = scratch.file("snap-1.nut")
@@ -236,6 +236,10 @@ final class FrameCollector: @unchecked Sendable {
         let count = try text("ffprobe -v error -count_packets -show_entries stream=nb_read_packets -of csv=p=0 '\(first)'", scratch)
         let frames = Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect((25...31).contains(frames), "\(frames) frames")
+        // framesrv ctl NAME snapshot (NAME: the file's base name) pulls the same trigger.
+        let ctl = try scratch.run(["ctl", "snap", "snapshot"])
+        #expect(ctl.status == 0, "\(ctl.stderr)")
+        #expect(eventually { recorder.stdout.contains("snapshot \(scratch.file("snap-2.nut"))") })
         producer.signal(SIGINT)
         #expect(recorder.wait(timeout: 30) == 0, "\(recorder.stderr)")
         #expect(producer.wait(timeout: 30) == 0)

@@ -1,3 +1,4 @@
+import FrameMedia
 import FrameRecording
 import FrameServer
 import Glibc
@@ -8,7 +9,7 @@ enum RecordCommand: Command {
     static let summary = "record streams into one lossless file (NUT: FFV1 or raw, every header field kept)"
     static let help = """
     usage: framesrv record --in A[,B,...] -o FILE [--codec ffv1|raw|h264] [--crf N] [--wait S]
-           framesrv record --in A[,B,...] -o FILE --snapshot D [--snapshot-max-mb M]
+           framesrv record --in A[,B,...] -o FILE --snapshot D [--snapshot-max-mb M] [--name NAME]
 
     Records every frame of streams A, B, ... (a lossless consumer each, so nothing is
     dropped) into one NUT file that ffprobe, ffplay and ffmpeg read: one video stream per
@@ -26,11 +27,14 @@ enum RecordCommand: Command {
       --crf N              --codec h264's constant quality (0-51, default 18)
       --wait SECONDS       give up when a stream has not appeared by then
       --snapshot D         snapshot mode: keep the last D (seconds, or [HH:]MM:SS) of every
-                           stream in memory and write them when SIGUSR1 arrives, to FILE with a
-                           counter before its extension (rec.nut: rec-1.nut, rec-2.nut, ...);
+                           stream in memory and write them when SIGUSR1 or 'framesrv ctl NAME
+                           snapshot' arrives, to FILE with a counter before its extension
+                           (rec.nut: rec-1.nut, rec-2.nut, ...);
                            recording goes on after each. The memory bound is stated at start
                            (frames x bytes per frame, raw) and refused above --snapshot-max-mb
       --snapshot-max-mb M  the snapshot ring's largest allowed bound, in MB (default 1024)
+      --name NAME          with --snapshot: what framesrv ctl calls this recorder (default: FILE's
+                           base name without its extension: rec for rec.nut)
       --quiet              no summary line
 
     Crash safe: each frame is flushed to the file as it is written, so a recorder killed with
@@ -58,12 +62,23 @@ enum RecordCommand: Command {
     /// --snapshot: the ring, written at each SIGUSR1, until the streams end or a stop.
     static func runSnapshots(_ o: RecordCommandOptions, windowNanos: Int64) throws -> Int32 {
         SnapshotTrigger.install()
+        var control: ControlServer?
+        if let name = o.controlName {
+            switch SnapshotTrigger.serve(name) {
+            case .success(let server): control = server
+            case .failure(let error): warn("record: no 'framesrv ctl \(name) snapshot' (\(error)); SIGUSR1 still works")
+            }
+        }
+        defer { control?.close() }
         let recorder = StreamRecorder(settings: o.settings, stop: StopSignal.shouldStop)
         let written = try recorder.runSnapshots(windowNanos: windowNanos, onBound: { bound in
             guard bound.megabytes <= o.snapshotMaxMB else {
                 throw RecordingError.snapshotTooLarge(bound.megabytes, o.snapshotMaxMB, bound.description)
             }
-            if !o.quiet { warn("record: snapshot mode, memory bound \(bound) (kill -USR1 \(getpid()) writes a snapshot)") }
+            if !o.quiet {
+                let ctl = control.map { "framesrv ctl \($0.stream) snapshot or " } ?? ""
+                warn("record: snapshot mode, memory bound \(bound) (\(ctl)kill -USR1 \(getpid()) writes a snapshot)")
+            }
         }, onWritten: { path, frames in
             if !o.quiet {
                 print("record: snapshot \(path): \(frames.reduce(0, +)) frames (\(frames.map(String.init).joined(separator: ", ")))")

@@ -7,6 +7,8 @@ struct RecordCommandOptions: CommandOptions {
     /// --snapshot D: keep the last D microseconds in memory, write them on SIGUSR1.
     var snapshotMicros: Int64?
     var snapshotMaxMB = 1024
+    /// --name: what `framesrv ctl NAME snapshot` calls the recorder (default: FILE's base name).
+    var controlName: String?
     var quiet = false
 
     init(parsing arguments: [String]) throws(UsageError) {
@@ -18,6 +20,7 @@ struct RecordCommandOptions: CommandOptions {
         let wait = try args.double("--wait", range: 0...1e9)
         let snapshot = try args.value("--snapshot")
         let maxMB = try args.int("--snapshot-max-mb", range: 1...1_000_000)
+        let name = try args.value("--name")
         quiet = args.flag("--quiet", "-q")
         try args.finish()
 
@@ -34,6 +37,12 @@ struct RecordCommandOptions: CommandOptions {
         if let maxMB {
             guard snapshot != nil else { throw UsageError("--snapshot-max-mb goes with --snapshot D") }
             snapshotMaxMB = maxMB
+        }
+        if snapshot != nil {
+            let base = output.split(separator: "/").last.map(String.init) ?? output
+            controlName = name ?? (base.contains(".") ? String(base[..<base.lastIndex(of: ".")!]) : base)
+        } else if name != nil {
+            throw UsageError("--name goes with --snapshot D (it names the recorder for 'framesrv ctl NAME snapshot')")
         }
     }
 
