@@ -69,6 +69,7 @@ final class RecordedStream: @unchecked Sendable {
             throw RecordingError.cannotWrite(consumer.stream, "its pixel format '\(frame.header.pixelFormatName)' is unknown to this build")
         }
         firstCapture = record.description.captureNanos
+        encoder.rate = consumer.nominalRate
         firstPackets = try encoder.encode(frame, record: record)
         spec = TrackSpec(name: consumer.stream, rate: consumer.nominalRate, format: record.format,
                          description: record.description, codec: encoder.containerRaw == true ? .raw : codec)

@@ -60,7 +60,13 @@ final class TrackEncoder {
     /// cannot hold it, every frame of the track goes raw, so ffmpeg reads them all).
     private(set) var containerRaw: Bool?
 
-    init(codec: RecordingCodec) { self.codec = codec }
+    /// The stream's nominal rate (H.264's rate control and level; the pts given are frame counts).
+    var rate: Rational?
+
+    init(codec: RecordingCodec) {
+        self.codec = codec
+        av_log_set_level(AV_LOG_FATAL)   // failures are reported as one error line by the caller
+    }
 
     deinit {
         avcodec_free_context(&context)
@@ -178,7 +184,9 @@ final class TrackEncoder {
         c.pointee.width = Int32(format.width)
         c.pointee.height = Int32(format.height)
         c.pointee.pix_fmt = av_get_pix_fmt(format.pixelFormat.name)
-        c.pointee.time_base = AVRational(num: 1, den: 1_000_000)
+        let rate = self.rate.flatMap { $0.num > 0 && $0.den > 0 ? $0 : nil } ?? Rational(30, 1)
+        c.pointee.time_base = AVRational(num: rate.den, den: rate.num)
+        c.pointee.framerate = AVRational(num: rate.num, den: rate.den)
         c.pointee.color_range = AVColorRange(rawValue: d.color.range)
         c.pointee.colorspace = AVColorSpace(rawValue: d.color.matrix)
         c.pointee.color_primaries = AVColorPrimaries(rawValue: d.color.primaries)

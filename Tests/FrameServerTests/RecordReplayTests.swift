@@ -294,4 +294,24 @@ final class FrameCollector: @unchecked Sendable {
         #expect(seen.map(\.digest) == (original.prefix(5) + rest).map(\.digest))
         #expect(seen[5].description.flags.contains(.discontinuity))
     }
+
+    /// --codec h264: lossy, but every header field is restored, and the replayed pixels are
+    /// exactly what ffmpeg decodes from the file.
+    @Test func h264RecordingReplaysWhatFFmpegDecodes() throws {
+        let scratch = try Scratch()
+        let (original, _, rec) = try record(["--pattern", "--frames", "30", "--size", "320x240", "--rate", "max"], scratch,
+                                            codec: ["--codec", "h264", "--crf", "20"])
+        #expect(try text("ffprobe -v error -show_entries stream=codec_name -of csv=p=0 '\(rec)'", scratch).hasPrefix("h264"))
+        let replayed = try replay(rec, streams: ["cam"], scratch)[0]
+        func headers(_ f: [SeenFrame], _ base: UInt64) -> [FrameDescription] { rebased(f, base: base).map(\.description) }
+        #expect(headers(replayed, replayed.first?.description.captureNanos ?? 0) == headers(original, original[0].description.captureNanos))
+        let replay = try scratch.start(["replay", rec, "--rate", "max", "--quiet"])
+        let sink = try scratch.run(["sink", "--in", "cam", "--framemd5", "-", "--quiet", "--wait", "30"])
+        #expect(replay.wait(timeout: 60) == 0)
+        // Every frame (the pattern ran at max rate: frames microseconds apart, which ffmpeg's
+        // default output timing would merge at the stream's 30 fps).
+        let decoded = try text("ffmpeg -v error -i '\(rec)' -fps_mode passthrough -f framemd5 -", scratch)
+        #expect(hashes(sink.stdout) == hashes(decoded))
+        #expect(hashes(sink.stdout).count == original.count)
+    }
 }
