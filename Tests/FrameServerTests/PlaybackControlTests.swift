@@ -43,9 +43,9 @@ import Testing
     @Test func pausePublishesNothingAndLosesNothing() throws {
         let scratch = try Scratch()
         let clip = try Self.clip(scratch)
-        let producer = try Self.producer(clip, "s", ["--readrate", "4", "--wait-for", "1"], scratch)
+        let producer = try Self.producer(clip, "s", ["-re", "--wait-for", "1"], scratch)
         let sink = try scratch.start(["sink", "--in", "s", "--framemd5", "-"])
-        #expect(eventually { (scratch.snapshot("s")?.published ?? 0) >= 20 })
+        #expect(eventually { (scratch.snapshot("s")?.published ?? 0) >= 10 })
         #expect(try Self.ctl(["s", "pause"], scratch).stdout == "ok paused\n")
         let released = try Self.status("s", scratch).frames
         usleep(400_000)   // an observation window, not a synchronisation: nothing may happen in it
@@ -72,6 +72,13 @@ import Testing
         let s = try Self.status("s", scratch)
         #expect(s.paused && s.frames == 5)
         #expect(abs(s.position - 4.0 / 30) < 1e-6, "position is the last frame's time")
+        // ls and top show it too, asked from the control socket.
+        let ls = try scratch.run(["ls", "--json"])
+        let listed = try JSONSerialization.jsonObject(with: Data(ls.stdout.utf8)) as? [[String: Any]]
+        let playback = listed?.first { $0["name"] as? String == "s" }?["playback"] as? [String: Any]
+        #expect(playback?["paused"] as? Bool == true && playback?["frames"] as? Int == 5 && playback?["rate"] is NSNull, "\(ls.stdout)")
+        let top = try scratch.run(["top", "-b", "-n", "1"])
+        #expect(top.stdout.split(separator: "\n").contains { $0.hasPrefix("s ") && $0.contains("0.1/4.0 paused max") }, "\(top.stdout)")
         #expect(try Self.ctl(["s", "step"], scratch).status == 0)
         #expect(eventually { scratch.snapshot("s")?.published == 6 })
         #expect(try Self.ctl(["s", "resume"], scratch).status == 0)
@@ -182,5 +189,38 @@ import Testing
         #expect(access(scratch.directory.controlSocketPath("s"), F_OK) != 0)
         pattern.signal(SIGINT)
         #expect(pattern.wait(timeout: 30) == 0)
+    }
+
+    /// The control API other commands reuse (record's snapshot, replay): a server serves
+    /// only its verb set, refuses the others in one line, and the clock steps exactly.
+    @Test func controlServerServesItsVerbsOnly() throws {
+        let scratch = try Scratch()
+        let snapshots = Locked(0)
+        let server = try ControlServer(stream: "rec", directory: scratch.directory, verbs: [.snapshot]) { request in
+            snapshots.withLock { $0 += 1 }
+            return .ok("snapshot written")
+        }
+        defer { server.close() }
+        #expect(try ControlClient.send(.snapshot, to: "rec", directory: scratch.directory) == .ok("snapshot written"))
+        #expect(try ControlClient.send(.pause, to: "rec", directory: scratch.directory) == .error("'rec' does not take 'pause' (it takes: snapshot)"))
+        #expect(server.answer("seek") == .error("seek needs a time T (seconds or [HH:]MM:SS[.xxx]; +T / -T from the current position)"))
+        #expect(server.answer("frobnicate 3").isError)
+        #expect(snapshots.withLock { $0 } == 1)
+        #expect(try ControlRequest.parse("seek -5") == .seek(.relative(-5)))
+        #expect(try ControlRequest.parse("seek 01:02.5") == .seek(.absolute(62.5)))
+        #expect(try ControlRequest.parse("rate max") == .rate(nil))
+        #expect(throws: ControlRequestError.badArgument(.rate, "101")) { try ControlRequest.parse("rate 101") }
+
+        let clock = PlaybackClock(rate: 1, paused: true)
+        clock.step(2)
+        #expect(clock.wait(toRelease: 0, shouldStop: { false }) == .now)
+        #expect(clock.wait(toRelease: 10, shouldStop: { false }) == .now, "a step does not wait for the frame's time")
+        var asked = 0
+        #expect(clock.wait(toRelease: 20, shouldStop: { asked += 1; return asked > 2 }) == .stopped, "paused: nothing more")
+        #expect(clock.state.released == 2 && clock.state.position == 10 && clock.state.paused)
+        clock.requestSeek(3)
+        #expect(clock.wait(toRelease: 20, shouldStop: { false }) == .seek(3))
+        clock.didSeek(to: 3)
+        #expect(clock.state.position == 3 && clock.state.pendingSeek == nil)
     }
 }

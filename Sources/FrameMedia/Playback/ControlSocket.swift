@@ -45,6 +45,11 @@ private func zmqMessage() -> String { String(cString: zmq_strerror(zmq_errno()))
 /// which runs on the socket's thread (so it must only record the request, under a lock, for
 /// the producer's loop to apply between frames, as `PlaybackClock` does). A verb outside
 /// `verbs` and a malformed request get an `error` line without reaching the handler.
+///
+/// Start it after the stream's `Producer` (whose start removes a dead producer's leftovers,
+/// this file among them) and close it first. A process that serves controls without being
+/// NAME's producer (a recorder) must hold `NAME.lock` while it serves: `framesrv clean`
+/// takes every file of a name whose lock nobody holds for a leftover.
 public final class ControlServer: @unchecked Sendable {
     // @unchecked Sendable: the socket is used by the serving thread only (after init hands it
     // over); `stopping` is atomic; `thread` is touched by init and close only.
@@ -104,8 +109,8 @@ public final class ControlServer: @unchecked Sendable {
         }
     }
 
-    /// The reply to one request's text.
-    func answer(_ text: String) -> ControlReply {
+    /// The reply to one request's text (what the serving thread sends back).
+    public func answer(_ text: String) -> ControlReply {
         let request: ControlRequest
         do { request = try ControlRequest.parse(text) } catch { return .error(error.description) }
         guard verbs.contains(request.verb) else {
@@ -143,6 +148,16 @@ public enum ControlClient {
         let n = buffer.withUnsafeMutableBytes { zmq_recv(s, $0.baseAddress, $0.count, ZMQ_DONTWAIT) }
         guard n >= 0 else { throw .noAnswer(stream, timeout) }
         return ControlReply(text: String(decoding: buffer.prefix(min(Int(n), buffer.count)), as: UTF8.self))
+    }
+}
+
+extension ControlClient {
+    /// `stream`'s playback status when it has a control socket and answers within `timeout`
+    /// seconds; nil otherwise (for monitors: ls and top ask every stream, briefly).
+    public static func playbackStatus(of stream: String, directory: RuntimeDirectory, timeout: Double = 0.5) -> PlaybackStatus? {
+        guard access(directory.controlSocketPath(stream), F_OK) == 0,
+              case .json(let text)? = try? send(.status, to: stream, directory: directory, timeout: timeout) else { return nil }
+        return PlaybackStatus(json: text)
     }
 }
 

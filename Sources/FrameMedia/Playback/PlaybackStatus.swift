@@ -1,7 +1,7 @@
 import FrameServer
 
 /// What a playing producer reports to `status` (`framesrv ctl NAME status`, ls, top).
-public struct PlaybackStatus: Equatable, Sendable {
+public struct PlaybackStatus: Equatable, Sendable, Encodable {
     public var stream: String
     /// Media time of the last frame published, seconds from the input's start.
     public var position: Double
@@ -24,6 +24,11 @@ public struct PlaybackStatus: Equatable, Sendable {
     /// `1.00x`, `max`.
     public var rateText: String { rate.map { formatFixed($0, 2) + "x" } ?? "max" }
 
+    /// `12.3/60.0 paused 1.00x`: what ls and top show.
+    public var cell: String {
+        "\(formatFixed(position, 1))/\(duration.map { formatFixed($0, 1) } ?? "?") \(state) \(rateText)"
+    }
+
     /// `12.345/60.000 s paused 1.00x`: position, duration, state and rate in one line.
     public var line: String {
         "\(formatFixed(position, 3))/\(duration.map { formatFixed($0, 3) } ?? "?") s \(state) \(rateText)"
@@ -35,6 +40,20 @@ public struct PlaybackStatus: Equatable, Sendable {
         "{\"stream\":\"\(stream)\",\"state\":\"\(state)\",\"paused\":\(paused),\"position\":\(formatFixed(position, 6)),"
             + "\"duration\":\(duration.map { formatFixed($0, 6) } ?? "null"),\"rate\":\(rate.map { "\($0)" } ?? "null"),"
             + "\"frames\":\(frames)}"
+    }
+
+    enum Keys: String, CodingKey { case stream, state, paused, position, duration, rate, frames }
+
+    /// The fields of `json`, unknown ones as null.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(stream, forKey: .stream)
+        try c.encode(state, forKey: .state)
+        try c.encode(paused, forKey: .paused)
+        try c.encode(position, forKey: .position)
+        try c.encode(duration, forKey: .duration)
+        try c.encode(rate, forKey: .rate)
+        try c.encode(frames, forKey: .frames)
     }
 
     /// Reads `json`'s object back (nil when a field is missing or malformed). Stream names

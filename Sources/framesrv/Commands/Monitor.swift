@@ -16,7 +16,7 @@ enum ListCommand: Command {
     usage: framesrv ls [-w COLUMNS] [--json]
 
     One line per stream, in pipeline order (sources first), with the columns of 'framesrv
-    top' (see its --help): NAME, STATE, PID, FPS (measured over 250 ms), FRAMES (published),
+    top' (see its --help): NAME, STATE, PLAY (a playing file's position and state), PID, FPS (measured over 250 ms), FRAMES (published),
     SLOTS (in use/total), CONS (consumers), DROP, RATE (nominal), FORMAT, COLOUR.
       -w COLUMNS   the width rows fit (default: the terminal's, $COLUMNS, or no limit);
                    the least useful columns are left out first
@@ -36,10 +36,10 @@ enum ListCommand: Command {
             print("no streams in \(dir?.path ?? RuntimeDirectory.defaultPath)")
             return 0
         }
-        var table = MonitorTable([.name, .state, .pid, .fps, .frames, .slots, .consumers, .drop, .rate, .format, .colour])
+        var table = MonitorTable([.name, .state, .playback, .pid, .fps, .frames, .slots, .consumers, .drop, .rate, .format, .colour])
         for m in streams {
             let s = m.snapshot
-            table.add([s.name, s.state, "\(s.producerPID)", TopReport.fps(m.fps), "\(s.published)", "\(s.slots - s.freeSlots)/\(s.slots)",
+            table.add([s.name, s.state, m.playback?.cell ?? "-", "\(s.producerPID)", TopReport.fps(m.fps), "\(s.published)", "\(s.slots - s.freeSlots)/\(s.slots)",
                        "\(s.consumers.count)", "\(s.dropped)", s.nominalRate.map { "\($0)" } ?? "max"] + MonitorTable.formatCells(s.format))
         }
         for line in table.lines(width: MonitorTable.outputWidth(o.width, terminal: isatty(1) != 0)) { print(line) }
@@ -58,23 +58,26 @@ enum ListCommand: Command {
         warnings.report(second.warnings)
         let seconds = Double(second.nanos - first.nanos) / 1e9
         return StreamSnapshot.pipelineOrder(second.streams).map { s in
-            MeasuredStream(snapshot: s, fps: measuredRate(s.published, since: first.stream(like: s)?.published, seconds: seconds))
+            MeasuredStream(snapshot: s, fps: measuredRate(s.published, since: first.stream(like: s)?.published, seconds: seconds),
+                           playback: second.playback[s.name])
         }
     }
 }
 
 /// A stream snapshot and its measured rate, encoded as the snapshot's fields plus "fps"
-/// (null when it could not be measured).
+/// (null when it could not be measured) and, for a producer that reads a file, "playback".
 struct MeasuredStream: Encodable {
     let snapshot: StreamSnapshot
     let fps: Double?
+    let playback: PlaybackStatus?
 
-    enum Keys: String, CodingKey { case fps }
+    enum Keys: String, CodingKey { case fps, playback }
 
     func encode(to encoder: any Encoder) throws {
         try snapshot.encode(to: encoder)
         var container = encoder.container(keyedBy: Keys.self)
         try container.encode(fps, forKey: .fps)
+        try container.encodeIfPresent(playback, forKey: .playback)
     }
 }
 

@@ -9,6 +9,7 @@ struct MonitorColumn {
 
     static let name = MonitorColumn(header: "NAME", rank: .max)
     static let state = MonitorColumn(header: "STATE", rank: 16)
+    static let playback = MonitorColumn(header: "PLAY", rank: 10)
     static let format = MonitorColumn(header: "FORMAT", rank: 15)
     static let miss = MonitorColumn(header: "MISS", rank: 14)
     static let p99 = MonitorColumn(header: "P99", rank: 13)
@@ -35,6 +36,9 @@ struct MonitorColumn {
                    pipeline order, sources first
       STATE        running/ended/dead (stream), attaching/active/closing (consumer);
                    a stream that ended stays listed (dimmed on a terminal) for 5 s
+      PLAY         a producer that reads a file (framesrv ctl): position/duration in
+                   seconds, playing or paused, and its rate ("max": as fast as consumers
+                   take frames), as its control socket says (asked for 500 ms at most)
       PID          producer or consumer process
       FPS          measured between two readings: frames published (stream) or delivered
                    (consumer) per second; "-" before the second reading

@@ -1,4 +1,5 @@
 import Foundation
+import FrameMedia
 import FrameServer
 import Glibc
 
@@ -117,12 +118,20 @@ struct TopSample {
     let streams: [StreamSnapshot]
     /// One line for each stream (or consumer entry) skipped because it could not be read.
     let warnings: [String]
+    /// What the running producers that read a file say of their playback, by stream name.
+    var playback: [String: PlaybackStatus] = [:]
 
     /// `dir` nil: there is no runtime directory yet, so no streams.
     static func take(_ dir: RuntimeDirectory?) -> TopSample {
         let nanos = monotonicNanos()
         let (streams, warnings) = dir.map { StreamSnapshot.scan(in: $0) } ?? ([], [])
-        return TopSample(unixTime: Date().timeIntervalSince1970, nanos: nanos, streams: streams, warnings: warnings)
+        var playback: [String: PlaybackStatus] = [:]
+        if let dir {
+            for s in streams where s.state == "running" {
+                playback[s.name] = ControlClient.playbackStatus(of: s.name, directory: dir)
+            }
+        }
+        return TopSample(unixTime: Date().timeIntervalSince1970, nanos: nanos, streams: streams, warnings: warnings, playback: playback)
     }
 
     /// The same stream in this sample: same name and same producer (a restart resets the counters).
@@ -155,7 +164,10 @@ struct TopReport: Encodable {
     init(_ sample: TopSample, streams shown: [StreamSnapshot], previous: TopSample?) {
         time = sample.unixTime
         let seconds = previous.map { Double(sample.nanos - $0.nanos) / 1e9 } ?? 0
-        streams = shown.map { s in TopStream(s, before: s.vanished ? nil : previous?.stream(like: s), seconds: seconds) }
+        streams = shown.map { s in
+            TopStream(s, before: s.vanished ? nil : previous?.stream(like: s), seconds: seconds,
+                      playback: s.vanished ? nil : sample.playback[s.name])
+        }
     }
 
     /// Every stream of `sample`, in pipeline order.
@@ -163,7 +175,7 @@ struct TopReport: Encodable {
         self.init(sample, streams: StreamSnapshot.pipelineOrder(sample.streams), previous: previous)
     }
 
-    static let columns: [MonitorColumn] = [.name, .state, .pid, .fps, .frames, .slots, .minFree, .mode, .held, .holdMillis,
+    static let columns: [MonitorColumn] = [.name, .state, .playback, .pid, .fps, .frames, .slots, .minFree, .mode, .held, .holdMillis,
                                            .lag, .miss, .stale, .drop, .p50, .p99, .format, .colour]
 
     static func fps(_ fps: Double?) -> String { fps.map { formatDouble($0) } ?? "-" }
@@ -175,11 +187,11 @@ struct TopReport: Encodable {
     func table(width: Int?, escapes: Bool = false) -> [String] {
         var table = MonitorTable(Self.columns)
         for s in streams {
-            table.add([s.name, s.state, "\(s.producerPID)", Self.fps(s.fps), "\(s.published)", "\(s.slotsInUse)/\(s.slots)",
+            table.add([s.name, s.state, s.playback?.cell ?? "", "\(s.producerPID)", Self.fps(s.fps), "\(s.published)", "\(s.slotsInUse)/\(s.slots)",
                        "\(s.minFreeSlots)", "", "", "", "", "", "", "\(s.dropped)", "", ""] + MonitorTable.formatCells(s.format),
                       dim: s.vanished)
             for c in s.consumers {
-                table.add(["  " + c.name, c.state, "\(c.pid)", Self.fps(c.fps), "\(c.delivered)", "", "", c.mode, "\(c.held)",
+                table.add(["  " + c.name, c.state, "", "\(c.pid)", Self.fps(c.fps), "\(c.delivered)", "", "", c.mode, "\(c.held)",
                            formatDouble(c.holdMillis), "\(c.lag)", "\(c.missed)", "\(c.stale)", "\(c.sourceDropped)", c.latencyP50, c.latencyP99],
                           dim: s.vanished)
             }
@@ -202,11 +214,14 @@ struct TopStream: Encodable {
     let published: UInt64
     let dropped: UInt64
     let nominalRate: Rational?
+    /// A producer that reads a file: its position, duration, state and rate (framesrv ctl).
+    let playback: PlaybackStatus?
     /// The stream ended and its files are gone: its last counts, shown for a few seconds.
     let vanished: Bool
     let consumers: [TopConsumer]
 
-    init(_ s: StreamSnapshot, before: StreamSnapshot?, seconds: Double) {
+    init(_ s: StreamSnapshot, before: StreamSnapshot?, seconds: Double, playback: PlaybackStatus? = nil) {
+        self.playback = playback
         name = s.name
         state = s.state
         producerPID = s.producerPID

@@ -120,7 +120,7 @@ static bool is_leftover(const char *file, const char *name)
     size_t n = strlen(name);
     if (strncmp(file, name, n) != 0) return false;
     const char *s = file + n;
-    if (strcmp(s, ".ctl") == 0 || strcmp(s, ".sock") == 0 || strcmp(s, ".ended") == 0) return true;
+    if (strcmp(s, ".ctl") == 0 || strcmp(s, ".sock") == 0 || strcmp(s, ".ended") == 0 || strcmp(s, ".control") == 0) return true;
     const char *digits = NULL;
     if (strncmp(s, ".pool.", 6) == 0) digits = s + 6;
     else if (strncmp(s, ".ctl.tmp.", 9) == 0) digits = s + 9;
