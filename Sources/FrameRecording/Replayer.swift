@@ -67,18 +67,25 @@ public final class Replayer {
     /// The recording's length in seconds (from its index; nil for a file that did not finish).
     public var duration: Double? { reader.duration }
 
+    /// What `status` says for `stream` (position, duration, rate, paused, frames released), from any thread.
+    public func statusReporter(stream: String) -> @Sendable () -> PlaybackStatus {
+        let duration = reader.duration, clock = clock
+        return {
+            let s = clock.state
+            return PlaybackStatus(stream: stream, position: s.pendingSeek ?? s.position, duration: duration,
+                                  rate: s.rate, paused: s.paused, frames: s.released)
+        }
+    }
+
     /// Serves `NAME.control` for every replayed stream, all driving the one clock. Returns
     /// why a socket could not be bound (the replay still plays), if one could not.
     public func serveControls() -> String? {
         let duration = reader.duration, clock = clock
         for (name, producer) in zip(streamNames, producers) {
+            let status = statusReporter(stream: name)
             do {
                 controls.append(try ControlServer(stream: name, directory: producer.directory, verbs: ControlVerb.playback) { request in
-                    clock.handle(request, duration: duration, canSeek: true) {
-                        let s = clock.state
-                        return PlaybackStatus(stream: name, position: s.pendingSeek ?? s.position, duration: duration,
-                                              rate: s.rate, paused: s.paused, frames: s.released)
-                    }
+                    clock.handle(request, duration: duration, canSeek: true, status: status)
                 })
             } catch { return "\(name): no run-time control (framesrv ctl): \(error)" }
         }

@@ -1,3 +1,4 @@
+import FrameMedia
 import FrameRecording
 import FrameServer
 import Glibc
@@ -33,8 +34,10 @@ enum ReplayCommand: Command {
     directory), all driving one clock, so the streams stay in sync:
     framesrv ctl NAME pause|resume|toggle|seek T|rate X|step [N]|status [--json]. A seek goes to
     the first frame at or after T (seconds from the first recorded frame) and marks it as a
-    discontinuity. A truncated or damaged file plays up to where it can be read; what was
-    skipped is said.
+    discontinuity. On a terminal, keys too: space pause/resume, right/left arrow seek +/-5 s,
+    + and - double and halve the rate, '.' step one frame; and a progress line (position/
+    duration, state, rate, frames) on stderr. A truncated or damaged file plays up to where
+    it can be read; what was skipped is said.
     """
 
     static func run(_ o: ReplayCommandOptions) throws -> Int32 {
@@ -47,11 +50,15 @@ enum ReplayCommand: Command {
             if !o.quiet { warn("'\(name)': waiting for its first lossless consumer before publishing (--no-wait: publish at once; Ctrl-C to stop)") }
         }
         guard waited else { replayer.abort(); return 130 }
+        let status = replayer.statusReporter(stream: replayer.streamNames[0])
+        let keys = o.quiet ? nil : PlaybackKeys(clock: replayer.clock, duration: replayer.duration, status: status)
         let report: ReplayReport
         do { report = try replayer.run() } catch {
+            keys?.stop()
             replayer.abort()
             throw error
         }
+        keys?.stop()
         say(o, report)
         return 0
     }
