@@ -24,14 +24,18 @@ public struct TrackSpec: Sendable {
 }
 
 /// Writes a framesrv recording: a NUT file (docs/RECORDING.md) with one video stream per
-/// recorded stream, each packet carrying its `FrameRecord`. Packets reach the file as they
-/// are written (flushed each time), so a recorder killed with SIGKILL leaves a file that
-/// reads up to its last packet. Thread-safe: each stream's thread writes its own packets.
+/// recorded stream, each packet carrying its `FrameRecord`, interleaved in capture order.
+/// Packets reach the file as soon as the interleaving allows (flushed each time), so a
+/// recorder killed with SIGKILL leaves a file that reads up to its last packet.
+/// Thread-safe: each stream's thread writes its own packets.
 public final class RecordingWriter: @unchecked Sendable {
     public let path: String
     public let tracks: [TrackSpec]
     private var context: UnsafeMutablePointer<AVFormatContext>?
     private var lastTimestamp: [Int64]
+    /// Frames waiting to be written in capture order, per track, and the tracks that ended.
+    private var queues: [[EncodedFrame]]
+    private var ended: [Bool]
     private let lock = NSLock()
     private var finished = false
     /// Frames written, per track.
@@ -50,6 +54,8 @@ public final class RecordingWriter: @unchecked Sendable {
         self.baseCaptureNanos = baseCaptureNanos
         self.tracks = tracks
         lastTimestamp = Array(repeating: Int64.min, count: tracks.count)
+        queues = Array(repeating: [], count: tracks.count)
+        ended = Array(repeating: false, count: tracks.count)
         frames = Array(repeating: 0, count: tracks.count)
         av_log_set_level(AV_LOG_FATAL)
         var oc: UnsafeMutablePointer<AVFormatContext>?
@@ -73,6 +79,7 @@ public final class RecordingWriter: @unchecked Sendable {
     }
 
     deinit {
+        for q in queues { for e in q { var p = e.packet; av_packet_free(&p) } }
         if let oc = context {
             avio_closep(&oc.pointee.pb)
             avformat_free_context(oc)
@@ -106,11 +113,45 @@ public final class RecordingWriter: @unchecked Sendable {
         av_dict_set(&st.pointee.metadata, "title", t.name, 0)
     }
 
-    /// Writes one encoded frame of track `track`, its record as side data, and flushes it to the file.
+    /// Queues one encoded frame of track `track` and writes, in capture order across tracks,
+    /// every queued frame that no other track can still precede (see `maxHoldNanos`).
     func write(_ e: EncodedFrame, track: Int) throws(RecordingError) {
+        lock.lock()
+        defer { lock.unlock() }
+        queues[track].append(e)
+        try writeReady(all: false)
+    }
+
+    /// Says that track `track` has no more frames (it no longer holds the others back).
+    func endTrack(_ track: Int) throws(RecordingError) {
+        lock.lock()
+        defer { lock.unlock() }
+        ended[track] = true
+        try writeReady(all: false)
+    }
+
+    /// How far (capture time) the newest queued frame may be ahead of the oldest before the
+    /// oldest is written even though a track has nothing queued (a slow or stalled stream does
+    /// not hold the others back for longer; a SIGKILL loses at most this much).
+    static let maxHoldNanos: UInt64 = 1_000_000_000
+
+    /// Writes queued frames in capture order while every track has one queued (or has ended),
+    /// or the oldest is `maxHoldNanos` behind the newest; `all`: everything. Called with `lock` held.
+    private func writeReady(all: Bool) throws(RecordingError) {
+        while let t = queues.indices.filter({ !queues[$0].isEmpty }).min(by: { queues[$0][0].captureNanos < queues[$1][0].captureNanos }) {
+            let oldest = queues[t][0].captureNanos
+            let newest = queues.compactMap { $0.last?.captureNanos }.max() ?? oldest
+            let everyTrack = queues.indices.allSatisfy { !queues[$0].isEmpty || ended[$0] }
+            guard all || everyTrack || newest &- oldest > Self.maxHoldNanos else { return }
+            try writeNow(queues[t].removeFirst(), track: t)
+        }
+    }
+
+    /// Writes one frame, its record as side data, and flushes it to the file. Called with `lock` held.
+    private func writeNow(_ e: EncodedFrame, track: Int) throws(RecordingError) {
         var packet = e.packet
         defer { av_packet_free(&packet) }
-        guard let p = packet else { return }
+        guard let p = packet, !finished, let oc = context else { return }
         var record = e.record
         record.captureOffsetNanos = Int64(bitPattern: e.captureNanos &- baseCaptureNanos)
         let bytes = record.bytes
@@ -122,18 +163,11 @@ public final class RecordingWriter: @unchecked Sendable {
         if e.key { p.pointee.flags |= AV_PKT_FLAG_KEY }
         p.pointee.stream_index = Int32(track)
         p.pointee.duration = 0
-        try lockedWrite(p, track: track, micros: record.captureOffsetNanos / 1000)
-    }
-
-    private func lockedWrite(_ p: UnsafeMutablePointer<AVPacket>, track: Int, micros: Int64) throws(RecordingError) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !finished, let oc = context else { return }
         // Strictly increasing per stream (NUT's rule), in capture microseconds.
+        let micros = record.captureOffsetNanos / 1000
         let ts = max(micros, lastTimestamp[track] == Int64.min ? micros : lastTimestamp[track] + 1)
         lastTimestamp[track] = ts
-        let st = oc.pointee.streams[track]!
-        p.pointee.pts = av_rescale_q(ts, Self.timeBase, st.pointee.time_base)
+        p.pointee.pts = av_rescale_q(ts, Self.timeBase, oc.pointee.streams[track]!.pointee.time_base)
         p.pointee.dts = p.pointee.pts
         let r = av_write_frame(oc, p)
         guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
@@ -146,6 +180,7 @@ public final class RecordingWriter: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         guard !finished, let oc = context else { return }
+        try writeReady(all: true)
         finished = true
         let r = av_write_trailer(oc)
         avio_flush(oc.pointee.pb)

@@ -89,6 +89,8 @@ final class SnapshotRing: PacketSink, @unchecked Sendable {
         }
     }
 
+    func end(track: Int) {}
+
     /// Writes what the rings hold now to `path`; returns the frames written per track.
     func write(to path: String) throws(RecordingError) -> [Int] {
         let copies = snapshot()
@@ -96,7 +98,7 @@ final class SnapshotRing: PacketSink, @unchecked Sendable {
         let writer = try RecordingWriter(path: path, tracks: tracks, baseCaptureNanos: base)
         // In capture order across tracks, as a live recording interleaves them.
         let all = copies.enumerated().flatMap { t, frames in frames.map { (t, $0) } }.sorted { $0.1.captureNanos < $1.1.captureNanos }
-        for (t, e) in all { try writer.write(e, track: t) }
+        for (t, e) in all { try writer.write(e, track: t) }   // in order already: the writer's queue passes them through at finish
         try writer.finish()
         return writer.frames
     }

@@ -25,10 +25,13 @@ public struct RecordReport: Sendable {
 /// Where encoded frames go: the recording file, or the snapshot ring.
 protocol PacketSink: AnyObject, Sendable {
     func take(_ e: EncodedFrame, track: Int) throws(RecordingError)
+    /// The track has no more frames.
+    func end(track: Int) throws(RecordingError)
 }
 
 extension RecordingWriter: PacketSink {
     func take(_ e: EncodedFrame, track: Int) throws(RecordingError) { try write(e, track: track) }
+    func end(track: Int) throws(RecordingError) { try endTrack(track) }
 }
 
 /// The record a frame's header gives (capture offset filled in by the writer).
@@ -92,6 +95,7 @@ final class RecordedStream: @unchecked Sendable {
         } catch {
             self.error = error
         }
+        do { try sink.end(track: index) } catch { self.error = self.error ?? error }
     }
 }
 

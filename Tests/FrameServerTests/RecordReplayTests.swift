@@ -174,6 +174,9 @@ final class FrameCollector: @unchecked Sendable {
         #expect(recorder.wait(timeout: 60) == 0, "record: \(recorder.stderr)")
         #expect(a.wait(timeout: 30) == 0 && b.wait(timeout: 30) == 0)
         let (oa, ob) = (try ca.wait(), try cb.wait())
+        // Interleaved by capture time: the file's packets (one timeline for both) in order.
+        let pts = try text("ffprobe -v error -show_entries packet=pts -of csv=p=0 '\(rec)'", scratch).split(separator: "\n").compactMap { Int($0.split(separator: ",").first ?? "") }
+        #expect(pts.count == 40 && pts == pts.sorted())
         let seen = try replay(rec, streams: ["a", "b"], scratch)
         let base = min(oa[0].description.captureNanos, ob[0].description.captureNanos)
         let replayBase = min(seen[0].first?.description.captureNanos ?? 0, seen[1].first?.description.captureNanos ?? 0)
@@ -313,5 +316,36 @@ final class FrameCollector: @unchecked Sendable {
         let decoded = try text("ffmpeg -v error -i '\(rec)' -fps_mode passthrough -f framemd5 -", scratch)
         #expect(hashes(sink.stdout) == hashes(decoded))
         #expect(hashes(sink.stdout).count == original.count)
+    }
+
+    /// SIGINT completes the file (drained, index written: replay has nothing to say about it);
+    /// a file damaged in its middle replays without a crash.
+    @Test func interruptedRecordingIsCompleteAndDamageIsSurvived() throws {
+        let scratch = try Scratch()
+        let rec = scratch.file("int.nut")
+        let producer = try scratch.start(["produce", "--pattern", "--out", "cam", "--rate", "60", "--size", "160x120", "--wait-for", "1"])
+        let recorder = try scratch.start(["record", "--in", "cam", "-o", rec])
+        #expect(eventually { (scratch.snapshot("cam")?.published ?? 0) >= 20 })
+        recorder.signal(SIGINT)
+        #expect(recorder.wait(timeout: 30) == 0, "\(recorder.stderr)")
+        producer.signal(SIGINT)
+        _ = producer.wait(timeout: 30)
+        let replay = try scratch.start(["replay", rec, "--rate", "max"])
+        let sink = try scratch.run(["sink", "--in", "cam", "--null", "--verify", "--stats-json", "--wait", "30"])
+        #expect(replay.wait(timeout: 60) == 0)
+        #expect(replay.stderr.split(separator: "\n").allSatisfy { $0.contains("waiting for its first") }, "\(replay.stderr)")
+        let stats = try #require(SinkStats.parse(sink.stdout))
+        #expect(stats.received >= 20 && stats.corrupt == 0)
+
+        // Overwrite 4 kB in the middle: no crash, the stream still ends.
+        let handle = try #require(FileHandle(forUpdatingAtPath: rec))
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: size / 2)
+        handle.write(Data(repeating: 0xA5, count: 4096))
+        try handle.close()
+        let damaged = try scratch.start(["replay", rec, "--rate", "max", "--out", "d_"])
+        let reader = try scratch.run(["sink", "--in", "d_cam", "--null", "--stats-json", "--wait", "30"])
+        #expect(damaged.wait(timeout: 60) == 0, "\(damaged.stderr)")
+        #expect(reader.status == 0)
     }
 }
