@@ -131,7 +131,7 @@ extension StreamRecorder {
     /// `onBound` sees the memory bound before recording starts (and may refuse it by throwing).
     public func runSnapshots(windowNanos: Int64, onBound: (SnapshotBound) throws -> Void,
                              onWritten: (String, [Int]) -> Void) throws -> Int {
-        let streams = try attach()
+        guard let streams = try attach() else { return 0 }
         let tracks = streams.compactMap(\.spec)
         let bound = SnapshotBound.of(tracks, windowNanos: windowNanos)
         try onBound(bound)

@@ -1,5 +1,6 @@
 import Foundation
 import FrameServer
+import Glibc
 
 /// What `framesrv record` records and how.
 public struct RecordSettings: Sendable {
@@ -119,12 +120,15 @@ public final class StreamRecorder: @unchecked Sendable {
         return failure || stopRequested()
     }
 
-    /// Attaches to every stream and takes its first frame (the header needs every track's format).
-    func attach() throws -> [RecordedStream] {
+    /// Attaches to every stream and takes its first frame (the header needs every track's
+    /// format); nil when a stop came first.
+    func attach() throws -> [RecordedStream]? {
+        try Self.checkWritable(settings.path)
         var streams: [RecordedStream] = []
         for (i, name) in settings.streams.enumerated() {
             let s = try RecordedStream(index: i, name: name, settings: settings) { [unowned self] in shouldStop }
             guard try s.start(codec: settings.codec) else {
+                if stopRequested() { return nil }
                 throw RecordingError.cannotRead(name, "the stream ended before its first frame")
             }
             streams.append(s)
@@ -132,9 +136,18 @@ public final class StreamRecorder: @unchecked Sendable {
         return streams
     }
 
-    /// Records until the streams end or a stop; returns what was written.
-    public func run() throws -> RecordReport {
-        let streams = try attach()
+    /// Fails now, before waiting for any stream, when `path`'s folder cannot take the file.
+    static func checkWritable(_ path: String) throws(RecordingError) {
+        let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        guard access(folder.isEmpty ? "/" : folder, W_OK) == 0 else {
+            throw .cannotWrite(path, String(cString: strerror(errno)))
+        }
+    }
+
+    /// Records until the streams end or a stop; returns what was written (nil: stopped
+    /// before every stream's first frame, nothing written).
+    public func run() throws -> RecordReport? {
+        guard let streams = try attach() else { return nil }
         let base = streams.map(\.firstCapture).min() ?? 0
         let writer = try RecordingWriter(path: settings.path, tracks: streams.compactMap(\.spec), baseCaptureNanos: base)
         runThreads(streams, into: writer)

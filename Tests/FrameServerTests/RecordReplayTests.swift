@@ -348,4 +348,18 @@ final class FrameCollector: @unchecked Sendable {
         #expect(damaged.wait(timeout: 60) == 0, "\(damaged.stderr)")
         #expect(reader.status == 0)
     }
+
+    /// Bad invocations: one error line each, before waiting for any stream.
+    @Test func badInvocationsAreOneLine() throws {
+        let scratch = try Scratch()
+        for (args, status) in [(["record", "--in", "cam", "-o", "/nonexistent/dir/x.nut"], Int32(1)),
+                               (["record", "-o", scratch.file("x.nut")], 2), (["record", "--in", "a,a", "-o", scratch.file("x.nut")], 2),
+                               (["record", "--in", "a", "-o", scratch.file("x.nut"), "--codec", "vp9"], 2),
+                               (["record", "--in", "a", "-o", scratch.file("x.nut"), "--crf", "20"], 2),
+                               (["replay"], 2), (["replay", scratch.file("missing.nut")], 1),
+                               (["replay", scratch.file("x.nut"), "--rate", "0"], 2)] {
+            let r = try scratch.run(args, timeout: 10)
+            #expect(r.status == status && r.stderr.split(separator: "\n").count == 1, "\(args): \(r.status) \(r.stderr)")
+        }
+    }
 }

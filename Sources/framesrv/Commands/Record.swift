@@ -46,7 +46,7 @@ enum RecordCommand: Command {
         installStopHandlers()
         if let micros = o.snapshotMicros { return try runSnapshots(o, windowNanos: micros * 1000) }
         let recorder = StreamRecorder(settings: o.settings, stop: StopSignal.shouldStop)
-        let report = try recorder.run()
+        guard let report = try recorder.run() else { return 130 }   // stopped before the first frames: nothing written
         if !o.quiet { summarise(o.settings.path, report) }
         return 0
     }
