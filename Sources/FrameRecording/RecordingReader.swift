@@ -147,8 +147,22 @@ public final class RecordingReader {
     }
 
     /// Starts again from the first frame (for --loop); false when the file cannot seek.
-    public func rewind() -> Bool {
-        guard let ic = context, avformat_seek_file(ic, -1, Int64.min, 0, 0, 0) >= 0 else { return false }
+    public func rewind() -> Bool { seek(toOffsetNanos: 0) }
+
+    /// Frames captured before this offset (ns) are dropped without being decoded where
+    /// their codec allows it (raw and FFV1: every frame a keyframe); H.264 frames are
+    /// decoded (later frames need them) and the caller drops them.
+    public var skipBefore: Int64 = 0
+
+    /// Goes to the syncpoint before capture offset `nanos` (NUT's syncpoints point back to
+    /// where every stream has a keyframe), or to the start; false when the file cannot seek.
+    /// The frames before `nanos` still come out (see `skipBefore`).
+    public func seek(toOffsetNanos nanos: Int64) -> Bool {
+        guard let ic = context else { return false }
+        let ts = nanos / 1000   // the container's timeline: microseconds of capture time
+        guard avformat_seek_file(ic, -1, Int64.min, ts, ts, 0) >= 0 || avformat_seek_file(ic, -1, Int64.min, 0, 0, 0) >= 0 else {
+            return false
+        }
         for d in decoders { d.reset() }
         ready.removeAll()
         draining = false
@@ -169,6 +183,9 @@ public final class RecordingReader {
         guard p.pointee.flags & AV_PKT_FLAG_CORRUPT == 0, track >= 0, track < decoders.count, let record = Self.record(of: p) else {
             skippedPackets += 1
             return
+        }
+        if record.captureOffsetNanos < skipBefore, record.packing == .raw || decoders[track].codecID == AV_CODEC_ID_FFV1 {
+            return   // before a seek's target, and it decodes alone: not worth decoding
         }
         if record.packing == .raw {
             guard let frame = Self.rawFrame(p, track: track, record: record) else { decodeErrors += 1; return }

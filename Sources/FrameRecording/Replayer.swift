@@ -151,6 +151,8 @@ public final class Replayer {
     /// One pass over the file from -ss; true when it reached the end (or -t), false when stopped.
     private func playOnce(_ pass: inout Pass, into report: inout ReplayReport) throws -> Bool {
         var seekTo: Int64?
+        reader.skipBefore = settings.start
+        if settings.start > 0 { _ = reader.seek(toOffsetNanos: settings.start) }
         while !stop(), let f = reader.next() {
             let offset = f.record.captureOffsetNanos
             if offset < (seekTo ?? settings.start) { continue }   // before -ss, or before a seek's target
@@ -177,12 +179,13 @@ public final class Replayer {
         return !stop()
     }
 
-    /// Performs a seek the clock asked for: back to the start of the file, then forward to
-    /// the first frame at or after `target` (seconds of this pass's timeline). Returns the
-    /// capture offset to skip to.
+    /// Performs a seek the clock asked for: to the file's syncpoint before `target` (seconds
+    /// of this pass's timeline), then forward to the first frame at or after it (frames before
+    /// it decoded only where later ones need them). Returns the capture offset to skip to.
     private func seek(to target: Double, pass: inout Pass) throws -> Int64 {
         let offset = max(settings.start, Int64((target * 1e9).rounded()) - pass.shift)
-        guard reader.rewind() else { throw RecordingError.cannotRead(settings.path, "it cannot seek") }
+        guard reader.seek(toOffsetNanos: offset) else { throw RecordingError.cannotRead(settings.path, "it cannot seek") }
+        reader.skipBefore = offset
         clock.didSeek(to: target)
         pass.discontinuity = true
         return offset

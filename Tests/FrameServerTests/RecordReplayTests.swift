@@ -316,6 +316,14 @@ final class FrameCollector: @unchecked Sendable {
         let decoded = try text("ffmpeg -v error -i '\(rec)' -fps_mode passthrough -f framemd5 -", scratch)
         #expect(hashes(sink.stdout) == hashes(decoded))
         #expect(hashes(sink.stdout).count == original.count)
+
+        // -ss into the middle (no keyframe there): the frames from it on, exactly as decoded from the start.
+        let base = original[0].description.captureNanos
+        let middle = Double((original[17].description.captureNanos - base) / 1000) / 1e6   // whole microseconds, as -ss reads them
+        let late = try scratch.start(["replay", rec, "--rate", "max", "--quiet", "-ss", String(format: "%.6f", middle)])
+        let tail = try scratch.run(["sink", "--in", "cam", "--framemd5", "-", "--quiet", "--wait", "30"])
+        #expect(late.wait(timeout: 60) == 0)
+        #expect(hashes(tail.stdout).first == hashes(sink.stdout).dropFirst(17).first)
     }
 
     /// SIGINT completes the file (drained, index written: replay has nothing to say about it);
