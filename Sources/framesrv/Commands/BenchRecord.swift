@@ -1,5 +1,6 @@
 import Foundation
 import FrameMedia
+import FrameProcess
 import FrameServer
 
 /// `framesrv bench record`: recording throughput (FFV1, raw) next to ffmpeg's FFV1 encoder on
