@@ -5,12 +5,13 @@ import FrameServer
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
 enum BenchCommand: Command {
     static let name = "bench"
-    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python)"
+    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python), 'bench record' (versus ffmpeg)"
     static let help = """
     usage: framesrv bench transport [--seconds S | --frames N] [--quick] [--python PATH]
            framesrv bench decode [-i FILE] [--threads T]
            framesrv bench chain [-i FILE] [--threads T]
            framesrv bench clients [--seconds S] [--quick] [--python PATH] [--c-tools DIR]
+           framesrv bench record [--frames N] [--quick]
 
     transport: every figure next to its peer, measured in the same run, the systems
     alternated, the median of 3 rounds. Every consumer is a separate process; framesrv's
@@ -63,6 +64,13 @@ enum BenchCommand: Command {
       --seconds S    each measurement's length (default 3; --quick: 1)
       --python PATH  a python with the framesrv package (default: what scripts/python-env prints)
       --c-tools DIR  the directory of framesrv-consume (default: clients/c/build)
+
+    record: 'framesrv record' of N frames (default 60; --quick: 20) of the 1920x1080 test
+    pattern (--rate max) with --codec ffv1 and raw, frames/s from start to exit and bytes per
+    frame, next to 'framesrv sink --raw - | ffmpeg -f rawvideo -i - -c:v ffv1' on the same
+    frames; 'framesrv replay --rate max' of each file into a null sink, frames/s; and the seek
+    latency of a paused replay ('ctl seek T' + 'ctl step 1' until the frame is in a consumer),
+    the median of 5. The recordings go to a temporary folder, removed at the end.
     """
 
     static func run(_ o: BenchOptions) throws -> Int32 {
@@ -71,6 +79,7 @@ enum BenchCommand: Command {
         case .chain: try chain(input: o.input, threads: o.threads)
         case .transport(let budget): try transport(budget, python: o.python)
         case .clients(let seconds): try clients(seconds: seconds, python: o.python, cTools: o.cTools)
+        case .record(let frames): try record(frames: frames)
         }
         return 0
     }

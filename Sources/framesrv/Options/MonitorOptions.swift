@@ -60,7 +60,7 @@ struct TopOptions: CommandOptions {
 
 /// `framesrv bench`'s options.
 struct BenchOptions: CommandOptions {
-    enum Benchmark: Equatable { case transport(TransportBudget), decode, chain, clients(seconds: Double) }
+    enum Benchmark: Equatable { case transport(TransportBudget), decode, chain, clients(seconds: Double), record(frames: Int) }
     /// bench transport: each measurement runs `seconds`, or `frames` frames when given;
     /// `rounds` alternated rounds (the median is printed).
     struct TransportBudget: Equatable { var frames: Int?; var seconds: Double; var rounds: Int }
@@ -100,8 +100,11 @@ struct BenchOptions: CommandOptions {
                 throw UsageError("-i, --threads and --frames do not go with 'bench clients' (it runs for --seconds)")
             }
             benchmark = .clients(seconds: seconds ?? (quick ? 1 : 3))
+        case ["record"]:
+            guard input == nil, threads == nil else { throw UsageError("-i and --threads do not go with 'bench record'") }
+            benchmark = .record(frames: frames ?? (quick ? 20 : 60))
         default:
-            throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain or bench clients")
+            throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain, bench clients or bench record")
         }
     }
 }

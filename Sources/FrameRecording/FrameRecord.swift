@@ -1,0 +1,100 @@
+import FrameServer
+
+/// One recorded frame's header: every `fs_frame` field a replay restores, stored with the
+/// frame's packet (NUT side data `CodecSpecificSide1`, libavformat's
+/// AV_PKT_DATA_MATROSKA_BLOCKADDITIONAL with BlockAddID 1). The byte layout is
+/// docs/RECORDING.md's "Frame record" table: 112 bytes, little-endian.
+public struct FrameRecord: Sendable, Equatable {
+    /// How the packet's bytes hold the pixels.
+    public enum Packing: UInt8, Sendable {
+        /// Encoded with the track's codec (FFV1 or H.264).
+        case codec = 0
+        /// The planes tightly packed, plane after plane (ffmpeg's rawvideo layout).
+        case raw = 1
+    }
+
+    public static let magic: UInt32 = 0x4652_5346   // "FSRF"
+    public static let version: UInt16 = 1
+    public static let size = 112
+
+    public var packing: Packing = .codec
+    public var description = FrameDescription()
+    /// Nanoseconds from the recording's first frame (over every stream) to this frame's capture.
+    public var captureOffsetNanos: Int64 = 0
+    public var sequence: UInt64 = 0
+    public var epoch: UInt64 = 0
+    public var format: FrameFormat
+
+    public init(format: FrameFormat) { self.format = format }
+
+    /// The 112 bytes.
+    public var bytes: [UInt8] {
+        var w = ByteWriter()
+        let d = description
+        w.u32(Self.magic); w.u16(Self.version); w.u8(packing.rawValue); w.u8(0)
+        w.i64(d.pts ?? Int64.min); w.i32(d.timeBase.num); w.i32(d.timeBase.den)
+        w.i64(d.duration); w.i64(captureOffsetNanos); w.u64(sequence); w.u64(epoch)
+        w.u32(d.flags.rawValue)
+        w.u32(d.color.matrix); w.u32(d.color.range); w.u32(d.color.primaries); w.u32(d.color.transfer)
+        w.i32(d.sampleAspectRatio.num); w.i32(d.sampleAspectRatio.den)
+        w.u32(d.fieldOrder.rawValue); w.u32(d.chromaLocation.rawValue); w.u32(d.sourceDropped)
+        w.u32(UInt32(format.width)); w.u32(UInt32(format.height)); w.u32(format.pixelFormat.rawValue); w.u32(0)
+        return w.bytes
+    }
+
+    /// Reads a record; nil when the bytes are not one (wrong magic, version, size or values).
+    public init?(bytes: UnsafeRawBufferPointer) {
+        var r = ByteReader(bytes)
+        guard bytes.count >= Self.size, r.u32() == Self.magic, r.u16() == Self.version,
+              let packing = Packing(rawValue: r.u8()) else { return nil }
+        _ = r.u8()
+        var d = FrameDescription()
+        let pts = r.i64()
+        d.pts = pts == Int64.min ? nil : pts
+        d.timeBase = Rational(r.i32(), r.i32())
+        d.duration = r.i64()
+        let offset = r.i64(), sequence = r.u64(), epoch = r.u64()
+        d.flags = FrameFlags(rawValue: r.u32())
+        d.color = ColorDescription(matrix: r.u32(), range: r.u32(), primaries: r.u32(), transfer: r.u32())
+        d.sampleAspectRatio = Rational(r.i32(), r.i32())
+        guard let field = FieldOrder(rawValue: r.u32()), let chroma = ChromaLocation(rawValue: r.u32()) else { return nil }
+        d.fieldOrder = field
+        d.chromaLocation = chroma
+        d.sourceDropped = r.u32()
+        let width = Int(r.u32()), height = Int(r.u32())
+        guard let pixelFormat = PixelFormat(rawValue: r.u32()) else { return nil }
+        let format = FrameFormat(pixelFormat, width: width, height: height)
+        guard (try? format.validate()) != nil else { return nil }
+        self.format = format
+        self.packing = packing
+        self.description = d
+        self.captureOffsetNanos = offset
+        self.sequence = sequence
+        self.epoch = epoch
+    }
+}
+
+/// Little-endian writes into a growing array.
+struct ByteWriter {
+    var bytes: [UInt8] = []
+    init() { bytes.reserveCapacity(FrameRecord.size) }
+    mutating func u8(_ v: UInt8) { bytes.append(v) }
+    mutating func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
+    mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
+    mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
+    mutating func i32(_ v: Int32) { u32(UInt32(bitPattern: v)) }
+    mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+}
+
+/// Little-endian reads from a buffer the caller has checked is long enough.
+struct ByteReader {
+    let buffer: UnsafeRawBufferPointer
+    var at = 0
+    init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
+    mutating func u8() -> UInt8 { defer { at += 1 }; return buffer[at] }
+    mutating func u16() -> UInt16 { UInt16(u8()) | UInt16(u8()) << 8 }
+    mutating func u32() -> UInt32 { UInt32(u16()) | UInt32(u16()) << 16 }
+    mutating func u64() -> UInt64 { UInt64(u32()) | UInt64(u32()) << 32 }
+    mutating func i32() -> Int32 { Int32(bitPattern: u32()) }
+    mutating func i64() -> Int64 { Int64(bitPattern: u64()) }
+}

@@ -1,0 +1,328 @@
+import CFFmpeg
+import FrameServer
+import Glibc
+
+/// A recorded stream as the file declares it.
+public struct RecordedTrack: Sendable {
+    public var name: String
+    public var rate: Rational?
+}
+
+/// One frame read back: its record and its pixels (decoded, or the raw packet).
+public final class ReadFrame {
+    public let track: Int
+    public let record: FrameRecord
+    private var frame: UnsafeMutablePointer<AVFrame>?
+    private var packet: UnsafeMutablePointer<AVPacket>?
+
+    init(track: Int, record: FrameRecord, frame: UnsafeMutablePointer<AVFrame>) {
+        self.track = track; self.record = record; self.frame = frame
+    }
+
+    init(track: Int, record: FrameRecord, packet: UnsafeMutablePointer<AVPacket>) {
+        self.track = track; self.record = record; self.packet = packet
+    }
+
+    deinit {
+        av_frame_free(&frame)
+        av_packet_free(&packet)
+    }
+
+    /// Copies the pixels, row by row, into `slot` (reserved with `record.format`).
+    public func copy(into slot: borrowing WritableFrame) {
+        let format = record.format
+        var raw = packet?.pointee.data.map { UnsafePointer($0) }
+        let lines: [(UnsafePointer<UInt8>?, Int)] = frame.map { f in
+            withUnsafeBytes(of: f.pointee.data) { d in
+                withUnsafeBytes(of: f.pointee.linesize) { l in
+                    let data = d.bindMemory(to: UnsafeMutablePointer<UInt8>?.self), ls = l.bindMemory(to: Int32.self)
+                    return format.pixelFormat.planes.indices.map { (data[$0].map { UnsafePointer($0) }, Int(ls[$0])) }
+                }
+            }
+        } ?? []
+        for i in format.pixelFormat.planes.indices {
+            let dst = slot.plane(i).baseAddress!, stride = format.stride(plane: i), row = format.rowBytes(plane: i)
+            for y in 0..<format.rows(plane: i) {
+                if let src = raw {
+                    memcpy(dst + y * stride, src, row)
+                    raw = src + row
+                } else if i < lines.count, let src = lines[i].0 {
+                    memcpy(dst + y * stride, src + y * lines[i].1, row)
+                }
+            }
+        }
+    }
+}
+
+/// Reads a framesrv recording (docs/RECORDING.md) frame by frame, in file order: each
+/// packet's record, its pixels decoded (FFV1, H.264) or unpacked (raw). A truncated or
+/// damaged file reads up to where it can; what was skipped is counted.
+public final class RecordingReader {
+    public let path: String
+    public let tracks: [RecordedTrack]
+    /// Packets without a valid frame record (damaged, or not written by framesrv).
+    public private(set) var skippedPackets = 0
+    /// Frames whose pixels did not decode, or decoded to another format or size than recorded.
+    public private(set) var decodeErrors = 0
+    /// Why reading stopped before the end of the file (a truncated or damaged file), if it did.
+    public private(set) var readError: String?
+    private var context: UnsafeMutablePointer<AVFormatContext>?
+    private var decoders: [TrackDecoder]
+    private var ready: [ReadFrame] = []
+    private var draining = false
+    private var packet = av_packet_alloc()
+
+    public init(path: String) throws(RecordingError) {
+        self.path = path
+        av_log_set_level(AV_LOG_FATAL)
+        var ic: UnsafeMutablePointer<AVFormatContext>?
+        var r = avformat_open_input(&ic, path, nil, nil)
+        guard r >= 0, let ic else { throw .cannotRead(path, ffmpegMessage(r)) }
+        context = ic
+        guard av_dict_get(ic.pointee.metadata, RecordingKeys.recording, nil, 0) != nil else {
+            avformat_close_input(&context)
+            throw .cannotRead(path, "not a framesrv recording (no '\(RecordingKeys.recording)' tag; record it with 'framesrv record')")
+        }
+        r = avformat_find_stream_info(ic, nil)
+        var tracks: [RecordedTrack] = []
+        var decoders: [TrackDecoder] = []
+        for i in 0..<Int(ic.pointee.nb_streams) {
+            let st = ic.pointee.streams[i]!
+            let name = Self.tag(st.pointee.metadata, RecordingKeys.stream) ?? "stream\(i)"
+            let rate = Self.tag(st.pointee.metadata, RecordingKeys.rate).flatMap(Self.rational)
+            tracks.append(RecordedTrack(name: name, rate: rate))
+            let par = st.pointee.codecpar.pointee
+            let extradata = par.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.extradata_size))) } ?? []
+            decoders.append(TrackDecoder(codecID: par.codec_id, extradata: extradata))
+        }
+        self.tracks = tracks
+        self.decoders = decoders
+        complete = Self.endsWithIndex(path)
+    }
+
+    /// Whether the file ends with NUT's index, as a recording that finished does (one killed
+    /// or truncated does not): the last 12 bytes hold the index's distance from the end.
+    public let complete: Bool
+
+    static func endsWithIndex(_ path: String) -> Bool {
+        guard let f = fopen(path, "rb") else { return false }
+        defer { fclose(f) }
+        func u64(at offset: Int) -> UInt64? {
+            var b = [UInt8](repeating: 0, count: 8)
+            guard fseeko(f, off_t(offset), SEEK_SET) == 0, fread(&b, 1, 8, f) == 8 else { return nil }
+            return b.reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        guard fseeko(f, 0, SEEK_END) == 0 else { return false }
+        let size = Int(ftello(f))
+        guard size > 12, let distance = u64(at: size - 12), distance > 12, distance <= UInt64(size) else { return false }
+        return u64(at: size - Int(distance)) == 0x4E58_DD67_2F23_E64E   // INDEX_STARTCODE ('N' 'X' ...)
+    }
+
+    deinit {
+        avformat_close_input(&context)
+        av_packet_free(&packet)
+    }
+
+    static func tag(_ dict: OpaquePointer?, _ key: String) -> String? {
+        av_dict_get(dict, key, nil, 0).map { String(cString: $0.pointee.value) }
+    }
+
+    static func rational(_ text: String) -> Rational? {
+        let parts = text.split(separator: "/")
+        guard parts.count == 2, let n = Int32(parts[0]), let d = Int32(parts[1]), n > 0, d > 0 else { return nil }
+        return Rational(n, d)
+    }
+
+    /// The recording's length in seconds, as libavformat reads it (nil when unknown).
+    public var duration: Double? {
+        guard let d = context?.pointee.duration, d != cffmpeg_nopts(), d > 0 else { return nil }
+        return Double(d) / Double(AV_TIME_BASE)
+    }
+
+    /// The next frame in file order; nil at the end (or where the file stops being readable).
+    public func next() -> ReadFrame? {
+        while ready.isEmpty {
+            guard !draining else { return nil }
+            readPacket()
+        }
+        return ready.removeFirst()
+    }
+
+    /// Starts again from the first frame (for --loop); false when the file cannot seek.
+    public func rewind() -> Bool { seek(toOffsetNanos: 0) }
+
+    /// Frames captured before this offset (ns) are dropped without being decoded where
+    /// their codec allows it (raw and FFV1: every frame a keyframe); H.264 frames are
+    /// decoded (later frames need them) and the caller drops them.
+    public var skipBefore: Int64 = 0
+
+    /// Goes to the syncpoint before capture offset `nanos` (NUT's syncpoints point back to
+    /// where every stream has a keyframe), or to the start; false when the file cannot seek.
+    /// The frames before `nanos` still come out (see `skipBefore`).
+    public func seek(toOffsetNanos nanos: Int64) -> Bool {
+        guard let ic = context else { return false }
+        let ts = nanos / 1000   // the container's timeline: microseconds of capture time
+        guard avformat_seek_file(ic, -1, Int64.min, ts, ts, 0) >= 0 || avformat_seek_file(ic, -1, Int64.min, 0, 0, 0) >= 0 else {
+            return false
+        }
+        for d in decoders { d.reset() }
+        ready.removeAll()
+        draining = false
+        return true
+    }
+
+    private func readPacket() {
+        guard let ic = context, let p = packet else { draining = true; return }
+        let r = av_read_frame(ic, p)
+        if r < 0 {
+            if r != cffmpeg_eof() { readError = ffmpegMessage(r) }
+            draining = true
+            for (i, d) in decoders.enumerated() { ready += d.drain(track: i, errors: &decodeErrors) }
+            return
+        }
+        defer { av_packet_unref(p) }
+        let track = Int(p.pointee.stream_index)
+        guard p.pointee.flags & AV_PKT_FLAG_CORRUPT == 0, track >= 0, track < decoders.count, let record = Self.record(of: p) else {
+            skippedPackets += 1
+            return
+        }
+        if record.captureOffsetNanos < skipBefore, record.packing == .raw || decoders[track].codecID == AV_CODEC_ID_FFV1 {
+            return   // before a seek's target, and it decodes alone: not worth decoding
+        }
+        if record.packing == .raw {
+            guard let frame = Self.rawFrame(p, track: track, record: record) else { decodeErrors += 1; return }
+            ready.append(frame)
+        } else {
+            ready += decoders[track].decode(p, record: record, track: track, errors: &decodeErrors)
+        }
+    }
+
+    /// The packet's frame record, when it carries a valid one.
+    static func record(of p: UnsafeMutablePointer<AVPacket>) -> FrameRecord? {
+        var size = 0
+        guard let side = av_packet_get_side_data(p, AV_PKT_DATA_MATROSKA_BLOCKADDITIONAL, &size) else { return nil }
+        // NUT stores the whole side data (BlockAddID included) and its demuxer puts the ID in
+        // front again: the record follows one or two 8-byte IDs (docs/RECORDING.md).
+        for skip in [16, 8] where size >= skip + FrameRecord.size {
+            if let r = FrameRecord(bytes: UnsafeRawBufferPointer(start: side + skip, count: size - skip)) { return r }
+        }
+        return nil
+    }
+
+    /// A raw packet as a frame, when its size is the record's format's.
+    static func rawFrame(_ p: UnsafeMutablePointer<AVPacket>, track: Int, record: FrameRecord) -> ReadFrame? {
+        let f = record.format
+        let size = f.pixelFormat.planes.indices.reduce(0) { $0 + f.rowBytes(plane: $1) * f.rows(plane: $1) }
+        guard Int(p.pointee.size) == size, let copy = av_packet_clone(p) else { return nil }
+        return ReadFrame(track: track, record: record, packet: copy)
+    }
+}
+
+/// One track's decoder, opened for the format of the frames it sees (again when it changes).
+final class TrackDecoder {
+    let codecID: AVCodecID
+    private var context: UnsafeMutablePointer<AVCodecContext>?
+    private var format: FrameFormat?
+    private var records: [Int64: FrameRecord] = [:]
+    private var counter: Int64 = 0
+
+    /// The codec's parameters the decoder has (the stream header's, or a packet's NEW_EXTRADATA).
+    private var extradata: [UInt8]
+    private let headerExtradata: [UInt8]
+
+    init(codecID: AVCodecID, extradata: [UInt8]) {
+        self.codecID = codecID
+        self.extradata = extradata
+        headerExtradata = extradata
+    }
+    deinit { avcodec_free_context(&context) }
+
+    func reset() {
+        avcodec_free_context(&context)
+        format = nil
+        records.removeAll()
+    }
+
+    func decode(_ p: UnsafeMutablePointer<AVPacket>, record: FrameRecord, track: Int, errors: inout Int) -> [ReadFrame] {
+        var out: [ReadFrame] = []
+        // The packet's own parameters (frames after a format change carry them), else the header's.
+        var size = 0
+        let wanted = av_packet_get_side_data(p, AV_PKT_DATA_NEW_EXTRADATA, &size)
+            .map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? headerExtradata
+        if wanted != extradata {
+            extradata = wanted
+            format = nil   // reopen with them
+        }
+        if format != record.format {
+            out = drain(track: track, errors: &errors)
+            guard open(record.format) else { errors += 1; return out }
+        }
+        guard let c = context else { return out }
+        counter += 1
+        p.pointee.pts = counter
+        p.pointee.dts = counter
+        records[counter] = record
+        if avcodec_send_packet(c, p) < 0 {
+            records[counter] = nil
+            errors += 1
+            return out
+        }
+        return out + receive(track: track, errors: &errors)
+    }
+
+    /// The frames still inside the decoder (at the end of the file, or before a reopen).
+    func drain(track: Int, errors: inout Int) -> [ReadFrame] {
+        guard let c = context else { return [] }
+        _ = avcodec_send_packet(c, nil)
+        let out = receive(track: track, errors: &errors)
+        errors += records.count   // sent, never came out
+        reset()
+        return out
+    }
+
+    private func receive(track: Int, errors: inout Int) -> [ReadFrame] {
+        guard let c = context else { return [] }
+        var out: [ReadFrame] = []
+        while true {
+            guard let f = av_frame_alloc() else { return out }
+            guard avcodec_receive_frame(c, f) >= 0 else {
+                var q: UnsafeMutablePointer<AVFrame>? = f
+                av_frame_free(&q)
+                return out
+            }
+            let key = f.pointee.best_effort_timestamp != cffmpeg_nopts() ? f.pointee.best_effort_timestamp : f.pointee.pts
+            guard let record = records.removeValue(forKey: key), Self.matches(f, record.format) else {
+                errors += 1
+                var q: UnsafeMutablePointer<AVFrame>? = f
+                av_frame_free(&q)
+                continue
+            }
+            out.append(ReadFrame(track: track, record: record, frame: f))   // the ReadFrame owns it now
+        }
+    }
+
+    static func matches(_ f: UnsafeMutablePointer<AVFrame>, _ format: FrameFormat) -> Bool {
+        f.pointee.width == Int32(format.width) && f.pointee.height == Int32(format.height)
+            && f.pointee.format == av_get_pix_fmt(format.pixelFormat.name).rawValue
+    }
+
+    private func open(_ format: FrameFormat) -> Bool {
+        avcodec_free_context(&context)
+        guard let dec = avcodec_find_decoder(codecID), let c = avcodec_alloc_context3(dec) else { return false }
+        context = c
+        c.pointee.width = Int32(format.width)
+        c.pointee.height = Int32(format.height)
+        c.pointee.pix_fmt = av_get_pix_fmt(format.pixelFormat.name)
+        c.pointee.thread_count = 0
+        c.pointee.thread_type = FF_THREAD_SLICE   // slices on every core, no frame delay
+        c.pointee.pkt_timebase = AVRational(num: 1, den: 1)
+        if !extradata.isEmpty, let d = av_mallocz(extradata.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) {
+            extradata.withUnsafeBytes { d.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            c.pointee.extradata = d.assumingMemoryBound(to: UInt8.self)
+            c.pointee.extradata_size = Int32(extradata.count)
+        }
+        guard avcodec_open2(c, dec, nil) >= 0 else { avcodec_free_context(&context); return false }
+        self.format = format
+        return true
+    }
+}

@@ -1,0 +1,216 @@
+import CFFmpeg
+import Foundation
+import FrameServer
+
+/// One recorded stream as the file's header declares it.
+public struct TrackSpec: Sendable {
+    /// The stream's name when it was recorded (what replay republishes it as).
+    public var name: String
+    /// The stream's exact nominal rate, when it had one.
+    public var rate: Rational?
+    /// The first frame's format (the track's declared size and pixel format).
+    public var format: FrameFormat
+    /// The first frame's description (the track's declared colour, aspect ratio, fields).
+    public var description: FrameDescription
+    /// How its frames are stored.
+    public var codec: RecordingCodec
+    /// The codec's parameters for the stream header (FFV1 level 3), if it has any.
+    public var extradata: [UInt8] = []
+
+    public init(name: String, rate: Rational?, format: FrameFormat, description: FrameDescription, codec: RecordingCodec) {
+        self.name = name; self.rate = rate; self.format = format; self.description = description; self.codec = codec
+    }
+
+    /// The codec the container declares: the requested one, or rawvideo when it cannot hold the first format.
+    var containerCodec: RecordingCodec { TrackEncoder.codecTakes(codec, format.pixelFormat) ? codec : .raw }
+}
+
+/// Writes a framesrv recording: a NUT file (docs/RECORDING.md) with one video stream per
+/// recorded stream, each packet carrying its `FrameRecord`, interleaved in capture order.
+/// Packets reach the file as soon as the interleaving allows (flushed each time), so a
+/// recorder killed with SIGKILL leaves a file that reads up to its last packet.
+/// Thread-safe: each stream's thread writes its own packets.
+public final class RecordingWriter: @unchecked Sendable {
+    public let path: String
+    public let tracks: [TrackSpec]
+    private var context: UnsafeMutablePointer<AVFormatContext>?
+    private var lastTimestamp: [Int64]
+    /// Frames waiting to be written in capture order, per track, and the tracks that ended.
+    private var queues: [[EncodedFrame]]
+    private var ended: [Bool]
+    private let lock = NSLock()
+    private var finished = false
+    /// Frames written, per track.
+    public private(set) var frames: [Int]
+    private var finalBytes: Int64 = 0
+
+    /// The container's time base for every stream: microseconds of capture time.
+    static let timeBase = AVRational(num: 1, den: 1_000_000)
+
+    /// The capture time of the recording's first frame (over every track): offsets count from it.
+    public let baseCaptureNanos: UInt64
+
+    /// Creates the file and writes its header.
+    public init(path: String, tracks: [TrackSpec], baseCaptureNanos: UInt64) throws(RecordingError) {
+        self.path = path
+        self.baseCaptureNanos = baseCaptureNanos
+        self.tracks = tracks
+        lastTimestamp = Array(repeating: Int64.min, count: tracks.count)
+        queues = Array(repeating: [], count: tracks.count)
+        ended = Array(repeating: false, count: tracks.count)
+        frames = Array(repeating: 0, count: tracks.count)
+        av_log_set_level(AV_LOG_FATAL)
+        var oc: UnsafeMutablePointer<AVFormatContext>?
+        var r = avformat_alloc_output_context2(&oc, nil, "nut", path)
+        guard r >= 0, let oc else { throw .ffmpeg("avformat_alloc_output_context2", ffmpegMessage(r)) }
+        context = oc
+        r = avio_open(&oc.pointee.pb, path, AVIO_FLAG_WRITE)
+        guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
+        oc.pointee.flush_packets = 1
+        // NUT version 4, the version that carries packet side data (where each frame's record
+        // goes): libavformat writes it for 'syncpoints timestamped' at 'strict experimental'.
+        oc.pointee.strict_std_compliance = -2
+        av_dict_set(&oc.pointee.metadata, RecordingKeys.recording, "\(FrameRecord.version)", 0)
+        for t in tracks { try addStream(oc, t) }
+        var options: OpaquePointer?
+        defer { av_dict_free(&options) }
+        av_dict_set(&options, "syncpoints", "timestamped", 0)
+        r = avformat_write_header(oc, &options)
+        guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
+        avio_flush(oc.pointee.pb)
+    }
+
+    deinit {
+        for q in queues { for e in q { var p = e.packet; av_packet_free(&p) } }
+        if let oc = context {
+            avio_closep(&oc.pointee.pb)
+            avformat_free_context(oc)
+        }
+    }
+
+    private func addStream(_ oc: UnsafeMutablePointer<AVFormatContext>, _ t: TrackSpec) throws(RecordingError) {
+        guard let st = avformat_new_stream(oc, nil) else { throw .ffmpeg("avformat_new_stream", "out of memory") }
+        let p = st.pointee.codecpar!
+        let pix = av_get_pix_fmt(t.format.pixelFormat.name)
+        p.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+        p.pointee.codec_id = t.containerCodec.codecID
+        if t.containerCodec == .raw { p.pointee.codec_tag = avcodec_pix_fmt_to_codec_tag(pix) }
+        if !t.extradata.isEmpty, let d = av_mallocz(t.extradata.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) {
+            t.extradata.withUnsafeBytes { d.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            p.pointee.extradata = d.assumingMemoryBound(to: UInt8.self)
+            p.pointee.extradata_size = Int32(t.extradata.count)
+        }
+        p.pointee.width = Int32(t.format.width)
+        p.pointee.height = Int32(t.format.height)
+        p.pointee.format = pix.rawValue
+        let d = t.description
+        p.pointee.color_range = AVColorRange(rawValue: d.color.range)
+        p.pointee.color_space = AVColorSpace(rawValue: d.color.matrix)
+        p.pointee.color_primaries = AVColorPrimaries(rawValue: d.color.primaries)
+        p.pointee.color_trc = AVColorTransferCharacteristic(rawValue: d.color.transfer)
+        p.pointee.chroma_location = AVChromaLocation(rawValue: d.chromaLocation.rawValue)
+        if d.sampleAspectRatio.num > 0 { p.pointee.sample_aspect_ratio = AVRational(num: d.sampleAspectRatio.num, den: d.sampleAspectRatio.den) }
+        st.pointee.time_base = Self.timeBase
+        if let rate = t.rate {
+            st.pointee.avg_frame_rate = AVRational(num: rate.num, den: rate.den)
+            st.pointee.r_frame_rate = st.pointee.avg_frame_rate
+            av_dict_set(&st.pointee.metadata, RecordingKeys.rate, rate.description, 0)
+        }
+        av_dict_set(&st.pointee.metadata, RecordingKeys.stream, t.name, 0)
+        av_dict_set(&st.pointee.metadata, "title", t.name, 0)
+    }
+
+    /// Queues one encoded frame of track `track` and writes, in capture order across tracks,
+    /// every queued frame that no other track can still precede (see `maxHoldNanos`).
+    func write(_ e: EncodedFrame, track: Int) throws(RecordingError) {
+        lock.lock()
+        defer { lock.unlock() }
+        queues[track].append(e)
+        try writeReady(all: false)
+    }
+
+    /// Says that track `track` has no more frames (it no longer holds the others back).
+    func endTrack(_ track: Int) throws(RecordingError) {
+        lock.lock()
+        defer { lock.unlock() }
+        ended[track] = true
+        try writeReady(all: false)
+    }
+
+    /// How far (capture time) the newest queued frame may be ahead of the oldest before the
+    /// oldest is written even though a track has nothing queued (a slow or stalled stream does
+    /// not hold the others back for longer; a SIGKILL loses at most this much).
+    static let maxHoldNanos: UInt64 = 1_000_000_000
+
+    /// Writes queued frames in capture order while every track has one queued (or has ended),
+    /// or the oldest is `maxHoldNanos` behind the newest; `all`: everything. Called with `lock` held.
+    private func writeReady(all: Bool) throws(RecordingError) {
+        while let t = queues.indices.filter({ !queues[$0].isEmpty }).min(by: { queues[$0][0].captureNanos < queues[$1][0].captureNanos }) {
+            let oldest = queues[t][0].captureNanos
+            let newest = queues.compactMap { $0.last?.captureNanos }.max() ?? oldest
+            let everyTrack = queues.indices.allSatisfy { !queues[$0].isEmpty || ended[$0] }
+            guard all || everyTrack || newest &- oldest > Self.maxHoldNanos else { return }
+            try writeNow(queues[t].removeFirst(), track: t)
+        }
+    }
+
+    /// Writes one frame, its record as side data, and flushes it to the file. Called with `lock` held.
+    private func writeNow(_ e: EncodedFrame, track: Int) throws(RecordingError) {
+        var packet = e.packet
+        defer { av_packet_free(&packet) }
+        guard let p = packet, !finished, let oc = context else { return }
+        var record = e.record
+        record.captureOffsetNanos = Int64(bitPattern: e.captureNanos &- baseCaptureNanos)
+        let bytes = record.bytes
+        guard let side = av_packet_new_side_data(p, AV_PKT_DATA_MATROSKA_BLOCKADDITIONAL, 8 + bytes.count) else {
+            throw .ffmpeg("av_packet_new_side_data", "out of memory")
+        }
+        for i in 0..<8 { side[i] = i == 7 ? 1 : 0 }   // BlockAddID 1, big-endian
+        for (i, b) in bytes.enumerated() { side[8 + i] = b }
+        if e.key { p.pointee.flags |= AV_PKT_FLAG_KEY }
+        p.pointee.stream_index = Int32(track)
+        p.pointee.duration = 0
+        // Strictly increasing per stream (NUT's rule), in capture microseconds.
+        let micros = record.captureOffsetNanos / 1000
+        let ts = max(micros, lastTimestamp[track] == Int64.min ? micros : lastTimestamp[track] + 1)
+        lastTimestamp[track] = ts
+        p.pointee.pts = av_rescale_q(ts, Self.timeBase, oc.pointee.streams[track]!.pointee.time_base)
+        p.pointee.dts = p.pointee.pts
+        let r = av_write_frame(oc, p)
+        guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
+        avio_flush(oc.pointee.pb)
+        frames[track] += 1
+    }
+
+    /// Writes the trailer (NUT's index) and closes the file.
+    public func finish() throws(RecordingError) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !finished, let oc = context else { return }
+        try writeReady(all: true)
+        finished = true
+        let r = av_write_trailer(oc)
+        avio_flush(oc.pointee.pb)
+        finalBytes = max(0, avio_tell(oc.pointee.pb))
+        avio_closep(&oc.pointee.pb)
+        guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
+    }
+
+    /// Bytes in the file so far.
+    public var bytesWritten: Int64 {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !finished, let pb = context?.pointee.pb else { return finalBytes }
+        return max(0, avio_tell(pb))
+    }
+}
+
+/// The metadata keys a recording's header carries (docs/RECORDING.md).
+enum RecordingKeys {
+    /// Container: the frame record version; its presence marks a framesrv recording.
+    static let recording = "framesrv_recording"
+    /// Stream: the recorded stream's name.
+    static let stream = "framesrv_stream"
+    /// Stream: its exact nominal rate, num/den.
+    static let rate = "framesrv_rate"
+}
