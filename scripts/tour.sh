@@ -32,7 +32,7 @@ export HOME=$work/home TMPDIR=$work/tmp FRAMESRV_DIR=$work/run
 
 cd "$ROOT"
 checks='
-for f in film.md5 run.md5 gray.mp4 soft.mp4 soft.mkv edges.mp4 now.png framesrv-demo.mp4; do
+for f in film.md5 run.md5 gray.mp4 film.nut replay.md5 soft.mp4 soft.mkv edges.mp4 now.png framesrv-demo.mp4; do
     [ -s "$f" ] || { echo "tour: $f was not written" >&2; exit 1; }
 done
 left=$(ls -A "$FRAMESRV_DIR")

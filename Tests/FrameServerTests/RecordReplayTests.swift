@@ -218,7 +218,7 @@ final class FrameCollector: @unchecked Sendable {
         #expect(replay.stderr.contains("ends without its index"), "\(replay.stderr)")
 
         let junk = scratch.file("junk.nut")
-        FileManager.default.createFile(atPath: junk, contents: Data(repeating: 7, count: 5000))
+        _ = FileManager.default.createFile(atPath: junk, contents: Data(repeating: 7, count: 5000))
         let bad = try scratch.run(["replay", junk])
         #expect(bad.status == 1 && bad.stderr.split(separator: "\n").count == 1, "\(bad.stderr)")
     }
