@@ -47,6 +47,9 @@ if stale "$OUT/shim.o" Sources/CFrameServer; then
 fi
 mapfile -t SERVER < <(find Sources/FrameServer -name '*.swift' | sort)
 mapfile -t MEDIA < <(find Sources/FrameMedia -name '*.swift' | sort)
+mapfile -t PROCESS < <(find Sources/FrameProcess -name '*.swift' | sort)
+mapfile -t PIPELINE < <(find Sources/FramePipeline -name '*.swift' | sort)
+mapfile -t RECORDING < <(find Sources/FrameRecording -name '*.swift' | sort)
 mapfile -t CLI < <(find Sources/framesrv -name '*.swift' ! -name main.swift | sort)
 mapfile -t ARGS < <(echo Sources/framesrv/CommandLine/Arguments.swift)
 
@@ -58,12 +61,16 @@ target() { # name (links against FrameServer)
             -o "$OUT/fuzz-$name"
     fi
 }
-# The options target is compiled into the framesrv module itself (internal access to the commands).
+# The options target is compiled into the framesrv module itself (internal access to the commands),
+# with every library the executable links (Package.swift's framesrv target).
+CLI_LIBS=(FrameRecording FramePipeline FrameProcess FrameMedia FrameServer)
 options() {
-    if stale "$OUT/fuzz-options" Fuzz/Targets/options.swift "${CLI[@]}" "$OUT/libFrameMedia.a" "$OUT/libFrameServer.a" Fuzz/build.sh; then
+    local libs=()
+    for l in "${CLI_LIBS[@]}"; do libs+=("$OUT/lib$l.a"); done
+    if stale "$OUT/fuzz-options" Fuzz/Targets/options.swift "${CLI[@]}" "${libs[@]}" Fuzz/build.sh; then
         echo "fuzz: linking fuzz-options"
         "${SWIFTC[@]}" -module-name framesrv "${INCLUDES[@]}" Fuzz/Targets/options.swift "${CLI[@]}" \
-            "$OUT/libFrameMedia.a" "$OUT/libFrameServer.a" "$OUT/shim.o" -lzmq $FFMPEG_LIBS -o "$OUT/fuzz-options"
+            "${libs[@]}" "$OUT/shim.o" -lzmq $FFMPEG_LIBS -o "$OUT/fuzz-options"
     fi
 }
 arguments() {
@@ -84,6 +91,9 @@ for t in "${WANT[@]}"; do
         options)
             library FrameServer "${SERVER[@]}"
             library FrameMedia "${MEDIA[@]}"
+            library FrameProcess "${PROCESS[@]}"
+            library FramePipeline "${PIPELINE[@]}"
+            library FrameRecording "${RECORDING[@]}"
             options ;;
         *) echo "fuzz: unknown target '$t' (targets: ${ALL[*]})" >&2; exit 2 ;;
     esac

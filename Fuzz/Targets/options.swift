@@ -25,6 +25,11 @@ public func fuzzOptions(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
         case "top": _ = try TopOptions(parsing: args)
         case "clean": _ = try CleanOptions(parsing: args)
         case "bench": _ = try BenchOptions(parsing: args)
+        case "ctl": _ = try CtlOptions(parsing: args)
+        case "record": _ = try RecordCommandOptions(parsing: args)
+        case "replay": _ = try ReplayCommandOptions(parsing: args)
+        case "run":   // the options, then the pipeline description's parser and graph (no process started)
+            if !args.contains("-f"), !args.contains("--file") { _ = try RunCommand.parse(RunOptions(parsing: args).description) }
         default: break
         }
     } catch {}
