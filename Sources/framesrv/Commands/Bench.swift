@@ -5,12 +5,13 @@ import FrameServer
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
 enum BenchCommand: Command {
     static let name = "bench"
-    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python)"
+    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python), 'bench record' (record, replay, seek; versus ffmpeg)"
     static let help = """
     usage: framesrv bench transport [--seconds S | --frames N] [--quick] [--python PATH]
            framesrv bench decode [-i FILE] [--threads T]
            framesrv bench chain [-i FILE] [--threads T]
            framesrv bench clients [--seconds S] [--quick] [--python PATH] [--c-tools DIR]
+           framesrv bench record [--seconds S | --frames N] [--quick]
 
     transport: every figure next to its peer, measured in the same run, the systems
     alternated, the median of 3 rounds. Every consumer is a separate process; framesrv's
@@ -63,6 +64,24 @@ enum BenchCommand: Command {
       --seconds S    each measurement's length (default 3; --quick: 1)
       --python PATH  a python with the framesrv package (default: what scripts/python-env prints)
       --c-tools DIR  the directory of framesrv-consume (default: clients/c/build)
+
+    record: N frames of the test pattern at 1920x1080 yuv420p, in the same run:
+      1. recording: 'produce --pattern --rate max --frames N' into 'record --in bench -o FILE.nut'
+         with --codec ffv1 and --codec raw (2 processes), frames/s from start to the recorder's
+         exit; next to 'ffmpeg -f rawvideo -pix_fmt yuv420p -s 1920x1080 -i FILE -c:v ffv1 -level 1
+         -g 1 -threads 1 -f nut' (record's FFV1 settings) and '-c:v rawvideo', reading the same
+         frames from a file in /dev/shm (dumped once by 'sink --raw'), so ffmpeg neither paints
+         frames nor reads a pipe; the ratios framesrv/ffmpeg. Best of 3 interleaved runs.
+      2. replay: 'replay FILE --rate max' of both recordings into one lossless 'sink --null'
+         process, start to exit, next to 'ffmpeg -threads 1 -i FILE -f null -'. Best of 3.
+      3. seek latency: from a seek request sent on the stream's control socket (what 'framesrv
+         ctl NAME seek T' sends) to the first frame after the seek (flagged discontinuity, at T)
+         received by a lossless consumer in this process: p50 and max of 7 seeks, on a paused
+         replay (seek T, then step 1), a replay playing at rate 1, and 'produce -i' of a
+         generated H.264 1080p25 clip with a keyframe every 2 s playing at -re.
+      --seconds S    record S seconds of 30 fps pattern: N = 30 x S frames (default 10; --quick: 1)
+      --frames N     the frames to record instead
+      --quick        one round, 1 s of pattern and a 4 s clip, for smoke tests
     """
 
     static func run(_ o: BenchOptions) throws -> Int32 {
@@ -71,6 +90,7 @@ enum BenchCommand: Command {
         case .chain: try chain(input: o.input, threads: o.threads)
         case .transport(let budget): try transport(budget, python: o.python)
         case .clients(let seconds): try clients(seconds: seconds, python: o.python, cTools: o.cTools)
+        case .record(let frames, let quick): try record(frames: frames, rounds: quick ? 1 : 3, quick: quick)
         }
         return 0
     }
