@@ -68,7 +68,7 @@ enum BenchCommand: Command {
     record: N frames of the test pattern at 1920x1080 yuv420p, in the same run:
       1. recording: 'produce --pattern --rate max --frames N' into 'record --in bench -o FILE.nut'
          with --codec ffv1 and --codec raw (2 processes), frames/s from start to the recorder's
-         exit; next to 'ffmpeg -f rawvideo -pix_fmt yuv420p -s 1920x1080 -i FILE -c:v ffv1 -level 1
+         exit and bytes per frame; next to 'ffmpeg -f rawvideo -pix_fmt yuv420p -s 1920x1080 -i FILE -c:v ffv1 -level 1
          -g 1 -threads 1 -f nut' (record's FFV1 settings) and '-c:v rawvideo', reading the same
          frames from a file in /dev/shm (dumped once by 'sink --raw'), so ffmpeg neither paints
          frames nor reads a pipe; the ratios framesrv/ffmpeg. Best of 3 interleaved runs.

@@ -32,10 +32,14 @@ extension BenchCommand {
                       try Child(["produce"] + recordPattern + ["--rate", "max", "--frames", String(frames), "--out", "bench",
                                  "--wait-for", "1", "--quiet"], label: "produce", environment: env, captureErrors: true)]
         try awaitStages(stages, until: stages[0], bench: "record")
-        let bytes = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        let bytes = fileSize(path)
         guard bytes == frames * recordFrameBytes else {
             throw FrameServerError.invalidArgument("bench record: sink --raw wrote \(bytes) bytes, not \(frames) frames")
         }
+    }
+
+    static func fileSize(_ path: String) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
     }
 
     /// Waits for `last` to exit (checked every millisecond); when a stage fails first, stops
@@ -53,26 +57,29 @@ extension BenchCommand {
     /// (ffv1, rawvideo); prints the best of each and the ratios. Returns framesrv's files
     /// (ffv1, raw) for the replay and seek sections.
     static func recordingThroughput(frames: Int, rounds: Int, dump: String, in scratch: ScratchDirectory) throws -> [String] {
-        var best: [String: Double] = [:]
+        var best: [String: Double] = [:], bytes: [String: Int] = [:]
         let files = ["ffv1", "raw"].map { scratch.path + "/framesrv-\($0).nut" }
         for _ in 0..<rounds {
             for (codec, file) in zip(["ffv1", "raw"], files) {
                 best["framesrv " + codec] = min(best["framesrv " + codec] ?? .infinity, try recordRun(codec: codec, frames: frames, output: file))
-                best["ffmpeg " + codec] = min(best["ffmpeg " + codec] ?? .infinity,
-                                              try ffmpegEncodeRun(codec: codec, frames: frames, dump: dump, in: scratch))
+                bytes["framesrv " + codec] = fileSize(file)
+                let (seconds, size) = try ffmpegEncodeRun(codec: codec, frames: frames, dump: dump, in: scratch)
+                (best["ffmpeg " + codec], bytes["ffmpeg " + codec]) = (min(best["ffmpeg " + codec] ?? .infinity, seconds), size)
             }
         }
         print("1. recording throughput (framesrv: produce --pattern --rate max -> record --in bench -o FILE.nut, 2 processes; "
               + "ffmpeg: -f rawvideo -i FILE, the same frames from a file in /dev/shm, -f nut)")
-        let fps = { (key: String) in Double(frames) / best[key]! }
-        for codec in ["ffv1", "raw"] {
-            print("  framesrv record --codec \(codec): \(frames) frames in \(formatDouble(best["framesrv " + codec]!, 3)) s, "
-                  + "\(formatDouble(fps("framesrv " + codec), 1)) frames/s")
-            print("  ffmpeg \(recordPeers[codec]!.joined(separator: " ")): \(frames) frames in "
-                  + "\(formatDouble(best["ffmpeg " + codec]!, 3)) s, \(formatDouble(fps("ffmpeg " + codec), 1)) frames/s")
+        func row(_ label: String, _ key: String) {
+            print("  \(label): \(frames) frames in \(formatDouble(best[key]!, 3)) s, \(bytes[key]! / frames) bytes/frame, "
+                  + "\(formatDouble(Double(frames) / best[key]!, 1)) frames/s")
         }
-        print("  ratio framesrv/ffmpeg frames/s: ffv1 \(formatDouble(fps("framesrv ffv1") / fps("ffmpeg ffv1"), 2)), "
-              + "raw \(formatDouble(fps("framesrv raw") / fps("ffmpeg raw"), 2))")
+        for codec in ["ffv1", "raw"] {
+            row("framesrv record --codec \(codec)", "framesrv " + codec)
+            row("ffmpeg \(recordPeers[codec]!.joined(separator: " "))", "ffmpeg " + codec)
+        }
+        // The ratio of frames/s is the inverse ratio of the times.
+        let ratio = { (codec: String) in formatDouble(best["ffmpeg " + codec]! / best["framesrv " + codec]!, 2) }
+        print("  ratio framesrv/ffmpeg frames/s: ffv1 \(ratio("ffv1")), raw \(ratio("raw"))")
         return files
     }
 
@@ -100,9 +107,9 @@ extension BenchCommand {
         return seconds
     }
 
-    /// `ffmpeg -f rawvideo ... -i DUMP -c:v C -f nut OUT`: seconds from start to exit; the
-    /// output is removed afterwards (only framesrv's files are kept).
-    static func ffmpegEncodeRun(codec: String, frames: Int, dump: String, in scratch: ScratchDirectory) throws -> Double {
+    /// `ffmpeg -f rawvideo ... -i DUMP -c:v C -f nut OUT`: seconds from start to exit, and the
+    /// output's size; the output is removed afterwards (only framesrv's files are kept).
+    static func ffmpegEncodeRun(codec: String, frames: Int, dump: String, in scratch: ScratchDirectory) throws -> (Double, Int) {
         let output = scratch.path + "/ffmpeg-\(codec).nut"
         defer { try? FileManager.default.removeItem(atPath: output) }
         let start = monotonicNanos()
@@ -114,7 +121,7 @@ extension BenchCommand {
         guard status == 0, encoded == frames else {
             throw FrameServerError.invalidArgument("bench record: ffmpeg -c:v \(codec) failed (status \(status), \(encoded ?? 0) frames): \(out)")
         }
-        return seconds
+        return (seconds, fileSize(output))
     }
 
     /// Section 2: `replay FILE --rate max` into one lossless null sink process, for each of
