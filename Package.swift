@@ -24,10 +24,12 @@ let package = Package(
         .target(name: "FrameMedia", dependencies: ["FrameServer", "CFFmpeg", "CZMQ"]),
         // `framesrv record` / `replay`: the recording format (docs/RECORDING.md), writer, reader, snapshot ring.
         .target(name: "FrameRecording", dependencies: ["FrameServer", "FrameMedia", "CFFmpeg"]),
-        // `framesrv run`'s pipeline descriptions: parser, graph, stream names, --wait-for, start order.
-        .target(name: "FramePipeline"),
+        // Stages as child processes (each its own process group), for framesrv's commands.
+        .target(name: "FrameProcess", dependencies: ["FrameServer"]),
+        // `framesrv run`'s pipelines: parser, graph, stream names, --wait-for, start order, supervision.
+        .target(name: "FramePipeline", dependencies: ["FrameServer", "FrameProcess"]),
         // The command-line tool.
-        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "FrameRecording"]),
+        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FrameProcess", "FramePipeline", "FrameRecording"]),
         // End-to-end suites: real framesrv processes (see Tests/README.md).
         .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording"]),
         // FrameMedia's pieces on their own, in process.

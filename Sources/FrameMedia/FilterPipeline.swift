@@ -16,9 +16,9 @@ public struct FilterOutputOptions: Sendable {
 /// Reads one stream, runs every frame through a `FilterGraph`, and publishes what comes out
 /// as another stream: `framesrv filter`'s pipeline. Frames go into the graph in place while
 /// the hold budget allows (`sendsInPlace`); each frame out is copied once into the output's
-/// slot. A new size or pixel format flushes the graph; the input's producer going away
-/// flushes it into the output and restarts it, and the output's next frame is marked as a
-/// discontinuity.
+/// slot. A new size or pixel format flushes the graph; the input's producer going away, or
+/// a discontinuity without drops (a seek upstream), flushes it into the output and restarts
+/// it, and the output's next frame is marked as a discontinuity.
 public final class FilterPipeline {
     public let graph: FilterGraph
     public let consumer: Consumer
@@ -82,6 +82,15 @@ public final class FilterPipeline {
             // The source's drops go on down: the next frame out carries them (PROTOCOL.md 4.2).
             let dropped = shared.header.sourceDropped
             if dropped > 0 { sourceDropped &+= dropped; discontinuity = true }
+            if framesIn > 1, dropped == 0, shared.header.flags.contains(.discontinuity) {
+                // The flag alone: the source jumped (a seek, framesrv ctl) and its timestamps start
+                // again. As after a producer restart, the graph's last frames come out and a new
+                // graph starts: filters with state must not see time go backwards.
+                try graph.sendEnd()
+                try drain()
+                graph.restart()
+                discontinuity = true
+            }
             if !graph.accepts(shared.header) {
                 // A new size or pixel format: the old graph's last frames out, then a new graph.
                 try graph.sendEnd()

@@ -16,6 +16,11 @@ public struct RecordOptions: Sendable {
     public var gop: Int?
     /// `-preset`: the encoder's preset (libx264: ultrafast ... placebo).
     public var preset: String?
+    /// `-pix_fmt`: the pixel format to encode; nil: see `RecordPixelFormat` (4:2:0 for
+    /// H.264/H.265, else the stream's when the encoder takes it).
+    public var pixelFormat: String?
+    /// `-fps_mode`: every frame's own timestamp (passthrough), or resampled to the nominal rate (cfr).
+    public var frameRateMode = FrameRateMode.passthrough
 
     public init() {}
 
@@ -32,13 +37,16 @@ public struct RecordOptions: Sendable {
 
 /// Encodes a stream's frames with libavcodec and writes them with libavformat, like an
 /// asset writer: the container from the file name (or `-f`), the encoder's settings from
-/// `RecordOptions`, frame rate and timestamps from the frames (their time base, pts and
-/// duration; the stream's nominal rate as the frame rate).
+/// `RecordOptions`, timestamps from the frames, the stream's nominal rate as the frame rate.
 ///
-/// Frames in a pixel format the encoder takes are handed over in place (libavcodec copies
-/// what it keeps); others are converted with libswscale to the encoder's best format for
-/// them (the frame's matrix and range). The recording keeps the first frame's size and format:
-/// later frames of another size or format are scaled and converted to it.
+/// Timestamps (`-fps_mode`): by default every frame keeps its own pts, in its own time base
+/// (the first frame's is the encoder's and the stream's, so variable frame rates survive);
+/// `cfr` duplicates and drops frames onto the nominal rate's grid as ffmpeg does.
+///
+/// The pixel format is `RecordPixelFormat`'s choice. Frames already in it are handed over in
+/// place (libavcodec copies what it keeps); others are converted with libswscale (the frame's
+/// matrix and range, as ffmpeg's scale filter). The recording keeps the first frame's size and
+/// format: later frames of another size or format are scaled and converted to it.
 ///
 /// The file stays readable when the recorder dies (see `RecordOptions.fragmentMicros`);
 /// `finish()` drains the encoder and writes the trailer (index) for a complete file.
@@ -47,7 +55,7 @@ public final class Recorder {
     public let options: RecordOptions
     /// The stream's exact nominal frame rate (set it before the first frame).
     public var frameRate: Rational?
-    /// Frames handed to the encoder.
+    /// Frames handed to the encoder (with -fps_mode cfr: after duplicating and dropping).
     public private(set) var frames = 0
     /// Packets written to the file.
     public private(set) var packets = 0
@@ -62,15 +70,22 @@ public final class Recorder {
     private var packet: UnsafeMutablePointer<AVPacket>?
     private var adapter: FrameAdapter?
     private var encoderTimeBase = AVRational(num: 1, den: 25)
-    private var lastPts: Int64?
-    private var nextPts: Int64 = 0
-    private var ptsOffset: Int64 = 0
+    private var requestedFormat: AVPixelFormat?
+    private var clock: RecordClock?
+    /// -fps_mode cfr: the sync, and a copy of the last frame encoded (to repeat it).
+    private var constantRate: ConstantRateSync?
+    private var lastFrame: UnsafeMutablePointer<AVFrame>?
     private var finished = false
     /// avformat_write_header succeeded: only then may the encoder be drained and the trailer written.
     private var headerWritten = false
     private var finalBytes: Int64 = 0
     /// What the recording is, once started ("libx264 yuv420p 320x240 25 fps, mp4").
     public private(set) var outputDescription: String?
+    /// Said once when the recording starts, when it loses something the stream has (chroma
+    /// dropped by the 4:2:0 default, timestamps rounded for an encoder): one line each.
+    public private(set) var notes: [String] = []
+    /// Frames repeated and dropped by `-fps_mode cfr`.
+    public private(set) var duplicated = 0, dropped = 0
 
     /// Checks the container, encoder and settings (opening the encoder once on a small test
     /// picture) and creates the file; the first frame fixes size and format.
@@ -101,9 +116,10 @@ public final class Recorder {
             throw .unknownEncoder(options.codec)
         }
         encoder = codec
+        if let name = options.pixelFormat { requestedFormat = try Self.checkPixelFormat(name, codec) }
         // The settings, tried on a small picture, so a bad one fails now rather than at the first frame;
         // then the container, given that encoder's output (libavformat's own check, as ffmpeg's).
-        let trialFormat = codec.pointee.pix_fmts?.pointee ?? AV_PIX_FMT_YUV420P
+        let trialFormat = requestedFormat ?? codec.pointee.pix_fmts?.pointee ?? AV_PIX_FMT_YUV420P
         var trial = try openEncoder(width: 64, height: 64, format: trialFormat, timeBase: AVRational(num: 1, den: 25),
                                     frameRate: AVRational(num: 25, den: 1),
                                     globalHeader: outputFormat.pointee.flags & AVFMT_GLOBALHEADER != 0)
@@ -133,11 +149,26 @@ public final class Recorder {
 
     deinit {
         avcodec_free_context(&codecContext)
+        av_frame_free(&lastFrame)
         av_packet_free(&packet)
         if let oc = formatContext {
             if outputFormat.pointee.flags & AVFMT_NOFILE == 0 { avio_closep(&oc.pointee.pb) }
             avformat_free_context(oc)
         }
+    }
+
+    /// `-pix_fmt NAME`: FFmpeg's format of that name, which `encoder` must take.
+    private static func checkPixelFormat(_ name: String, _ encoder: UnsafePointer<AVCodec>) throws(MediaOutputError) -> AVPixelFormat {
+        let format = av_get_pix_fmt(name)
+        let encoderName = String(cString: encoder.pointee.name)
+        guard format != AV_PIX_FMT_NONE else {
+            throw .encoderRefused(encoderName, "-pix_fmt '\(name)'", "FFmpeg knows no such pixel format (ffmpeg -pix_fmts lists them)")
+        }
+        let accepted = RecordPixelFormat.formats(of: encoder)
+        guard accepted.isEmpty || accepted.contains(format) else {
+            throw .pixelFormat("the \(encoderName) encoder", name, accepted.map(RecordPixelFormat.name).joined(separator: ", "))
+        }
+        return format
     }
 
     /// Whether `format` takes the stream `encoder` makes: a muxer initialised on a memory buffer.
@@ -195,6 +226,10 @@ public final class Recorder {
         if globalHeader { c.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER) }
         if let b = options.bitRate { c.pointee.bit_rate = b }
         if let g = options.gop { c.pointee.gop_size = Int32(g) }
+        // libx265 logs its settings to stderr itself: errors only, as libavcodec's own log here.
+        if let priv = c.pointee.priv_data, av_opt_find(priv, "x265-params", nil, 0, 0) != nil {
+            _ = av_opt_set(priv, "x265-params", "log-level=error", 0)
+        }
         if let crf = options.crf {
             guard let priv = c.pointee.priv_data, av_opt_find(priv, "crf", nil, 0, 0) != nil,
                   av_opt_set(priv, "crf", "\(crf)", 0) >= 0 else {
@@ -238,52 +273,79 @@ public final class Recorder {
         let header = frame.header
         let d = header.description
         let source = try FrameAdapter.pixelFormat(of: header)
-        guard let oc = formatContext else { throw .ffmpeg("avformat_alloc_output_context2", "no output") }
-
-        // The encoder's pixel format: the stream's if it takes it, else its best for it.
-        var format = source
-        if let list = encoder.pointee.pix_fmts {
-            var accepted: [AVPixelFormat] = []
-            var p = list
-            while p.pointee != AV_PIX_FMT_NONE { accepted.append(p.pointee); p += 1 }
-            if !accepted.contains(source) {
-                format = avcodec_find_best_pix_fmt_of_list(list, source, 0, nil)
-                guard format != AV_PIX_FMT_NONE else {
-                    throw .pixelFormat("the \(options.codec) encoder", header.pixelFormatName,
-                                       accepted.compactMap { av_get_pix_fmt_name($0).map { String(cString: $0) } }.joined(separator: ", "))
-                }
-            }
-        }
+        let choice = try RecordPixelFormat(source: source, encoder: encoder, requested: requestedFormat)
+        let format = choice.format
+        notes += choice.note.map { [$0] } ?? []
         let sourceFull = d.color.range == 2
         let adapter = try FrameAdapter(width: header.width, height: header.height, format: format,
                                        fullRange: sourceFull && !FrameAdapter.isRGB(source) ? true : nil)
         self.adapter = adapter
 
-        // Time base 1/frame rate, as ffmpeg gives its encoders: timestamps are rounded onto
-        // the rate's grid, and the codec's own timing (H.264's VUI) says the real rate.
-        let rate = Self.frameRate(nominal: frameRate, d)
-        encoderTimeBase = AVRational(num: rate.den, den: rate.num)
         // The colour the encoder will see (what the adapter writes when it converts).
         var color = d.color
         if format != source {
             color = color.converted(toRGB: FrameAdapter.isRGB(format), fullRange: sourceFull && !FrameAdapter.isRGB(source))
         }
-        let sar = d.sampleAspectRatio
-        let global = outputFormat.pointee.flags & AVFMT_GLOBALHEADER != 0
-        codecContext = try openEncoder(width: Int32(header.width), height: Int32(header.height), format: format,
-                                       timeBase: encoderTimeBase, frameRate: rate, globalHeader: global,
-                                       what: "\(header.width)x\(header.height) " + (av_get_pix_fmt_name(format).map { String(cString: $0) } ?? "?")) { c in
-            c.pointee.color_range = AVColorRange(rawValue: color.range)
-            c.pointee.colorspace = AVColorSpace(rawValue: color.matrix)
-            c.pointee.color_primaries = AVColorPrimaries(rawValue: color.primaries)
-            c.pointee.color_trc = AVColorTransferCharacteristic(rawValue: color.transfer)
-            if sar.num > 0, sar.den > 0 { c.pointee.sample_aspect_ratio = sar.av }
-            // As ffmpeg: the first frame's field order (interlaced as TB/BT) and chroma location.
-            c.pointee.field_order = d.fieldOrder.encoderFieldOrder(mjpeg: encoder.pointee.id == AV_CODEC_ID_MJPEG)
-            c.pointee.chroma_sample_location = AVChromaLocation(rawValue: d.chromaLocation.rawValue)
-        }
-        guard let c = codecContext else { throw .ffmpeg("avcodec_open2", "no encoder") }
+        let rate = Self.frameRate(nominal: frameRate, d)
+        try openEncoder(for: header, format: format, color: color, rate: rate)
+        try writeHeader(rate: rate)
 
+        let encName = String(cString: encoder.pointee.name)
+        let rateText = rate.den == 1 ? "\(rate.num)" : "\((Double(rate.num) / Double(rate.den) * 1000).rounded() / 1000)"
+        outputDescription = "\(encName) \(RecordPixelFormat.name(format)) \(header.width)x\(header.height) \(rateText) fps"
+            + (options.frameRateMode == .cfr ? " cfr" : "") + ", \(String(cString: outputFormat.pointee.name))"
+            + (format != source ? " (converted from \(header.pixelFormatName))" : "")
+    }
+
+    /// Opens the encoder for frames like `header`'s, in `format`. Its time base: passthrough,
+    /// the frame's own (every pts kept exactly); cfr, or an encoder that refuses the frame's,
+    /// 1/rate as ffmpeg gives its encoders (timestamps on the rate's grid).
+    private func openEncoder(for header: FrameHeader, format: AVPixelFormat, color: ColorDescription,
+                             rate: AVRational) throws(MediaOutputError) {
+        let d = header.description
+        let grid = AVRational(num: rate.den, den: rate.num)
+        let own = d.timeBase.num > 0 && d.timeBase.den > 0 ? d.timeBase.av : grid
+        var timeBases = options.frameRateMode == .cfr ? [grid] : [own]
+        if av_cmp_q(own, grid) != 0, options.frameRateMode == .passthrough { timeBases.append(grid) }
+        let what = "\(header.width)x\(header.height) " + RecordPixelFormat.name(format)
+        let global = outputFormat.pointee.flags & AVFMT_GLOBALHEADER != 0
+        for (i, tb) in timeBases.enumerated() {
+            do {
+                codecContext = try openEncoder(width: Int32(header.width), height: Int32(header.height), format: format,
+                                               timeBase: tb, frameRate: rate, globalHeader: global, what: what) { c in
+                    self.describe(c, d, color)
+                }
+            } catch where i + 1 < timeBases.count {
+                continue
+            }
+            encoderTimeBase = tb
+            if i > 0 {
+                notes.append("the \(options.codec) encoder refused the stream's time base \(d.timeBase): "
+                             + "timestamps are rounded to 1/\(Self.rateText(rate)) s (-fps_mode passthrough)")
+            }
+            break
+        }
+        // Passthrough: timestamps in the encoder's time base; cfr: in the frame's, for the sync to place.
+        clock = RecordClock(timeBase: options.frameRateMode == .cfr ? own : encoderTimeBase, rate: rate)
+        if options.frameRateMode == .cfr { constantRate = ConstantRateSync() }
+    }
+
+    /// The encoder's colour, aspect ratio, field order and chroma location, as ffmpeg sets them from the first frame.
+    private func describe(_ c: UnsafeMutablePointer<AVCodecContext>, _ d: FrameDescription, _ color: ColorDescription) {
+        c.pointee.color_range = AVColorRange(rawValue: color.range)
+        c.pointee.colorspace = AVColorSpace(rawValue: color.matrix)
+        c.pointee.color_primaries = AVColorPrimaries(rawValue: color.primaries)
+        c.pointee.color_trc = AVColorTransferCharacteristic(rawValue: color.transfer)
+        let sar = d.sampleAspectRatio
+        if sar.num > 0, sar.den > 0 { c.pointee.sample_aspect_ratio = sar.av }
+        // As ffmpeg: the first frame's field order (interlaced as TB/BT) and chroma location.
+        c.pointee.field_order = d.fieldOrder.encoderFieldOrder(mjpeg: encoder.pointee.id == AV_CODEC_ID_MJPEG)
+        c.pointee.chroma_sample_location = AVChromaLocation(rawValue: d.chromaLocation.rawValue)
+    }
+
+    /// The stream and the container header (with the crash-safe settings of `RecordOptions.fragmentMicros`).
+    private func writeHeader(rate: AVRational) throws(MediaOutputError) {
+        guard let oc = formatContext, let c = codecContext else { throw .ffmpeg("avcodec_open2", "no encoder") }
         guard let st = avformat_new_stream(oc, nil) else { throw .ffmpeg("avformat_new_stream", "out of memory") }
         stream = st
         var r = avcodec_parameters_from_context(st.pointee.codecpar, c)
@@ -307,12 +369,10 @@ public final class Recorder {
         r = avformat_write_header(oc, &muxerOptions)
         guard r >= 0 else { throw .ffmpeg("avformat_write_header", ffmpegMessage(r)) }
         headerWritten = true
+    }
 
-        let encName = String(cString: encoder.pointee.name)
-        let fmtName = av_get_pix_fmt_name(format).map { String(cString: $0) } ?? "?"
-        let rateText = rate.den == 1 ? "\(rate.num)" : "\((Double(rate.num) / Double(rate.den) * 1000).rounded() / 1000)"
-        outputDescription = "\(encName) \(fmtName) \(header.width)x\(header.height) \(rateText) fps, \(container)"
-            + (format != source ? " (converted from \(header.pixelFormatName))" : "")
+    static func rateText(_ rate: AVRational) -> String {
+        rate.den == 1 ? "\(rate.num)" : "\(rate.num)/\(rate.den)"
     }
 
     /// The recording's frame rate: the exact nominal rate, else the first frame's duration,
@@ -329,36 +389,57 @@ public final class Recorder {
     /// Encodes `frame` and writes the packets the encoder has ready.
     public func write(_ frame: borrowing Frame) throws(MediaOutputError) {
         if adapter == nil { try start(frame) }
-        guard let adapter, let c = codecContext else { return }
+        guard let adapter, var clock else { return }
         let f = try adapter.avFrame(frame)
         let d = frame.header.description
-
-        // Timestamps in the encoder's time base, strictly increasing (a restarted producer's
-        // timestamps continue after the last frame's).
-        var duration: Int64 = 1
-        var pts = nextPts
-        if let p = d.pts, d.timeBase.num > 0, d.timeBase.den > 0 {
-            let tb = d.timeBase.av
-            pts = av_rescale_q(p, tb, encoderTimeBase) + ptsOffset
-            if d.duration > 0 { duration = max(1, av_rescale_q(d.duration, tb, encoderTimeBase)) }
-        } else if d.duration > 0, d.timeBase.num > 0 {
-            duration = max(1, av_rescale_q(d.duration, d.timeBase.av, encoderTimeBase))
-        }
-        if let lastPts, pts <= lastPts {
-            ptsOffset += nextPts - pts
-            pts = nextPts
-        }
-        f.pointee.pts = pts
-        f.pointee.pkt_duration = duration
+        let (pts, duration) = clock.stamp(d)
+        self.clock = clock
         f.pointee.pict_type = AV_PICTURE_TYPE_NONE
         d.applyFields(to: f)
-        lastPts = pts
-        nextPts = pts + duration
+        guard var sync = constantRate else {
+            try encode(f, pts: pts, duration: duration)
+            return
+        }
+        // -fps_mode cfr: ffmpeg's sync, in periods of the rate (the encoder's time base).
+        // The frame's duration in periods, rounded; a frame shorter than half a period counts one.
+        let periods = Float(Double(duration) * av_q2d(clock.timeBase) / av_q2d(encoderTimeBase)).rounded(.toNearestOrEven)
+        let plan = sync.frame(at: ConstantRateSync.syncTime(pts, clock.timeBase, encoderTimeBase), duration: Double(max(periods, 1)))
+        constantRate = sync
+        if plan.total == 0 { dropped += 1 } else { duplicated += plan.total - 1 }
+        for i in 0..<plan.total {
+            let picture = i < plan.previous ? (lastFrame ?? f) : f
+            try encode(picture, pts: plan.firstPts + Int64(i), duration: 1)
+        }
+        try keep(f)
+    }
 
+    /// Sends one picture to the encoder and writes what it has ready.
+    private func encode(_ f: UnsafeMutablePointer<AVFrame>, pts: Int64, duration: Int64) throws(MediaOutputError) {
+        guard let c = codecContext else { return }
+        f.pointee.pts = pts
+        f.pointee.pkt_duration = duration
         let r = avcodec_send_frame(c, f)
         guard r >= 0 else { throw .ffmpeg("avcodec_send_frame", ffmpegMessage(r)) }
         frames += 1
         try drain()
+    }
+
+    /// -fps_mode cfr: a copy of the frame just encoded, which a gap after it repeats.
+    private func keep(_ f: UnsafeMutablePointer<AVFrame>) throws(MediaOutputError) {
+        if lastFrame == nil {
+            guard let copy = av_frame_alloc() else { throw .ffmpeg("av_frame_alloc", "out of memory") }
+            copy.pointee.width = f.pointee.width
+            copy.pointee.height = f.pointee.height
+            copy.pointee.format = f.pointee.format
+            let r = av_frame_get_buffer(copy, 0)
+            lastFrame = copy
+            guard r >= 0 else { av_frame_free(&lastFrame); throw .ffmpeg("av_frame_get_buffer", ffmpegMessage(r)) }
+        }
+        guard let copy = lastFrame else { return }
+        var r = av_frame_make_writable(copy)
+        if r >= 0 { r = av_frame_copy(copy, f) }
+        if r >= 0 { r = av_frame_copy_props(copy, f) }
+        guard r >= 0 else { throw .ffmpeg("av_frame_copy", ffmpegMessage(r)) }
     }
 
     private func drain() throws(MediaOutputError) {
@@ -382,6 +463,12 @@ public final class Recorder {
         guard let oc = formatContext else { return }
         // No header (the container refused the stream at avformat_write_header): nothing to drain or end.
         if let c = codecContext, headerWritten {
+            if var sync = constantRate, let last = lastFrame {
+                // ffmpeg repeats the last frame at the end as often as the frames before it were.
+                let (total, first) = sync.end()
+                for i in 0..<total { try encode(last, pts: first + Int64(i), duration: 1) }
+                duplicated += total
+            }
             let r = avcodec_send_frame(c, nil)
             guard r >= 0 else { throw .ffmpeg("avcodec_send_frame", ffmpegMessage(r)) }
             try drain()

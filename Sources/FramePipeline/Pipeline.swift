@@ -2,16 +2,19 @@
 ///
 /// The syntax is gst-launch's. `!` links an element to the next; `name=NAME` on an element
 /// names the stream it publishes (on `tee`, the stream going through it); `NAME.` starts a
-/// new chain reading that stream (fan-out: several chains may start from one name). Elements:
+/// new chain reading that stream (fan-out: several chains may start from one name); an exec
+/// stage reads any named stream with {in:NAME} in its words (a join). Elements:
 ///
 ///     produce ARGS                 a `framesrv produce` (the launcher adds --out and --wait-for)
 ///     filter ARGS                  a `framesrv filter` (adds --in, --out and --wait-for)
 ///     sink ARGS                    a `framesrv sink` (adds --in)
 ///     tee [name=NAME]              no process: a name for the stream, to branch from
 ///     exec PROGRAM ARGS            any program; {in}, {out} and {wait-for} in ARGS become the
-///                                  stream it reads, the stream it creates and its consumer count
+///                                  stream it reads, the stream it creates and its consumer count;
+///                                  {in:NAME} the stream named NAME, which it reads too
 ///
-/// A new chain also starts at `produce` right after a complete element (two sources).
+/// A new chain also starts at `produce`, or at `exec`, right after a complete element that
+/// is not an exec (two sources, or sources and then the stage that joins them).
 public struct Pipeline: Sendable {
     public enum Kind: String, Sendable { case produce, filter, sink, exec }
 
@@ -19,9 +22,14 @@ public struct Pipeline: Sendable {
         public let kind: Kind
         /// The words after the element's keyword, as written (name= removed).
         public let words: [String]
-        /// The stream this stage reads, the stream it creates (indices into `streams`).
+        /// The stream this stage reads through `!` or NAME. (or {in}), the stream it creates
+        /// (indices into `streams`).
         public internal(set) var input: Int?
         public internal(set) var output: Int?
+        /// The named streams an exec stage reads through {in:NAME}, in the order written.
+        public internal(set) var joins: [Int] = []
+        /// Every stream the stage reads.
+        public var inputs: [Int] { (input.map { [$0] } ?? []) + joins }
         /// Whether it reads every frame (filter and sink without --live; every exec).
         public var lossless: Bool { kind == .exec || (kind != .produce && !words.contains("--live")) }
         /// The element as written, shortened: for status rows and error lines.
@@ -66,7 +74,7 @@ public struct Pipeline: Sendable {
         var depth = [Int?](repeating: nil, count: stages.count)
         func depthOf(_ i: Int) -> Int {
             if let d = depth[i] { return d }
-            let d = stages[i].input.map { depthOf(streams[$0].producer) + 1 } ?? 0
+            let d = stages[i].inputs.map { depthOf(streams[$0].producer) + 1 }.max() ?? 0
             depth[i] = d
             return d
         }
@@ -77,7 +85,7 @@ public struct Pipeline: Sendable {
     public var streamOrder: [Int] { startOrder.reversed().compactMap { stages[$0].output } }
 
     /// The stages that read no stream: the ones Ctrl-C stops, so the rest drain.
-    public var sources: [Int] { stages.indices.filter { stages[$0].input == nil } }
+    public var sources: [Int] { stages.indices.filter { stages[$0].inputs.isEmpty } }
 
     /// How the stage is started: `framesrv` with these arguments, or (exec) a program.
     public func commandLine(_ i: Int) -> (framesrv: Bool, arguments: [String]) {
@@ -86,8 +94,9 @@ public struct Pipeline: Sendable {
         let waitFor = s.output.map { streams[$0].waitFor } ?? 0
         switch s.kind {
         case .exec:
-            return (false, s.words.map {
-                $0.replacingAll("{in}", with: input ?? "").replacingAll("{out}", with: output ?? "")
+            return (false, s.words.map { word in
+                s.joins.reduce(word) { $0.replacingAll("{in:\(streams[$1].name)}", with: streams[$1].name) }
+                    .replacingAll("{in}", with: input ?? "").replacingAll("{out}", with: output ?? "")
                     .replacingAll("{wait-for}", with: String(waitFor))
             })
         case .produce, .filter, .sink:
@@ -103,5 +112,23 @@ public struct Pipeline: Sendable {
 extension String {
     func replacingAll(_ target: String, with replacement: String) -> String {
         split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}
+
+extension Pipeline.Stage {
+    /// The NAMEs of the {in:NAME} in an exec stage's words, each once, in the order written.
+    static func joinNames(_ words: [String]) -> [String] {
+        var names: [String] = []
+        for word in words {
+            var rest = Substring(word)
+            while let open = rest.range(of: "{in:") {
+                rest = rest[open.upperBound...]
+                guard let close = rest.firstIndex(of: "}") else { break }
+                let name = String(rest[..<close])
+                if !names.contains(name) { names.append(name) }
+                rest = rest[rest.index(after: close)...]
+            }
+        }
+        return names
     }
 }

@@ -5,6 +5,8 @@ struct PipelineBuilder {
     /// Stream names declared with name=, and the chains waiting to read them.
     var named: [String: Int] = [:]
     var pending: [(name: String, stage: Int)] = []
+    /// Exec stages' {in:NAME} joins, resolved with the rest.
+    var joins: [(name: String, stage: Int)] = []
 
     init(base: String) { self.base = base }
 
@@ -40,6 +42,7 @@ struct PipelineBuilder {
             let index = pipeline.stages.count
             pipeline.stages.append(Pipeline.Stage(kind: kind, words: words, input: current, output: nil))
             if reads, current == nil, let waitingName { pending.append((waitingName, index)) }
+            if kind == .exec { joins += Pipeline.Stage.joinNames(words).map { ($0, index) } }
             current = nil
             waitingName = nil
             if writes {
@@ -78,10 +81,12 @@ struct PipelineBuilder {
             guard let stream = named[name] else { throw PipelineError("'\(name).' reads a stream nothing is called: add name=\(name) to an element") }
             pipeline.stages[stage].input = stream
         }
+        try resolveJoins()
         for (i, stage) in pipeline.stages.enumerated() {
-            guard let input = stage.input else { continue }
-            pipeline.streams[input].consumers.append(i)
-            if stage.lossless { pipeline.streams[input].waitFor += 1 }
+            for input in stage.inputs {
+                pipeline.streams[input].consumers.append(i)
+                if stage.lossless { pipeline.streams[input].waitFor += 1 }
+            }
         }
         for stream in pipeline.streams where stream.consumers.isEmpty {
             let label = pipeline.stages[stream.producer].label
@@ -92,17 +97,32 @@ struct PipelineBuilder {
         return Pipeline(stages: pipeline.stages, streams: pipeline.streams)
     }
 
+    /// Each {in:NAME} becomes one more input of its stage: a stream it reads once.
+    mutating func resolveJoins() throws(PipelineError) {
+        for (name, stage) in joins {
+            guard let stream = named[name] else { throw PipelineError("'{in:\(name)}' reads a stream nothing is called: add name=\(name) to an element") }
+            guard !pipeline.stages[stage].inputs.contains(stream) else {
+                throw PipelineError("'\(pipeline.stages[stage].label)' reads stream '\(name)' twice")
+            }
+            pipeline.stages[stage].joins.append(stream)
+        }
+    }
+
     /// A stage that reads, through its producers, its own stream could never start.
     func refuseLoops() throws(PipelineError) {
-        for start in pipeline.stages.indices {
-            var seen: Set<Int> = [start], at = start
-            while let input = pipeline.stages[at].input {
-                at = pipeline.streams[input].producer
-                guard seen.insert(at).inserted else {
+        var done: Set<Int> = []
+        func visit(_ stage: Int, _ path: Set<Int>) throws(PipelineError) {
+            guard !done.contains(stage) else { return }
+            for input in pipeline.stages[stage].inputs {
+                let producer = pipeline.streams[input].producer
+                guard !path.contains(producer) else {
                     throw PipelineError("the pipeline loops through stream '\(pipeline.streams[input].name)'")
                 }
+                try visit(producer, path.union([producer]))
             }
+            done.insert(stage)
         }
+        for start in pipeline.stages.indices { try visit(start, [start]) }
     }
 
     /// Removes `name=NAME` from an element's words; the name of the stream it publishes.

@@ -34,7 +34,7 @@ enum PipelineSyntax {
                 }
                 close()
                 chains.append(PipelineChain(from: String(word.dropLast())))
-            } else if word == "produce", let first = element.first, first != "exec" {
+            } else if word == "produce" || word == "exec", let first = element.first, first != "exec" {
                 close()
                 chains.append(PipelineChain())
                 element = [word]

@@ -91,7 +91,9 @@ public final class RecordingReader {
             let name = Self.tag(st.pointee.metadata, RecordingKeys.stream) ?? "stream\(i)"
             let rate = Self.tag(st.pointee.metadata, RecordingKeys.rate).flatMap(Self.rational)
             tracks.append(RecordedTrack(name: name, rate: rate))
-            decoders.append(TrackDecoder(codecID: st.pointee.codecpar.pointee.codec_id))
+            let par = st.pointee.codecpar.pointee
+            let extradata = par.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.extradata_size))) } ?? []
+            decoders.append(TrackDecoder(codecID: par.codec_id, extradata: extradata))
         }
         self.tracks = tracks
         self.decoders = decoders
@@ -224,7 +226,15 @@ final class TrackDecoder {
     private var records: [Int64: FrameRecord] = [:]
     private var counter: Int64 = 0
 
-    init(codecID: AVCodecID) { self.codecID = codecID }
+    /// The codec's parameters the decoder has (the stream header's, or a packet's NEW_EXTRADATA).
+    private var extradata: [UInt8]
+    private let headerExtradata: [UInt8]
+
+    init(codecID: AVCodecID, extradata: [UInt8]) {
+        self.codecID = codecID
+        self.extradata = extradata
+        headerExtradata = extradata
+    }
     deinit { avcodec_free_context(&context) }
 
     func reset() {
@@ -235,6 +245,14 @@ final class TrackDecoder {
 
     func decode(_ p: UnsafeMutablePointer<AVPacket>, record: FrameRecord, track: Int, errors: inout Int) -> [ReadFrame] {
         var out: [ReadFrame] = []
+        // The packet's own parameters (frames after a format change carry them), else the header's.
+        var size = 0
+        let wanted = av_packet_get_side_data(p, AV_PKT_DATA_NEW_EXTRADATA, &size)
+            .map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? headerExtradata
+        if wanted != extradata {
+            extradata = wanted
+            format = nil   // reopen with them
+        }
         if format != record.format {
             out = drain(track: track, errors: &errors)
             guard open(record.format) else { errors += 1; return out }
@@ -295,8 +313,14 @@ final class TrackDecoder {
         c.pointee.width = Int32(format.width)
         c.pointee.height = Int32(format.height)
         c.pointee.pix_fmt = av_get_pix_fmt(format.pixelFormat.name)
-        c.pointee.thread_count = 1
+        c.pointee.thread_count = 0
+        c.pointee.thread_type = FF_THREAD_SLICE   // slices on every core, no frame delay
         c.pointee.pkt_timebase = AVRational(num: 1, den: 1)
+        if !extradata.isEmpty, let d = av_mallocz(extradata.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) {
+            extradata.withUnsafeBytes { d.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            c.pointee.extradata = d.assumingMemoryBound(to: UInt8.self)
+            c.pointee.extradata_size = Int32(extradata.count)
+        }
         guard avcodec_open2(c, dec, nil) >= 0 else { avcodec_free_context(&context); return false }
         self.format = format
         return true

@@ -14,6 +14,8 @@ public struct TrackSpec: Sendable {
     public var description: FrameDescription
     /// How its frames are stored.
     public var codec: RecordingCodec
+    /// The codec's parameters for the stream header (FFV1 level 3), if it has any.
+    public var extradata: [UInt8] = []
 
     public init(name: String, rate: Rational?, format: FrameFormat, description: FrameDescription, codec: RecordingCodec) {
         self.name = name; self.rate = rate; self.format = format; self.description = description; self.codec = codec
@@ -93,6 +95,11 @@ public final class RecordingWriter: @unchecked Sendable {
         p.pointee.codec_type = AVMEDIA_TYPE_VIDEO
         p.pointee.codec_id = t.containerCodec.codecID
         if t.containerCodec == .raw { p.pointee.codec_tag = avcodec_pix_fmt_to_codec_tag(pix) }
+        if !t.extradata.isEmpty, let d = av_mallocz(t.extradata.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) {
+            t.extradata.withUnsafeBytes { d.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            p.pointee.extradata = d.assumingMemoryBound(to: UInt8.self)
+            p.pointee.extradata_size = Int32(t.extradata.count)
+        }
         p.pointee.width = Int32(t.format.width)
         p.pointee.height = Int32(t.format.height)
         p.pointee.format = pix.rawValue

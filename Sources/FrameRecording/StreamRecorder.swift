@@ -77,6 +77,7 @@ final class RecordedStream: @unchecked Sendable {
         firstPackets = try encoder.encode(frame, record: record)
         spec = TrackSpec(name: consumer.stream, rate: consumer.nominalRate, format: record.format,
                          description: record.description, codec: encoder.containerRaw == true ? .raw : codec)
+        spec?.extradata = encoder.extradata
         frame.release()
         return true
     }

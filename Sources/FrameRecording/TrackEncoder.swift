@@ -125,6 +125,15 @@ final class TrackEncoder {
         return try out + drain()
     }
 
+    /// The encoder's extradata (FFV1 level 3's parameters), for the stream header.
+    var extradata: [UInt8] {
+        guard let c = context, let d = c.pointee.extradata, c.pointee.extradata_size > 0 else { return [] }
+        return Array(UnsafeBufferPointer(start: d, count: Int(c.pointee.extradata_size)))
+    }
+    /// The encoder was reopened for a new format: its packets carry its extradata (every one,
+    /// so that a reader that seeks past the change has it).
+    private var newExtradata = false
+
     /// Drains the encoder at the end: the packets still inside it.
     func flush() throws(RecordingError) -> [EncodedFrame] {
         guard let c = context else { return [] }
@@ -145,6 +154,9 @@ final class TrackEncoder {
                 throw .ffmpeg("avcodec_receive_packet", ffmpegMessage(r))
             }
             guard !pending.isEmpty else { continue }
+            if newExtradata, !extradata.isEmpty, let side = av_packet_new_side_data(p, AV_PKT_DATA_NEW_EXTRADATA, extradata.count) {
+                for (i, b) in extradata.enumerated() { side[i] = b }
+            }
             out.append(EncodedFrame(packet: p, record: pending.removeFirst(), key: p.pointee.flags & AV_PKT_FLAG_KEY != 0))
         }
     }
@@ -195,6 +207,7 @@ final class TrackEncoder {
         configure(c)
         let r = avcodec_open2(c, enc, nil)
         guard r >= 0 else { throw .ffmpeg("avcodec_open2 (\(codec.name), \(format))", ffmpegMessage(r)) }
+        newExtradata = self.format != nil
         self.format = format
         return held
     }
@@ -202,11 +215,18 @@ final class TrackEncoder {
     private func configure(_ c: UnsafeMutablePointer<AVCodecContext>) {
         switch codec {
         case .ffv1:
-            // Level 1, every frame a keyframe: each packet decodes alone (seek, truncation,
-            // a size change), and carries its own parameters.
+            // Level 3, every frame a keyframe (each packet decodes alone: seek, truncation),
+            // slices encoded on every core, each with a CRC (damage is detected, not shown).
+            // Its parameters are in the extradata (the stream header; after a size or
+            // format change, new extradata in the first packet's side data).
             c.pointee.gop_size = 1
-            c.pointee.level = 1
-            c.pointee.thread_count = 1
+            c.pointee.level = 3
+            c.pointee.thread_count = 0
+            c.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER)
+            if let priv = c.pointee.priv_data {
+                av_opt_set(priv, "slices", "16", 0)
+                av_opt_set(priv, "slicecrc", "1", 0)
+            }
         case .h264(let crf):
             c.pointee.thread_count = 0
             c.pointee.gop_size = 50

@@ -1,3 +1,4 @@
+import FrameProcess
 import FrameServer
 import Glibc
 

@@ -203,7 +203,7 @@ struct ExamplesTests {
         let (status, _, err) = try shell("FRAMESRV='\(framesrvPath)' \(args)", scratch)
         #expect(status == 0, "seeds.sh: \(err)")
         #expect(err.contains("seeds: starting decode: "), "it says what it starts: \(err)")
-        #expect(try probe(out + "/seeds.mp4", scratch) == "h264,640,360,yuv444p,12")
+        #expect(try probe(out + "/seeds.mp4", scratch) == "h264,640,360,yuv420p,12")
         #expect(try probe(out + "/gray.mkv", scratch) == "ffv1,640,360,gray,12")
         // Every stage ended: nothing of this run is left running or in the runtime directory.
         let left = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { $0.hasPrefix("seeds") && !$0.hasSuffix(".lock") }

@@ -60,8 +60,13 @@ struct InstallTests {
     @Test("a producer's normal exit leaves nothing in the runtime directory, not even NAME.lock (Swift and C)")
     func normalExitLeavesNoLock() throws {
         let scratch = try Scratch()
-        let swiftProducer = try scratch.start(["produce", "--pattern", "--out", "s", "--size", "64x48", "--frames", "10", "--rate", "max"])
+        // Each stream has a consumer: one published to nobody leaves its NAME.ended note on
+        // purpose (PROTOCOL.md 3.2; DefaultsTests), which is not what this test is about.
+        let sink = try scratch.start(["sink", "--in", "s", "--null", "--quiet"])
+        let swiftProducer = try scratch.start(["produce", "--pattern", "--out", "s", "--size", "64x48", "--frames", "10",
+                                               "--rate", "max", "--wait-for", "1"])
         #expect(swiftProducer.wait() == 0, "\(swiftProducer.stderr)")
+        #expect(sink.wait() == 0, "\(sink.stderr)")
         let cProducer = try scratch.start(["--out", "c", "--size", "64x48", "--frames", "10", "--rate", "max"],
                                           executable: try ClientTools.cTool("framesrv-produce"))
         #expect(cProducer.wait() == 0, "\(cProducer.stderr)")

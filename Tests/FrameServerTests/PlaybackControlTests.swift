@@ -81,7 +81,7 @@ import Testing
         #expect(top.stdout.split(separator: "\n").contains { $0.hasPrefix("s ") && $0.contains("0.1/4.0 paused max") }, "\(top.stdout)")
         #expect(try Self.ctl(["s", "step"], scratch).status == 0)
         #expect(eventually { scratch.snapshot("s")?.published == 6 })
-        #expect(try Self.ctl(["s", "resume"], scratch).status == 0)
+        #expect(try Self.ctl(["s", "toggle"], scratch).stdout == "ok playing\n")
         #expect(sink.wait(timeout: 60) == 0, "sink: \(sink.stderr)")
         #expect(producer.wait(timeout: 60) == 0, "producer: \(producer.stderr)")
         #expect(sink.stdout == (try ffmpegFramemd5(clip, scratch)))
@@ -176,9 +176,17 @@ import Testing
             #expect(r.status == status, "\(args): \(r.stderr)")
             #expect(r.stderr.split(separator: "\n").count == 1 && r.stderr.contains(message), "\(args): \(r.stderr)")
         }
+        #expect(try Self.ctl(["s", "seek", "-1"], scratch).stdout == "ok seek 0.000\n", "back 1 s, from 0")
         let s = try Self.status("s", scratch)
         #expect(s.paused && s.frames == 0 && s.duration == 4 && s.rate == nil)
         #expect(try Self.ctl(["s", "status"], scratch).stdout == "s: 0.000/4.000 s paused max, 0 frames\n")
+        // A producer that does not answer (stopped): one line after 2 s, and it answers once it runs again.
+        producer.signal(SIGSTOP)
+        let silent = try Self.ctl(["s", "status"], scratch)
+        producer.signal(SIGCONT)
+        #expect(silent.status == 1 && silent.stderr.split(separator: "\n").count == 1 && silent.stderr.contains("did not answer within 2"),
+                "\(silent.stderr)")
+        #expect(try Self.status("s", scratch).paused)
         #expect(producer.isRunning && pattern.isRunning)
         var st = stat()
         #expect(stat(scratch.directory.controlSocketPath("s"), &st) == 0 && st.st_mode & 0o777 == 0o600)
@@ -222,5 +230,25 @@ import Testing
         #expect(clock.wait(toRelease: 20, shouldStop: { false }) == .seek(3))
         clock.didSeek(to: 3)
         #expect(clock.state.position == 3 && clock.state.pendingSeek == nil)
+    }
+
+    /// A filter downstream of a seek flushes its graph and starts a new one: libavfilter's
+    /// fps filter, which drops frames whose time goes backwards, passes every frame after
+    /// the seek, and the discontinuity reaches the filter's consumer.
+    @Test func aFilterStartsAnewAfterASeek() throws {
+        let scratch = try Scratch()
+        let clip = try Self.clip(scratch)
+        let producer = try Self.producer(clip, "s", ["--paused"], scratch)
+        let filter = try scratch.start(["filter", "--in", "s", "--out", "f", "--vf", "fps=30", "--wait-for", "1"])
+        let sink = try scratch.start(["sink", "--in", "f", "--null"])
+        #expect(try Self.ctl(["s", "step", "10"], scratch).status == 0)
+        #expect(eventually { scratch.snapshot("s")?.published == 10 })
+        #expect(try Self.ctl(["s", "seek", "2.1"], scratch).status == 0)
+        #expect(try Self.ctl(["s", "resume"], scratch).status == 0)
+        #expect(producer.wait(timeout: 60) == 0, "producer: \(producer.stderr)")
+        #expect(filter.wait(timeout: 60) == 0, "filter: \(filter.stderr)")
+        #expect(sink.wait(timeout: 60) == 0, "sink: \(sink.stderr)")
+        let seeked = Self.frameLines(try ffmpegFramemd5(clip, before: "-ss 2.1", scratch)).count
+        #expect(sink.stdout.contains("received \(10 + seeked) frames") && sink.stdout.contains("(1 discontinuity)"), "\(sink.stdout)")
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import FramePipeline
+import FrameServer
 import Glibc
 import Testing
 
@@ -19,8 +20,17 @@ import Testing
         #expect(p.commandLine(2).arguments == ["filter", "--preset", "gray", "--in", "t", "--out", "run1-2"])
         #expect(p.commandLine(4) == (false, ["my_filter", "--in", "t", "--out", "run1-3", "--n", "1"]))
         #expect(p.startOrder.last == 0 && p.sources == [0])
+        // A join: {in:NAME} reads named streams; their --wait-for counts it; it starts before both sources.
+        let j = try Pipeline(parsing: "produce -i a.mp4 ! tee name=a  a. ! sink --null  produce -i b.mp4 name=b"
+                             + "  exec avg {in:a} --b={in:b} --out {out} ! sink --null", base: "run1")
+        #expect(j.streams.map(\.name) == ["a", "b", "run1-3"] && j.streams.map(\.waitFor) == [2, 1, 1])
+        #expect(j.stages[3].joins == [0, 1] && j.stages[3].inputs == [0, 1] && j.sources == [0, 2])
+        #expect(j.commandLine(3) == (false, ["avg", "a", "--b=b", "--out", "run1-3"]))
+        #expect(j.startOrder.firstIndex(of: 3)! < j.startOrder.firstIndex(of: 0)! && j.startOrder.firstIndex(of: 3)! < j.startOrder.firstIndex(of: 2)!)
         for bad in ["", "sink --null", "produce -i a ! filter --preset gray", "produce -i a ! filter --out x ! sink",
-                    "produce -i a ! ! sink", "produce -i a name=x ! sink  x. ! y. ! sink", "bogus ! sink", "produce -i 'a ! sink"] {
+                    "produce -i a ! ! sink", "produce -i a name=x ! sink  x. ! y. ! sink", "bogus ! sink", "produce -i 'a ! sink",
+                    "produce -i a name=a  exec j {in:a} {in:c}", "produce -i a name=a  a. ! exec j {in} {in:a}",
+                    "exec j {in:a} {out} name=a ! sink --null", "produce -i a name=a ! exec j {in:a}"] {
             #expect(throws: PipelineError.self, "\(bad)") { try Pipeline(parsing: bad, base: "run1") }
         }
     }
@@ -82,6 +92,49 @@ import Testing
         try expectNothingLeft(scratch, r.stdout)
     }
 
+    /// A join: examples/python/average.py reads streams a and b ({in:a} {in:b}); a also
+    /// fans out to a sink. The average's framemd5 is ffmpeg's blend=all_mode=average of the
+    /// two clips, and a's sink gets every frame too: a's --wait-for counted both readers.
+    @Test func joinAveragesTwoStreamsAsFFmpegBlends() throws {
+        let scratch = try Scratch()
+        let a = try clip(scratch)
+        let b = scratch.file("b.mp4")
+        let made = try shell("ffmpeg -v error -f lavfi -i smptebars=size=320x240:rate=25 -frames:v 30 -c:v libx264 -pix_fmt yuv420p '\(b)'", scratch)
+        #expect(made.0 == 0, "\(made.2)")
+        let (avg, plain) = (scratch.file("avg.md5"), scratch.file("plain.md5"))
+        let example = repositoryRoot.appendingPathComponent("examples/python/average.py").path
+        let r = try scratch.run(["run", "--quiet", "produce -i '\(a)' ! tee name=a  a. ! sink --framemd5 '\(plain)'  produce -i '\(b)' name=b"
+                                 + "  exec '\(try ClientTools.python())' '\(example)' {in:a} {in:b} --out {out} --wait-for {wait-for}"
+                                 + " ! sink --framemd5 '\(avg)'"], timeout: 120)
+        #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
+        let (status, want, err) = try shell("ffmpeg -v error -i '\(a)' -i '\(b)' -filter_complex '[0:v][1:v]blend=all_mode=average' -f framemd5 -", scratch)
+        #expect(status == 0, "\(err)")
+        let got = try String(contentsOfFile: avg, encoding: .utf8)
+        #expect(got == String(decoding: want, as: UTF8.self) && frameLines(got).count == 30)
+        #expect(try String(contentsOfFile: plain, encoding: .utf8) == ffmpegFramemd5(a, scratch))
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// A lossless consumer that exits before reading (0 without attaching, or failing at
+    /// start) beside a sink that keeps waiting: its producer waits for both forever, so run
+    /// fails with the stage's line instead of hanging.
+    @Test func consumerExitingBeforeReadingFailsTheRun() throws {
+        let scratch = try Scratch()
+        let source = "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! tee name=t  t. ! sink --null  t. ! "
+        for (stage, line) in [("exec true {in}", "it exited before reading a frame of stream 't',"
+                                                 + " whose producer (stage 1) would wait for its 2 lossless consumers forever"),
+                              ("sink --framemd5 /nonexistent/x.md5", "cannot write '/nonexistent/x.md5': No such file or directory")] {
+            let r = try scratch.run(["run", "--quiet", source + stage], timeout: 60)
+            #expect(r.status == 1, "\(stage): \(r.stderr)")
+            #expect(r.stderr == "framesrv: error: stage 3 '\(stage)' failed: \(line)\n", "\(stage)")
+            try expectNothingLeft(scratch, r.stdout)
+        }
+        // Further down a chain, after a filter that already started its own stream.
+        let r = try scratch.run(["run", "--quiet", "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! filter --preset gray ! exec true {in}"], timeout: 60)
+        #expect(r.status == 1 && r.stderr.hasPrefix("framesrv: error: stage 3 'exec true {in}' failed: it exited before reading"), "\(r.stderr)")
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
     /// SIGINT to run stops the source; the rest drains: both recordings hold every frame published.
     @Test func interruptDrainsIntoCompleteRecordings() throws {
         let scratch = try Scratch()
@@ -102,6 +155,50 @@ import Testing
         try expectNothingLeft(scratch, run.stdout)
     }
 
+    /// SIGINT while the source still waits for a consumer that never attaches: the source
+    /// stops before its first frame, and its consumers are stopped with it instead of
+    /// waiting out the drain for a stream that will never publish. run exits 0.
+    @Test func interruptBeforeTheFirstFrameStopsTheWaitingConsumers() throws {
+        let scratch = try Scratch()
+        let run = try startRun(scratch, "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! tee name=t"
+                                   + "  t. ! sink --null  t. ! exec sh -c 'sleep 1000' never {in}", until: "t") { $0.consumers.count == 1 }
+        run.signal(SIGINT)
+        #expect(run.wait(timeout: 20) == 0, "\(run.stdout)\n\(run.stderr)")
+        #expect(run.stderr == stoppingLine)
+        try expectNothingLeft(scratch, run.stdout)
+    }
+
+    /// A second SIGINT forces: a source that ignores SIGINT, and a sink blocked on a pipe
+    /// nobody reads (its filter blocked behind it), keep the drain from finishing; the second
+    /// kills every stage's process group (the shells' own children too), removes the streams
+    /// the killed filter left, and run exits 130.
+    @Test func secondInterruptForcesTheEnd() throws {
+        let scratch = try Scratch()
+        let stuckSource = "exec sh -c 'trap \"\" INT; sleep 1000' src {out} ! sink --null"
+        let stuckSink = "exec sh -c '\"$0\" sink --in \"$1\" --framemd5 /dev/stdout | sleep 1000' '\(framesrvPath)' {in}"
+        let run = try startRun(scratch, stuckSource + "  produce -f lavfi -i testsrc2=size=320x240:rate=25"
+                                   + " ! filter --preset gray name=gray ! " + stuckSink, until: "gray") { $0.published > 0 }
+        run.signal(SIGINT)
+        #expect(eventually { run.stderr == stoppingLine }, "\(run.stderr)")
+        #expect(run.process.isRunning && FileManager.default.fileExists(atPath: scratch.path + "/gray.ctl"))
+        run.signal(SIGINT)
+        #expect(run.wait(timeout: 20) == 130, "\(run.stdout)\n\(run.stderr)")
+        #expect(run.stderr == stoppingLine)
+        try expectNothingLeft(scratch, run.stdout)
+    }
+
+    /// run's line at the first SIGINT.
+    let stoppingLine = "framesrv: stopping sources; Ctrl-C again to force\n"
+
+    /// `framesrv run --quiet DESCRIPTION`, once stream `name` is `ready`.
+    func startRun(_ scratch: Scratch, _ description: String, until name: String,
+                  _ ready: @escaping (StreamSnapshot) -> Bool) throws -> Proc {
+        let run = try scratch.start(["run", "--quiet", description])
+        let dir = try RuntimeDirectory(path: scratch.path)
+        #expect(eventually(timeout: 60) { (try? StreamSnapshot.read(name, in: dir)).map(ready) == true }, "\(run.stderr)")
+        return run
+    }
+
     /// A sink that is done (--frames 10) stops the filter and the endless source above it.
     @Test func finishedConsumersStopTheirProducers() throws {
         let scratch = try Scratch()
@@ -110,6 +207,24 @@ import Testing
         #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
         #expect(r.stdout.contains("received 10 frames (first 1, last 10)"), "\(r.stdout)")
         try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// The supervision is the library's: PipelineRun started and polled in this process runs
+    /// a chain to its end, and reports a failing stage's status and line.
+    @Test func pipelineRunSupervisesInProcess() throws {
+        let scratch = try Scratch()
+        let dir = try RuntimeDirectory(path: scratch.path)
+        func outcome(_ text: String) throws -> PipelineRun.Outcome {
+            let run = try PipelineRun(try Pipeline(parsing: text, base: "lib"), directory: dir, framesrv: framesrvPath)
+            while run.poll(interrupts: 0) { usleep(50_000) }
+            return run.finish()
+        }
+        let done = try outcome("produce -f lavfi -i testsrc2=size=64x48:rate=25 ! filter --preset gray ! sink --null --frames 5")
+        #expect(done.status == 0 && done.error == nil, "\(done)")
+        let failed = try outcome("produce -f lavfi -i testsrc2=size=64x48:rate=25 ! tee name=t  t. ! sink --null"
+                                 + "  t. ! exec sh -c 'echo \"checker: no\" >&2; exit 4' {in}")
+        #expect(failed.status == 4 && failed.error == "stage 3 'exec sh -c echo \"checker: no\" >&2; exit 4 {in}' failed: checker: no", "\(failed)")
+        try expectNothingLeft(scratch, "")
     }
 
     /// Bad descriptions: one line, exit status 2, nothing started.

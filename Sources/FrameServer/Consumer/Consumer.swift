@@ -193,7 +193,7 @@ public final class Consumer {
         while true {
             drainDirectoryEvents(directoryWatch.rawValue)
             if let a = try Attachment.open(stream: stream, directory: directory, options: options) {
-                if !everAttached, a.control.ended, !a.control.endedAfterFailure {
+                if !everAttached, a.control.ended, !a.control.endedAfterFailure, !a.owedFramesAfterEnd {
                     // Ended before we came: nothing is owed to us. Say so, or wait for the next producer.
                     // (A failed end is reported as such by `next()`: its reason matters more.)
                     let frames = a.control.statistics.published
@@ -246,6 +246,15 @@ public final class Consumer {
 /// and offsets, checked slot indices) and `FrameHeader.validate`; both segments are
 /// guarded against truncation (`Segment.truncated`), which ends the attachment.
 final class Attachment {
+    /// Whether a lossless entry was admitted before the stream ended, so frames up to its end
+    /// are reserved for it (a fast producer can admit, publish and end while `open` returns).
+    /// SYNC: read after `control.ended`'s acquire load, which orders the admission before it.
+    var owedFramesAfterEnd: Bool {
+        guard mode == .lossless else { return false }
+        let first = control.firstSequence(index)
+        return first > 0 && first <= control.endSequence
+    }
+
     /// What `nextFrame` hands the consumer.
     enum Outcome: ~Copyable { case frame(Frame), ended, producerGone }
     /// What one look at shared memory found.

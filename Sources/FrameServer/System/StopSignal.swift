@@ -31,10 +31,21 @@ public enum StopSignal {
     /// The corresponding C functions are `sigaction` and `pthread_sigmask`.
     public static func install() {
         _ = stopFlag.load(ordering: .relaxed)   // initialised before any handler can run
+        // No SA_RESTART: a blocked wait returns EINTR and asks shouldStop.
+        handle(restarting: false) { _ in stopFlag.store(1, ordering: .relaxed) }
+    }
+
+    /// Calls `handler` on SIGINT and SIGTERM instead of ending the process (restarting
+    /// interrupted calls or not), and unblocks both in the calling thread: `install()`'s
+    /// mechanics, for a process that counts its stop signals itself (`framesrv run`).
+    /// `handler` must be async-signal-safe (an atomic store, nothing that allocates).
+    ///
+    /// The corresponding C functions are `sigaction` and `pthread_sigmask`.
+    public static func handle(restarting: Bool, _ handler: @convention(c) (Int32) -> Void) {
         var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in stopFlag.store(1, ordering: .relaxed) }
+        action.__sigaction_handler.sa_handler = handler
         sigemptyset(&action.sa_mask)
-        action.sa_flags = 0   // no SA_RESTART: a blocked wait returns EINTR and asks shouldStop
+        action.sa_flags = restarting ? SA_RESTART : 0
         sigaction(SIGINT, &action, nil)
         sigaction(SIGTERM, &action, nil)
         var set = sigset_t()

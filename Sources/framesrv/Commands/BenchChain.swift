@@ -1,4 +1,5 @@
 import Foundation
+import FrameProcess
 import FrameServer
 
 /// `framesrv bench chain`: decode -> gblur -> rgb24 -> framemd5 as four processes, next to

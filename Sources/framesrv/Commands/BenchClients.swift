@@ -1,5 +1,6 @@
 import Foundation
 import FrameMedia
+import FrameProcess
 import FrameServer
 
 /// `framesrv bench clients`: frames/s of a Swift, a C and a Python consumer process of one

@@ -1,4 +1,5 @@
 import Foundation
+import FrameProcess
 import FrameServer
 
 /// `framesrv bench decode`: `produce -i FILE` into the pool with one lossless consumer

@@ -1,4 +1,5 @@
 import Foundation
+import FrameProcess
 import FrameServer
 
 /// The peers of `bench transport`: a pipe, iceoryx2 (Python publisher and subscribers, through

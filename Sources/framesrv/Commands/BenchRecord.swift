@@ -1,5 +1,6 @@
 import Foundation
 import FrameMedia
+import FrameProcess
 import FrameServer
 
 /// `framesrv bench record`: recording throughput (FFV1 and raw) next to ffmpeg encoding the

@@ -1,5 +1,6 @@
 import Foundation
 import FrameMedia
+import FrameProcess
 import FrameServer
 
 /// `framesrv bench transport`: framesrv's transport next to its peers, section by section

@@ -21,6 +21,8 @@ enum CtlCommand: Command {
                      the frames before it, as ffmpeg -ss T does (the same frames and
                      timestamps); the first frame after it carries the discontinuity flag
       rate X         X times real time (0.01 to 100), or max: as fast as consumers take frames
+                     (a producer started with -re or --readrate stays a live source: it drops
+                     the frames its consumers have no free slot for; without them it waits)
       step [N]       publish exactly N frames (default 1), pausing first when playing
       status         position/duration, state and rate (--json: one JSON object: stream,
                      state, paused, position, duration, rate (null: max), frames)

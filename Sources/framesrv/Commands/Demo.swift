@@ -1,4 +1,5 @@
 import Foundation
+import FrameProcess
 import FrameServer
 import Glibc
 

@@ -69,7 +69,7 @@ enum ProduceCommand: Command {
                            N - 2 slots)
       --live-source        never wait for consumers: drop a frame when no slot is free
       --wait-for N         publish nothing until N lossless consumers are attached. With -i and
-                           a file (not -re, --readrate or a capture device) the default is 1:
+                           a file (not -re, --readrate, a capture device or -f lavfi) the default is 1:
                            the first lossless consumer gets every frame from the first
       --no-wait            with -i: publish at once, even to nobody (--wait-for 0)
       --name NAME          what this producer is called in ls/top/inspect (default: its role,
@@ -98,8 +98,9 @@ enum ProduceCommand: Command {
         // -re / --readrate and capture devices (x11grab, v4l2, ...) set the pace: drop at the source.
         let live = o.liveSource || media.readrate != nil || decoder.isLiveSource
         // A file waits for its first lossless consumer (issue 12): no frame goes to nobody.
+        // A generator (-f lavfi) publishes at once, as --pattern does.
         var o = o
-        let waitsByDefault = !live && !o.noWait && o.waitFor == 0
+        let waitsByDefault = !live && !decoder.isDevice && !o.noWait && o.waitFor == 0
         if waitsByDefault { o.waitFor = 1 }
         let producer = try createStream(o, slots: o.slots ?? publisher.path.defaultSlots, liveSource: live, rate: publisher.frameRate)
         let clock = PlaybackClock(rate: media.readrate, paused: media.paused, position: decoder.origin)

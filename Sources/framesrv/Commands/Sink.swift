@@ -28,9 +28,13 @@ enum SinkCommand: Command {
       --raw FILE|-         write the planes tightly packed, frame after frame (ffmpeg's -f rawvideo);
                            prints the ffmpeg options that read it back on stderr once
       --record FILE        encode with libavcodec into a .mp4, .mov, .mkv or .nut file (the container
-                           from the extension). Frame rate and timestamps are the stream's. The pixel
-                           format is the stream's when the encoder takes it, else the encoder's best
-                           match (converted with libswscale: the stream's colour matrix and range).
+                           from the extension). Every frame keeps its own timestamp, in the stream's
+                           time base (variable frame rates kept; -fps_mode cfr resamples). The pixel
+                           format: -pix_fmt's; H.264/H.265 default to 4:2:0 (yuv420p, yuv420p10le
+                           for deeper input), which every player plays, with a note on stderr when
+                           that drops chroma; other encoders (ffv1...) keep the stream's when they
+                           take it, else take their best match. Conversions use libswscale with the
+                           stream's colour matrix and range, as ffmpeg does.
                            Crash safe: MP4/MOV are fragmented (movflags=+frag_keyframe+empty_moov
                            +delay_moov+default_base_moof: a fragment at each keyframe and at least
                            every 0.5 s), Matroska closes a cluster every 0.5 s, and every packet is
@@ -42,6 +46,10 @@ enum SinkCommand: Command {
       --crf N              --record's constant quality (encoders with a crf option; libx264: 0-51)
       -g N                 --record's keyframe interval in frames
       --preset NAME        --record's encoder preset (libx264: ultrafast ... medium ... placebo)
+      -pix_fmt FMT         --record's pixel format (ffmpeg -pix_fmts lists them), when the default
+                           above is not the one: -pix_fmt yuv444p keeps RGB's chroma in H.264
+      -fps_mode MODE       --record's timestamps: passthrough (default: each frame's own) or cfr
+                           (frames duplicated and dropped to the stream's nominal rate, as ffmpeg)
       -f FMT               --record's container, overriding the extension: any libavformat muxer
                            (mp4, mov, matroska, nut, ...)
 
@@ -135,7 +143,8 @@ enum SinkCommand: Command {
         if let recorder = outputs.recorder, let record = o.record {
             let what = recorder.outputDescription.map { " (\($0))" } ?? ""
             say("record: \(record)\(what): \(recorder.frames) frames, \(recorder.bytesWritten) bytes"
-                + (recorder.convertedFrames > 0 ? ", \(recorder.convertedFrames) converted" : ""))
+                + (recorder.convertedFrames > 0 ? ", \(recorder.convertedFrames) converted" : "")
+                + (o.recordOptions.frameRateMode == .cfr ? ", \(recorder.duplicated) duplicated, \(recorder.dropped) dropped" : ""))
         }
         for (writer, path) in [(outputs.y4m, o.y4m), (outputs.raw, o.raw)] {
             guard let writer, let path, writer.convertedFrames > 0 else { continue }
@@ -244,6 +253,7 @@ struct SinkRun {
             }
             let firstRaw = outputs.raw?.frames == 0
             try outputs.write(frame)
+            if stats.received == 1, !options.quiet { for note in outputs.recorder?.notes ?? [] { warn("note: " + note) } }
             if firstRaw, !options.quiet, let raw = options.raw, let readBack = outputs.raw?.readBackOptions {
                 warn("raw: read it back with: ffmpeg \(readBack) -i \(raw)")
             }

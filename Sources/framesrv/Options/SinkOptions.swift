@@ -35,6 +35,8 @@ struct SinkOptions: CommandOptions {
         let crf = try args.double("--crf", range: 0...63)
         let gop = try args.int("-g", "--gop", range: 1...1_000_000)
         let preset = try args.value("--preset")
+        let pixelFormat = try args.value("-pix_fmt", "--pix-fmt")
+        let fpsMode = try args.value("-fps_mode", "--fps-mode")
         let live = args.flag("--live")
         let lossless = args.flag("--lossless")
         consumerOptions.waitSeconds = try args.double("--wait", range: 0...1e9)
@@ -63,7 +65,8 @@ struct SinkOptions: CommandOptions {
         guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
         consumerOptions.mode = live ? .live : .lossless
         if record == nil {
-            let given = [("-f", container), ("-c:v", codec), ("-b:v", bitRateText), ("--preset", preset)].filter { $0.1 != nil }.map(\.0)
+            let given = [("-f", container), ("-c:v", codec), ("-b:v", bitRateText), ("--preset", preset),
+                         ("-pix_fmt", pixelFormat), ("-fps_mode", fpsMode)].filter { $0.1 != nil }.map(\.0)
                 + (crf != nil ? ["--crf"] : []) + (gop != nil ? ["-g"] : [])
             if let first = given.first { throw UsageError("\(first) goes with --record FILE") }
         } else {
@@ -73,6 +76,13 @@ struct SinkOptions: CommandOptions {
             recordOptions.crf = crf
             recordOptions.gop = gop
             recordOptions.preset = preset
+            recordOptions.pixelFormat = pixelFormat
+            if let fpsMode {
+                guard let mode = FrameRateMode(rawValue: fpsMode) else {
+                    throw UsageError("-fps_mode takes passthrough or cfr, not '\(fpsMode)'")
+                }
+                recordOptions.frameRateMode = mode
+            }
         }
     }
 

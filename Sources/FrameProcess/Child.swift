@@ -3,23 +3,27 @@ import FrameServer
 import Glibc
 
 /// This program's own executable, for commands that run stages as child processes.
-let selfExecutable: String = {
+public let selfExecutable: String = {
     var buf = [CChar](repeating: 0, count: 4096)
     let n = readlink("/proc/self/exe", &buf, buf.count - 1)
     return n > 0 ? String(decoding: buf[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
 }()
 
 /// A child process whose standard output (and, if asked, standard error) is collected.
-final class Child {
-    let process = Process()
+///
+/// Each child leads its own process group (Foundation's `Process` starts it so): a
+/// terminal's Ctrl-C reaches the parent only, which decides what each child gets, and
+/// `interrupt()` and `kill()` reach a program's own children too (an `sh -c` stage).
+public final class Child {
+    public let process = Process()
     private let output = Pipe()
     private let errors: Pipe?
     private let errorText = ErrorCollector()
     private let capturesOutput: Bool
-    let label: String
+    public let label: String
 
     /// Starts `framesrv ARGS` (or another program with `executable`) with `environment` added.
-    init(_ arguments: [String], label: String, executable: String = selfExecutable,
+    public init(_ arguments: [String], label: String, executable: String = selfExecutable,
          environment: [String: String] = [:], captureOutput: Bool = true, captureErrors: Bool = false) throws {
         self.label = label
         capturesOutput = captureOutput
@@ -41,28 +45,40 @@ final class Child {
     }
 
     /// Waits for the child and returns its exit status and everything it printed.
-    func finish() -> (status: Int32, output: String) {
+    public func finish() -> (status: Int32, output: String) {
         let data = capturesOutput ? output.fileHandleForReading.readDataToEndOfFile() : Data()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
     /// `finish()`, plus what the child wrote to standard error (with `captureErrors`).
-    func finishWithErrors() -> (status: Int32, output: String, errors: String) {
+    public func finishWithErrors() -> (status: Int32, output: String, errors: String) {
         let (status, out) = finish()
         return (status, out, errors == nil ? "" : errorText.wait())
     }
 
-    /// SIGINT: a framesrv stage finishes its work (ends its stream, closes its file) and exits.
-    func interrupt() { if process.isRunning { Glibc.kill(process.processIdentifier, SIGINT) } }
+    /// SIGINT to the child's process group: a framesrv stage finishes its work (ends its
+    /// stream, closes its file) and exits.
+    public func interrupt() { signalGroup(SIGINT) }
 
-    func stop() { if process.isRunning { process.terminate() } }
+    /// SIGTERM to the child.
+    public func stop() { if process.isRunning { process.terminate() } }
 
-    /// SIGKILL: for a stage that did not stop when asked.
-    func kill() { if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) } }
+    /// SIGKILL to the child's process group: for a stage that did not stop when asked. The
+    /// group outlives a leader that exited before its own children, so they are killed too.
+    public func kill() { signalGroup(SIGKILL, evenAfterExit: true) }
+
+    /// `signal` to the process group the child leads, or to the child alone if it left it.
+    ///
+    /// The corresponding C function is `kill` (with a negative pid for the group).
+    private func signalGroup(_ signal: Int32, evenAfterExit: Bool = false) {
+        let pid = process.processIdentifier
+        guard pid > 0, evenAfterExit || process.isRunning else { return }
+        if Glibc.kill(-pid, signal) != 0, process.isRunning { Glibc.kill(pid, signal) }
+    }
 
     /// The exit status once the child has exited (a signal counts as 128 + its number), nil while it runs.
-    var exitStatus: Int32? {
+    public var exitStatus: Int32? {
         guard !process.isRunning else { return nil }
         return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
     }
@@ -73,10 +89,10 @@ final class Child {
 extension [Child] {
     /// The first stage (upstream first, as they were started downstream first) that exited
     /// with a failure, if any.
-    var failedStage: Child? { reversed().first { ($0.exitStatus ?? 0) != 0 } }
+    public var failedStage: Child? { reversed().first { ($0.exitStatus ?? 0) != 0 } }
 
     /// Waits until every stage has exited, or one has failed (then stops the others); the failed one.
-    func waitForAllOrFirstFailure() -> Child? {
+    public func waitForAllOrFirstFailure() -> Child? {
         while contains(where: { $0.process.isRunning }) {
             if let failed = failedStage {
                 stopAll()
@@ -89,7 +105,7 @@ extension [Child] {
 
     /// After `waitSeconds` for the stages to end by themselves, SIGINT to every stage still
     /// running; SIGKILL to any still running 5 s later.
-    func stopAll(waitSeconds: Double = 0) {
+    public func stopAll(waitSeconds: Double = 0) {
         func wait(_ seconds: Double) {
             let deadline = monotonicNanos() + UInt64(seconds * 1e9)
             while contains(where: { $0.process.isRunning }), monotonicNanos() < deadline { usleep(50_000) }
@@ -102,7 +118,7 @@ extension [Child] {
 }
 
 /// Set in a stage's environment to its parent's pid.
-let parentEnvironmentKey = "FRAMESRV_PARENT_PID"
+public let parentEnvironmentKey = "FRAMESRV_PARENT_PID"
 
 /// A stage started by a framesrv parent (`Child`) gets SIGTERM when that parent dies, however
 /// it dies (SIGKILL too): it then stops as on SIGINT, ending its stream and removing its files.
@@ -110,7 +126,7 @@ let parentEnvironmentKey = "FRAMESRV_PARENT_PID"
 ///
 /// The corresponding C call is `prctl(PR_SET_PDEATHSIG, SIGTERM)` (variadic in C, so called
 /// through its address).
-func dieWithParent() {
+public func dieWithParent() {
     guard let text = ProcessInfo.processInfo.environment[parentEnvironmentKey], let parent = pid_t(text) else { return }
     typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
     if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") {
@@ -126,14 +142,4 @@ final class ErrorCollector: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     func finish(_ text: String) { self.text = text; done.signal() }
     func wait() -> String { done.wait(); done.signal(); return text }
-}
-
-/// A private runtime directory under /dev/shm, removed with everything in it on deinit.
-final class ScratchDirectory {
-    let path: String
-    init(prefix: String) {
-        var template = Array("/dev/shm/\(prefix)-XXXXXX".utf8CString)
-        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
 }
