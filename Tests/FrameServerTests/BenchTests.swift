@@ -45,7 +45,7 @@ import Testing
             #expect(lines.contains { $0.hasPrefix(section) }, "no section '\(section)' in:\n\(bench.stdout)")
         }
         for row in ["  framesrv record --codec ffv1:", "  ffmpeg -c:v ffv1 ", "  framesrv record --codec raw:", "  ffmpeg -c:v rawvideo:",
-                    "  framesrv replay ffv1.nut", "  framesrv replay raw.nut", "  ffmpeg -threads 1 -i ffv1.nut", "  ffmpeg -threads 1 -i raw.nut"] {
+                    "  framesrv replay ffv1.nut", "  framesrv replay raw.nut", "  ffmpeg -i ffv1.nut", "  ffmpeg -i raw.nut"] {
             #expect(figure(row, " frames/s"), "no figure '\(row)' in:\n\(bench.stdout)")
         }
         #expect(lines.contains { $0.hasPrefix("  ratio framesrv/ffmpeg frames/s: ffv1 ") && $0.contains(", raw ") })

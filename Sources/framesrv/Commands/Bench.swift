@@ -68,12 +68,13 @@ enum BenchCommand: Command {
     record: N frames of the test pattern at 1920x1080 yuv420p, in the same run:
       1. recording: 'produce --pattern --rate max --frames N' into 'record --in bench -o FILE.nut'
          with --codec ffv1 and --codec raw (2 processes), frames/s from start to the recorder's
-         exit and bytes per frame; next to 'ffmpeg -f rawvideo -pix_fmt yuv420p -s 1920x1080 -i FILE -c:v ffv1 -level 1
-         -g 1 -threads 1 -f nut' (record's FFV1 settings) and '-c:v rawvideo', reading the same
-         frames from a file in /dev/shm (dumped once by 'sink --raw'), so ffmpeg neither paints
-         frames nor reads a pipe; the ratios framesrv/ffmpeg. Best of 3 interleaved runs.
+         exit and bytes per frame; next to 'ffmpeg -f rawvideo -pix_fmt yuv420p -s 1920x1080
+         -i FILE -c:v ffv1 -level 3 -g 1 -slices 16 -slicecrc 1 -threads 0 -f nut' (record's
+         FFV1 settings) and '-c:v rawvideo', reading the same frames from a file in /dev/shm
+         (dumped once by 'sink --raw'), so ffmpeg neither paints frames nor reads a pipe; the
+         ratios framesrv/ffmpeg. Best of 3 interleaved runs.
       2. replay: 'replay FILE --rate max' of both recordings into one lossless 'sink --null'
-         process, start to exit, next to 'ffmpeg -threads 1 -i FILE -f null -'. Best of 3.
+         process, start to exit, next to 'ffmpeg -i FILE -f null -'. Best of 3.
       3. seek latency: from a seek request sent on the stream's control socket (what 'framesrv
          ctl NAME seek T' sends) to the first frame after the seek (flagged discontinuity, at T)
          received by a lossless consumer in this process: p50 and max of 7 seeks, on a paused
