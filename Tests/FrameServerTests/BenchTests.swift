@@ -32,9 +32,33 @@ import Testing
         #expect(lines.contains { $0.hasPrefix("  GStreamer") || $0.hasPrefix("  GStreamer: not installed") })
     }
 
+    @Test("framesrv bench record --quick prints every figure and ratio, each run recording and replaying every frame", .timeLimit(.minutes(3)))
+    func benchRecordQuick() throws {
+        let scratch = try Scratch()
+        let bench = try scratch.start(["bench", "record", "--quick"])
+        #expect(bench.wait(timeout: 170) == 0, "bench record: \(bench.stdout)\n\(bench.stderr)")
+        let lines = bench.stdout.split(separator: "\n").map(String.init)
+        func figure(_ prefix: String, _ unit: String) -> Bool {
+            lines.contains { $0.hasPrefix(prefix) && $0.hasSuffix(unit) && $0.contains("30 frames in ") }
+        }
+        for section in ["1. recording throughput", "2. replay --rate max", "3. seek latency"] {
+            #expect(lines.contains { $0.hasPrefix(section) }, "no section '\(section)' in:\n\(bench.stdout)")
+        }
+        for row in ["  framesrv record --codec ffv1:", "  ffmpeg -c:v ffv1 ", "  framesrv record --codec raw:", "  ffmpeg -c:v rawvideo:",
+                    "  framesrv replay ffv1.nut", "  framesrv replay raw.nut", "  ffmpeg -i ffv1.nut", "  ffmpeg -i raw.nut"] {
+            #expect(figure(row, " frames/s"), "no figure '\(row)' in:\n\(bench.stdout)")
+        }
+        #expect(lines.contains { $0.hasPrefix("  ratio framesrv/ffmpeg frames/s: ffv1 ") && $0.contains(", raw ") })
+        #expect(lines.contains { $0.hasPrefix("  ratio framesrv replay/ffmpeg decode frames/s: ffv1 ") })
+        for row in ["  replay ffv1.nut, paused", "  replay ffv1.nut, playing", "  produce -i H.264"] {
+            #expect(lines.contains { $0.hasPrefix(row) && $0.contains(": p50 ") && $0.hasSuffix(" ms") }, "no '\(row)' in:\n\(bench.stdout)")
+        }
+    }
+
     @Test func benchTransportBadInputGetsOneLine() throws {
         let scratch = try Scratch()
-        for args in [["bench", "transport", "--frames", "1000", "--seconds", "1"], ["bench", "transport", "--c-tools", "/tmp"]] {
+        for args in [["bench", "transport", "--frames", "1000", "--seconds", "1"], ["bench", "transport", "--c-tools", "/tmp"],
+                     ["bench", "record", "--frames", "100", "--seconds", "1"], ["bench", "record", "-i", "x.mp4"]] {
             let (status, _, err) = try scratch.run(args, timeout: 20)
             #expect(status == 2 && err.split(separator: "\n").count == 1, "\(args): \(err)")
         }

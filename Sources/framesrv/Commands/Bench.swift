@@ -5,13 +5,13 @@ import FrameServer
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
 enum BenchCommand: Command {
     static let name = "bench"
-    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python), 'bench record' (versus ffmpeg)"
+    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python), 'bench record' (record, replay, seek; versus ffmpeg)"
     static let help = """
     usage: framesrv bench transport [--seconds S | --frames N] [--quick] [--python PATH]
            framesrv bench decode [-i FILE] [--threads T]
            framesrv bench chain [-i FILE] [--threads T]
            framesrv bench clients [--seconds S] [--quick] [--python PATH] [--c-tools DIR]
-           framesrv bench record [--frames N] [--quick]
+           framesrv bench record [--seconds S | --frames N] [--quick]
 
     transport: every figure next to its peer, measured in the same run, the systems
     alternated, the median of 3 rounds. Every consumer is a separate process; framesrv's
@@ -65,12 +65,24 @@ enum BenchCommand: Command {
       --python PATH  a python with the framesrv package (default: what scripts/python-env prints)
       --c-tools DIR  the directory of framesrv-consume (default: clients/c/build)
 
-    record: 'framesrv record' of N frames (default 60; --quick: 20) of the 1920x1080 test
-    pattern (--rate max) with --codec ffv1 and raw, frames/s from start to exit and bytes per
-    frame, next to 'framesrv sink --raw - | ffmpeg -f rawvideo -i - -c:v ffv1' on the same
-    frames; 'framesrv replay --rate max' of each file into a null sink, frames/s; and the seek
-    latency of a paused replay ('ctl seek T' + 'ctl step 1' until the frame is in a consumer),
-    the median of 5. The recordings go to a temporary folder, removed at the end.
+    record: N frames of the test pattern at 1920x1080 yuv420p, in the same run:
+      1. recording: 'produce --pattern --rate max --frames N' into 'record --in bench -o FILE.nut'
+         with --codec ffv1 and --codec raw (2 processes), frames/s from start to the recorder's
+         exit and bytes per frame; next to 'ffmpeg -f rawvideo -pix_fmt yuv420p -s 1920x1080
+         -i FILE -c:v ffv1 -level 3 -g 1 -slices 16 -slicecrc 1 -threads 0 -f nut' (record's
+         FFV1 settings) and '-c:v rawvideo', reading the same frames from a file in /dev/shm
+         (dumped once by 'sink --raw'), so ffmpeg neither paints frames nor reads a pipe; the
+         ratios framesrv/ffmpeg. Best of 3 interleaved runs.
+      2. replay: 'replay FILE --rate max' of both recordings into one lossless 'sink --null'
+         process, start to exit, next to 'ffmpeg -i FILE -f null -'. Best of 3.
+      3. seek latency: from a seek request sent on the stream's control socket (what 'framesrv
+         ctl NAME seek T' sends) to the first frame after the seek (flagged discontinuity, at T)
+         received by a lossless consumer in this process: p50 and max of 7 seeks, on a paused
+         replay (seek T, then step 1), a replay playing at rate 1, and 'produce -i' of a
+         generated H.264 1080p25 clip with a keyframe every 2 s playing at -re.
+      --seconds S    record S seconds of 30 fps pattern: N = 30 x S frames (default 10; --quick: 1)
+      --frames N     the frames to record instead
+      --quick        one round, 1 s of pattern and a 4 s clip, for smoke tests
     """
 
     static func run(_ o: BenchOptions) throws -> Int32 {
@@ -79,7 +91,7 @@ enum BenchCommand: Command {
         case .chain: try chain(input: o.input, threads: o.threads)
         case .transport(let budget): try transport(budget, python: o.python)
         case .clients(let seconds): try clients(seconds: seconds, python: o.python, cTools: o.cTools)
-        case .record(let frames): try record(frames: frames)
+        case .record(let frames, let quick): try record(frames: frames, rounds: quick ? 1 : 3, quick: quick)
         }
         return 0
     }

@@ -60,7 +60,7 @@ struct TopOptions: CommandOptions {
 
 /// `framesrv bench`'s options.
 struct BenchOptions: CommandOptions {
-    enum Benchmark: Equatable { case transport(TransportBudget), decode, chain, clients(seconds: Double), record(frames: Int) }
+    enum Benchmark: Equatable { case transport(TransportBudget), decode, chain, clients(seconds: Double), record(frames: Int, quick: Bool) }
     /// bench transport: each measurement runs `seconds`, or `frames` frames when given;
     /// `rounds` alternated rounds (the median is printed).
     struct TransportBudget: Equatable { var frames: Int?; var seconds: Double; var rounds: Int }
@@ -82,7 +82,7 @@ struct BenchOptions: CommandOptions {
         cTools = try args.value("--c-tools")
         let what = args.positionals()
         try args.finish()
-        guard what == ["clients"] || what == ["transport"] || (seconds == nil && python == nil && cTools == nil) else {
+        guard what == ["clients"] || what == ["transport"] || what == ["record"] || (seconds == nil && python == nil && cTools == nil) else {
             throw UsageError("--seconds and --python go with 'bench clients' and 'bench transport', --c-tools with 'bench clients'")
         }
         switch what {
@@ -101,8 +101,11 @@ struct BenchOptions: CommandOptions {
             }
             benchmark = .clients(seconds: seconds ?? (quick ? 1 : 3))
         case ["record"]:
-            guard input == nil, threads == nil else { throw UsageError("-i and --threads do not go with 'bench record'") }
-            benchmark = .record(frames: frames ?? (quick ? 20 : 60))
+            guard input == nil, threads == nil, python == nil, cTools == nil else {
+                throw UsageError("-i, --threads, --python and --c-tools do not go with 'bench record'")
+            }
+            guard frames == nil || seconds == nil else { throw UsageError("choose one of --frames and --seconds") }
+            benchmark = .record(frames: frames ?? Int((seconds ?? (quick ? 1 : 10)) * 30), quick: quick)
         default:
             throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain, bench clients or bench record")
         }
