@@ -82,8 +82,14 @@ final class Proc: @unchecked Sendable {
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle(forWritingAtPath: outPath)
-        process.standardError = FileHandle(forWritingAtPath: errPath)
+        let out = FileHandle(forWritingAtPath: outPath), err = FileHandle(forWritingAtPath: errPath)
+        process.standardOutput = out
+        process.standardError = err
+        // The child has its own copies. Ours must not stay open for as long as this Proc
+        // lives: hundreds of them pile up in the test process, and past ~1,300 open
+        // descriptors Foundation's Process.run() crashes (swift-corelibs-foundation PR 5472:
+        // it reads 256 bytes of each /proc/self/fd entry, past the end of readdir's buffer).
+        defer { try? out?.close(); try? err?.close() }
         try process.run()
     }
 
