@@ -69,11 +69,6 @@ final class FrameCollector: @unchecked Sendable {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// The hash column of framemd5 output.
-    func hashes(_ md5: String) -> [Substring] {
-        md5.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
-    }
-
     /// `frames` with capture times made offsets from `base` (what replay must keep).
     func rebased(_ frames: [SeenFrame], base: UInt64) -> [SeenFrame] {
         frames.map { var f = $0; f.description.captureNanos = $0.description.captureNanos &- base; return f }

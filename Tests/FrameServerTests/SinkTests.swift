@@ -26,11 +26,6 @@ import Testing
         try text("ffmpeg -v error \(input) -i '\(path)' -map 0:v:0 -f framemd5 -", scratch)
     }
 
-    /// The hash column of framemd5 output.
-    func hashes(_ md5: String) -> [Substring] {
-        md5.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
-    }
-
     /// One stream value per line from ffprobe (`entries` such as stream=width,height).
     func probe(_ path: String, _ entries: String, count: Bool = false, _ scratch: Scratch) throws -> [String: String] {
         let out = try text("ffprobe -v error \(count ? "-count_frames" : "") -select_streams v:0 -show_entries \(entries) "

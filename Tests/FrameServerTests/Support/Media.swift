@@ -100,3 +100,8 @@ func pathCounts(_ summary: String) -> (zeroCopy: Int, copied: Int)? {
     let numbers = summary[r].split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
     return numbers.count == 2 ? (numbers[0], numbers[1]) : nil
 }
+
+/// The hash column of framemd5 output (SinkTests, RecordReplayTests).
+func hashes(_ md5: String) -> [Substring] {
+    md5.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
+}
