@@ -28,10 +28,17 @@ let package = Package(
         .target(name: "FrameProcess", dependencies: ["FrameServer"]),
         // `framesrv run`'s pipelines: parser, graph, stream names, --wait-for, start order, supervision.
         .target(name: "FramePipeline", dependencies: ["FrameServer", "FrameProcess"]),
+        // What `top`, `ls` and `framesrv web` sample and print as JSON: one source for the CLI and the web view.
+        .target(name: "FrameMonitor", dependencies: ["FrameServer", "FrameMedia"]),
+        // libmicrohttpd, from Debian's libmicrohttpd-dev: framesrv web's HTTP server.
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // `framesrv web`: the HTTP server, its page, API, token checks and live previews.
+        .target(name: "FrameWeb", dependencies: ["FrameServer", "FrameMedia", "FrameMonitor", "CMicroHTTPD"]),
         // The command-line tool.
-        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FrameProcess", "FramePipeline", "FrameRecording"]),
+        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FrameProcess", "FramePipeline", "FrameRecording",
+                                                           "FrameMonitor", "FrameWeb"]),
         // End-to-end suites: real framesrv processes (see Tests/README.md).
-        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording"]),
+        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording", "FrameMonitor", "FrameWeb"]),
         // FrameMedia's pieces on their own, in process.
         .testTarget(name: "FrameMediaTests", dependencies: ["FrameMedia", "FrameServer"]),
     ]
