@@ -7,4 +7,36 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
+
+// MHD_start_daemon is variadic, which Swift cannot call: this fixed-argument wrapper starts a
+// daemon on `address` with a thread per connection (polled by an internal thread), a connection
+// limit, an idle timeout (seconds), a per-connection memory limit, a thread stack size and a
+// completion callback.
+static inline struct MHD_Daemon *fs_mhd_start(unsigned int flags, const struct sockaddr *address,
+                                              MHD_AccessHandlerCallback handler, void *context,
+                                              MHD_RequestCompletedCallback completed,
+                                              unsigned int connection_limit, unsigned int timeout_seconds,
+                                              size_t memory_limit, size_t stack_size) {
+    return MHD_start_daemon(flags, 0, NULL, NULL, handler, context,
+                            MHD_OPTION_SOCK_ADDR, address,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, context,
+                            MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+                            MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
+                            MHD_OPTION_THREAD_STACK_SIZE, stack_size,
+                            MHD_OPTION_END);
+}
+
+// MHD_SIZE_UNKNOWN and the reader's end markers are macros with casts, which Swift does not import.
+static const uint64_t fs_mhd_size_unknown = MHD_SIZE_UNKNOWN;
+static const ssize_t fs_mhd_end_of_stream = MHD_CONTENT_READER_END_OF_STREAM;
+static const ssize_t fs_mhd_end_with_error = MHD_CONTENT_READER_END_WITH_ERROR;
+// The daemon's flags (a flag enum, which Swift imports as closed cases that cannot be or-ed).
+static const unsigned int fs_mhd_thread_per_connection =
+    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
+static const unsigned int fs_mhd_ipv6 = MHD_USE_IPv6;
+// A response with a copy of `size` bytes.
+static inline struct MHD_Response *fs_mhd_response_copy(size_t size, const void *bytes) {
+    return MHD_create_response_from_buffer(size, (void *) bytes, MHD_RESPMEM_MUST_COPY);
+}
 #endif

@@ -1,0 +1,157 @@
+/// The page's script: polls /api/graph, /api/streams and /api/history once a second and draws.
+enum WebPageScript {
+    static let js = #"""
+    "use strict";
+    const history = [];            // samples of /api/history, oldest first (at most 300)
+    let lastTime = 0, playback = {};
+    const $ = (tag, attrs = {}, text) => { const e = document.createElement(tag); for (const k in attrs) e.setAttribute(k, attrs[k]); if (text !== undefined) e.textContent = text; return e; };
+    const svgEl = (tag, attrs = {}, text) => { const e = document.createElementNS("http://www.w3.org/2000/svg", tag); for (const k in attrs) e.setAttribute(k, attrs[k]); if (text !== undefined) e.textContent = text; return e; };
+    const fmt = (v, d = 1) => v === null || v === undefined ? "-" : Number(v).toFixed(d);
+    const api = (path) => fetch(path, {credentials: "same-origin", cache: "no-store"}).then(r => r.ok ? r.json() : Promise.reject(r.status));
+    const url = (name, what) => "api/streams/" + encodeURIComponent(name) + "/" + what;
+
+    function drawGraph(g) {
+      const svg = document.getElementById("graph");
+      svg.replaceChildren();
+      const ids = [], layer = {}, incoming = {};
+      for (const p of g.processes) ids.push("pid:" + p.pid);
+      for (const s of g.streams) ids.push("stream:" + s.name);
+      for (const id of ids) { layer[id] = 0; incoming[id] = []; }
+      for (const e of g.edges) if (incoming[e.to]) incoming[e.to].push(e.from);
+      for (let pass = 0; pass < ids.length; pass++)       // longest path from a source (bounded: no cycle loops)
+        for (const id of ids) for (const f of incoming[id]) if (layer[f] !== undefined) layer[id] = Math.max(layer[id], layer[f] + 1);
+      const rows = {}, pos = {}, W = 150, H = 34, GX = 70, GY = 16;
+      for (const id of ids) { const l = Math.min(layer[id], 40); rows[l] = (rows[l] || 0); pos[id] = {x: 10 + l * (W + GX), y: 10 + rows[l] * (H + GY)}; rows[l]++; }
+      const height = 20 + Math.max(1, ...Object.values(rows)) * (H + GY), width = 20 + (Math.max(0, ...Object.keys(rows).map(Number)) + 1) * (W + GX);
+      svg.setAttribute("height", height); svg.setAttribute("viewBox", "0 0 " + Math.max(width, 300) + " " + height);
+      svg.setAttribute("preserveAspectRatio", "xMinYMin meet");
+      for (const e of g.edges) {
+        const a = pos[e.from], b = pos[e.to]; if (!a || !b) continue;
+        const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
+        const cls = "edge" + (e.lagging ? " lagging" : "") + (e.missing ? " missing" : "");
+        svg.append(svgEl("path", {class: cls, d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "data-from": e.from, "data-to": e.to}));
+        const label = e.consumer === null || e.consumer === undefined ? fmt(e.fps) + " fps"
+          : `${fmt(e.fps)} fps lag ${e.lag} miss ${e.missed} ${e.latencyP50}/${e.latencyP99}`;
+        svg.append(svgEl("text", {class: "edge-label", x: mx - 60, y: (y1 + y2) / 2 - 4}, label));
+      }
+      for (const p of g.processes) node(svg, "process", pos["pid:" + p.pid], p.name, "pid " + p.pid, {"data-pid": p.pid}, W, H);
+      for (const s of g.streams) node(svg, "stream", pos["stream:" + s.name], s.name, `${fmt(s.fps)} fps ${s.slotsInUse}/${s.slots}`, {"data-stream": s.name}, W, H);
+    }
+    function node(svg, kind, p, title, sub, attrs, W, H) {
+      const g = svgEl("g", Object.assign({class: "node " + kind, transform: `translate(${p.x},${p.y})`}, attrs));
+      g.append(svgEl("rect", {width: W, height: H, rx: kind === "stream" ? 14 : 3}));
+      g.append(svgEl("text", {x: 6, y: 14, class: "node-name"}, title.length > 22 ? title.slice(0, 21) + "…" : title));
+      g.append(svgEl("text", {x: 6, y: 28, class: "node-sub"}, sub));
+      svg.append(g);
+    }
+
+    const shown = new IntersectionObserver(entries => { for (const e of entries) setPreview(e.target.closest(".stream"), e.isIntersecting); });
+    function setPreview(card, on) {
+      const img = card.querySelector("img.preview"), name = card.dataset.stream;
+      const src = on ? url(name, "preview.mjpeg") + "?fps=" + card.querySelector("select.fps").value + "&width=" + card.querySelector("select.width").value : "";
+      if (img.getAttribute("src") !== src) { if (src) img.src = src; else img.removeAttribute("src"); }
+    }
+    function card(name) {
+      const id = "stream-" + name.replace(/[^A-Za-z0-9_-]/g, "_");
+      let c = document.getElementById(id);
+      if (c) return c;
+      c = $("div", {class: "stream", id: id, "data-stream": name});
+      const left = $("div"), right = $("div");
+      left.append($("h3", {class: "stream-name"}, name), $("img", {class: "preview", alt: "preview of " + name}));
+      const ctl = $("div", {class: "controls"});
+      const fps = $("select", {class: "fps", title: "preview frames per second"}), width = $("select", {class: "width", title: "preview width"});
+      for (const v of [1, 5, 10, 25]) fps.append($("option", v === 5 ? {value: v, selected: ""} : {value: v}, v + " fps"));
+      for (const v of [160, 320, 640, 1280]) width.append($("option", v === 320 ? {value: v, selected: ""} : {value: v}, v + " px"));
+      fps.onchange = width.onchange = () => setPreview(c, true);
+      const snap = $("a", {class: "snapshot", href: url(name, "snapshot.png"), download: name + ".png"}, "snapshot PNG");
+      ctl.append(fps, " ", width, " ", snap);
+      const play = $("div", {class: "controls playback", hidden: ""});
+      for (const verb of ["pause", "resume"]) { const b = $("button", {class: verb}, verb); b.onclick = () => control(name, verb); play.append(b, " "); }
+      const seek = $("input", {class: "seek", size: 5, placeholder: "seconds"}), sb = $("button", {class: "seek"}, "seek");
+      sb.onclick = () => control(name, "seek " + seek.value);
+      const rate = $("input", {class: "rate", size: 4, placeholder: "1.0"}), rb = $("button", {class: "rate"}, "rate");
+      rb.onclick = () => control(name, "rate " + rate.value);
+      play.append(seek, sb, " ", rate, rb, $("span", {class: "position"}));
+      left.append(ctl, play, $("div", {class: "reply"}));
+      const table = $("table", {class: "consumers"});
+      right.append(table, $("div", {class: "plots"}));
+      for (const k of ["fps", "latency", "slots", "misses"]) right.lastChild.append($("canvas", {class: "plot plot-" + k, width: 260, height: 90, "data-plot": k}));
+      c.append(left, right);
+      document.getElementById("streams").append(c);
+      shown.observe(c);
+      return c;
+    }
+    function control(name, text) {
+      fetch(url(name, "control"), {method: "POST", body: text, credentials: "same-origin"}).then(r => r.json()).then(j => {
+        document.getElementById("stream-" + name.replace(/[^A-Za-z0-9_-]/g, "_")).querySelector(".reply").textContent = j.error ? "error: " + j.error : (j.ok || j.state || "ok");
+      });
+    }
+    function drawStreams(g) {
+      const names = new Set(g.streams.map(s => s.name));
+      for (const c of [...document.querySelectorAll(".stream")]) if (!names.has(c.dataset.stream)) { shown.unobserve(c); c.querySelector("img.preview").removeAttribute("src"); c.remove(); }
+      for (const s of g.streams) {
+        const c = card(s.name), t = c.querySelector("table.consumers");
+        const rows = [["PID", "CONSUMER", "MODE", "FPS", "LAG", "MISS", "P50", "P99"]];
+        t.replaceChildren();
+        const head = $("tr"); for (const h of rows[0]) head.append($("th", {}, h)); t.append(head);
+        for (const e of g.edges.filter(e => e.from === "stream:" + s.name)) {
+          const pid = e.to.slice(4), p = g.processes.find(p => String(p.pid) === pid);
+          const tr = $("tr", {class: "consumer", "data-pid": pid});
+          tr.append($("td", {class: "pid"}, pid), $("td", {class: "name"}, p ? p.name : ""), $("td", {}, e.mode), $("td", {}, fmt(e.fps)),
+                    $("td", {}, e.lag), $("td", {}, e.missed), $("td", {}, e.latencyP50), $("td", {}, e.latencyP99));
+          t.append(tr);
+        }
+        const pb = playback[s.name], play = c.querySelector(".playback");
+        play.hidden = !pb;
+        if (pb) play.querySelector(".position").textContent = ` ${pb.paused ? "paused" : "playing"} ${fmt(pb.position)} s` + (pb.duration ? ` / ${fmt(pb.duration)} s` : "");
+        plots(c, s.name);
+        const r = c.querySelector("img.preview").getBoundingClientRect();
+        c.querySelector("img.preview").dataset.rect = [r.left + scrollX, r.top + scrollY, r.width, r.height].map(Math.round).join(",");
+      }
+    }
+    // One canvas per figure: a line per stream (fps, slots) or per consumer (latency, misses).
+    function plots(c, name) {
+      const series = {fps: {}, latency: {}, slots: {}, misses: {}};
+      history.forEach((h, i) => {
+        const s = h.streams.find(s => s.name === name); if (!s) return;
+        (series.fps["stream"] = series.fps["stream"] || [])[i] = s.fps;
+        (series.slots["in use"] = series.slots["in use"] || [])[i] = s.slotsInUse;
+        for (const k of s.consumers) {
+          const key = "pid " + k.pid;
+          (series.fps[key] = series.fps[key] || [])[i] = k.fps;
+          (series.latency[key + " p50"] = series.latency[key + " p50"] || [])[i] = k.latencyP50Micros;
+          (series.latency[key + " p99"] = series.latency[key + " p99"] || [])[i] = k.latencyP99Micros;
+          (series.misses[key] = series.misses[key] || [])[i] = k.missed;
+        }
+      });
+      const units = {fps: "fps", latency: "latency us", slots: "slots in use", misses: "misses"};
+      for (const cv of c.querySelectorAll("canvas.plot")) plot(cv, series[cv.dataset.plot], units[cv.dataset.plot], history.length);
+    }
+    const colours = ["#2a7", "#27c", "#d60", "#a3c", "#c23", "#777"];
+    function plot(cv, lines, unit, n) {
+      const x = cv.getContext("2d"), W = cv.width, H = cv.height;
+      x.clearRect(0, 0, W, H);
+      let max = 0; for (const k in lines) for (const v of lines[k]) if (v !== null && v !== undefined) max = Math.max(max, v);
+      max = max > 0 ? max * 1.1 : 1;
+      x.fillStyle = "#555"; x.font = "10px sans-serif"; x.fillText(unit + " (max " + fmt(max / 1.1) + ")", 4, 10);
+      Object.keys(lines).forEach((k, j) => {
+        x.strokeStyle = colours[j % colours.length]; x.beginPath(); let moved = false;
+        lines[k].forEach((v, i) => { if (v === null || v === undefined) return; const px = n > 1 ? i * (W - 2) / (n - 1) : 0, py = H - 2 - v / max * (H - 16);
+          if (moved) x.lineTo(px, py); else { x.moveTo(px, py); moved = true; } });
+        x.stroke(); x.fillStyle = x.strokeStyle; x.fillText(k, W - 70, 22 + j * 10);
+      });
+    }
+    async function refresh() {
+      try {
+        const [g, streams, h] = await Promise.all([api("api/graph"), api("api/streams"), api("api/history?since=" + lastTime)]);
+        playback = {}; for (const s of streams) if (s.playback) playback[s.name] = s.playback;
+        for (const p of h.samples) { history.push(p); lastTime = p.time; }
+        if (history.length > 300) history.splice(0, history.length - 300);
+        drawGraph(g); drawStreams(g);
+        document.getElementById("status").textContent = g.streams.length + " streams, " + g.processes.length + " processes, " + new Date().toLocaleTimeString();
+        document.body.dataset.ready = "1";
+      } catch (e) { document.getElementById("status").textContent = "cannot reach framesrv web: " + e; }
+    }
+    refresh(); setInterval(refresh, 1000);
+    """#
+}

@@ -1,0 +1,48 @@
+/// A request as the routes see it: method, path, and lookups into its query, headers and cookies.
+struct WebRequest {
+    let method: String
+    let path: String
+    let query: (String) -> String?
+    let header: (String) -> String?
+    let cookie: (String) -> String?
+    var body: [UInt8] = []
+}
+
+/// A response: a status, headers and a body, or a live MJPEG stream.
+struct WebResponse {
+    enum Body {
+        case bytes([UInt8])
+        case mjpeg(any PreviewFeed)
+    }
+    var status: UInt32
+    var contentType: String
+    var body: Body
+    var headers: [(String, String)] = []
+
+    static func text(_ status: UInt32, _ message: String) -> WebResponse {
+        WebResponse(status: status, contentType: "text/plain; charset=utf-8", body: .bytes(Array((message + "\n").utf8)))
+    }
+
+    static func json(_ text: String) -> WebResponse {
+        WebResponse(status: 200, contentType: "application/json", body: .bytes(Array((text + "\n").utf8)))
+    }
+
+    static func html(_ text: String) -> WebResponse {
+        WebResponse(status: 200, contentType: "text/html; charset=utf-8", body: .bytes(Array(text.utf8)))
+    }
+
+    /// A JSON error object: {"error": "..."}.
+    static func error(_ status: UInt32, _ message: String) -> WebResponse {
+        var r = json((try? jsonString(["error": message])) ?? "{}")
+        r.status = status
+        return r
+    }
+}
+
+import Foundation
+
+func jsonString(_ value: [String: String]) throws -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return String(decoding: try encoder.encode(value), as: UTF8.self)
+}

@@ -1,0 +1,137 @@
+import Foundation
+import FrameMedia
+import FrameMonitor
+import FrameServer
+
+/// What `framesrv web` serves, and to whom: every request passes `admit` (Host, token, Origin)
+/// before `route` answers it.
+struct WebRoutes: Sendable {
+    static let cookieName = "framesrv_token"
+
+    let address: WebAddress
+    let token: WebToken?
+    let monitor: WebMonitor
+    let preview: (any PreviewSource)?
+
+    /// Nil when the request may be served; otherwise the refusal. `setCookie`: the request
+    /// carried the right token in its query, so the answer sets the cookie.
+    func admit(_ r: WebRequest) -> (refusal: WebResponse?, setCookie: Bool) {
+        if address.isLoopback, let host = r.header("Host"), !Self.isLoopbackHost(host) {
+            // DNS rebinding: a page from elsewhere whose name now resolves to 127.0.0.1.
+            return (.text(403, "403: Host '\(host)' is not this machine's loopback address"), false)
+        }
+        if r.method == "POST", let origin = r.header("Origin"), let host = r.header("Host"),
+           origin != "http://" + host, origin != "https://" + host {
+            return (.text(403, "403: a control from another site (Origin \(origin))"), false)
+        }
+        guard let token else { return (nil, false) }
+        if let auth = r.header("Authorization"), auth.hasPrefix("Bearer "), token.matches(String(auth.dropFirst(7))) { return (nil, false) }
+        if let query = r.query("token") {
+            if token.matches(query) { return (nil, true) }
+        } else if token.matches(r.cookie(Self.cookieName)) {
+            return (nil, false)
+        }
+        var refusal = WebResponse.text(401, "401: this framesrv web needs its token: open the URL it printed (…/?token=…) "
+                                       + "or send 'Authorization: Bearer TOKEN'")
+        refusal.headers.append(("WWW-Authenticate", "Bearer realm=\"framesrv\""))
+        return (refusal, false)
+    }
+
+    /// `127.0.0.1`, `localhost`, `[::1]`, each with or without `:PORT`.
+    static func isLoopbackHost(_ host: String) -> Bool {
+        var name = host.lowercased()
+        if name.hasPrefix("[") { name = String(name.prefix { $0 != "]" }.dropFirst()) }
+        else if let colon = name.firstIndex(of: ":") { name = String(name[..<colon]) }
+        if name == "localhost" || name == "::1" { return true }
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
+    func route(_ r: WebRequest) -> WebResponse {
+        let get = r.method == "GET" || r.method == "HEAD"
+        switch r.path {
+        case "/" where get: return .html(WebPage.html)
+        case "/api/streams" where get: return encoded(monitor.streams())
+        case "/api/top" where get: return monitor.top().map(encoded) ?? .error(503, "no sample yet")
+        case "/api/graph" where get: return encoded(monitor.graph())
+        case "/api/history" where get:
+            return encoded(History(interval: monitor.interval, samples: monitor.history(since: r.query("since").flatMap(Double.init))))
+        default: break
+        }
+        // /api/streams/NAME/WHAT
+        let parts = r.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 5, parts[0].isEmpty, parts[1] == "api", parts[2] == "streams" else {
+            return .error(404, "no such page: \(r.method) \(r.path) (see the README's Web view section)")
+        }
+        let name = parts[3]
+        switch (parts[4], r.method) {
+        case ("control", "POST"): return control(name, String(decoding: r.body, as: UTF8.self))
+        case ("control", _): return .error(405, "control takes POST with a body such as 'pause', 'seek 10' or 'rate 2'")
+        case ("snapshot.png", _) where get: return snapshot(name)
+        case ("preview.mjpeg", _) where get:
+            return watch(name, fps: r.query("fps").flatMap(Double.init) ?? 5, width: r.query("width").flatMap(Int.init) ?? 640)
+        default: return .error(404, "no such page: \(r.method) \(r.path) (see the README's Web view section)")
+        }
+    }
+
+    struct History: Encodable {
+        let interval: Double
+        let samples: [HistoryPoint]
+    }
+
+    func encoded<T: Encodable>(_ value: T) -> WebResponse {
+        guard let text = try? encodeJSON(value) else { return .error(500, "could not encode the answer") }
+        return .json(text)
+    }
+
+    /// A stream name from the URL, checked: a valid name of a stream that exists.
+    func checkedStream(_ name: String) -> WebResponse? {
+        if (try? validateStreamName(name)) == nil { return .error(400, "'\(name)' is not a stream name") }
+        guard let directory = monitor.directory(), directory.streamNames().contains(name) else { return .error(404, "no stream named '\(name)'") }
+        return nil
+    }
+
+    /// `framesrv ctl NAME BODY`: the reply as {"ok": TEXT}, the status's JSON, or {"error": ...}.
+    func control(_ name: String, _ body: String) -> WebResponse {
+        if let refusal = checkedStream(name) { return refusal }
+        guard let directory = monitor.directory() else { return .error(404, "no stream named '\(name)'") }
+        let request: ControlRequest
+        do { request = try ControlRequest.parse(body.trimmingCharacters(in: .whitespacesAndNewlines)) } catch {
+            return .error(400, error.description)
+        }
+        do {
+            switch try ControlClient.send(request, to: name, directory: directory) {
+            case .ok(let text): return .json((try? jsonString(["ok": text.isEmpty ? "ok" : text])) ?? "{}")
+            case .json(let text): return .json(text)
+            case .error(let message): return .error(409, message)
+            }
+        } catch {
+            return .error(409, error.description)
+        }
+    }
+
+    func snapshot(_ name: String) -> WebResponse {
+        if let refusal = checkedStream(name) { return refusal }
+        guard let preview else { return .error(503, "previews are not available in this build") }
+        do {
+            let png = try preview.snapshot(name)
+            return WebResponse(status: 200, contentType: "image/png", body: .bytes(png),
+                               headers: [("Content-Disposition", "attachment; filename=\"\(name).png\""), ("Cache-Control", "no-store")])
+        } catch {
+            return .error(503, "no snapshot of '\(name)': \(error)")
+        }
+    }
+
+    func watch(_ name: String, fps: Double, width: Int) -> WebResponse {
+        if let refusal = checkedStream(name) { return refusal }
+        guard let preview else { return .error(503, "previews are not available in this build") }
+        guard fps.isFinite, fps > 0 else { return .error(400, "fps must be a positive number") }
+        do {
+            let feed = try preview.openViewer(name, maxFPS: min(fps, 30), maxWidth: max(16, min(width, 1920)))
+            return WebResponse(status: 200, contentType: "multipart/x-mixed-replace; boundary=\(MJPEGReader.boundary)",
+                               body: .mjpeg(feed), headers: [("Cache-Control", "no-store")])
+        } catch {
+            return .error(503, "no preview of '\(name)': \(error)")
+        }
+    }
+}

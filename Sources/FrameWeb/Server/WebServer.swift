@@ -1,0 +1,148 @@
+import CMicroHTTPD
+import FrameServer
+import Glibc
+import Synchronization
+
+/// `framesrv web`'s HTTP server: libmicrohttpd with an internal polling thread and a thread per
+/// connection (a stalled preview client blocks only its own thread), a connection limit, an idle
+/// timeout and a per-connection memory limit, so memory stays bounded however many clients come.
+public final class WebServer: Sendable {
+    public static let connectionLimit: UInt32 = 128
+    public static let idleTimeoutSeconds: UInt32 = 15
+    /// The largest request body taken (a control such as "seek 12.5").
+    static let maxBody = 1024
+
+    let routes: WebRoutes
+    private let daemon = Mutex<Daemon?>(nil)
+    private let stopping = Atomic<Bool>(false)
+
+    public init(address: WebAddress, token: WebToken?, monitor: WebMonitor, preview: (any PreviewSource)?) {
+        routes = WebRoutes(address: address, token: token, monitor: monitor, preview: preview)
+    }
+
+    /// Starts listening; throws when the address cannot be bound.
+    public func start() throws(WebError) {
+        let a = routes.address
+        let flags = fs_mhd_thread_per_connection | (a.ipv6 ? fs_mhd_ipv6 : 0)
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let started: OpaquePointer? = withSocketAddress(a) { sockaddr in
+            fs_mhd_start(flags, sockaddr, webHandler, context, webCompleted, Self.connectionLimit, Self.idleTimeoutSeconds,
+                         64 * 1024, 512 * 1024)
+        }
+        guard let started else { throw .cannotListen("cannot listen on \(a): \(String(cString: strerror(errno))) (is the port in use?)") }
+        daemon.withLock { $0 = Daemon(pointer: started) }
+    }
+
+    /// Stops accepting, ends the previews and waits for the connections' threads.
+    public func stop() {
+        stopping.store(true, ordering: .relaxed)
+        if let d = daemon.withLock({ d in defer { d = nil }; return d }) { MHD_stop_daemon(d.pointer) }
+    }
+
+    var isStopping: Bool { stopping.load(ordering: .relaxed) }
+}
+
+/// The running daemon: used from one thread at a time (start, then stop).
+private struct Daemon: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// Calls `body` with `a` as a sockaddr_in or sockaddr_in6.
+private func withSocketAddress<T>(_ a: WebAddress, _ body: (UnsafePointer<sockaddr>) -> T) -> T {
+    if a.ipv6 {
+        var s = sockaddr_in6()
+        s.sin6_family = sa_family_t(AF_INET6)
+        s.sin6_port = a.port.bigEndian
+        _ = inet_pton(AF_INET6, a.host, &s.sin6_addr)
+        return withUnsafePointer(to: &s) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
+    }
+    var s = sockaddr_in()
+    s.sin_family = sa_family_t(AF_INET)
+    s.sin_port = a.port.bigEndian
+    _ = inet_pton(AF_INET, a.host, &s.sin_addr)
+    return withUnsafePointer(to: &s) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
+}
+
+/// A POST's body, gathered over the handler's calls (its pointer is MHD's per-request `req_cls`).
+final class RequestBody {
+    var bytes: [UInt8] = []
+    var tooLarge = false
+}
+
+private let webHandler: MHD_AccessHandlerCallback = { context, connection, url, method, _, upload, uploadSize, requestContext in
+    let server = Unmanaged<WebServer>.fromOpaque(context!).takeUnretainedValue()
+    let method = String(cString: method!)
+    // A body comes over several calls: the first says a request began, the last has no data.
+    if method == "POST" {
+        if requestContext!.pointee == nil {
+            requestContext!.pointee = Unmanaged.passRetained(RequestBody()).toOpaque()
+            return .YES
+        }
+        let body = Unmanaged<RequestBody>.fromOpaque(requestContext!.pointee!).takeUnretainedValue()
+        if let size = uploadSize?.pointee, size > 0 {
+            if body.bytes.count + size <= WebServer.maxBody, let upload {
+                body.bytes += UnsafeRawBufferPointer(start: upload, count: size)
+            } else {
+                body.tooLarge = true
+            }
+            uploadSize!.pointee = 0
+            return .YES
+        }
+        return server.answer(connection!, url: String(cString: url!), method: method, body: body)
+    }
+    return server.answer(connection!, url: String(cString: url!), method: method, body: nil)
+}
+
+private let webCompleted: MHD_RequestCompletedCallback = { _, _, requestContext, _ in
+    if let p = requestContext?.pointee { Unmanaged<RequestBody>.fromOpaque(p).release() }
+    requestContext?.pointee = nil
+}
+
+extension WebServer {
+    func answer(_ connection: OpaquePointer, url: String, method: String, body: RequestBody?) -> MHD_Result {
+        func value(_ kind: MHD_ValueKind, _ key: String) -> String? {
+            MHD_lookup_connection_value(connection, kind, key).map { String(cString: $0) }
+        }
+        var request = WebRequest(method: method, path: url, query: { value(.GET_ARGUMENT_KIND, $0) },
+                                 header: { value(.HEADER_KIND, $0) }, cookie: { value(.COOKIE_KIND, $0) })
+        let (refusal, setCookie) = routes.admit(request)
+        var response: WebResponse
+        if let refusal {
+            response = refusal
+        } else if body?.tooLarge == true {
+            response = .error(413, "a request body is at most \(Self.maxBody) bytes")
+        } else {
+            request.body = body?.bytes ?? []
+            response = routes.route(request)
+        }
+        if setCookie, let token = routes.token {
+            response.headers.append(("Set-Cookie", "\(WebRoutes.cookieName)=\(token.value); Path=/; HttpOnly; SameSite=Strict"))
+        }
+        return send(response, on: connection)
+    }
+
+    func send(_ response: WebResponse, on connection: OpaquePointer) -> MHD_Result {
+        let made: OpaquePointer?
+        switch response.body {
+        case .bytes(let bytes):
+            made = bytes.withUnsafeBytes { b in
+                fs_mhd_response_copy(b.count, b.baseAddress)
+            }
+        case .mjpeg(let feed):
+            let reader = MJPEGReader(feed) { [weak self] in self?.isStopping ?? true }
+            made = MHD_create_response_from_callback(fs_mhd_size_unknown, 64 * 1024, { context, _, buffer, max in
+                Unmanaged<MJPEGReader>.fromOpaque(context!).takeUnretainedValue().read(into: buffer!, max: max)
+            }, Unmanaged.passRetained(reader).toOpaque(), { context in
+                let reader = Unmanaged<MJPEGReader>.fromOpaque(context!).takeRetainedValue()
+                reader.feed.stop()
+            })
+        }
+        guard let made else { return .NO }
+        defer { MHD_destroy_response(made) }
+        _ = MHD_add_response_header(made, "Content-Type", response.contentType)
+        _ = MHD_add_response_header(made, "X-Content-Type-Options", "nosniff")
+        _ = MHD_add_response_header(made, "Referrer-Policy", "no-referrer")
+        for (name, value) in response.headers { _ = MHD_add_response_header(made, name, value) }
+        return MHD_queue_response(connection, response.status, made)
+    }
+}

@@ -1,0 +1,48 @@
+import FrameServer
+import FrameWeb
+import Glibc
+
+/// `framesrv web`: a page with the chain as a graph, live previews, plots and controls, and a JSON API.
+enum WebCommand: Command {
+    static let name = "web"
+    static let summary = "serve a web page of every stream: graph, live previews, plots, controls, JSON API"
+    static let help = """
+    usage: framesrv web [--listen HOST:PORT] [--token [TOKEN]]
+
+    Serves the streams of this user's runtime directory (FRAMESRV_DIR, as ls) over HTTP: the chain
+    as a graph (fps, lag, misses and latency p50/p99 on each edge), a live MJPEG preview of each
+    stream (encoded only while a page shows it), plots of the last 5 minutes, playback controls and
+    PNG snapshots, and a JSON API under /api/ (see the README's "Web view"). It reads the shared
+    statistics once a second, as top does; previews are short-lived live consumers.
+
+      --listen HOST:PORT   numeric address (default 127.0.0.1:8080; [::1]:8080 for IPv6). Any
+                           address but loopback needs --token
+      --token [TOKEN]      require a token on every request (page and API): alone, a random one is
+                           made and printed with the URL to open (…/?token=…, which sets a cookie);
+                           clients may also send 'Authorization: Bearer TOKEN'
+
+    On loopback, requests whose Host header is not a loopback name are refused (DNS rebinding), and
+    a POST whose Origin is another site is refused. Stops on SIGINT/SIGTERM.
+    """
+
+    static func run(_ o: WebOptions) throws -> Int32 {
+        let token: WebToken? = switch o.token {
+        case .random: WebToken.random()
+        case .given(let t): WebToken(t)
+        case nil: nil
+        }
+        guard o.address.isLoopback || token != nil else { throw WebError.tokenRequired(o.address.description) }
+        installStopHandlers()
+        let monitor = WebMonitor()
+        monitor.start()
+        defer { monitor.stop() }
+        let server = WebServer(address: o.address, token: token, monitor: monitor, preview: WebPreviews.make())
+        try server.start()
+        defer { server.stop() }
+        let url = "http://\(o.address.urlHost):\(o.address.port)/" + (token.map { "?token=\($0.value)" } ?? "")
+        print("web: serving the streams of \(RuntimeDirectory.defaultPath) on \(o.address): open \(url)")
+        fflush(stdout)   // a test or a log reads the URL while the server runs
+        while !StopSignal.requested { usleep(100_000) }
+        return 0
+    }
+}
