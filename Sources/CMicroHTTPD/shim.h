@@ -39,4 +39,9 @@ static const unsigned int fs_mhd_ipv6 = MHD_USE_IPv6;
 static inline struct MHD_Response *fs_mhd_response_copy(size_t size, const void *bytes) {
     return MHD_create_response_from_buffer(size, (void *) bytes, MHD_RESPMEM_MUST_COPY);
 }
+// The port the daemon listens on (the one the kernel chose for port 0); 0 if unknown.
+static inline uint16_t fs_mhd_bound_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : 0;
+}
 #endif

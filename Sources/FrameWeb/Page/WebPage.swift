@@ -11,7 +11,7 @@ enum WebPage {
     <style>\(WebPageStyle.css)</style></head>
     <body>
     <header><h1>framesrv</h1><span id="status">loading…</span></header>
-    <section id="chain"><h2>Chain</h2><svg id="graph" width="100%" height="160"></svg></section>
+    <section id="chain"><h2>Chain</h2><svg id="graph" width="300" height="60"></svg></section>
     <section id="streams"></section>
     <script>\(WebPageScript.js)</script>
     </body></html>
@@ -25,6 +25,7 @@ enum WebPageStyle {
     header h1{font-size:18px;margin:0}
     section{padding:6px 14px}
     h2{font-size:15px;margin:6px 0}
+    #chain{overflow-x:auto}
     #graph{background:#fff;border:1px solid #ccd}
     .node rect{fill:#eef3fb;stroke:#557}
     .node.stream rect{fill:#fff7e0;stroke:#a80}

@@ -20,19 +20,18 @@ enum WebPageScript {
       for (const e of g.edges) if (incoming[e.to]) incoming[e.to].push(e.from);
       for (let pass = 0; pass < ids.length; pass++)       // longest path from a source (bounded: no cycle loops)
         for (const id of ids) for (const f of incoming[id]) if (layer[f] !== undefined) layer[id] = Math.max(layer[id], layer[f] + 1);
-      const rows = {}, pos = {}, W = 150, H = 34, GX = 70, GY = 16;
+      const rows = {}, pos = {}, W = 124, H = 34, GX = 134, GY = 26;
       for (const id of ids) { const l = Math.min(layer[id], 40); rows[l] = (rows[l] || 0); pos[id] = {x: 10 + l * (W + GX), y: 10 + rows[l] * (H + GY)}; rows[l]++; }
       const height = 20 + Math.max(1, ...Object.values(rows)) * (H + GY), width = 20 + (Math.max(0, ...Object.keys(rows).map(Number)) + 1) * (W + GX);
-      svg.setAttribute("height", height); svg.setAttribute("viewBox", "0 0 " + Math.max(width, 300) + " " + height);
-      svg.setAttribute("preserveAspectRatio", "xMinYMin meet");
+      svg.setAttribute("height", height); svg.setAttribute("width", Math.max(width, 300));   // full size: #chain scrolls
       for (const e of g.edges) {
         const a = pos[e.from], b = pos[e.to]; if (!a || !b) continue;
         const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
         const cls = "edge" + (e.lagging ? " lagging" : "") + (e.missing ? " missing" : "");
         svg.append(svgEl("path", {class: cls, d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "data-from": e.from, "data-to": e.to}));
-        const label = e.consumer === null || e.consumer === undefined ? fmt(e.fps) + " fps"
-          : `${fmt(e.fps)} fps lag ${e.lag} miss ${e.missed} ${e.latencyP50}/${e.latencyP99}`;
-        svg.append(svgEl("text", {class: "edge-label", x: mx - 60, y: (y1 + y2) / 2 - 4}, label));
+        const lines = e.consumer === null || e.consumer === undefined ? [fmt(e.fps) + " fps"]
+          : [`${fmt(e.fps)} fps lag ${e.lag} miss ${e.missed}`, `p50 ${e.latencyP50} p99 ${e.latencyP99}`];
+        lines.forEach((t, i) => svg.append(svgEl("text", {class: "edge-label" + (i ? " latency" : ""), x: x1 + 6, y: (y1 + y2) / 2 - 4 + i * 12}, t)));
       }
       for (const p of g.processes) node(svg, "process", pos["pid:" + p.pid], p.name, "pid " + p.pid, {"data-pid": p.pid}, W, H);
       for (const s of g.streams) node(svg, "stream", pos["stream:" + s.name], s.name, `${fmt(s.fps)} fps ${s.slotsInUse}/${s.slots}`, {"data-stream": s.name}, W, H);
@@ -40,7 +39,7 @@ enum WebPageScript {
     function node(svg, kind, p, title, sub, attrs, W, H) {
       const g = svgEl("g", Object.assign({class: "node " + kind, transform: `translate(${p.x},${p.y})`}, attrs));
       g.append(svgEl("rect", {width: W, height: H, rx: kind === "stream" ? 14 : 3}));
-      g.append(svgEl("text", {x: 6, y: 14, class: "node-name"}, title.length > 22 ? title.slice(0, 21) + "…" : title));
+      g.append(svgEl("text", {x: 6, y: 14, class: "node-name"}, title.length > 19 ? title.slice(0, 18) + "…" : title));
       g.append(svgEl("text", {x: 6, y: 28, class: "node-sub"}, sub));
       svg.append(g);
     }

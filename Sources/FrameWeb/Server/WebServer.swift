@@ -20,8 +20,9 @@ public final class WebServer: Sendable {
         routes = WebRoutes(address: address, token: token, monitor: monitor, preview: preview)
     }
 
-    /// Starts listening; throws when the address cannot be bound.
-    public func start() throws(WebError) {
+    /// Starts listening and returns the port (the one chosen for port 0); throws when the address cannot be bound.
+    @discardableResult
+    public func start() throws(WebError) -> UInt16 {
         let a = routes.address
         let flags = fs_mhd_thread_per_connection | (a.ipv6 ? fs_mhd_ipv6 : 0)
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -31,6 +32,8 @@ public final class WebServer: Sendable {
         }
         guard let started else { throw .cannotListen("cannot listen on \(a): \(String(cString: strerror(errno))) (is the port in use?)") }
         daemon.withLock { $0 = Daemon(pointer: started) }
+        let port = fs_mhd_bound_port(started)
+        return port == 0 ? a.port : port
     }
 
     /// Stops accepting, ends the previews and waits for the connections' threads.

@@ -15,8 +15,8 @@ enum WebCommand: Command {
     PNG snapshots, and a JSON API under /api/ (see the README's "Web view"). It reads the shared
     statistics once a second, as top does; previews are short-lived live consumers.
 
-      --listen HOST:PORT   numeric address (default 127.0.0.1:8080; [::1]:8080 for IPv6). Any
-                           address but loopback needs --token
+      --listen HOST:PORT   numeric address (default 127.0.0.1:8080; [::1]:8080 for IPv6; port 0:
+                           any free port, printed). Any address but loopback needs --token
       --token [TOKEN]      require a token on every request (page and API): alone, a random one is
                            made and printed with the URL to open (…/?token=…, which sets a cookie);
                            clients may also send 'Authorization: Bearer TOKEN'
@@ -37,11 +37,11 @@ enum WebCommand: Command {
         monitor.start()
         defer { monitor.stop() }
         let server = WebServer(address: o.address, token: token, monitor: monitor, preview: WebPreviews.make())
-        try server.start()
+        let port = try server.start()
         defer { server.stop() }
-        let url = "http://\(o.address.urlHost):\(o.address.port)/" + (token.map { "?token=\($0.value)" } ?? "")
-        print("web: serving the streams of \(RuntimeDirectory.defaultPath) on \(o.address): open \(url)")
-        fflush(stdout)   // a test or a log reads the URL while the server runs
+        let url = "http://\(o.address.urlHost):\(port)/" + (token.map { "?token=\($0.value)" } ?? "")
+        print("web: serving the streams of \(RuntimeDirectory.defaultPath) on port \(port) of \(o.address.host): open \(url)")
+        fflush(nil)   // a test or a log reads the URL while the server runs (nil: every output stream)
         while !StopSignal.requested { usleep(100_000) }
         return 0
     }

@@ -1,0 +1,202 @@
+import Foundation
+import FrameServer
+import Glibc
+import Testing
+
+/// `framesrv web`: its API against `ls --json`, its page in headless Chromium, its token and its load.
+@Suite(.serialized) struct WebTests {
+    /// A three-stage chain with three streams: produce ! filter ! filter ! sink.
+    static let chain = "produce --pattern --size 320x240 ! filter --preset gray ! filter --preset blur=2 ! sink --null"
+
+    /// Starts `framesrv web` on a free loopback port; its port and the URL it printed.
+    func startWeb(_ scratch: Scratch, _ extra: [String] = []) throws -> (web: Proc, port: UInt16, url: String) {
+        let web = try scratch.start(["web", "--listen", "127.0.0.1:0"] + extra)
+        var url = ""
+        let printed = eventually(timeout: 20) {
+            url = web.stdout.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
+            return url.hasPrefix("http://")
+        }
+        try #require(printed, "framesrv web printed no URL: \(web.stderr)")
+        let port = try #require(URLComponents(string: url)?.port.flatMap { UInt16($0) })
+        return (web, port, url)
+    }
+
+    /// Starts `framesrv run CHAIN` and waits until its three streams run and have delivered frames.
+    func startChain(_ scratch: Scratch) throws -> Proc {
+        let run = try scratch.start(["run", "--quiet", Self.chain])
+        let running = eventually(timeout: 30) {
+            let streams = scratch.directory.streamNames().compactMap { scratch.snapshot($0) }
+            return streams.count == 3 && streams.allSatisfy { $0.state == "running" && $0.published > 5 }
+        }
+        try #require(running, "the chain did not start: \(run.stderr)")
+        return run
+    }
+
+    func stop(_ run: Proc) {
+        run.signal(SIGINT)
+        run.wait(timeout: 10)
+    }
+
+    @Test func refusesANonLoopbackAddressWithoutAToken() throws {
+        let scratch = try Scratch()
+        let r = try scratch.run(["web", "--listen", "0.0.0.0:0"], timeout: 20)
+        #expect(r.status == 1)
+        let lines = r.stderr.split(separator: "\n")
+        #expect(lines.count == 1)
+        #expect(r.stderr.contains("--token") && r.stderr.contains("0.0.0.0"))
+        #expect(r.stdout.isEmpty)
+        // A token opens any address; `--token` alone prints a random one in the URL.
+        let (web, port, url) = try startWeb(scratch, ["--token"])
+        defer { web.kill() }
+        let token = try #require(URLComponents(string: url)?.queryItems?.first { $0.name == "token" }?.value)
+        #expect(token.count == 48)
+        #expect(http(port, "/api/streams")?.status == 401)
+        #expect(http(port, "/api/streams", headers: ["Authorization": "Bearer \(token)"])?.status == 200)
+    }
+
+    @Test func aWrongTokenGets401AndNoFrameBytes() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "cam", "--size", "160x120"])
+        defer { producer.kill() }
+        #expect(eventually { (scratch.snapshot("cam")?.published ?? 0) > 3 })
+        let token = "s3cret-token-for-tests"
+        let (web, port, _) = try startWeb(scratch, ["--token", token])
+        defer { web.kill() }
+        let jpegStart: [UInt8] = [0xFF, 0xD8, 0xFF], pngMagic: [UInt8] = [0x89, 0x50, 0x4E, 0x47]
+        for path in ["/", "/api/streams", "/api/graph", "/api/streams/cam/snapshot.png", "/api/streams/cam/preview.mjpeg?fps=5"] {
+            for headers in [[:], ["Authorization": "Bearer wrong-token-xxxxx"], ["Cookie": "framesrv_token=wrong"]] {
+                let reply = try #require(http(port, path, headers: headers, timeout: 3), "\(path): no reply")
+                #expect(reply.status == 401, "\(path) \(headers)")
+                #expect(!contains(reply.body, jpegStart) && !contains(reply.body, pngMagic), "\(path): frame bytes without the token")
+            }
+            #expect(http(port, path + (path.contains("?") ? "&" : "?") + "token=wrong", timeout: 3)?.status == 401)
+        }
+        #expect(http(port, "/api/streams/cam/control", method: "POST", body: "pause")?.status == 401)
+        // The right token: in the query (which sets the cookie), as the cookie, or as a bearer.
+        let page = try #require(http(port, "/?token=\(token)"))
+        #expect(page.status == 200 && page.text.contains("<svg id=\"graph\""))
+        let cookie = try #require(page.header("Set-Cookie").first)
+        #expect(cookie.hasPrefix("framesrv_token=\(token)") && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"))
+        #expect(http(port, "/api/streams", headers: ["Cookie": "framesrv_token=\(token)"])?.status == 200)
+        let streams = try #require(http(port, "/api/streams", headers: ["Authorization": "Bearer \(token)"])?.json as? [[String: Any]])
+        #expect(streams.map { $0["name"] as? String } == ["cam"])
+        // Loopback only answers loopback names (DNS rebinding), and takes no cross-site control.
+        #expect(http(port, "/api/streams", headers: ["Host": "evil.example:80", "Authorization": "Bearer \(token)"])?.status == 403)
+        #expect(http(port, "/api/streams/cam/control", method: "POST", headers: ["Origin": "http://evil.example", "Authorization": "Bearer \(token)"],
+                     body: "pause")?.status == 403)
+    }
+
+    @Test func apiMatchesLsJsonAtTheSameMoment() throws {
+        let scratch = try Scratch()
+        let run = try startChain(scratch)
+        defer { stop(run) }
+        let (web, port, _) = try startWeb(scratch)
+        defer { web.kill() }
+        // Two samples, so fps is measured.
+        #expect(eventually(timeout: 10) { ((http(port, "/api/history")?.json as? [String: Any])?["samples"] as? [Any])?.count ?? 0 >= 2 })
+        let api = try #require(http(port, "/api/streams")?.json as? [[String: Any]])
+        let ls = try scratch.run(["ls", "--json"])
+        #expect(ls.status == 0)
+        let cli = try #require(try JSONSerialization.jsonObject(with: Data(ls.stdout.utf8)) as? [[String: Any]])
+        #expect(api.count == 3)
+        #expect(api.map { $0["name"] as? String } == cli.map { $0["name"] as? String })
+        for (a, c) in zip(api, cli) {
+            let name = a["name"] as? String ?? "?"
+            #expect(a["producerPID"] as? Int == c["producerPID"] as? Int, "\(name)")
+            #expect(Set(keys(a)) == Set(keys(c)), "\(name): the same fields as ls --json")
+            let consumers = { (s: [String: Any]) in ((s["consumers"] as? [[String: Any]]) ?? []).map { $0["pid"] as? Int ?? -1 }.sorted() }
+            #expect(consumers(a) == consumers(c) && consumers(a).count == 1, "\(name)")
+            // Counts within one refresh (1 s of frames at up to 30 fps, and ls's own 250 ms).
+            let pa = a["published"] as? Int ?? 0, pc = c["published"] as? Int ?? 0
+            #expect(pa > 0 && pc >= pa && pc - pa <= 60, "\(name): published \(pa) (api) vs \(pc) (ls)")
+            #expect((a["fps"] as? Double ?? 0) > 0, "\(name): measured fps")
+        }
+        // top --json's refresh and the graph: the same streams, the chain's edges.
+        let top = try #require(http(port, "/api/top")?.json as? [String: Any])
+        #expect(((top["streams"] as? [[String: Any]]) ?? []).map { $0["name"] as? String } == cli.map { $0["name"] as? String })
+        let graph = try #require(http(port, "/api/graph")?.json as? [String: Any])
+        #expect(((graph["streams"] as? [Any]) ?? []).count == 3)
+        #expect(((graph["processes"] as? [Any]) ?? []).count == 4)
+        #expect(((graph["edges"] as? [Any]) ?? []).count == 6)
+        #expect(http(port, "/api/nothing")?.status == 404)
+        #expect(http(port, "/api/streams/nosuch/snapshot.png")?.status == 404)
+    }
+
+    func keys(_ o: [String: Any]) -> [String] { Array(o.keys) }
+
+    @Test func chromiumShowsEveryStreamAndConsumer() throws {
+        let scratch = try Scratch()
+        let run = try startChain(scratch)
+        defer { stop(run) }
+        let (web, _, url) = try startWeb(scratch)
+        defer { web.kill() }
+        let chromium = ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(scratch.path)/chromium",
+                        "--virtual-time-budget=4000", "--window-size=1200,1000"]
+        let dump = try Proc(executable: "/usr/bin/chromium", args: chromium + ["--dump-dom", url], environment: [:], logDirectory: scratch.path)
+        #expect(dump.wait(timeout: 60) == 0, "chromium: \(dump.stderr.suffix(500))")
+        let dom = dump.stdout
+        let streams = scratch.directory.streamNames()
+        #expect(streams.count == 3)
+        for name in streams {
+            #expect(dom.contains("class=\"node stream\" transform=") && dom.contains("data-stream=\"\(name)\""), "graph: \(name)")
+            #expect(dom.contains("<h3 class=\"stream-name\">\(name)</h3>"), "card: \(name)")
+            for c in scratch.snapshot(name)?.consumers ?? [] {
+                #expect(dom.contains("<td class=\"pid\">\(c.pid)</td>"), "consumer pid \(c.pid) of \(name)")
+            }
+        }
+        #expect(dom.components(separatedBy: "class=\"node stream\"").count - 1 == 3, "the graph's three streams")
+        let shot = scratch.path + "/page.png"
+        let screenshot = try Proc(executable: "/usr/bin/chromium", args: chromium + ["--screenshot=\(shot)", url], environment: [:],
+                                  logDirectory: scratch.path)
+        #expect(screenshot.wait(timeout: 60) == 0)
+        #expect(((try? FileManager.default.attributesOfItem(atPath: shot)[.size] as? Int) ?? 0) > 10_000)
+    }
+
+    @Test func fiftyPageLoadsAndTenPreviewsStayBounded() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "cam", "--size", "320x240"])
+        defer { producer.kill() }
+        #expect(eventually { (scratch.snapshot("cam")?.published ?? 0) > 3 })
+        let (web, port, _) = try startWeb(scratch)
+        defer { web.kill() }
+        let failures = Locked(0), loads = Locked(0)
+        let deadline = Date().addingTimeInterval(10)
+        var threads: [Thread] = []
+        for i in 0..<60 {
+            let t = Thread {
+                while Date() < deadline {
+                    if i < 50 {
+                        for path in ["/", "/api/graph", "/api/streams", "/api/history"] {
+                            if http(port, path)?.status == 200 { loads.withLock { $0 += 1 } } else { failures.withLock { $0 += 1 } }
+                        }
+                    } else {
+                        // A preview: 200 and JPEG parts, or 503 where previews are not built.
+                        let r = http(port, "/api/streams/cam/preview.mjpeg?fps=10&width=320", maxBytes: 1 << 20, timeout: 3)
+                        if r?.status != 200 && r?.status != 503 { failures.withLock { $0 += 1 } }
+                        if r?.status == 503 { usleep(200_000) }
+                    }
+                }
+            }
+            t.stackSize = 1 << 20
+            threads.append(t)
+            t.start()
+        }
+        var peak = 0
+        while Date() < deadline {
+            peak = max(peak, residentKiB(web.pid))
+            usleep(200_000)
+        }
+        #expect(eventually(timeout: 20) { threads.allSatisfy { $0.isFinished } })
+        #expect(web.isRunning, "framesrv web died: \(web.stderr.suffix(500))")
+        #expect(failures.withLock { $0 } == 0)
+        #expect(loads.withLock { $0 } > 200)
+        #expect(peak > 0 && peak < 200 * 1024, "peak RSS \(peak) KiB")
+        #expect(http(port, "/api/streams")?.status == 200)
+    }
+
+    func residentKiB(_ pid: Int32) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+}
