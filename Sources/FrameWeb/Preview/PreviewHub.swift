@@ -24,7 +24,10 @@ public final class PreviewHub: Sendable {
     public static let widthFloor = 16
 
     private struct State: Sendable {
+        /// The feed each watched stream's new viewers join.
         var feeds: [String: StreamPreview] = [:]
+        /// Every feed whose consumer has not ended yet (also those stopping).
+        var running: [ObjectIdentifier: StreamPreview] = [:]
         var viewers = 0
         var closed = false
     }
@@ -53,6 +56,7 @@ public final class PreviewHub: Sendable {
                 _ = made.add(viewer)
                 (feed, started) = (made, made)
                 s.feeds[stream] = made
+                s.running[ObjectIdentifier(made)] = made
             }
             s.viewers += 1
             return (viewer, started)
@@ -96,8 +100,8 @@ public final class PreviewHub: Sendable {
     public func close() {
         let feeds = state.withLock { s in
             s.closed = true
-            defer { s.feeds = [:] }
-            return Array(s.feeds.values)
+            s.feeds = [:]
+            return Array(s.running.values)
         }
         for f in feeds { f.stop() }
         let deadline = monotonicNanos() + 2_000_000_000
@@ -125,6 +129,7 @@ public final class PreviewHub: Sendable {
     private func ended(_ feed: StreamPreview) {
         state.withLock { s in
             if s.feeds[feed.stream] === feed { s.feeds[feed.stream] = nil }
+            s.running[ObjectIdentifier(feed)] = nil
         }
     }
 }

@@ -15,6 +15,7 @@ public final class PreviewViewer: @unchecked Sendable {
     private let onClose: @Sendable (PreviewViewer) -> Void
     private var latest: [UInt8]?
     private var ended = false
+    private var endedBy: PreviewError?
     private var closed = false
     private var delivered: UInt64 = 0
     private var missed: UInt64 = 0
@@ -44,6 +45,10 @@ public final class PreviewViewer: @unchecked Sendable {
     /// Whether the stream's preview ended (the producer finished, or the hub closed).
     public var hasEnded: Bool { lock.withLock { ended || closed } }
 
+    /// Why the preview ended early, if it failed (the consumer could not attach or read, or
+    /// a frame could not be converted or encoded); nil while it runs or after a normal end.
+    public var failure: PreviewError? { lock.withLock { endedBy } }
+
     /// Stops watching: the stream's preview consumer goes away with its last viewer. Idempotent.
     public func close() {
         let first = lock.withLock {
@@ -63,10 +68,12 @@ public final class PreviewViewer: @unchecked Sendable {
         }
     }
 
-    /// The stream ended: `next` returns what is left, then nil without waiting.
-    func end() {
+    /// The stream ended (or the preview failed: `failure`): `next` returns what is left, then
+    /// nil without waiting.
+    func end(_ failure: PreviewError?) {
         lock.withLock {
             ended = true
+            endedBy = failure
             lock.broadcast()
         }
     }

@@ -17,13 +17,6 @@ final class StreamPreview: @unchecked Sendable {
     private var viewers: [PreviewViewer] = []
     private var stopping = false
     private var finished = false
-    /// Why the feed ended early (the consumer or the encoder failed), for the server's log.
-    private(set) var failure: String? {
-        get { lock.withLock { failureText } }
-        set { lock.withLock { failureText = newValue } }
-    }
-    private var failureText: String?
-
     init(stream: String, directory: RuntimeDirectory, quality: Int, onEnd: @escaping @Sendable (StreamPreview) -> Void) {
         self.stream = stream
         self.directory = directory
@@ -69,11 +62,12 @@ final class StreamPreview: @unchecked Sendable {
 
     /// The thread: attach, encode until stopped or the stream ends, detach, end the viewers.
     private func run() {
+        var failure: PreviewError?
         do throws(PreviewError) {
             let consumer = try attach()
             try encodeFrames(from: consumer)
         } catch {
-            if error != .closed { failure = error.description }
+            failure = error
         }
         let left = lock.withLock {
             stopping = true
@@ -81,7 +75,7 @@ final class StreamPreview: @unchecked Sendable {
             lock.broadcast()
             return viewers
         }
-        for v in left { v.end() }
+        for v in left { v.end(failure) }
         onEnd(self)
     }
 
