@@ -10,17 +10,19 @@ import Testing
 @Suite(.serialized) struct PreviewTests {
     /// A one-frame BT.709 limited-range clip of colour bars (flat areas: JPEG keeps them within
     /// a level, while reading them with the wrong matrix or range is 7 to 11 levels off).
-    func barsClip(_ scratch: Scratch) throws -> String {
+    /// `colour`: the clip's ffmpeg tags.
+    func barsClip(_ scratch: Scratch, colour: String = bt709Tags) throws -> String {
         let path = scratch.file("bars.mkv")
         let (status, _, err) = try shell("ffmpeg -v error -y -f lavfi -i pal100bars=s=320x240:r=25 -frames:v 1 -c:v ffv1 -pix_fmt yuv420p"
-                                         + " -colorspace bt709 -color_primaries bt709 -color_trc bt709 -color_range tv '\(path)'", scratch)
+                                         + " \(colour) '\(path)'", scratch)
         guard status == 0 else { throw TestFailure("ffmpeg could not make the clip: \(err)") }
         return path
     }
 
-    /// The clip looped at its rate (25 frames/s) into `stream`, converted to `pixelFormat`.
-    func produceBars(_ clip: String, _ stream: String, pixelFormat: String, _ scratch: Scratch) throws -> Proc {
-        let producer = try scratch.start(["produce", "-i", clip, "--loop", "-1", "--readrate", "1", "--out", stream, "--pix-fmt", pixelFormat])
+    /// The clip looped at its rate (25 frames/s) into `stream`, converted to `pixelFormat` if given.
+    func produceBars(_ clip: String, _ stream: String, pixelFormat: String?, _ scratch: Scratch) throws -> Proc {
+        let producer = try scratch.start(["produce", "-i", clip, "--loop", "-1", "--readrate", "1", "--out", stream]
+                                         + (pixelFormat.map { ["--pix-fmt", $0] } ?? []))
         guard eventually(timeout: 10, { (scratch.snapshot(stream)?.published ?? 0) > 0 }) else {
             producer.kill()
             throw TestFailure("the producer did not start: \(producer.stderr)")
@@ -56,17 +58,21 @@ import Testing
         return (Double(sum) / Double(a.count), largest)
     }
 
+    static let bt709Tags = "-colorspace bt709 -color_primaries bt709 -color_trc bt709 -color_range tv"
+    static let bt2020PCTags = "-colorspace bt2020nc -color_primaries bt2020 -color_trc bt2020-10 -color_range pc"
     static let bt709tv = "in_color_matrix=bt709:in_range=tv"
     static let exact = "out_range=pc:flags=bicubic+accurate_rnd+full_chroma_int"
 
     /// A preview JPEG, capped to 160 pixels wide, decodes to the picture ffmpeg makes with the
     /// stream's own matrix and range, within a JPEG tolerance: a BT.709 tv yuv420p stream, and
-    /// an rgb24 one (the producer's conversion, as ffmpeg's default scale does it).
-    @Test(arguments: [("yuv420p", "scale=160:120:\(bt709tv):\(exact)"),
-                      ("rgb24", "scale=\(bt709tv):flags=bicubic,format=rgb24,scale=160:120:\(exact)")])
-    func previewJPEGMatchesTheFrame(_ pixelFormat: String, _ oracle: String) throws {
+    /// an rgb24 one (the producer's conversion, as ffmpeg's default scale does it), and a
+    /// BT.2020 full-range yuv420p one.
+    @Test(arguments: [(bt709Tags, "yuv420p", "scale=160:120:\(bt709tv):\(exact)"),
+                      (bt709Tags, "rgb24", "scale=\(bt709tv):flags=bicubic,format=rgb24,scale=160:120:\(exact)"),
+                      (bt2020PCTags, nil, "scale=160:120:in_color_matrix=bt2020:in_range=pc:\(exact)")])
+    func previewJPEGMatchesTheFrame(_ colour: String, _ pixelFormat: String?, _ oracle: String) throws {
         let scratch = try Scratch()
-        let clip = try barsClip(scratch)
+        let clip = try barsClip(scratch, colour: colour)
         let producer = try produceBars(clip, "v", pixelFormat: pixelFormat, scratch)
         defer { producer.kill() }
         let hub = PreviewHub(directory: scratch.directory)
