@@ -13,7 +13,9 @@ public enum ImageFormat: Sendable, Hashable {
 /// Encodes held frames as JPEG or PNG images for previews and snapshots, reading each frame
 /// in its slot (the one copy is the conversion to RGB with the frame's own matrix and range,
 /// at a width capped by `maxWidth`). The libswscale and libavcodec contexts are kept across
-/// frames and re-made only when a frame's shape changes. Use from one thread; `convert` then
+/// frames and re-made only when a frame's shape changes. PNGs are converted exactly as
+/// `ffmpeg -vf scale=flags=bicubic+accurate_rnd+full_chroma_int` does, JPEGs with ffmpeg's
+/// default (plain bicubic, faster). Use from one thread; `convert` then
 /// `encodeConverted` lets a caller release the slot before encoding.
 public final class PreviewEncoder {
     public let format: ImageFormat
@@ -55,7 +57,7 @@ public final class PreviewEncoder {
     /// Converts `frame` into this encoder's own picture: the slot is not needed afterwards.
     public func convert(_ frame: borrowing Frame) throws(StillImageError) {
         let size = Self.imageSize(width: Int(frame.header.width), height: Int(frame.header.height), maxWidth: maxWidth)
-        converted = try rgb.convert(frame, width: size.width, height: size.height)
+        converted = try rgb.convert(frame, width: size.width, height: size.height, exact: format == .png)
     }
 
     /// Encodes the picture `convert` made last; returns the image file's bytes.
@@ -129,7 +131,7 @@ final class JPEGPlanes {
         let r = av_frame_get_buffer(p, 0)
         guard r >= 0 else { throw .ffmpeg("av_frame_get_buffer", ffmpegMessage(r)) }
         guard let c = sws_getContext(width, height, AV_PIX_FMT_RGB24, width, height, AV_PIX_FMT_YUV420P,
-                                     SWS_BICUBIC | SWS_ACCURATE_RND, nil, nil, nil) else {
+                                     SWS_BICUBIC, nil, nil, nil) else {
             throw .ffmpeg("sws_getContext", "no conversion from rgb24 to yuv420p")
         }
         let bt601 = sws_getCoefficients(SWS_CS_DEFAULT)

@@ -8,6 +8,10 @@ import FrameServer
 /// The frame is read in place, in its slot; the only copy is the conversion itself. The
 /// context and the picture are kept across frames of one shape (re-made when the frame's
 /// size, format, matrix or range, or the size asked for, changes). Use from one thread.
+///
+/// `exact` conversions (snapshots) use accurate rounding and full chroma interpolation, as
+/// `ffmpeg -vf scale=flags=bicubic+accurate_rnd+full_chroma_int` does; the others (previews)
+/// plain bicubic, ffmpeg's default, three times faster (1080p: about 14 ms instead of 47).
 final class RGBPicture {
     /// The converted picture (rgb24), valid after `convert` until the next call.
     private(set) var picture: UnsafeMutablePointer<AVFrame>?
@@ -16,7 +20,7 @@ final class RGBPicture {
 
     private struct Key: Equatable {
         var width: Int32, height: Int32, format: Int32, matrix: UInt32, range: UInt32
-        var outWidth: Int32, outHeight: Int32
+        var outWidth: Int32, outHeight: Int32, exact: Bool
     }
 
     init() {}
@@ -29,13 +33,13 @@ final class RGBPicture {
     /// Converts `frame` to rgb24 at `width` x `height` into `picture`, and returns it.
     ///
     /// The corresponding FFmpeg calls are `sws_getContext`, `sws_setColorspaceDetails` and `sws_scale`.
-    func convert(_ frame: borrowing Frame, width: Int, height: Int) throws(StillImageError) -> UnsafeMutablePointer<AVFrame> {
+    func convert(_ frame: borrowing Frame, width: Int, height: Int, exact: Bool) throws(StillImageError) -> UnsafeMutablePointer<AVFrame> {
         let header = frame.header
         let source = av_get_pix_fmt(header.pixelFormatName)
         guard source != AV_PIX_FMT_NONE else { throw .unsupportedPixelFormat(header.pixelFormatName) }
         let color = header.description.color
         let k = Key(width: Int32(header.width), height: Int32(header.height), format: source.rawValue,
-                    matrix: color.matrix, range: color.range, outWidth: Int32(width), outHeight: Int32(height))
+                    matrix: color.matrix, range: color.range, outWidth: Int32(width), outHeight: Int32(height), exact: exact)
         if key != k { try remake(k, source: source, color: color) }
         guard let picture, let context else { throw .ffmpeg("sws_getContext", "no context") }
         let planes = FramePlanes(header, base: frame.base)
@@ -63,7 +67,7 @@ final class RGBPicture {
         p.pointee.format = AV_PIX_FMT_RGB24.rawValue
         let r = av_frame_get_buffer(p, 0)
         guard r >= 0 else { throw .ffmpeg("av_frame_get_buffer", ffmpegMessage(r)) }
-        let flags = SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT
+        let flags = k.exact ? SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT : SWS_BICUBIC
         guard let c = sws_getContext(k.width, k.height, source, k.outWidth, k.outHeight, AV_PIX_FMT_RGB24, flags, nil, nil, nil) else {
             throw .ffmpeg("sws_getContext", "no conversion from \(av_get_pix_fmt_name(source).map { String(cString: $0) } ?? "?") to rgb24")
         }
