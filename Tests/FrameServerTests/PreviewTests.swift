@@ -164,6 +164,25 @@ import Testing
         #expect(hub.viewerCount == 0)
     }
 
+    /// Viewers of one stream get images at their own rates (the consumer at the fastest): a
+    /// 5/s viewer gets about a sixth of what a 30/s one gets; one that never reads keeps only
+    /// the newest image and counts the rest as missed.
+    @Test func eachViewerGetsItsOwnRate() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "r", "--size", "160x120", "--rate", "30"])
+        defer { producer.kill() }
+        #expect(eventually { scratch.snapshot("r") != nil })
+        let hub = PreviewHub(directory: scratch.directory)
+        defer { hub.close() }
+        let fast = try hub.watch("r", maxFPS: 30, maxWidth: 160), slow = try hub.watch("r", maxFPS: 5, maxWidth: 160)
+        defer { fast.close(); slow.close() }
+        for _ in 0..<30 { _ = try #require(fast.next(timeout: 5)) }
+        let f = fast.counts, s = slow.counts
+        let ratio = Double(s.images) / Double(max(1, f.images))
+        #expect(ratio > 0.08 && ratio < 0.3, "5/s against 30/s: \(s.images) images against \(f.images)")
+        #expect(s.delivered == 0 && s.missed + 1 == s.images, "a viewer that does not read keeps one image")
+    }
+
     /// A loopback TCP port free now (bound to port 0, then closed).
     func freePort() throws -> UInt16 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

@@ -17,8 +17,12 @@ public final class PreviewViewer: @unchecked Sendable {
     private var ended = false
     private var endedBy: PreviewError?
     private var closed = false
+    private var images: UInt64 = 0
     private var delivered: UInt64 = 0
     private var missed: UInt64 = 0
+    /// When this viewer is due its next image (CLOCK_MONOTONIC ns). Only the stream's preview
+    /// thread touches it.
+    private(set) var nextDue: UInt64 = 0
 
     init(stream: String, maxFPS: Double, maxWidth: Int, onClose: @escaping @Sendable (PreviewViewer) -> Void) {
         self.stream = stream
@@ -39,8 +43,8 @@ public final class PreviewViewer: @unchecked Sendable {
         }
     }
 
-    /// Images taken by `next` and images replaced before they were taken.
-    public var counts: (delivered: UInt64, missed: UInt64) { lock.withLock { (delivered, missed) } }
+    /// Images given to this viewer, those taken by `next`, and those replaced before they were taken.
+    public var counts: (images: UInt64, delivered: UInt64, missed: UInt64) { lock.withLock { (images, delivered, missed) } }
 
     /// Whether the stream's preview ended (the producer finished, or the hub closed).
     public var hasEnded: Bool { lock.withLock { ended || closed } }
@@ -58,10 +62,18 @@ public final class PreviewViewer: @unchecked Sendable {
         if first { onClose(self) }
     }
 
-    /// A new image (the preview consumer's thread): replaces one not yet taken.
-    func put(_ image: [UInt8]) {
+    /// Whether a frame taken at `now` is due to this viewer (its rate: `maxFPS`, 2 ms of jitter allowed).
+    func isDue(_ now: UInt64) -> Bool { now &+ 2_000_000 >= nextDue }
+
+    /// A new image, of a frame taken at `now` (the preview consumer's thread): replaces one not
+    /// yet taken. The next is due one interval later, on the viewer's own grid (so 25/s of a
+    /// 30/s stream is 25/s), restarting from `now` after a pause.
+    func put(_ image: [UInt8], at now: UInt64) {
+        let interval = UInt64(1e9 / maxFPS)
+        nextDue = max(nextDue, now &- min(now, interval)) &+ interval
         lock.withLock {
             guard !closed else { return }
+            images += 1
             if latest != nil { missed += 1 }
             latest = image
             lock.broadcast()

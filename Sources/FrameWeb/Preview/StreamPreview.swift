@@ -3,9 +3,10 @@ import FrameServer
 import Glibc
 
 /// One watched stream's preview: a live consumer named "web preview" on its own thread,
-/// shared by the stream's viewers. It takes the newest frame at the highest rate a viewer
-/// asked for, converts it once per viewer width while holding the slot, releases the slot,
-/// then encodes and hands each viewer its JPEG (latest-only: it never waits for a viewer).
+/// shared by the stream's viewers. It takes the newest frame when a viewer is due one (each
+/// at its own rate: the consumer at the fastest), converts it once per image width while
+/// holding the slot, releases the slot, then encodes and hands each due viewer its JPEG
+/// (latest-only: it never waits for a viewer).
 final class StreamPreview: @unchecked Sendable {
     // @unchecked Sendable: `stream`, `directory`, `quality` and `onEnd` are immutable; the
     // rest is only touched with `lock` held.
@@ -94,30 +95,37 @@ final class StreamPreview: @unchecked Sendable {
         }
     }
 
-    /// Takes a frame whenever the fastest viewer is due one, until stopped or the stream ends.
+    /// Takes a frame whenever a viewer is due one, until stopped or the stream ends; converts
+    /// it once per image width the due viewers need, and hands each of them its image.
     private func encodeFrames(from consumer: Consumer) throws(PreviewError) {
         var encoders: [Int: PreviewEncoder] = [:]
         var due: UInt64 = 0
         while true {
             guard let targets = waitUntilDue(due) else { return }
-            let fps = targets.map(\.maxFPS).max() ?? 1
             let frame: Frame?
             do { frame = try consumer.next() } catch {
                 if case .badFrame = error { continue }   // counted by the consumer; skip it
                 throw .failed(stream, error.description)
             }
             guard let frame else { return }
-            due = monotonicNanos() &+ UInt64(1e9 / fps)
-            let widths = Set(targets.map(\.maxWidth))
-            encoders = encoders.filter { widths.contains($0.key) }
-            for w in widths where encoders[w] == nil { encoders[w] = PreviewEncoder(.jpeg(quality: quality), maxWidth: w) }
-            try convert(frame, with: widths.map { encoders[$0]! })
-            for w in widths {
+            let now = monotonicNanos(), frameWidth = Int(frame.header.width)
+            let ready = Dictionary(grouping: targets.filter { $0.isDue(now) }) { imageWidth($0, frameWidth) }
+            let wanted = Set(targets.map { imageWidth($0, frameWidth) })
+            encoders = encoders.filter { wanted.contains($0.key) }
+            for w in ready.keys where encoders[w] == nil { encoders[w] = PreviewEncoder(.jpeg(quality: quality), maxWidth: w) }
+            try convert(frame, with: ready.keys.map { encoders[$0]! })
+            for (w, viewers) in ready {
                 let image: [UInt8]
                 do { image = try encoders[w]!.encodeConverted() } catch { throw .failed(stream, error.description) }
-                for v in targets where v.maxWidth == w { v.put(image) }
+                for v in viewers { v.put(image, at: now) }
             }
+            due = targets.map(\.nextDue).min() ?? now
         }
+    }
+
+    /// The width of `viewer`'s images of frames `frameWidth` wide (viewers of one width share an encoder).
+    private func imageWidth(_ viewer: PreviewViewer, _ frameWidth: Int) -> Int {
+        PreviewEncoder.imageSize(width: frameWidth, height: 2, maxWidth: viewer.maxWidth).width
     }
 
     /// Converts `frame` once per encoder, then releases its slot (also when a conversion fails).
