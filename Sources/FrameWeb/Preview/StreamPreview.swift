@@ -18,6 +18,7 @@ final class StreamPreview: @unchecked Sendable {
     private var viewers: [PreviewViewer] = []
     private var stopping = false
     private var finished = false
+
     init(stream: String, directory: RuntimeDirectory, quality: Int, onEnd: @escaping @Sendable (StreamPreview) -> Void) {
         self.stream = stream
         self.directory = directory
