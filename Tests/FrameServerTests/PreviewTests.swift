@@ -183,6 +183,23 @@ import Testing
         #expect(s.delivered == 0 && s.missed + 1 == s.images, "a viewer that does not read keeps one image")
     }
 
+    /// When the stream ends, its viewers' `next` returns nil without waiting, and the consumer is gone.
+    @Test func viewersSeeTheEndOfTheStream() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "e", "--size", "160x120", "--rate", "25", "--frames", "50"])
+        defer { producer.kill() }
+        #expect(eventually { scratch.snapshot("e") != nil })
+        let hub = PreviewHub(directory: scratch.directory)
+        defer { hub.close() }
+        let viewer = try hub.watch("e", maxFPS: 30, maxWidth: 160)
+        defer { viewer.close() }
+        var images = 0
+        while let _ = viewer.next(timeout: 10) { images += 1 }
+        #expect(images > 0 && viewer.hasEnded && viewer.failure == nil, "\(images) images, failure \(String(describing: viewer.failure))")
+        #expect(producer.wait(timeout: 10) == 0)
+        #expect(viewer.next(timeout: 10) == nil)
+    }
+
     /// A loopback TCP port free now (bound to port 0, then closed).
     func freePort() throws -> UInt16 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
