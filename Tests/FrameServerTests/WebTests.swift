@@ -54,6 +54,32 @@ import Testing
         #expect(http(port, "/api/streams", headers: ["Authorization": "Bearer \(token)"])?.status == 200)
     }
 
+    @Test(arguments: [
+        (["web", "--listen", "localhost"], "--listen must be HOST:PORT"),
+        (["web", "--listen", "example.com:80"], "numeric host"),
+        (["web", "--listen", "127.0.0.1:70000"], "--listen must be"),
+        (["web", "--token", "short"], "at least 8"),
+        (["web", "--token", "abcdefgh", "--token"], "twice"),
+        (["web", "--bogus"], "unknown option '--bogus'"),
+        (["web", "--listen", "[::]:0"], "not a loopback address"),
+    ])
+    func badInputGetsOneClearLine(_ args: [String], _ expected: String) throws {
+        let scratch = try Scratch()
+        let (status, out, err) = try scratch.run(args, timeout: 20)
+        #expect(status == 1 || status == 2)
+        #expect(err.split(separator: "\n").count == 1 && err.hasPrefix("framesrv: error: ") && err.contains(expected), "got: \(err)")
+        #expect(out.isEmpty)
+    }
+
+    @Test func aPortInUseIsOneLine() throws {
+        let scratch = try Scratch()
+        let (web, port, _) = try startWeb(scratch)
+        defer { web.kill() }
+        let (status, _, err) = try scratch.run(["web", "--listen", "127.0.0.1:\(port)"], timeout: 20)
+        #expect(status == 1 && err.split(separator: "\n").count == 1 && err.contains("cannot listen on 127.0.0.1:\(port)"), "got: \(err)")
+        #expect(http(port, "/api/streams")?.status == 200)
+    }
+
     @Test func aWrongTokenGets401AndNoFrameBytes() throws {
         let scratch = try Scratch()
         let producer = try scratch.start(["produce", "--pattern", "--out", "cam", "--size", "160x120"])
