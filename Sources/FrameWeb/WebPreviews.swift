@@ -1,4 +1,7 @@
-/// The previews the server shows: none until FrameWeb/Preview's hub is part of the build.
+import FrameServer
+
+/// The previews the server shows: FrameWeb/Preview's hub on this user's runtime directory
+/// (nil when it cannot be opened: the page then says previews are unavailable).
 public enum WebPreviews {
-    public static func make() -> (any PreviewSource)? { nil }
+    public static func make() -> (any PreviewSource)? { (try? RuntimeDirectory()).map { PreviewHub(directory: $0) } }
 }

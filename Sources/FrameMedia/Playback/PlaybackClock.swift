@@ -187,12 +187,12 @@ public final class PlaybackClock: @unchecked Sendable {
 ///
 /// The corresponding C functions are `pthread_mutex_lock`, `pthread_cond_timedwait` and
 /// `pthread_cond_broadcast`.
-final class ConditionLock: @unchecked Sendable {
+package final class ConditionLock: @unchecked Sendable {
     // @unchecked Sendable: a pthread mutex and condition, used only through their functions.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
-    init() {
+    package init() {
         pthread_mutex_init(mutex, nil)
         var attributes = pthread_condattr_t()
         pthread_condattr_init(&attributes)
@@ -208,18 +208,18 @@ final class ConditionLock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+    package func withLock<T>(_ body: () throws -> T) rethrows -> T {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body()
     }
 
     /// With the lock held: waits for a broadcast or until `ns` (CLOCK_MONOTONIC).
-    func wait(untilNanos ns: UInt64) {
+    package func wait(untilNanos ns: UInt64) {
         var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
         _ = pthread_cond_timedwait(condition, mutex, &ts)
     }
 
     /// With the lock held: wakes every waiter.
-    func broadcast() { pthread_cond_broadcast(condition) }
+    package func broadcast() { pthread_cond_broadcast(condition) }
 }

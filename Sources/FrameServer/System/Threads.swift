@@ -9,7 +9,7 @@ private final class ThreadBody {
 /// tie up Swift's cooperative pool: futex waits, poll on pidfds).
 ///
 /// The corresponding C function is `pthread_create`.
-func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
+package func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
     var tid = pthread_t()
     let r = pthread_create(&tid, nil, { arg in

@@ -1,0 +1,130 @@
+import FrameMedia
+import FrameServer
+import Synchronization
+
+/// The live previews and snapshots of `framesrv web`.
+///
+/// One live consumer per watched stream (named "web preview", so `top` shows it), shared by
+/// that stream's viewers: started with the first `watch` and stopped when the last viewer
+/// closes, so frames are encoded only while someone watches. It encodes at the highest rate
+/// any viewer asked for and at each viewer's width, and releases each slot right after the
+/// conversion. Each viewer holds at most one JPEG (latest-only): a viewer that stops reading
+/// misses images, counted, and never holds a slot nor slows the consumer or other viewers.
+public final class PreviewHub: Sendable {
+    public let directory: RuntimeDirectory
+    /// The most viewers of one stream, and of all streams together.
+    public let viewersPerStream: Int
+    public let viewersInAll: Int
+    /// The previews' JPEG quality (ffmpeg's -q:v: 2 best ... 31).
+    public let jpegQuality: Int
+    /// The highest preview rate and width a viewer may ask for (higher asks are capped).
+    public static let fpsCap = 30.0
+    public static let widthCap = 1920
+    /// The narrowest preview (smaller asks are raised to it).
+    public static let widthFloor = 16
+
+    private struct State: Sendable {
+        var feeds: [String: StreamPreview] = [:]
+        var viewers = 0
+        var closed = false
+    }
+    private let state = Mutex(State())
+
+    public init(directory: RuntimeDirectory, viewersPerStream: Int = 32, viewersInAll: Int = 64, jpegQuality: Int = 5) {
+        self.directory = directory
+        self.viewersPerStream = max(1, viewersPerStream)
+        self.viewersInAll = max(1, viewersInAll)
+        self.jpegQuality = min(max(jpegQuality, PreviewEncoder.jpegQualities.lowerBound), PreviewEncoder.jpegQualities.upperBound)
+    }
+
+    /// A viewer of `stream`'s live preview, at most `maxFPS` frames/s and `maxWidth` pixels wide.
+    public func watch(_ stream: String, maxFPS: Double, maxWidth: Int) throws(PreviewError) -> PreviewViewer {
+        try checkExists(stream)
+        let fps = maxFPS.isFinite ? min(max(maxFPS, 0.1), Self.fpsCap) : Self.fpsCap
+        let width = min(max(maxWidth, Self.widthFloor), Self.widthCap)
+        let (viewer, started) = try state.withLock { (s) throws(PreviewError) -> (PreviewViewer, StreamPreview?) in
+            guard !s.closed else { throw .closed }
+            guard s.viewers < viewersInAll else { throw .tooManyViewersInAll(limit: viewersInAll) }
+            var feed = s.feeds[stream], started: StreamPreview?
+            if (feed?.viewerCount ?? 0) >= viewersPerStream { throw .tooManyViewers(stream: stream, limit: viewersPerStream) }
+            let viewer = PreviewViewer(stream: stream, maxFPS: fps, maxWidth: width) { [weak self] v in self?.closed(v) }
+            if feed == nil || !feed!.add(viewer) {
+                let made = newFeed(stream)
+                _ = made.add(viewer)
+                (feed, started) = (made, made)
+                s.feeds[stream] = made
+            }
+            s.viewers += 1
+            return (viewer, started)
+        }
+        started?.start()
+        return viewer
+    }
+
+    /// A PNG of `stream`'s newest frame (waiting up to 2 s for one), at its own size, in RGB
+    /// converted with its own matrix and range. Taken by a short-lived live consumer ("web snapshot").
+    public func snapshotPNG(_ stream: String) throws(PreviewError) -> [UInt8] {
+        try checkExists(stream)
+        let wait = 2.0
+        var options = ConsumerOptions(mode: .live)
+        options.name = "web snapshot"
+        options.waitSeconds = wait
+        options.reattach = false
+        do {
+            let consumer = try Consumer(stream: stream, options: options, directory: directory)
+            let deadline = monotonicNanos() + UInt64(wait * 1e9)
+            consumer.shouldStop = { monotonicNanos() > deadline }
+            guard let frame = try consumer.next() else { throw PreviewError.noFrame(stream, seconds: wait) }
+            let encoder = PreviewEncoder(.png)
+            do { try encoder.convert(frame) } catch {
+                frame.release()
+                throw PreviewError.failed(stream, error.description)
+            }
+            frame.release()
+            return try encoder.encodeConverted()
+        } catch let e as PreviewError {
+            throw e
+        } catch {
+            throw .failed(stream, "\(error)")
+        }
+    }
+
+    /// Viewers watching now, over all streams.
+    public var viewerCount: Int { state.withLock { $0.viewers } }
+
+    /// Ends every preview (viewers' `next` returns nil) and waits up to 2 s for the consumers to detach.
+    public func close() {
+        let feeds = state.withLock { s in
+            s.closed = true
+            defer { s.feeds = [:] }
+            return Array(s.feeds.values)
+        }
+        for f in feeds { f.stop() }
+        let deadline = monotonicNanos() + 2_000_000_000
+        for f in feeds { f.waitFinished(untilNanos: deadline) }
+    }
+
+    private func checkExists(_ stream: String) throws(PreviewError) {
+        do { try validateStreamName(stream) } catch { throw .invalidStreamName(stream) }
+        guard directory.streamNames().contains(stream) else { throw .noSuchStream(stream) }
+    }
+
+    private func newFeed(_ stream: String) -> StreamPreview {
+        StreamPreview(stream: stream, directory: directory, quality: jpegQuality) { [weak self] feed in self?.ended(feed) }
+    }
+
+    /// A viewer closed: one fewer, and its stream's feed stops with its last viewer.
+    private func closed(_ viewer: PreviewViewer) {
+        state.withLock { s in
+            s.viewers -= 1
+            if let feed = s.feeds[viewer.stream], feed.remove(viewer) { s.feeds[viewer.stream] = nil }
+        }
+    }
+
+    /// A feed's consumer ended (the stream ended or failed): watching again starts a new one.
+    private func ended(_ feed: StreamPreview) {
+        state.withLock { s in
+            if s.feeds[feed.stream] === feed { s.feeds[feed.stream] = nil }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import FrameMedia
+import FrameServer
+import Glibc
+
+/// One watched stream's preview: a live consumer named "web preview" on its own thread,
+/// shared by the stream's viewers. It takes the newest frame at the highest rate a viewer
+/// asked for, converts it once per viewer width while holding the slot, releases the slot,
+/// then encodes and hands each viewer its JPEG (latest-only: it never waits for a viewer).
+final class StreamPreview: @unchecked Sendable {
+    // @unchecked Sendable: `stream`, `directory`, `quality` and `onEnd` are immutable; the
+    // rest is only touched with `lock` held.
+    let stream: String
+    private let directory: RuntimeDirectory
+    private let quality: Int
+    private let onEnd: @Sendable (StreamPreview) -> Void
+    private let lock = ConditionLock()
+    private var viewers: [PreviewViewer] = []
+    private var stopping = false
+    private var finished = false
+    /// Why the feed ended early (the consumer or the encoder failed), for the server's log.
+    private(set) var failure: String? {
+        get { lock.withLock { failureText } }
+        set { lock.withLock { failureText = newValue } }
+    }
+    private var failureText: String?
+
+    init(stream: String, directory: RuntimeDirectory, quality: Int, onEnd: @escaping @Sendable (StreamPreview) -> Void) {
+        self.stream = stream
+        self.directory = directory
+        self.quality = quality
+        self.onEnd = onEnd
+    }
+
+    /// Starts the consumer's thread.
+    func start() {
+        let tid = spawnThread { [self] in run() }
+        pthread_detach(tid)
+    }
+
+    /// Adds a viewer; false when the feed is already stopping (the caller makes a new one).
+    func add(_ viewer: PreviewViewer) -> Bool {
+        lock.withLock {
+            guard !stopping, !finished else { return false }
+            viewers.append(viewer)
+            return true
+        }
+    }
+
+    /// Removes a viewer; stops the feed with its last one. Returns whether the feed stopped.
+    func remove(_ viewer: PreviewViewer) -> Bool {
+        lock.withLock {
+            viewers.removeAll { $0 === viewer }
+            if viewers.isEmpty { stopping = true; lock.broadcast() }
+            return stopping
+        }
+    }
+
+    var viewerCount: Int { lock.withLock { viewers.count } }
+
+    /// Asks the consumer to stop (it detaches within its next wake, at most half a second).
+    func stop() { lock.withLock { stopping = true; lock.broadcast() } }
+
+    /// Waits until the consumer detached and its thread ended, or until `deadline` (CLOCK_MONOTONIC ns).
+    func waitFinished(untilNanos deadline: UInt64) {
+        lock.withLock { while !finished, monotonicNanos() < deadline { lock.wait(untilNanos: deadline) } }
+    }
+
+    private var isStopping: Bool { lock.withLock { stopping } }
+
+    /// The thread: attach, encode until stopped or the stream ends, detach, end the viewers.
+    private func run() {
+        do throws(PreviewError) {
+            let consumer = try attach()
+            try encodeFrames(from: consumer)
+        } catch {
+            if error != .closed { failure = error.description }
+        }
+        let left = lock.withLock {
+            stopping = true
+            finished = true
+            lock.broadcast()
+            return viewers
+        }
+        for v in left { v.end() }
+        onEnd(self)
+    }
+
+    /// The live consumer, attached (waiting at most 5 s for the stream).
+    private func attach() throws(PreviewError) -> Consumer {
+        var options = ConsumerOptions(mode: .live)
+        options.name = "web preview"
+        options.waitSeconds = 5
+        do {
+            let consumer = try Consumer(stream: stream, options: options, directory: directory)
+            consumer.shouldStop = { [weak self] in self?.isStopping ?? true }
+            try consumer.attach()
+            return consumer
+        } catch {
+            throw .failed(stream, error.description)
+        }
+    }
+
+    /// Takes a frame whenever the fastest viewer is due one, until stopped or the stream ends.
+    private func encodeFrames(from consumer: Consumer) throws(PreviewError) {
+        var encoders: [Int: PreviewEncoder] = [:]
+        var due: UInt64 = 0
+        while true {
+            guard let targets = waitUntilDue(due) else { return }
+            let fps = targets.map(\.maxFPS).max() ?? 1
+            let frame: Frame?
+            do { frame = try consumer.next() } catch {
+                if case .badFrame = error { continue }   // counted by the consumer; skip it
+                throw .failed(stream, error.description)
+            }
+            guard let frame else { return }
+            due = monotonicNanos() &+ UInt64(1e9 / fps)
+            let widths = Set(targets.map(\.maxWidth))
+            encoders = encoders.filter { widths.contains($0.key) }
+            for w in widths where encoders[w] == nil { encoders[w] = PreviewEncoder(.jpeg(quality: quality), maxWidth: w) }
+            try convert(frame, with: widths.map { encoders[$0]! })
+            for w in widths {
+                let image: [UInt8]
+                do { image = try encoders[w]!.encodeConverted() } catch { throw .failed(stream, error.description) }
+                for v in targets where v.maxWidth == w { v.put(image) }
+            }
+        }
+    }
+
+    /// Converts `frame` once per encoder, then releases its slot (also when a conversion fails).
+    private func convert(_ frame: consuming Frame, with encoders: [PreviewEncoder]) throws(PreviewError) {
+        var failed: StillImageError?
+        for e in encoders where failed == nil {
+            do { try e.convert(frame) } catch { failed = error }
+        }
+        frame.release()
+        if let failed { throw .failed(stream, failed.description) }
+    }
+
+    /// Sleeps until `due` (CLOCK_MONOTONIC ns) unless stopped; returns the viewers then, nil when stopping.
+    private func waitUntilDue(_ due: UInt64) -> [PreviewViewer]? {
+        lock.withLock {
+            while !stopping, monotonicNanos() < due { lock.wait(untilNanos: due) }
+            return stopping || viewers.isEmpty ? nil : viewers
+        }
+    }
+}
