@@ -26,7 +26,7 @@ module CFrameServer {
 MAP
 FFMPEG_CFLAGS=$(pkg-config --cflags libavcodec libavformat libavdevice libavutil libswscale libavfilter)
 FFMPEG_LIBS=$(pkg-config --libs libavcodec libavformat libavdevice libavutil libswscale libavfilter)
-INCLUDES=(-I "$OUT" -I "$OUT/include/CFrameServer" -I Sources/CZMQ -I Sources/CFFmpeg)
+INCLUDES=(-I "$OUT" -I "$OUT/include/CFrameServer" -I Sources/CZMQ -I Sources/CFFmpeg -I Sources/CMicroHTTPD)
 for f in $FFMPEG_CFLAGS; do INCLUDES+=(-Xcc "$f"); done
 
 # Rebuilds $1 only when one of the other arguments is newer.
@@ -50,6 +50,8 @@ mapfile -t MEDIA < <(find Sources/FrameMedia -name '*.swift' | sort)
 mapfile -t PROCESS < <(find Sources/FrameProcess -name '*.swift' | sort)
 mapfile -t PIPELINE < <(find Sources/FramePipeline -name '*.swift' | sort)
 mapfile -t RECORDING < <(find Sources/FrameRecording -name '*.swift' | sort)
+mapfile -t MONITOR < <(find Sources/FrameMonitor -name '*.swift' | sort)
+mapfile -t WEB < <(find Sources/FrameWeb -name '*.swift' | sort)
 mapfile -t CLI < <(find Sources/framesrv -name '*.swift' ! -name main.swift | sort)
 mapfile -t ARGS < <(echo Sources/framesrv/CommandLine/Arguments.swift)
 
@@ -63,14 +65,14 @@ target() { # name (links against FrameServer)
 }
 # The options target is compiled into the framesrv module itself (internal access to the commands),
 # with every library the executable links (Package.swift's framesrv target).
-CLI_LIBS=(FrameRecording FramePipeline FrameProcess FrameMedia FrameServer)
+CLI_LIBS=(FrameWeb FrameMonitor FrameRecording FramePipeline FrameProcess FrameMedia FrameServer)
 options() {
     local libs=()
     for l in "${CLI_LIBS[@]}"; do libs+=("$OUT/lib$l.a"); done
     if stale "$OUT/fuzz-options" Fuzz/Targets/options.swift "${CLI[@]}" "${libs[@]}" Fuzz/build.sh; then
         echo "fuzz: linking fuzz-options"
         "${SWIFTC[@]}" -module-name framesrv "${INCLUDES[@]}" Fuzz/Targets/options.swift "${CLI[@]}" \
-            "${libs[@]}" "$OUT/shim.o" -lzmq $FFMPEG_LIBS -o "$OUT/fuzz-options"
+            "${libs[@]}" "$OUT/shim.o" -lzmq -lmicrohttpd $FFMPEG_LIBS -o "$OUT/fuzz-options"
     fi
 }
 arguments() {
@@ -94,6 +96,8 @@ for t in "${WANT[@]}"; do
             library FrameProcess "${PROCESS[@]}"
             library FramePipeline "${PIPELINE[@]}"
             library FrameRecording "${RECORDING[@]}"
+            library FrameMonitor "${MONITOR[@]}"
+            library FrameWeb "${WEB[@]}"
             options ;;
         *) echo "fuzz: unknown target '$t' (targets: ${ALL[*]})" >&2; exit 2 ;;
     esac

@@ -28,6 +28,7 @@ public func fuzzOptions(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
         case "ctl": _ = try CtlOptions(parsing: args)
         case "record": _ = try RecordCommandOptions(parsing: args)
         case "replay": _ = try ReplayCommandOptions(parsing: args)
+        case "web": _ = try WebOptions(parsing: args)
         case "run":   // the options, then the pipeline description's parser and graph (no process started)
             if !args.contains("-f"), !args.contains("--file") { _ = try RunCommand.parse(RunOptions(parsing: args).description) }
         default: break

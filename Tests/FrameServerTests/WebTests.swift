@@ -6,7 +6,8 @@ import Testing
 /// `framesrv web`: its API against `ls --json`, its page in headless Chromium, its token and its load.
 @Suite(.serialized) struct WebTests {
     /// A three-stage chain with three streams: produce ! filter ! filter ! sink.
-    static let chain = "produce --pattern --size 320x240 ! filter --preset gray ! filter --preset blur=2 ! sink --null"
+    /// SMPTE bars: a still picture, so a preview shown at any moment can be compared with ffmpeg's.
+    static let chain = "produce -f lavfi -i smptebars=size=320x240:rate=25 -re ! filter --preset gray ! filter --preset blur=2 ! sink --null"
 
     /// Starts `framesrv web` on a free loopback port; its port and the URL it printed.
     func startWeb(_ scratch: Scratch, _ extra: [String] = []) throws -> (web: Proc, port: UInt16, url: String) {
@@ -52,6 +53,32 @@ import Testing
         #expect(token.count == 48)
         #expect(http(port, "/api/streams")?.status == 401)
         #expect(http(port, "/api/streams", headers: ["Authorization": "Bearer \(token)"])?.status == 200)
+    }
+
+    @Test(arguments: [
+        (["web", "--listen", "localhost"], "--listen must be HOST:PORT"),
+        (["web", "--listen", "example.com:80"], "numeric host"),
+        (["web", "--listen", "127.0.0.1:70000"], "--listen must be"),
+        (["web", "--token", "short"], "at least 8"),
+        (["web", "--token", "abcdefgh", "--token"], "twice"),
+        (["web", "--bogus"], "unknown option '--bogus'"),
+        (["web", "--listen", "[::]:0"], "not a loopback address"),
+    ])
+    func badInputGetsOneClearLine(_ args: [String], _ expected: String) throws {
+        let scratch = try Scratch()
+        let (status, out, err) = try scratch.run(args, timeout: 20)
+        #expect(status == 1 || status == 2)
+        #expect(err.split(separator: "\n").count == 1 && err.hasPrefix("framesrv: error: ") && err.contains(expected), "got: \(err)")
+        #expect(out.isEmpty)
+    }
+
+    @Test func aPortInUseIsOneLine() throws {
+        let scratch = try Scratch()
+        let (web, port, _) = try startWeb(scratch)
+        defer { web.kill() }
+        let (status, _, err) = try scratch.run(["web", "--listen", "127.0.0.1:\(port)"], timeout: 20)
+        #expect(status == 1 && err.split(separator: "\n").count == 1 && err.contains("cannot listen on 127.0.0.1:\(port)"), "got: \(err)")
+        #expect(http(port, "/api/streams")?.status == 200)
     }
 
     @Test func aWrongTokenGets401AndNoFrameBytes() throws {
@@ -131,7 +158,7 @@ import Testing
         let (web, _, url) = try startWeb(scratch)
         defer { web.kill() }
         let chromium = ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(scratch.path)/chromium",
-                        "--virtual-time-budget=4000", "--window-size=1200,1000"]
+                        "--virtual-time-budget=4000", "--window-size=1200,1000", "--force-device-scale-factor=1"]
         let dump = try Proc(executable: "/usr/bin/chromium", args: chromium + ["--dump-dom", url], environment: [:], logDirectory: scratch.path)
         #expect(dump.wait(timeout: 60) == 0, "chromium: \(dump.stderr.suffix(500))")
         let dom = dump.stdout
@@ -140,16 +167,44 @@ import Testing
         for name in streams {
             #expect(dom.contains("class=\"node stream\" transform=") && dom.contains("data-stream=\"\(name)\""), "graph: \(name)")
             #expect(dom.contains("<h3 class=\"stream-name\">\(name)</h3>"), "card: \(name)")
-            for c in scratch.snapshot(name)?.consumers ?? [] {
+            // The chain's consumers (the server's own preview consumer may attach after the page drew its tables).
+            for c in scratch.snapshot(name)?.consumers ?? [] where c.pid != web.pid {
                 #expect(dom.contains("<td class=\"pid\">\(c.pid)</td>"), "consumer pid \(c.pid) of \(name)")
             }
         }
         #expect(dom.components(separatedBy: "class=\"node stream\"").count - 1 == 3, "the graph's three streams")
+        // The first stream's preview, where the page says it is (same window size, fixed layout).
+        let first = try #require(scratch.directory.streamNames().sorted().first)
+        let rect = try #require(previewRect(dom, first), "no preview box for \(first)")
+        #expect(rect.width == 320 && rect.height == 240, "\(rect)")
         let shot = scratch.path + "/page.png"
-        let screenshot = try Proc(executable: "/usr/bin/chromium", args: chromium + ["--screenshot=\(shot)", url], environment: [:],
-                                  logDirectory: scratch.path)
+        let screenshot = try Proc(executable: "/usr/bin/chromium", args: chromium + ["--hide-scrollbars", "--screenshot=\(shot)", url],
+                                  environment: [:], logDirectory: scratch.path)
         #expect(screenshot.wait(timeout: 60) == 0)
-        #expect(((try? FileManager.default.attributesOfItem(atPath: shot)[.size] as? Int) ?? 0) > 10_000)
+        let shown = try rgb(scratch, ["-i", shot, "-vf", "crop=\(rect.width):\(rect.height):\(rect.x):\(rect.y)"], "shown")
+        let frame = try rgb(scratch, ["-f", "lavfi", "-i", "smptebars=size=320x240", "-frames:v", "1"], "frame")
+        #expect(shown.count == 320 * 240 * 3 && frame.count == shown.count)
+        let mean = Double(shown.reduce(0) { $0 + Int($1) }) / Double(max(1, shown.count))
+        let spread = sqrt(shown.reduce(0.0) { $0 + (Double($1) - mean) * (Double($1) - mean) } / Double(max(1, shown.count)))
+        #expect(spread > 40, "the preview looks blank: mean \(mean), deviation \(spread)")
+        let difference = Double(zip(shown, frame).reduce(0) { $0 + abs(Int($1.0) - Int($1.1)) }) / Double(max(1, shown.count))
+        #expect(difference < 12, "preview vs ffmpeg's frame: mean absolute difference \(difference) per channel")
+    }
+
+    /// The layout box the page wrote on `stream`'s preview image (data-rect="x,y,w,h").
+    func previewRect(_ dom: String, _ stream: String) -> (x: Int, y: Int, width: Int, height: Int)? {
+        guard let img = dom.range(of: "alt=\"preview of \(stream)\" data-rect=\"") else { return nil }
+        let values = dom[img.upperBound...].prefix { $0 != "\"" }.split(separator: ",").compactMap { Int($0) }
+        return values.count == 4 ? (values[0], values[1], values[2], values[3]) : nil
+    }
+
+    /// ffmpeg's decoding of INPUT ARGS as raw RGB24 bytes.
+    func rgb(_ scratch: Scratch, _ input: [String], _ name: String) throws -> [UInt8] {
+        let out = scratch.path + "/\(name).rgb"
+        let p = try Proc(executable: "/usr/bin/ffmpeg", args: ["-v", "error", "-y"] + input + ["-f", "rawvideo", "-pix_fmt", "rgb24", out],
+                         environment: [:], logDirectory: scratch.path)
+        #expect(p.wait(timeout: 30) == 0, "ffmpeg: \(p.stderr)")
+        return [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
     }
 
     @Test func fiftyPageLoadsAndTenPreviewsStayBounded() throws {
@@ -159,21 +214,26 @@ import Testing
         #expect(eventually { (scratch.snapshot("cam")?.published ?? 0) > 3 })
         let (web, port, _) = try startWeb(scratch)
         defer { web.kill() }
-        let failures = Locked(0), loads = Locked(0)
+        let failures = Locked(0), loads = Locked(0), previews = Locked(0)
         let deadline = Date().addingTimeInterval(10)
         var threads: [Thread] = []
         for i in 0..<60 {
             let t = Thread {
-                while Date() < deadline {
-                    if i < 50 {
-                        for path in ["/", "/api/graph", "/api/streams", "/api/history"] {
-                            if http(port, path)?.status == 200 { loads.withLock { $0 += 1 } } else { failures.withLock { $0 += 1 } }
+                func count(_ ok: Bool) { if ok { loads.withLock { $0 += 1 } } else { failures.withLock { $0 += 1 } } }
+                if i < 50 {
+                    // A page: the document, then its script's polls, twice a second (a browser polls once).
+                    count(http(port, "/")?.status == 200)
+                    while Date() < deadline {
+                        for path in ["/api/graph", "/api/top", "/api/history?since=\(Date().timeIntervalSince1970 - 2)"] {
+                            count(http(port, path)?.status == 200)
                         }
-                    } else {
-                        // A preview: 200 and JPEG parts, or 503 where previews are not built.
-                        let r = http(port, "/api/streams/cam/preview.mjpeg?fps=10&width=320", maxBytes: 1 << 20, timeout: 3)
-                        if r?.status != 200 && r?.status != 503 { failures.withLock { $0 += 1 } }
-                        if r?.status == 503 { usleep(200_000) }
+                        usleep(500_000)
+                    }
+                } else {
+                    // A preview, read for 3 s at a time: JPEG parts.
+                    while Date() < deadline {
+                        let r = http(port, "/api/streams/cam/preview.mjpeg?fps=10&width=320", maxBytes: 4 << 20, timeout: 3)
+                        if r?.status == 200, contains(r?.body ?? [], [0xFF, 0xD8, 0xFF]) { previews.withLock { $0 += 1 } } else { failures.withLock { $0 += 1 } }
                     }
                 }
             }
@@ -189,7 +249,8 @@ import Testing
         #expect(eventually(timeout: 20) { threads.allSatisfy { $0.isFinished } })
         #expect(web.isRunning, "framesrv web died: \(web.stderr.suffix(500))")
         #expect(failures.withLock { $0 } == 0)
-        #expect(loads.withLock { $0 } > 200)
+        #expect(loads.withLock { $0 } > 50 * 10)
+        #expect(previews.withLock { $0 } >= 10)
         #expect(peak > 0 && peak < 200 * 1024, "peak RSS \(peak) KiB")
         #expect(http(port, "/api/streams")?.status == 200)
     }

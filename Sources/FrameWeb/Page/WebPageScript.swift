@@ -1,9 +1,9 @@
-/// The page's script: polls /api/graph, /api/streams and /api/history once a second and draws.
+/// The page's script: polls /api/graph, /api/top and /api/history once a second and draws.
 enum WebPageScript {
     static let js = #"""
     "use strict";
-    const history = [];            // samples of /api/history, oldest first (at most 300)
-    let lastTime = 0, playback = {};
+    const samples = [];            // samples of /api/history, oldest first (at most 300)
+    let lastTime = 0, playback = {}, topByName = {};
     const $ = (tag, attrs = {}, text) => { const e = document.createElement(tag); for (const k in attrs) e.setAttribute(k, attrs[k]); if (text !== undefined) e.textContent = text; return e; };
     const svgEl = (tag, attrs = {}, text) => { const e = document.createElementNS("http://www.w3.org/2000/svg", tag); for (const k in attrs) e.setAttribute(k, attrs[k]); if (text !== undefined) e.textContent = text; return e; };
     const fmt = (v, d = 1) => v === null || v === undefined ? "-" : Number(v).toFixed(d);
@@ -93,11 +93,10 @@ enum WebPageScript {
         const rows = [["PID", "CONSUMER", "MODE", "FPS", "LAG", "MISS", "P50", "P99"]];
         t.replaceChildren();
         const head = $("tr"); for (const h of rows[0]) head.append($("th", {}, h)); t.append(head);
-        for (const e of g.edges.filter(e => e.from === "stream:" + s.name)) {
-          const pid = e.to.slice(4), p = g.processes.find(p => String(p.pid) === pid);
-          const tr = $("tr", {class: "consumer", "data-pid": pid});
-          tr.append($("td", {class: "pid"}, pid), $("td", {class: "name"}, p ? p.name : ""), $("td", {}, e.mode), $("td", {}, fmt(e.fps)),
-                    $("td", {}, e.lag), $("td", {}, e.missed), $("td", {}, e.latencyP50), $("td", {}, e.latencyP99));
+        for (const k of (topByName[s.name] || {consumers: []}).consumers) {
+          const tr = $("tr", {class: "consumer", "data-pid": k.pid});
+          tr.append($("td", {class: "pid"}, k.pid), $("td", {class: "name"}, k.name), $("td", {}, k.mode), $("td", {}, fmt(k.fps)),
+                    $("td", {}, k.lag), $("td", {}, k.missed), $("td", {}, k.latencyP50), $("td", {}, k.latencyP99));
           t.append(tr);
         }
         const pb = playback[s.name], play = c.querySelector(".playback");
@@ -111,7 +110,7 @@ enum WebPageScript {
     // One canvas per figure: a line per stream (fps, slots) or per consumer (latency, misses).
     function plots(c, name) {
       const series = {fps: {}, latency: {}, slots: {}, misses: {}};
-      history.forEach((h, i) => {
+      samples.forEach((h, i) => {
         const s = h.streams.find(s => s.name === name); if (!s) return;
         (series.fps["stream"] = series.fps["stream"] || [])[i] = s.fps;
         (series.slots["in use"] = series.slots["in use"] || [])[i] = s.slotsInUse;
@@ -124,7 +123,7 @@ enum WebPageScript {
         }
       });
       const units = {fps: "fps", latency: "latency us", slots: "slots in use", misses: "misses"};
-      for (const cv of c.querySelectorAll("canvas.plot")) plot(cv, series[cv.dataset.plot], units[cv.dataset.plot], history.length);
+      for (const cv of c.querySelectorAll("canvas.plot")) plot(cv, series[cv.dataset.plot], units[cv.dataset.plot], samples.length);
     }
     const colours = ["#2a7", "#27c", "#d60", "#a3c", "#c23", "#777"];
     function plot(cv, lines, unit, n) {
@@ -142,10 +141,11 @@ enum WebPageScript {
     }
     async function refresh() {
       try {
-        const [g, streams, h] = await Promise.all([api("api/graph"), api("api/streams"), api("api/history?since=" + lastTime)]);
-        playback = {}; for (const s of streams) if (s.playback) playback[s.name] = s.playback;
-        for (const p of h.samples) { history.push(p); lastTime = p.time; }
-        if (history.length > 300) history.splice(0, history.length - 300);
+        const [g, t, h] = await Promise.all([api("api/graph"), api("api/top"), api("api/history?since=" + lastTime)]);
+        playback = {}; topByName = {};
+        for (const s of t.streams) { topByName[s.name] = s; if (s.playback) playback[s.name] = s.playback; }
+        for (const p of h.samples) { samples.push(p); lastTime = p.time; }
+        if (samples.length > 300) samples.splice(0, samples.length - 300);
         drawGraph(g); drawStreams(g);
         document.getElementById("status").textContent = g.streams.length + " streams, " + g.processes.length + " processes, " + new Date().toLocaleTimeString();
         document.body.dataset.ready = "1";

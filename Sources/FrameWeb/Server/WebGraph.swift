@@ -41,7 +41,8 @@ public struct WebGraph: Encodable, Sendable {
     public let streams: [Stream]
     public let edges: [Edge]
 
-    init(_ report: TopReport?, before: HistoryPoint?) {
+    /// `hiding`: a process left out as a consumer (the web server's own previews: the tables list them).
+    init(_ report: TopReport?, before: HistoryPoint?, hiding hidden: Int32? = nil) {
         time = report?.time ?? 0
         var processes: [Int32: Process] = [:]
         var order: [Int32] = []
@@ -57,7 +58,7 @@ public struct WebGraph: Encodable, Sendable {
             edges.append(Edge(from: "pid:\(s.producerPID)", to: "stream:\(s.name)", fps: s.fps, consumer: nil, mode: nil, lag: nil,
                               missed: nil, latencyP50: nil, latencyP99: nil, lagging: false, missing: false))
             let earlier = before?.streams.first { $0.name == s.name }
-            for c in s.consumers {
+            for c in s.consumers where c.pid != hidden {
                 process(c.pid, c.name)
                 processes[c.pid]?.consumes.append(s.name)
                 let missedBefore = earlier?.consumers.first { $0.pid == c.pid && $0.index == c.index }?.missed

@@ -86,11 +86,11 @@ public final class WebMonitor: Sendable {
         state.withLock { s in since.map { t in s.history.filter { $0.time > t } } ?? s.history }
     }
 
-    /// Who produces and consumes what, from the latest refresh.
+    /// Who produces and consumes what, from the latest refresh (without this process's previews).
     public func graph() -> WebGraph {
         state.withLock { s in
             let points = s.history.suffix(2)
-            return WebGraph(s.report, before: points.count == 2 ? points.first : nil)
+            return WebGraph(s.report, before: points.count == 2 ? points.first : nil, hiding: getpid())
         }
     }
 

@@ -40,6 +40,7 @@ public final class WebServer: Sendable {
     public func stop() {
         stopping.store(true, ordering: .relaxed)
         if let d = daemon.withLock({ d in defer { d = nil }; return d }) { MHD_stop_daemon(d.pointer) }
+        routes.preview?.shutdown()
     }
 
     var isStopping: Bool { stopping.load(ordering: .relaxed) }

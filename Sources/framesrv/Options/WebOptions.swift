@@ -10,6 +10,9 @@ struct WebOptions: CommandOptions {
 
     init(parsing arguments: [String]) throws(UsageError) {
         var list = arguments
+        guard list.filter({ $0 == "--token" || $0.hasPrefix("--token=") }).count <= 1 else {
+            throw UsageError("--token given twice: say it once")
+        }
         // `--token` alone (last, or before another option) asks for a random token.
         if let i = list.firstIndex(of: "--token"), i + 1 == list.count || list[i + 1].hasPrefix("-") {
             list.remove(at: i)
@@ -20,7 +23,6 @@ struct WebOptions: CommandOptions {
             do { address = try WebAddress.parse(listen) } catch { throw UsageError(error.description) }
         }
         if let given = try args.value("--token") {
-            guard token == nil else { throw UsageError("--token given twice: say it once") }
             guard given.count >= 8, given.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.~".contains($0)) }) else {
                 throw UsageError("--token must be at least 8 letters, digits or -_.~ (or --token alone for a random one)")
             }
