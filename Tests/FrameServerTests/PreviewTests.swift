@@ -125,6 +125,31 @@ import Testing
         return nil
     }
 
+    /// Every pixel format framesrv carries, at an odd size, makes a JPEG preview (scaled) and a
+    /// PNG snapshot of the expected sizes (in process: one producer, one consumer, one frame each).
+    @Test func everyPixelFormatEncodes() throws {
+        let scratch = try Scratch()
+        let (producer, consumer) = try producerAndConsumer("f", slots: 2, scratch)
+        defer { producer.close() }
+        let jpeg = PreviewEncoder(.jpeg(quality: 5), maxWidth: 20), png = PreviewEncoder(.png)
+        for pixelFormat in PixelFormat.allCases {
+            try publishPattern(producer, FrameFormat(pixelFormat, width: 33, height: 17))
+            let frame = try nextFrame(consumer)
+            let images: ([UInt8], [UInt8])
+            do {
+                images = (try jpeg.encode(frame), try png.encode(frame))
+                frame.release()
+            } catch {
+                frame.release()
+                Issue.record("\(pixelFormat): \(error)")
+                continue
+            }
+            #expect(jpegSize(images.0).map { [$0.0, $0.1] } == [20, 10], "\(pixelFormat)'s preview")
+            #expect(images.1.starts(with: [0x89, 0x50, 0x4E, 0x47]) && images.1[16..<24].elementsEqual([0, 0, 0, 33, 0, 0, 0, 17]),
+                    "\(pixelFormat)'s snapshot: a 33x17 PNG")
+        }
+    }
+
     /// The "web preview" consumers of `stream` in `framesrv ls --json`.
     func previewConsumers(_ stream: String, _ scratch: Scratch) throws -> [[String: Any]] {
         let (status, out, err) = try scratch.run(["ls", "--json"])
