@@ -14,7 +14,7 @@ export PATH=/opt/swift/usr/bin:$PATH
 ROOT=$PWD
 OUT=${FUZZ_BUILD:-$ROOT/.build-fuzz}
 SAN=(-sanitize=fuzzer,address -use-ld=lld)
-SWIFTC=(swiftc -O -g -parse-as-library "${SAN[@]}")
+SWIFTC=(swiftc -O -g -parse-as-library -package-name framesrv "${SAN[@]}")
 mkdir -p "$OUT/include/CFrameServer"
 
 # CFrameServer: SwiftPM generates this module map from the include/ directory; so do we.

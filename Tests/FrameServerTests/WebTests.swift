@@ -151,6 +151,35 @@ import Testing
 
     func keys(_ o: [String: Any]) -> [String] { Array(o.keys) }
 
+    /// The page's controls go through /api/streams/NAME/control as `framesrv ctl` does: pause,
+    /// status, seek, rate and resume on a producer that plays a file; bad controls are 400 or 409.
+    @Test func controlsPlayAFile() throws {
+        let scratch = try Scratch()
+        let clip = try PlaybackControlTests.clip(scratch)
+        let producer = try PlaybackControlTests.producer(clip, "film", ["-re", "--loop", "-1"], scratch)
+        defer { producer.kill() }
+        let (web, port, _) = try startWeb(scratch)
+        defer { web.kill() }
+        func control(_ body: String) -> (Int, [String: Any]) {
+            let r = http(port, "/api/streams/film/control", method: "POST", body: body)
+            return (r?.status ?? 0, (r?.json as? [String: Any]) ?? [:])
+        }
+        #expect(control("pause").0 == 200)
+        let (status, paused) = control("status")
+        #expect(status == 200 && paused["paused"] as? Bool == true, "\(paused)")
+        #expect(control("seek 2").0 == 200 && control("rate 2").0 == 200)
+        #expect(control("resume").0 == 200)
+        #expect(control("status").1["rate"] as? Double == 2)
+        #expect(control("rate 0").0 == 400 && control("bogus").0 == 400)
+        #expect(control("seek 3600").0 == 409)
+        #expect(http(port, "/api/streams/film/control")?.status == 405)
+        #expect(http(port, "/api/streams/nosuch/control", method: "POST", body: "pause")?.status == 404)
+        // The page's rows say it plays: /api/streams has its playback, as ls --json.
+        #expect(eventually(timeout: 5) {
+            ((http(port, "/api/streams")?.json as? [[String: Any]])?.first?["playback"] as? [String: Any])?["paused"] as? Bool == false
+        })
+    }
+
     @Test func chromiumShowsEveryStreamAndConsumer() throws {
         let scratch = try Scratch()
         let run = try startChain(scratch)

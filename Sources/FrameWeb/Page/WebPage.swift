@@ -25,7 +25,7 @@ enum WebPageStyle {
     header h1{font-size:18px;margin:0}
     section{padding:6px 14px}
     h2{font-size:15px;margin:6px 0}
-    #chain{overflow:auto;height:190px}
+    #chain{overflow:auto;height:124px}
     #graph{background:#fff;border:1px solid #ccd}
     .node rect{fill:#eef3fb;stroke:#557}
     .node.stream rect{fill:#fff7e0;stroke:#a80}

@@ -27,8 +27,12 @@ struct WebResponse {
         WebResponse(status: 200, contentType: "application/json", body: .bytes(Array((text + "\n").utf8)))
     }
 
+    /// The page: nothing from elsewhere (its script and style are inline), never in another site's frame.
     static func html(_ text: String) -> WebResponse {
-        WebResponse(status: 200, contentType: "text/html; charset=utf-8", body: .bytes(Array(text.utf8)))
+        WebResponse(status: 200, contentType: "text/html; charset=utf-8", body: .bytes(Array(text.utf8)),
+                    headers: [("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                                + "img-src 'self'; connect-src 'self'; frame-ancestors 'none'"),
+                              ("X-Frame-Options", "DENY"), ("Cache-Control", "no-store")])
     }
 
     /// A JSON error object: {"error": "..."}.

@@ -41,6 +41,13 @@ enum WebCommand: Command {
         defer { server.stop() }
         let url = "http://\(o.address.urlHost):\(port)/" + (token.map { "?token=\($0.value)" } ?? "")
         print("web: serving the streams of \(RuntimeDirectory.defaultPath) on port \(port) of \(o.address.host): open \(url)")
+        if o.address.isWildcard {
+            var name = [CChar](repeating: 0, count: 256)
+            if gethostname(&name, name.count - 1) == 0 {
+                let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                print("web: from another machine: http://\(host):\(port)/" + (token.map { "?token=\($0.value)" } ?? ""))
+            }
+        }
         fflush(nil)   // a test or a log reads the URL while the server runs (nil: every output stream)
         while !StopSignal.requested { usleep(100_000) }
         return 0
