@@ -107,6 +107,13 @@ import Testing
         #expect(http(port, "/api/streams", headers: ["Cookie": "framesrv_token=\(token)"])?.status == 200)
         let streams = try #require(http(port, "/api/streams", headers: ["Authorization": "Bearer \(token)"])?.json as? [[String: Any]])
         #expect(streams.map { $0["name"] as? String } == ["cam"])
+        // ...and with it, the frame bytes the wrong one did not get.
+        let bearer = ["Authorization": "Bearer \(token)"]
+        let png = try #require(http(port, "/api/streams/cam/snapshot.png", headers: bearer))
+        #expect(png.status == 200 && png.body.starts(with: pngMagic) && png.header("Content-Type") == ["image/png"])
+        let mjpeg = try #require(http(port, "/api/streams/cam/preview.mjpeg?fps=5", headers: bearer, maxBytes: 4 << 10, timeout: 5))
+        #expect(mjpeg.status == 200 && contains(mjpeg.body, jpegStart))
+        #expect(mjpeg.header("Content-Type").first?.hasPrefix("multipart/x-mixed-replace") == true)
         // Loopback only answers loopback names (DNS rebinding), and takes no cross-site control.
         #expect(http(port, "/api/streams", headers: ["Host": "evil.example:80", "Authorization": "Bearer \(token)"])?.status == 403)
         #expect(http(port, "/api/streams/cam/control", method: "POST", headers: ["Origin": "http://evil.example", "Authorization": "Bearer \(token)"],
