@@ -24,7 +24,9 @@ public enum WebError: Error, CustomStringConvertible, Sendable {
 
 /// The address `framesrv web` listens on: a numeric IPv4 or IPv6 host and a port.
 public struct WebAddress: Sendable, Equatable, CustomStringConvertible {
+    /// The numeric host, without brackets.
     public let host: String
+    /// 0: any free port (the server says which).
     public let port: UInt16
     public let ipv6: Bool
 

@@ -20,10 +20,13 @@ public final class WebServer: Sendable {
         routes = WebRoutes(address: address, token: token, monitor: monitor, preview: preview)
     }
 
-    /// Starts listening and returns the port (the one chosen for port 0); throws when the address cannot be bound.
+    /// Starts listening and returns the port (the one chosen for port 0); throws when the address
+    /// is not loopback and there is no token, or cannot be bound.
     @discardableResult
     public func start() throws(WebError) -> UInt16 {
         let a = routes.address
+        // Off loopback, anyone who can reach the address could watch and control the streams.
+        guard a.isLoopback || routes.token != nil else { throw .tokenRequired(a.description) }
         let flags = fs_mhd_thread_per_connection | (a.ipv6 ? fs_mhd_ipv6 : 0)
         let context = Unmanaged.passUnretained(self).toOpaque()
         let started: OpaquePointer? = withSocketAddress(a) { sockaddr in

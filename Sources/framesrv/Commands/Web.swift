@@ -31,14 +31,13 @@ enum WebCommand: Command {
         case .given(let t): WebToken(t)
         case nil: nil
         }
-        guard o.address.isLoopback || token != nil else { throw WebError.tokenRequired(o.address.description) }
         installStopHandlers()
         let monitor = WebMonitor()
+        let server = WebServer(address: o.address, token: token, monitor: monitor, preview: WebPreviews.make())
+        let port = try server.start()   // refused here: off loopback without a token, or a port in use
+        defer { server.stop() }
         monitor.start()
         defer { monitor.stop() }
-        let server = WebServer(address: o.address, token: token, monitor: monitor, preview: WebPreviews.make())
-        let port = try server.start()
-        defer { server.stop() }
         let url = "http://\(o.address.urlHost):\(port)/" + (token.map { "?token=\($0.value)" } ?? "")
         print("web: serving the streams of \(RuntimeDirectory.defaultPath) on port \(port) of \(o.address.host): open \(url)")
         if o.address.isWildcard {
