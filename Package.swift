@@ -28,10 +28,12 @@ let package = Package(
         .target(name: "FrameProcess", dependencies: ["FrameServer"]),
         // `framesrv run`'s pipelines: parser, graph, stream names, --wait-for, start order, supervision.
         .target(name: "FramePipeline", dependencies: ["FrameServer", "FrameProcess"]),
+        // `framesrv bridge`: streams between hosts over ZeroMQ TCP (CURVE), credits, reconnects.
+        .target(name: "FrameBridge", dependencies: ["FrameServer", "FrameMedia", "FrameRecording", "CZMQ", "CFFmpeg"]),
         // The command-line tool.
-        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FrameProcess", "FramePipeline", "FrameRecording"]),
+        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FrameProcess", "FramePipeline", "FrameRecording", "FrameBridge"]),
         // End-to-end suites: real framesrv processes (see Tests/README.md).
-        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording"]),
+        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording", "FrameBridge"]),
         // FrameMedia's pieces on their own, in process.
         .testTarget(name: "FrameMediaTests", dependencies: ["FrameMedia", "FrameServer"]),
     ]
