@@ -11,13 +11,13 @@ public struct CurveCertificate: Sendable, Equatable {
     /// Reads a secret certificate: both keys present and matching, the file private to its owner.
     public static func readSecret(_ path: String) throws(BridgeSecurityError) -> CurveCertificate {
         let (text, mode) = try readSmallFile(path)
-        guard mode & 0o077 == 0 else {
-            throw .badPermissions(path: path, mode: mode,
-                                  reason: "a secret key others may read is refused (as ssh does): chmod 600 '\(path)'")
-        }
         let cert = try parse(text, path: path)
         guard let secret = cert.secretKey else {
             throw .malformed(path: path, reason: "no secret-key: this is a public certificate; pass NAME.key_secret")
+        }
+        guard mode & 0o077 == 0 else {
+            throw .badPermissions(path: path, mode: mode,
+                                  reason: "a secret key others may read is refused (as ssh does): chmod 600 '\(path)'")
         }
         guard secret.derivedPublic == cert.publicKey else {
             throw .malformed(path: path, reason: "public-key does not belong to secret-key")
