@@ -48,22 +48,24 @@ final class ZAPHandler: @unchecked Sendable {
         let handler = ZAPHandler(socket: socket, allowList: allowList)
         startDetachedThread {
             handler.serve()
+            // Forgotten before the socket closes: zmq_ctx_term cannot return (and the context's
+            // address be reused by a new context, which must get a handler of its own) until then.
             started.withLock { _ = $0.remove(key) }
+            zmq_close(socket)
         }
     }
 
-    /// Answers requests until the context is terminated (ETERM), then closes the socket so
-    /// zmq_ctx_term can finish.
+    /// Answers requests until the context is terminated (ETERM); the caller then closes the
+    /// socket so zmq_ctx_term can finish.
     private func serve() {
         while let request = receiveRequest() {
             let reply = answer(request)
             for (i, frame) in reply.enumerated() {
                 let more = i + 1 < reply.count ? ZMQ_SNDMORE : 0
                 let r = frame.withUnsafeBytes { zmq_send(socket, $0.baseAddress, $0.count, more) }
-                if r < 0, zmq_errno() == ETERM { zmq_close(socket); return }
+                if r < 0, zmq_errno() == ETERM { return }
             }
         }
-        zmq_close(socket)
     }
 
     /// One request's frames; nil when the context is terminated.
