@@ -6,6 +6,7 @@ import Glibc
 let commands: [CommandEntry] = [
     DemoCommand.entry, ProduceCommand.entry, SinkCommand.entry, FilterCommand.entry, ListCommand.entry, InspectCommand.entry,
     TopCommand.entry, CtlCommand.entry, CleanCommand.entry, RunCommand.entry, BenchCommand.entry, RecordCommand.entry, ReplayCommand.entry,
+    BridgeCommand.entry,
 ]
 
 func rootHelp(_ commands: [CommandEntry]) -> String {
