@@ -1,12 +1,7 @@
 import Foundation
 import FrameMedia
+import FrameMonitor
 import FrameServer
-
-func encodeJSON<T: Encodable>(_ value: T) throws -> String {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys]
-    return String(decoding: try encoder.encode(value), as: UTF8.self)
-}
 
 /// `framesrv ls`: every stream in the runtime directory.
 enum ListCommand: Command {
@@ -46,38 +41,12 @@ enum ListCommand: Command {
         return 0
     }
 
-    /// Every stream read twice, 250 ms apart: the second snapshot with the frames per second
-    /// published in between (nil for a stream that appeared or was restarted meanwhile).
+    /// Every stream read twice, 250 ms apart (FrameMonitor's rows), its warnings on standard error.
     static func measure(_ dir: RuntimeDirectory?) -> [MeasuredStream] {
-        var warnings = WarningLog()
-        let first = TopSample.take(dir)
-        warnings.report(first.warnings)
-        guard !first.streams.isEmpty else { return [] }
-        usleep(250_000)
-        let second = TopSample.take(dir)
-        warnings.report(second.warnings)
-        let seconds = Double(second.nanos - first.nanos) / 1e9
-        return StreamSnapshot.pipelineOrder(second.streams).map { s in
-            MeasuredStream(snapshot: s, fps: measuredRate(s.published, since: first.stream(like: s)?.published, seconds: seconds),
-                           playback: second.playback[s.name])
-        }
-    }
-}
-
-/// A stream snapshot and its measured rate, encoded as the snapshot's fields plus "fps"
-/// (null when it could not be measured) and, for a producer that reads a file, "playback".
-struct MeasuredStream: Encodable {
-    let snapshot: StreamSnapshot
-    let fps: Double?
-    let playback: PlaybackStatus?
-
-    enum Keys: String, CodingKey { case fps, playback }
-
-    func encode(to encoder: any Encoder) throws {
-        try snapshot.encode(to: encoder)
-        var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(fps, forKey: .fps)
-        try container.encodeIfPresent(playback, forKey: .playback)
+        let (streams, warnings) = MeasuredStream.measure(dir)
+        var log = WarningLog()
+        log.report(warnings)
+        return streams
     }
 }
 
