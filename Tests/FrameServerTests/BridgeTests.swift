@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import FrameServer
 import Testing
 
 /// `framesrv bridge send/recv` over TCP loopback, --insecure (the CURVE and network-namespace
@@ -63,6 +64,27 @@ import Testing
         #expect(skipped > 0, "send: \(send.stdout)")
         #expect(Self.field(sink.stdout, "dropped_at_source") == Self.field(recv.stdout, "skipped"), "sink: \(sink.stdout) recv: \(recv.stdout)")
         #expect(frames.count + (Self.field(recv.stdout, "skipped") ?? 0) <= 200)
+    }
+
+    /// B's link in `ctl B status`, `ls --json` and `inspect` while frames flow; LinkStatus's JSON reads back.
+    @Test func linkStatusIsShown() throws {
+        let scratch = try Scratch()
+        let url = "tcp://127.0.0.1:\(Self.freePort())"
+        let recv = try scratch.start(["bridge", "recv", "--listen", url, "--out", "B", "--insecure"])
+        let sink = try scratch.start(["sink", "--in", "B", "--null", "--wait", "30"])
+        let send = try scratch.start(["bridge", "send", "--in", "A", "--to", url, "--insecure"])
+        let producer = try scratch.start(["produce", "--pattern", "--size", "160x120", "--frames", "150", "--rate", "50",
+                                          "--out", "A", "--wait-for", "1"])
+        #expect(eventually(timeout: 20) { (scratch.snapshot("B")?.published ?? 0) >= 20 })
+        let status = try scratch.run(["ctl", "B", "status", "--json"], timeout: 10)
+        let link = try #require(LinkStatus(json: status.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "ctl: \(status.stdout) \(status.stderr)")
+        #expect(link.stream == "B" && link.peer.hasPrefix("127.0.0.1") && link.credits == 4 && link.frames >= 20)
+        #expect(LinkStatus(json: link.json) == link)
+        let ls = try scratch.run(["ls", "--json"], timeout: 10)
+        #expect(ls.stdout.contains("\"link\":{") && ls.stdout.contains("\"in_flight\":"), "ls: \(ls.stdout)")
+        let inspect = try scratch.run(["inspect", "B"], timeout: 10)
+        #expect(inspect.stdout.contains("link: bridged from 127.0.0.1"), "inspect: \(inspect.stdout)")
+        for p in [producer, send, recv, sink] { #expect(p.wait(timeout: 30) == 0, "\(p.stderr)") }
     }
 
     /// The receiver dials (`recv --from`), the sender listens.
