@@ -30,7 +30,7 @@ extension BridgeReceiver {
             guard live else { return askResend() }
             skipped &+= UInt32(clamping: h.sequence - nextExpected)
         }
-        guard let producer, var slot = try producer.reserve(format) else { return }
+        guard let producer, waitForConsumer(producer, stop: stop), var slot = try producer.reserve(format) else { return }
         for p in 0..<count {
             let src = m.parts[1 + p].bytes, dst = slot.plane(p)
             let rowBytes = format.rowBytes(plane: p), stride = format.stride(plane: p)
@@ -53,6 +53,15 @@ extension BridgeReceiver {
         meter.bytes &+= UInt64(total)
         nextExpected = h.sequence + 1
         sendCredit()
+    }
+
+    /// With `waitForConsumer`: until B's first lossless consumer (once); false when stopped first.
+    private func waitForConsumer(_ producer: Producer, stop: () -> Bool) -> Bool {
+        guard settings.waitForConsumer, report.frames == 0 else { return true }
+        while !producer.waitForLosslessConsumers(1, timeoutSeconds: 0.2) {
+            if stop() { return false }
+        }
+        return true
     }
 
     /// Lossless, a frame after a gap (lost with a dropped connection): resend from the first missing.

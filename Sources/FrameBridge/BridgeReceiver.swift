@@ -14,6 +14,9 @@ public struct BridgeReceiveSettings: Sendable {
     /// Credits granted: frames in flight at most (1..64).
     public var window = 4
     public var slots = 8
+    /// Publish nothing (and acknowledge nothing: A waits) until B has a lossless consumer,
+    /// as `produce -i` and `replay` wait for their first one.
+    public var waitForConsumer = true
     /// The largest frame accepted, in bytes (every plane on the wire).
     public var maxFrameBytes = 1 << 28
 

@@ -44,6 +44,16 @@ public struct BridgeEndpoint: Sendable, Equatable {
         self.text = text; self.host = host; self.port = port
     }
 
+    /// Checks that a host to dial resolves (libzmq would retry an unknown name forever, silently).
+    public func checkResolves() throws(BridgeError) {
+        var result: UnsafeMutablePointer<addrinfo>?
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        let r = getaddrinfo(host, String(port), &hints, &result)
+        if let result { freeaddrinfo(result) }
+        guard r == 0 else { throw .endpoint(text, "cannot resolve '\(host)': \(String(cString: gai_strerror(r)))") }
+    }
+
     /// Whether the host is a loopback address (what `--insecure` needs nothing more for).
     public var isLoopback: Bool { host == "localhost" || host.hasPrefix("127.") || host == "::1" }
 }
@@ -77,6 +87,7 @@ final class BridgeSocket {
             if bind {
                 guard zmq_bind(s, endpoint.text) == 0 else { throw BridgeError.zeromq("listen on \(endpoint.text)", zmqText()) }
             } else {
+                try endpoint.checkResolves()
                 guard zmq_connect(s, endpoint.text) == 0 else { throw BridgeError.zeromq("connect to \(endpoint.text)", zmqText()) }
             }
         } catch {

@@ -33,6 +33,9 @@ enum BridgeCommand {
                            (recv) or frames of A the sender holds at most (send)
       --slots N            recv: B's slots, 1..64 (default 8)
       --wait SECONDS       send: give up if A has not appeared by then (default: wait)
+      --no-wait            recv: publish at once; by default B publishes (and acknowledges)
+                           nothing until its first lossless consumer attaches, as produce -i
+                           and replay wait for theirs, so that consumer gets every frame
       --insecure           plaintext (no CURVE); required without keys
       --stats-json         print the final figures as one JSON line
       --quiet              no summary line
@@ -99,6 +102,7 @@ enum BridgeCommand {
         settings.bind = o.bind
         settings.window = o.window
         settings.slots = o.slots
+        settings.waitForConsumer = !o.noWait
         let receiver = try BridgeReceiver(settings: settings, secure: try security(o))
         let report = try receiver.run(stop: StopSignal.shouldStop)
         if o.statsJSON { print(report.json) }

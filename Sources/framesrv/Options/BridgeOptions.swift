@@ -15,6 +15,7 @@ struct BridgeOptions {
     var slots = 8
     var waitSeconds: Double?
     var statsJSON = false
+    var noWait = false
     var quiet = false
     var insecure = false
     var keyFile: String?
@@ -38,6 +39,7 @@ struct BridgeOptions {
         slots = try args.int("--slots", range: 1...64) ?? 8
         waitSeconds = try args.double("--wait", range: 0...1e9)
         statsJSON = args.flag("--stats-json")
+        noWait = args.flag("--no-wait")
         quiet = args.flag("--quiet", "-q")
         insecure = args.flag("--insecure")
         keyFile = try args.value("--key")
@@ -47,6 +49,7 @@ struct BridgeOptions {
 
         guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
         mode = live ? .live : .lossless
+        guard !(noWait && role == .send) else { throw UsageError("--no-wait goes with 'bridge recv'") }
         if let codec, codec != "raw" {
             throw UsageError("--codec \(codec): this build sends raw frames only (--codec raw)")
         }

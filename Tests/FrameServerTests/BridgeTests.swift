@@ -1,0 +1,171 @@
+import Foundation
+import Glibc
+import Testing
+
+/// `framesrv bridge send/recv` over TCP loopback, --insecure (the CURVE and network-namespace
+/// cases are BridgeNetworkTests). Real processes; each test's ports are free ones.
+@Suite(.serialized) struct BridgeTests {
+    /// A TCP port nobody listens on now (bound to port 0, then closed).
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// The `"key":N` of a JSON line.
+    static func field(_ json: String, _ key: String) -> Int? {
+        guard let r = json.range(of: "\"\(key)\":") else { return nil }
+        return Int(json[r.upperBound...].prefix { $0.isNumber })
+    }
+
+    @Test func losslessRawThousandFramesArriveIdentical() throws {
+        let scratch = try Scratch()
+        let url = "tcp://127.0.0.1:\(Self.freePort())"
+        let recv = try scratch.start(["bridge", "recv", "--listen", url, "--out", "B", "--insecure", "--stats-json"])
+        let sink = try scratch.start(["sink", "--in", "B", "--null", "--verify", "--stats-json", "--wait", "30"])
+        let send = try scratch.start(["bridge", "send", "--in", "A", "--to", url, "--insecure", "--stats-json"])
+        let producer = try scratch.start(["produce", "--pattern", "--size", "640x360", "--frames", "1000", "--rate", "max",
+                                          "--out", "A", "--wait-for", "1"])
+        #expect(producer.wait(timeout: 60) == 0, "produce: \(producer.stderr)")
+        #expect(send.wait(timeout: 30) == 0, "send: \(send.stderr)")
+        #expect(recv.wait(timeout: 30) == 0, "recv: \(recv.stderr)")
+        #expect(sink.wait(timeout: 30) == 0, "sink: \(sink.stderr)")
+        let stats = try #require(SinkStats.parse(sink.stdout), "sink: \(sink.stdout) \(sink.stderr)")
+        #expect(stats.received == 1000 && stats.first == 1 && stats.last == 1000 && stats.corrupt == 0 && stats.missed == 0)
+        #expect(Self.field(send.stdout, "frames") == 1000, "send: \(send.stdout)")
+        #expect(Self.field(recv.stdout, "frames") == 1000 && Self.field(recv.stdout, "malformed") == 0, "recv: \(recv.stdout)")
+    }
+
+    /// The receiver dials (`recv --from`), the sender listens.
+    @Test func receiverDialsOut() throws {
+        let scratch = try Scratch()
+        let url = "tcp://127.0.0.1:\(Self.freePort())"
+        let send = try scratch.start(["bridge", "send", "--in", "A", "--listen", url, "--insecure"])
+        let recv = try scratch.start(["bridge", "recv", "--from", url, "--out", "B", "--insecure"])
+        let sink = try scratch.start(["sink", "--in", "B", "--null", "--verify", "--stats-json", "--wait", "30"])
+        let producer = try scratch.start(["produce", "--pattern", "--size", "320x240", "--frames", "100", "--rate", "max",
+                                          "--out", "A", "--wait-for", "1"])
+        #expect(producer.wait(timeout: 60) == 0, "produce: \(producer.stderr)")
+        #expect(send.wait(timeout: 30) == 0, "send: \(send.stderr)")
+        #expect(recv.wait(timeout: 30) == 0, "recv: \(recv.stderr)")
+        #expect(sink.wait(timeout: 30) == 0, "sink: \(sink.stderr)")
+        let stats = try #require(SinkStats.parse(sink.stdout))
+        #expect(stats.received == 100 && stats.corrupt == 0 && stats.last == 100)
+    }
+
+    /// A's frames and B's, hashed (framemd5), with one side killed (SIGKILL) and restarted
+    /// mid-stream: B's frames are A's, in order, none twice, up to A's last.
+    func restart(_ role: String) throws {
+        let scratch = try Scratch()
+        let url = "tcp://127.0.0.1:\(Self.freePort())"
+        let recvArgs = ["bridge", "recv", "--listen", url, "--out", "B", "--insecure", "--stats-json"]
+        let sendArgs = ["bridge", "send", "--in", "A", "--to", url, "--insecure", "--stats-json"]
+        var recv = try scratch.start(recvArgs)
+        let sinkB = try scratch.start(["sink", "--in", "B", "--framemd5", scratch.file("b.md5"), "--stats-json", "--wait", "30"])
+        var send = try scratch.start(sendArgs)
+        let sinkA = try scratch.start(["sink", "--in", "A", "--framemd5", scratch.file("a.md5"), "--wait", "30"])
+        let producer = try scratch.start(["produce", "--pattern", "--size", "320x180", "--frames", "300", "--rate", "150",
+                                          "--out", "A", "--wait-for", "2"])
+        // Mid-stream: once B has frames.
+        #expect(eventually(timeout: 20) { (scratch.snapshot("B")?.published ?? 0) >= 60 })
+        if role == "recv" { recv.kill(); recv = try scratch.start(recvArgs) } else { send.kill(); send = try scratch.start(sendArgs) }
+        #expect(producer.wait(timeout: 60) == 0, "produce: \(producer.stderr)")
+        #expect(sinkA.wait(timeout: 30) == 0, "sink A: \(sinkA.stderr)")
+        #expect(send.wait(timeout: 30) == 0, "send: \(send.stderr)")
+        #expect(recv.wait(timeout: 30) == 0, "recv: \(recv.stderr)")
+        #expect(sinkB.wait(timeout: 30) == 0, "sink B: \(sinkB.stderr)")
+        let a = hashes(try String(contentsOfFile: scratch.file("a.md5"), encoding: .utf8))
+        let b = hashes(try String(contentsOfFile: scratch.file("b.md5"), encoding: .utf8))
+        #expect(a.count == 300)
+        // The pattern's hashes repeat every 256 frames: match B against A in order from a cursor.
+        var cursor = 0
+        for h in b {
+            guard let i = a[cursor...].firstIndex(of: h) else { Issue.record("B has a frame not in A's order at \(cursor)"); break }
+            cursor = i + 1
+        }
+        #expect(b.last == a.last, "B ends with A's last frame")
+        if role == "recv" {
+            // Lossless: only frames the dead receiver had published into B and B's sink had not read can be gone.
+            #expect(b.count >= 300 - 8, "B: \(b.count) frames")
+            #expect((Self.field(send.stdout, "reconnects") ?? 0) >= 1, "send: \(send.stdout)")
+        } else {
+            #expect(Self.field(recv.stdout, "sessions") == 2, "recv: \(recv.stdout)")
+            #expect((Self.field(sinkB.stdout, "discontinuities") ?? 0) >= 1, "sink B: \(sinkB.stdout)")
+        }
+    }
+
+    @Test func receiverRestartMidStream() throws { try restart("recv") }
+    @Test func senderRestartMidStream() throws { try restart("send") }
+
+    /// Junk on the port (raw TCP, and ZeroMQ messages that are not the bridge's or lie about
+    /// their sizes): logged, dropped, no crash; a real session then goes through.
+    @Test func malformedPeerIsLoggedAndDropped() throws {
+        let scratch = try Scratch()
+        let port = Self.freePort()
+        let url = "tcp://127.0.0.1:\(port)"
+        let recv = try scratch.start(["bridge", "recv", "--listen", url, "--out", "B", "--insecure", "--stats-json"])
+        let script = scratch.file("junk.py")
+        try Self.junkScript.write(toFile: script, atomically: true, encoding: .utf8)
+        let junk = try shell("python3 \(script) \(port)", scratch)
+        #expect(junk.status == 0, "junk: \(junk.stderr)")
+        #expect(recv.isRunning, "recv: \(recv.stderr)")
+        let sink = try scratch.start(["sink", "--in", "B", "--null", "--verify", "--stats-json", "--wait", "30"])
+        let send = try scratch.start(["bridge", "send", "--in", "A", "--to", url, "--insecure"])
+        let producer = try scratch.start(["produce", "--pattern", "--size", "160x120", "--frames", "50", "--rate", "max",
+                                          "--out", "A", "--wait-for", "1"])
+        #expect(producer.wait(timeout: 30) == 0, "produce: \(producer.stderr)")
+        #expect(send.wait(timeout: 30) == 0, "send: \(send.stderr)")
+        #expect(recv.wait(timeout: 30) == 0, "recv: \(recv.stderr)")
+        #expect(sink.wait(timeout: 30) == 0, "sink: \(sink.stderr)")
+        #expect(recv.stderr.contains("bridge recv: dropped a message from"), "recv: \(recv.stderr)")
+        #expect((Self.field(recv.stdout, "malformed") ?? 0) >= 5, "recv: \(recv.stdout)")
+        let stats = try #require(SinkStats.parse(sink.stdout))
+        #expect(stats.received == 50 && stats.corrupt == 0)
+    }
+
+    static let junkScript = """
+    import os, socket, struct, sys, time, zmq
+    port = int(sys.argv[1])
+    s = socket.create_connection(("127.0.0.1", port)); s.sendall(os.urandom(20000)); s.close()
+    ctx = zmq.Context(); d = ctx.socket(zmq.DEALER); d.connect("tcp://127.0.0.1:%d" % port); time.sleep(0.3)
+    head = lambda t, seq=1, v=0: struct.pack("<IBBHQQII", 0x47534246, 1, t, 0, 7, seq, v, 0)
+    d.send(b"junk")                                         # too short
+    d.send(head(9))                                         # unknown type
+    d.send(struct.pack("<IBBHQQII", 0x47534246, 2, 1, 0, 7, 1, 0, 0) + b"\\0" * 8)   # another version
+    d.send(head(1) + struct.pack("<ii", 25, 1))             # a hello: session 7
+    d.send_multipart([head(2) + b"\\0" * 120, b"x"])         # a frame whose record is not one
+    d.send_multipart([head(2), b"x"])                       # a frame too short
+    time.sleep(0.5)
+    d.close(0); ctx.term()
+    """
+
+    /// Bad addresses, a port in use, no security: one error line each, a non-zero exit.
+    @Test func badInputsFailWithOneLine() throws {
+        let scratch = try Scratch()
+        let port = Self.freePort()
+        let holder = try scratch.start(["bridge", "recv", "--listen", "tcp://127.0.0.1:\(port)", "--out", "X", "--insecure"])
+        #expect(eventually(timeout: 10) { procFile("/proc/net/tcp").contains(String(format: ":%04X 00000000:0000 0A", port)) })
+        let cases: [([String], String)] = [
+            (["bridge", "recv", "--listen", "tcp://127.0.0.1:\(port)", "--out", "B", "--insecure"], "Address already in use"),
+            (["bridge", "recv", "--listen", "tcp://999.1.1.1:\(port)", "--out", "B", "--insecure"], "cannot listen on"),
+            (["bridge", "send", "--in", "A", "--to", "tcp://no-such-host.invalid:5", "--insecure"], "cannot resolve"),
+            (["bridge", "send", "--in", "A", "--to", "udp://127.0.0.1:5", "--insecure"], "tcp://HOST:PORT"),
+            (["bridge", "send", "--in", "A", "--to", "tcp://127.0.0.1:70000", "--insecure"], "1..65535"),
+            (["bridge", "recv", "--out", "B", "--insecure"], "--listen"),
+            (["bridge", "frob"], "send, recv or keygen"),
+        ]
+        for (args, expected) in cases {
+            let r = try scratch.run(args, timeout: 20)
+            let lines = r.stderr.split(separator: "\n")
+            #expect(r.status != 0 && lines.count == 1 && r.stderr.contains(expected), "\(args): \(r.status) \(r.stderr)")
+        }
+        holder.signal(SIGTERM)
+        #expect(holder.wait(timeout: 10) == 0)
+    }
+}
