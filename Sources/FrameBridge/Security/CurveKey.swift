@@ -41,7 +41,7 @@ public struct CurveKey: Sendable, Hashable, CustomStringConvertible {
         guard binary.count == 32 else { return nil }
         var text = [CChar](repeating: 0, count: 41)
         guard zmq_z85_encode(&text, binary, 32) != nil else { return nil }
-        z85 = String(cString: text)
+        z85 = cText(text)
     }
 
     /// The public key belonging to this secret key.
@@ -50,7 +50,7 @@ public struct CurveKey: Sendable, Hashable, CustomStringConvertible {
     var derivedPublic: CurveKey? {
         var text = [CChar](repeating: 0, count: 41)
         guard zmq_curve_public(&text, z85) == 0 else { return nil }
-        return CurveKey(z85: String(cString: text))
+        return CurveKey(z85: cText(text))
     }
 
     /// A new key pair from libsodium.
@@ -61,9 +61,15 @@ public struct CurveKey: Sendable, Hashable, CustomStringConvertible {
         guard zmq_curve_keypair(&pub, &sec) == 0 else {
             throw .zeromq("make a CURVE key pair", String(cString: zmq_strerror(zmq_errno())))
         }
-        return (CurveKey(z85: String(cString: pub)), CurveKey(z85: String(cString: sec)))
+        return (CurveKey(z85: cText(pub)), CurveKey(z85: cText(sec)))
     }
 
     /// A short form for logs: the first 8 characters.
     public var description: String { String(z85.prefix(8)) + "..." }
+}
+
+/// The text of a NUL-terminated C buffer libzmq filled.
+func cText(_ buffer: [CChar]) -> String {
+    let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+    return String(decoding: bytes, as: UTF8.self)
 }
