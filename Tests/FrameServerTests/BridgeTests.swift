@@ -1,23 +1,13 @@
 import Foundation
 import Glibc
+import FrameBridge
 import FrameServer
 import Testing
 
 /// `framesrv bridge send/recv` over TCP loopback, --insecure (the CURVE and network-namespace
 /// cases are BridgeNetworkTests). Real processes; each test's ports are free ones.
 @Suite(.serialized) struct BridgeTests {
-    /// A TCP port nobody listens on now (bound to port 0, then closed).
-    static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
+    static func freePort() -> Int { BridgeEndpoint.freeLoopbackPort() }
 
     /// The `"key":N` of a JSON line.
     static func field(_ json: String, _ key: String) -> Int? {
