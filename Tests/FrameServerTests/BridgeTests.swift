@@ -204,4 +204,24 @@ import Testing
         holder.signal(SIGTERM)
         #expect(holder.wait(timeout: 10) == 0)
     }
+
+    @Test("framesrv bench bridge --quick prints every figure and ratio, each run carrying every frame", .timeLimit(.minutes(2)))
+    func benchBridgeQuick() throws {
+        let scratch = try Scratch()
+        let bench = try scratch.start(["bench", "bridge", "--quick"])
+        #expect(bench.wait(timeout: 110) == 0, "bench bridge: \(bench.stdout)\n\(bench.stderr)")
+        let lines = bench.stdout.split(separator: "\n").map(String.init)
+        for section in ["1. throughput", "2. added latency"] {
+            #expect(lines.contains { $0.hasPrefix(section) }, "no section '\(section)' in:\n\(bench.stdout)")
+        }
+        for row in ["  framesrv bridge --insecure:", "  framesrv bridge CURVE:", "  ffmpeg tcp://:"] {
+            #expect(lines.contains { $0.hasPrefix(row) && $0.contains("100 frames in ") && $0.hasSuffix(" GB/s") }, "no '\(row)' in:\n\(bench.stdout)")
+        }
+        #expect(lines.contains { $0.hasPrefix("  ratio frames/s: bridge --insecure / ffmpeg ") && $0.contains(", CURVE / --insecure ") })
+        for row in ["  --insecure: p50 ", "  CURVE: p50 "] {
+            #expect(lines.contains { $0.hasPrefix(row) && $0.contains(" ms, p99 ") && $0.hasSuffix(" ms") }, "no '\(row)' in:\n\(bench.stdout)")
+        }
+        let (status, _, err) = try scratch.run(["bench", "bridge", "--seconds", "1"], timeout: 20)
+        #expect(status == 2 && err.split(separator: "\n").count == 1, "\(err)")
+    }
 }
