@@ -21,6 +21,7 @@ extension BridgeReceiver {
             guard !overflow, sum <= settings.maxFrameBytes else { return refuse(m.peer, "frame \(h.sequence): larger than the limit") }
             total = sum
         }
+        guard h.sequence < UInt64.max / 2 else { return refuse(m.peer, "frame \(h.sequence): a sequence out of range") }
         if h.sequence < nextExpected {
             report.duplicates += 1
             return sendCredit()

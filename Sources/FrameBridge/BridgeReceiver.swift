@@ -83,7 +83,7 @@ public final class BridgeReceiver {
                                 rttMillis: nil, reconnects: 0, skipped: 0, frames: 0))
     }
 
-    deinit { close() }
+    deinit { close(failed: true) }
 
     /// The link's figures now (any thread).
     public var linkStatus: LinkStatus { link.state.withLock { $0 } }
@@ -93,18 +93,24 @@ public final class BridgeReceiver {
         while !stop() {
             if let at = endedAt, monotonicNanos() &- at > 500_000_000 { break }   // the end acknowledged, then a grace
             _ = socket.wait(timeoutMillis: 100)
-            while let m = socket.receive() { try handle(m, stop: stop) }
+            do {
+                while let m = socket.receive() { try handle(m, stop: stop) }
+            } catch {
+                close(failed: true)
+                throw error
+            }
             updateRate()
         }
-        close()
+        // Stopped (SIGINT, SIGTERM) before the end: B ends, as a stopped producer's stream does.
+        close(failed: false)
         return report
     }
 
-    private func close() {
+    private func close(failed: Bool) {
         control?.close()
         control = nil
         if let p = producer {
-            if !report.ended { p.finish(failed: true) }
+            if !report.ended { p.finish(failed: failed) }
             p.close()
         }
         producer = nil
