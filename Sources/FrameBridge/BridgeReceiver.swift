@@ -66,6 +66,9 @@ public final class BridgeReceiver {
 
     var session: UInt64?
     var live = false
+    /// The session's sender encodes (hello flags 1: FFV1).
+    var codecSession = false
+    var decoder: PacketDecoder?
     var nextExpected: UInt64 = 1
     var discontinuity = false
     var rewoundAt: UInt64 = 0
@@ -151,11 +154,13 @@ public final class BridgeReceiver {
     private func hello(_ h: BridgeHead, rate: Rational, peer: String, stop: @escaping @Sendable () -> Bool) throws {
         if session != h.session {
             // A new sender (first, or restarted): its numbering starts where it says.
-            if session != nil { discontinuity = true }
+            // After an earlier session, or joining one past its start (a restarted receiver): a gap.
+            if session != nil || h.sequence > 1 { discontinuity = true }
             session = h.session
             nextExpected = h.sequence
             report.sessions += 1
             live = h.value == 1
+            codecSession = h.flags == 1
             endedAt = nil
         } else if h.sequence > nextExpected {
             // The same sender resuming, past frames we never got (live): a gap.

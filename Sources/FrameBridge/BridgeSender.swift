@@ -14,6 +14,8 @@ public struct BridgeSendSettings: Sendable {
     public var consumerName = "bridge send"
     /// Give up waiting for A after this long (nil: wait).
     public var waitSeconds: Double?
+    /// The payload: nil raw planes (bit-identical), .ffv1 lossless compression.
+    public var codec: RecordingCodec?
 
     public init(stream: String, endpoint: BridgeEndpoint) { self.stream = stream; self.endpoint = endpoint }
 }
@@ -66,7 +68,7 @@ public final class BridgeSender {
         self.settings = settings
         socket = try BridgeSocket(endpoint: settings.endpoint, bind: settings.bind, secure: secure,
                                   highWaterMark: Int32(settings.window * 4 + 16), maxMessageBytes: 4096)
-        feed = FrameFeed(window: settings.window, live: settings.mode == .live)
+        feed = FrameFeed(window: settings.window, live: settings.mode == .live, codec: settings.codec)
     }
 
     deinit { socket.close() }
@@ -121,7 +123,8 @@ public final class BridgeSender {
             lastHello = now
             let first = settings.mode == .live ? sendFrom : (unacked.first?.sequence ?? nextSequence)
             _ = socket.send(BridgeMessage.hello(BridgeHead(.hello, session: session, sequence: first,
-                                                           value: settings.mode == .live ? 1 : 0), rate: rate ?? Rational(0, 0)).bytes)
+                                                           value: settings.mode == .live ? 1 : 0, flags: settings.codec == nil ? 0 : 1),
+                                                rate: rate ?? Rational(0, 0)).bytes)
         }
         guard sessionUp else { return }
         if now &- lastPing > 1_000_000_000 {
@@ -150,7 +153,8 @@ public final class BridgeSender {
     }
 
     private func send(_ entry: FeedEntry, sequence: UInt64, now: UInt64) -> Bool {
-        let frame = entry.frame
+        if let packet = entry.packet { return send(packet, skipped: entry.skipped, sequence: sequence, now: now) }
+        guard let frame = entry.frame else { return true }
         guard let format = frame.header.format else { return true }
         var record = FrameRecord(format: format)
         record.packing = .raw
@@ -165,6 +169,19 @@ public final class BridgeSender {
             guard socket.send(head, planes: planes) else { return false }
             report.bytes &+= UInt64(planes.reduce(0) { $0 + $1.count })
             return true
+        }
+    }
+
+    /// An encoded frame: its record, then the packet and the codec's parameters as parts.
+    private func send(_ packet: EncodedPacket, skipped: UInt32, sequence: UInt64, now: UInt64) -> Bool {
+        let head = BridgeMessage.frame(BridgeHead(.frame, session: session, sequence: sequence, value: skipped),
+                                       record: packet.record, sentNanos: now).bytes
+        return packet.bytes.withUnsafeBytes { bytes in
+            packet.extradata.withUnsafeBytes { extradata in
+                guard socket.send(head, planes: extradata.isEmpty ? [bytes] : [bytes, extradata]) else { return false }
+                report.bytes &+= UInt64(bytes.count)
+                return true
+            }
         }
     }
 

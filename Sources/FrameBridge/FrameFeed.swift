@@ -1,10 +1,14 @@
+import FrameRecording
 import FrameServer
 import Glibc
 import Synchronization
 
 /// A frame taken from A, waiting to be sent (or, lossless, to be acknowledged).
 struct FeedEntry: @unchecked Sendable {
-    let frame: SharedFrame
+    /// Raw: A's frame itself, held until acknowledged (lossless) or sent (live).
+    let frame: SharedFrame?
+    /// With a codec: the frame encoded (A's slot already released).
+    let packet: EncodedPacket?
     /// Frames skipped just before this one (live): replaced in the feed or missed by the consumer.
     let skipped: UInt32
 }
@@ -37,7 +41,11 @@ final class FrameFeed: @unchecked Sendable {
     private let stopping = Atomic<Bool>(false)
     private var thread: pthread_t?
 
-    init(window: Int, live: Bool) {
+    /// `--codec ffv1`: frames are encoded on the reading thread (FFV1: no delay, every frame a keyframe).
+    private let codec: RecordingCodec?
+
+    init(window: Int, live: Bool, codec: RecordingCodec? = nil) {
+        self.codec = codec
         self.live = live
         sem_init(&permits, 0, UInt32(window))
         var fds: [Int32] = [-1, -1]
@@ -95,6 +103,7 @@ final class FrameFeed: @unchecked Sendable {
             consumer.shouldStop = shouldStop
             try consumer.attach()
             let rate = consumer.nominalRate
+            let encoder = codec.map { PacketEncoder(codec: $0, rate: rate) }
             state.withLock { $0.attached = true; $0.rate = rate }
             wake()
             var missed: UInt64 = 0
@@ -107,16 +116,21 @@ final class FrameFeed: @unchecked Sendable {
                 }
                 let newlyMissed = UInt32(clamping: consumer.missed &- missed)
                 missed = consumer.missed
-                let shared = frame.share()
-                state.withLock { s in
+                let entries: [(SharedFrame?, EncodedPacket?)]
+                if let encoder {
+                    entries = try encode(frame, encoder).map { (nil, $0) }
+                } else {
+                    entries = [(frame.share(), nil)]
+                }
+                for (shared, packet) in entries { state.withLock { s in
                     // Live: a frame still waiting is replaced by this newer one, and counted.
                     var skipped = newlyMissed &+ s.skippedPending
                     s.skippedPending = 0
                     if live { for e in s.queue { skipped &+= 1 &+ e.skipped } }
                     s.skippedTotal &+= UInt64(newlyMissed) + UInt64(live ? s.queue.count : 0)
                     if live { s.queue.removeAll() }
-                    s.queue.append(FeedEntry(frame: shared, skipped: skipped))
-                }
+                    s.queue.append(FeedEntry(frame: shared, packet: packet, skipped: skipped))
+                } }
                 wake()
             }
         } catch {
@@ -128,6 +142,19 @@ final class FrameFeed: @unchecked Sendable {
 
     /// Live: a live consumer holds at most its hold limit; when the waiting frame and the
     /// one being sent reach it, the waiting one goes (counted) before the next is taken.
+    /// The frame encoded (and released); its record carries every header field.
+    private func encode(_ frame: consuming Frame, _ encoder: PacketEncoder) throws -> [EncodedPacket] {
+        guard let format = frame.header.format else { return [] }
+        var record = FrameRecord(format: format)
+        record.description = frame.header.description
+        record.sequence = frame.sequence
+        record.epoch = frame.header.epoch
+        record.captureOffsetNanos = Int64(clamping: frame.header.captureNanos)
+        let packets = try encoder.encode(frame, record: record)
+        frame.release()
+        return packets
+    }
+
     private func makeRoom(_ consumer: Consumer, _ shouldStop: () -> Bool) -> Bool {
         while consumer.heldFrames >= (consumer.liveHoldLimit ?? 2) {
             let dropped = state.withLock { s -> Bool in

@@ -29,7 +29,9 @@ enum BridgeCommand {
                            and frames not yet acknowledged are resent after a reconnect
       --live               send: the newest frame only; skipped frames are counted and B's next
                            frame carries them (source_dropped, discontinuity)
-      --codec raw          the payload: raw planes, bit-identical (the only one in this build)
+      --codec raw|ffv1     send: the payload: raw planes, bit-identical (default), or FFV1,
+                           lossless and smaller (libavcodec; frames FFV1 cannot hold go raw);
+                           the receiver decodes what comes. (h264 is not in this build.)
       --window N           frames in flight, 1..64 (default 4): credits the receiver grants
                            (recv) or frames of A the sender holds at most (send)
       --slots N            recv: B's slots, 1..64 (default 8)
@@ -76,6 +78,7 @@ enum BridgeCommand {
         settings.mode = o.mode
         settings.window = o.window
         settings.waitSeconds = o.waitSeconds
+        settings.codec = o.codec
         settings.consumerName = ClientName.fit("bridge send \(o.endpoint.text)")
         let sender = try BridgeSender(settings: settings, secure: try security(o))
         let terminal = stderrIsTerminal && !o.quiet

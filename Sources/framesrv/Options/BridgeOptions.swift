@@ -1,4 +1,5 @@
 import FrameBridge
+import FrameRecording
 import FrameServer
 
 /// `framesrv bridge send|recv`'s options, parsed and checked from the arguments alone.
@@ -11,6 +12,8 @@ struct BridgeOptions {
     /// Bind (send --listen, recv --listen) or connect (send --to, recv --from).
     var bind: Bool
     var mode: DeliveryMode = .lossless
+    /// send --codec ffv1: lossless compression (nil: raw planes).
+    var codec: RecordingCodec?
     var window = 4
     var slots = 8
     var waitSeconds: Double?
@@ -44,8 +47,13 @@ struct BridgeOptions {
         guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
         mode = live ? .live : .lossless
         guard !(noWait && role == .send) else { throw UsageError("--no-wait goes with 'bridge recv'") }
-        if let codec, codec != "raw" {
-            throw UsageError("--codec \(codec): this build sends raw frames only (--codec raw)")
+        switch codec {
+        case nil, "raw": break
+        case "ffv1":
+            guard role == .send else { throw UsageError("--codec goes with 'bridge send' (the receiver decodes what comes)") }
+            self.codec = .ffv1
+        default:
+            throw UsageError("--codec takes raw (bit-identical) or ffv1 (lossless), not '\(codec!)' (h264 is not in this build)")
         }
         let (stream, dial) = try Self.roleOptions(role, input: input, output: output, to: to, from: from, listen: listen,
                                                   live: live || lossless)
