@@ -46,6 +46,10 @@ extension BridgeReceiver {
         d.sourceDropped &+= skipped
         slot.description = d
         slot.publish()
+        let now = monotonicNanos()
+        if report.latencies.count < 1_000_000, record.captureOffsetNanos > 0, UInt64(record.captureOffsetNanos) <= now {
+            report.latencies.append(Double(now - UInt64(record.captureOffsetNanos)) / 1000)
+        }
         discontinuity = false
         report.frames += 1
         report.bytes &+= UInt64(total)

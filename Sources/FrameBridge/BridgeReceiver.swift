@@ -33,10 +33,22 @@ public struct BridgeReceiveReport: Sendable {
     public var sessions = 0
     public var ended = false
     public var failed = false
+    /// A's capture (publish) to B's publish, µs: meaningful only when both ends share a
+    /// clock (one host: loopback, the bench). At most 1,000,000 samples.
+    public var latencies: [Double] = []
+
+    /// The `p` quantile (0...1) of `latencies`, nil when there are none.
+    public func latency(_ p: Double) -> Double? {
+        guard !latencies.isEmpty else { return nil }
+        let sorted = latencies.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p + 0.5))]
+    }
 
     public var json: String {
         "{\"frames\":\(frames),\"bytes\":\(bytes),\"duplicates\":\(duplicates),\"malformed\":\(malformed),"
-            + "\"skipped\":\(skipped),\"sessions\":\(sessions),\"ended\":\(ended)}"
+            + "\"skipped\":\(skipped),\"sessions\":\(sessions),\"ended\":\(ended),"
+            + "\"same_host_latency_p50_us\":\(latency(0.5).map { "\($0)" } ?? "null"),"
+            + "\"same_host_latency_p99_us\":\(latency(0.99).map { "\($0)" } ?? "null")}"
     }
 }
 

@@ -157,6 +157,8 @@ public final class BridgeSender {
         record.description = frame.header.description
         record.sequence = frame.sequence
         record.epoch = frame.header.epoch
+        // A's capture time (this host's clock): the receiver's added-latency figure, on one host only.
+        record.captureOffsetNanos = Int64(clamping: frame.header.captureNanos)
         let head = BridgeMessage.frame(BridgeHead(.frame, session: session, sequence: sequence, value: entry.skipped),
                                        record: record, sentNanos: now).bytes
         return withPlanes(frame, format) { planes in

@@ -22,6 +22,8 @@ final class FrameFeed: @unchecked Sendable {
         var failed = false
         var error: String?
         var skippedTotal: UInt64 = 0
+        /// Live: frames let go before the next one came (the hold limit), counted into the next entry.
+        var skippedPending: UInt32 = 0
         /// Set once attached to A: its nominal rate (nil: none).
         var attached = false
         var rate: Rational?
@@ -97,7 +99,7 @@ final class FrameFeed: @unchecked Sendable {
             wake()
             var missed: UInt64 = 0
             while !shouldStop() {
-                guard live || takePermit(shouldStop) else { break }
+                guard live ? makeRoom(consumer, shouldStop) : takePermit(shouldStop) else { break }
                 guard let frame = try consumer.next() else {
                     let failed = consumer.sourceFailed
                     state.withLock { $0.ended = true; $0.failed = failed }
@@ -108,7 +110,8 @@ final class FrameFeed: @unchecked Sendable {
                 let shared = frame.share()
                 state.withLock { s in
                     // Live: a frame still waiting is replaced by this newer one, and counted.
-                    var skipped = newlyMissed
+                    var skipped = newlyMissed &+ s.skippedPending
+                    s.skippedPending = 0
                     if live { for e in s.queue { skipped &+= 1 &+ e.skipped } }
                     s.skippedTotal &+= UInt64(newlyMissed) + UInt64(live ? s.queue.count : 0)
                     if live { s.queue.removeAll() }
@@ -121,6 +124,23 @@ final class FrameFeed: @unchecked Sendable {
             state.withLock { $0.ended = true; $0.failed = true; $0.error = text }
         }
         wake()
+    }
+
+    /// Live: a live consumer holds at most its hold limit; when the waiting frame and the
+    /// one being sent reach it, the waiting one goes (counted) before the next is taken.
+    private func makeRoom(_ consumer: Consumer, _ shouldStop: () -> Bool) -> Bool {
+        while consumer.heldFrames >= (consumer.liveHoldLimit ?? 2) {
+            let dropped = state.withLock { s -> Bool in
+                guard !s.queue.isEmpty else { return false }
+                s.skippedPending &+= s.queue.reduce(0) { $0 &+ 1 &+ $1.skipped }
+                s.skippedTotal &+= UInt64(s.queue.count)
+                s.queue.removeAll()
+                return true
+            }
+            if !dropped { usleep(500) }
+            if shouldStop() { return false }
+        }
+        return true
     }
 
     private func takePermit(_ shouldStop: () -> Bool) -> Bool {

@@ -1,6 +1,6 @@
 /// A bridged stream's link (`framesrv bridge recv` serves it on the stream's control socket
 /// as `status`; ls, top and inspect show it).
-public struct LinkStatus: Equatable, Sendable {
+public struct LinkStatus: Equatable, Sendable, Encodable {
     public var stream: String
     /// The sender's address as the receiver sees it (`?` before the first session).
     public var peer: String
@@ -26,11 +26,17 @@ public struct LinkStatus: Equatable, Sendable {
         self.frames = frames
     }
 
-    /// `10.0.0.2 12.3MB/s 2/4 0.4ms r1`: what ls and top show in LINK.
+    /// `10.0.0.2 12.3MB/s 2/4 0.4ms r1`: what ls and top show in LINK (peer, bytes/s,
+    /// in flight/credits, round trip, reconnects, and skipped frames when there are any).
     public var cell: String {
-        let host = peer.split(separator: ":").dropLast().joined(separator: ":")
-        return "\(host.isEmpty ? peer : host) \(Self.rate(bytesPerSecond)) \(inFlight)/\(credits) "
+        "\(peer) \(Self.rate(bytesPerSecond)) \(inFlight)/\(credits) "
             + "\(rttMillis.map { Self.fixed($0, 1) + "ms" } ?? "-") r\(reconnects)" + (skipped > 0 ? " skip \(skipped)" : "")
+    }
+
+    /// Every figure in words: what `inspect` shows.
+    public var line: String {
+        "bridged from \(peer), \(Self.rate(bytesPerSecond)), \(inFlight) in flight of \(credits) credits, "
+            + "round trip \(rttMillis.map { Self.fixed($0, 2) + " ms" } ?? "-"), \(reconnects) reconnects, \(skipped) skipped, \(frames) frames"
     }
 
     /// One JSON object with every field (`"link":true` tells it from a playback status).
@@ -56,6 +62,11 @@ public struct LinkStatus: Equatable, Sendable {
               let skipped = f["skipped"].flatMap(UInt64.init), let frames = f["frames"].flatMap(UInt64.init) else { return nil }
         self.init(stream: stream, peer: peer, bytesPerSecond: bps, inFlight: inFlight, credits: credits,
                   rttMillis: Double(rtt), reconnects: reconnects, skipped: skipped, frames: frames)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case stream, peer, bytesPerSecond = "bytes_per_second", inFlight = "in_flight", credits, rttMillis = "rtt_ms"
+        case reconnects, skipped, frames
     }
 
     private static func unquoted(_ s: Substring) -> String {

@@ -9,6 +9,7 @@ enum BridgeCommand {
     static let help = """
     usage: framesrv bridge send --in A (--to tcp://HOST:PORT | --listen tcp://ADDR:PORT) [--live|--lossless] [options]
            framesrv bridge recv --out B (--listen tcp://ADDR:PORT | --from tcp://HOST:PORT) [options]
+           framesrv bridge keygen [-o NAME]
 
     Carries stream A of this host to stream B of another (docs/BRIDGE.md). The sender is an
     ordinary consumer of A; the receiver republishes every frame into its host's shared
@@ -36,7 +37,7 @@ enum BridgeCommand {
       --no-wait            recv: publish at once; by default B publishes (and acknowledges)
                            nothing until its first lossless consumer attaches, as produce -i
                            and replay wait for theirs, so that consumer gets every frame
-      --insecure           plaintext (no CURVE); required without keys
+    \(BridgeSecurityOptions.help)
       --stats-json         print the final figures as one JSON line
       --quiet              no summary line
 
@@ -52,9 +53,8 @@ enum BridgeCommand {
     }
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        guard let role = arguments.first else { throw UsageError("say what to do: framesrv bridge send|recv (see --help)") }
-        // `bridge keygen` is the security helper's (Commands/BridgeKeygen.swift):
-        // if role == "keygen" { return try BridgeKeygenCommand.run(Array(arguments.dropFirst())) }
+        guard let role = arguments.first else { throw UsageError("say what to do: framesrv bridge send|recv|keygen (see --help)") }
+        if role == "keygen" { return try BridgeKeygenCommand.run(Array(arguments.dropFirst())) }
         let o = try BridgeOptions(role: role, parsing: Array(arguments.dropFirst()))
         installStopHandlers()
         switch o.role {
@@ -63,12 +63,11 @@ enum BridgeCommand {
         }
     }
 
-    /// Until CURVE is in: plaintext only with --insecure.
+    /// CURVE (or, with --insecure, NULL) for this end's socket (Security/BridgeSecurity).
     static func security(_ o: BridgeOptions) throws -> SecureSocket {
-        guard o.insecure else {
-            throw BridgeError.security("no CURVE keys in this build: give --insecure for plaintext")
-        }
-        return { _, _ in }
+        let security = o.role == .send ? try o.security.sender(endpoint: o.endpoint.text)
+                                       : try o.security.receiver(endpoint: o.endpoint.text)
+        return { socket, context in try security.apply(to: socket, context: context) }
     }
 
     static func send(_ o: BridgeOptions) throws -> Int32 {

@@ -1,4 +1,5 @@
 import Foundation
+import FrameMonitor
 import FrameProcess
 import FrameServer
 import Glibc

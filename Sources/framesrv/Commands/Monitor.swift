@@ -1,12 +1,7 @@
 import Foundation
 import FrameMedia
+import FrameMonitor
 import FrameServer
-
-func encodeJSON<T: Encodable>(_ value: T) throws -> String {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys]
-    return String(decoding: try encoder.encode(value), as: UTF8.self)
-}
 
 /// `framesrv ls`: every stream in the runtime directory.
 enum ListCommand: Command {
@@ -36,48 +31,22 @@ enum ListCommand: Command {
             print("no streams in \(dir?.path ?? RuntimeDirectory.defaultPath)")
             return 0
         }
-        var table = MonitorTable([.name, .state, .playback, .pid, .fps, .frames, .slots, .consumers, .drop, .rate, .format, .colour])
+        var table = MonitorTable([.name, .state, .playback, .link, .pid, .fps, .frames, .slots, .consumers, .drop, .rate, .format, .colour])
         for m in streams {
             let s = m.snapshot
-            table.add([s.name, s.state, m.playback?.cell ?? "-", "\(s.producerPID)", TopReport.fps(m.fps), "\(s.published)", "\(s.slots - s.freeSlots)/\(s.slots)",
+            table.add([s.name, s.state, m.playback?.cell ?? "-", m.link?.cell ?? "-", "\(s.producerPID)", TopReport.fps(m.fps), "\(s.published)", "\(s.slots - s.freeSlots)/\(s.slots)",
                        "\(s.consumers.count)", "\(s.dropped)", s.nominalRate.map { "\($0)" } ?? "max"] + MonitorTable.formatCells(s.format))
         }
         for line in table.lines(width: MonitorTable.outputWidth(o.width, terminal: isatty(1) != 0)) { print(line) }
         return 0
     }
 
-    /// Every stream read twice, 250 ms apart: the second snapshot with the frames per second
-    /// published in between (nil for a stream that appeared or was restarted meanwhile).
+    /// Every stream read twice, 250 ms apart (FrameMonitor's rows), its warnings on standard error.
     static func measure(_ dir: RuntimeDirectory?) -> [MeasuredStream] {
-        var warnings = WarningLog()
-        let first = TopSample.take(dir)
-        warnings.report(first.warnings)
-        guard !first.streams.isEmpty else { return [] }
-        usleep(250_000)
-        let second = TopSample.take(dir)
-        warnings.report(second.warnings)
-        let seconds = Double(second.nanos - first.nanos) / 1e9
-        return StreamSnapshot.pipelineOrder(second.streams).map { s in
-            MeasuredStream(snapshot: s, fps: measuredRate(s.published, since: first.stream(like: s)?.published, seconds: seconds),
-                           playback: second.playback[s.name])
-        }
-    }
-}
-
-/// A stream snapshot and its measured rate, encoded as the snapshot's fields plus "fps"
-/// (null when it could not be measured) and, for a producer that reads a file, "playback".
-struct MeasuredStream: Encodable {
-    let snapshot: StreamSnapshot
-    let fps: Double?
-    let playback: PlaybackStatus?
-
-    enum Keys: String, CodingKey { case fps, playback }
-
-    func encode(to encoder: any Encoder) throws {
-        try snapshot.encode(to: encoder)
-        var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(fps, forKey: .fps)
-        try container.encodeIfPresent(playback, forKey: .playback)
+        let (streams, warnings) = MeasuredStream.measure(dir)
+        var log = WarningLog()
+        log.report(warnings)
+        return streams
     }
 }
 
@@ -127,6 +96,10 @@ enum InspectCommand: Command {
         print("  frames \(s.published) published (last seq \(s.lastSequence)), drop \(s.dropped), "
               + "slots \(s.slots - s.freeSlots)/\(s.slots) in use (min free ever \(s.minFreeSlots)), waited \(formatDouble(s.blockedMillis)) ms, "
               + "reclaimed consumers \(s.reclaimedConsumers)")
+        if s.state == "running", case .json(let text)? = try? ControlClient.send(.status, to: name, directory: dir, timeout: 0.5),
+           let link = LinkStatus(json: text) {
+            print("  link: \(link.line)")
+        }
         print("  slots:")
         let widths = [4, 6, 9, 10, 7, 10]
         print(row(widths, ["", "SLOT", "STATE", "SEQ", "EPOCH", "AGE ms", "HOLDERS"]))

@@ -1,5 +1,6 @@
 import Foundation
 import FrameMedia
+import FrameMonitor
 import FrameServer
 import Glibc
 
@@ -111,35 +112,6 @@ enum TopCommand: Command {
     }
 }
 
-/// Every stream's snapshot at one moment.
-struct TopSample {
-    let unixTime: Double
-    let nanos: UInt64
-    let streams: [StreamSnapshot]
-    /// One line for each stream (or consumer entry) skipped because it could not be read.
-    let warnings: [String]
-    /// What the running producers that read a file say of their playback, by stream name.
-    var playback: [String: PlaybackStatus] = [:]
-
-    /// `dir` nil: there is no runtime directory yet, so no streams.
-    static func take(_ dir: RuntimeDirectory?) -> TopSample {
-        let nanos = monotonicNanos()
-        let (streams, warnings) = dir.map { StreamSnapshot.scan(in: $0) } ?? ([], [])
-        var playback: [String: PlaybackStatus] = [:]
-        if let dir {
-            for s in streams where s.state == "running" {
-                playback[s.name] = ControlClient.playbackStatus(of: s.name, directory: dir)
-            }
-        }
-        return TopSample(unixTime: Date().timeIntervalSince1970, nanos: nanos, streams: streams, warnings: warnings, playback: playback)
-    }
-
-    /// The same stream in this sample: same name and same producer (a restart resets the counters).
-    func stream(like s: StreamSnapshot) -> StreamSnapshot? {
-        streams.first { $0.name == s.name && $0.producerPID == s.producerPID }
-    }
-}
-
 /// Prints each monitor warning (a stream skipped as unreadable) once, on standard error.
 struct WarningLog {
     private var seen = Set<String>()
@@ -148,34 +120,9 @@ struct WarningLog {
     }
 }
 
-/// Events per second of a counter between two readings `seconds` apart; nil without an
-/// earlier reading of the same counter.
-func measuredRate(_ now: UInt64, since before: UInt64?, seconds: Double) -> Double? {
-    guard let before, now >= before, seconds > 0 else { return nil }
-    return Double(now - before) / seconds
-}
-
-/// One refresh of `top`, as printed and as encoded with --json.
-struct TopReport: Encodable {
-    let time: Double
-    let streams: [TopStream]
-
-    /// `streams`: what to show of `sample` (in pipeline order, with the recently ended).
-    init(_ sample: TopSample, streams shown: [StreamSnapshot], previous: TopSample?) {
-        time = sample.unixTime
-        let seconds = previous.map { Double(sample.nanos - $0.nanos) / 1e9 } ?? 0
-        streams = shown.map { s in
-            TopStream(s, before: s.vanished ? nil : previous?.stream(like: s), seconds: seconds,
-                      playback: s.vanished ? nil : sample.playback[s.name])
-        }
-    }
-
-    /// Every stream of `sample`, in pipeline order.
-    init(_ sample: TopSample, previous: TopSample?) {
-        self.init(sample, streams: StreamSnapshot.pipelineOrder(sample.streams), previous: previous)
-    }
-
-    static let columns: [MonitorColumn] = [.name, .state, .playback, .pid, .fps, .frames, .slots, .minFree, .mode, .held, .holdMillis,
+/// How top prints a refresh as a table.
+extension TopReport {
+    static let columns: [MonitorColumn] = [.name, .state, .playback, .link, .pid, .fps, .frames, .slots, .minFree, .mode, .held, .holdMillis,
                                            .lag, .miss, .stale, .drop, .p50, .p99, .format, .colour]
 
     static func fps(_ fps: Double?) -> String { fps.map { formatDouble($0) } ?? "-" }
@@ -187,111 +134,15 @@ struct TopReport: Encodable {
     func table(width: Int?, escapes: Bool = false) -> [String] {
         var table = MonitorTable(Self.columns)
         for s in streams {
-            table.add([s.name, s.state, s.playback?.cell ?? "", "\(s.producerPID)", Self.fps(s.fps), "\(s.published)", "\(s.slotsInUse)/\(s.slots)",
+            table.add([s.name, s.state, s.playback?.cell ?? "", s.link?.cell ?? "", "\(s.producerPID)", Self.fps(s.fps), "\(s.published)", "\(s.slotsInUse)/\(s.slots)",
                        "\(s.minFreeSlots)", "", "", "", "", "", "", "\(s.dropped)", "", ""] + MonitorTable.formatCells(s.format),
                       dim: s.vanished)
             for c in s.consumers {
-                table.add(["  " + c.name, c.state, "", "\(c.pid)", Self.fps(c.fps), "\(c.delivered)", "", "", c.mode, "\(c.held)",
+                table.add(["  " + c.name, c.state, "", "", "\(c.pid)", Self.fps(c.fps), "\(c.delivered)", "", "", c.mode, "\(c.held)",
                            formatDouble(c.holdMillis), "\(c.lag)", "\(c.missed)", "\(c.stale)", "\(c.sourceDropped)", c.latencyP50, c.latencyP99],
                           dim: s.vanished)
             }
         }
         return table.lines(width: width, escapes: escapes)
-    }
-}
-
-/// A stream's row: counters from its snapshot, fps measured since the previous refresh.
-struct TopStream: Encodable {
-    let name: String
-    let state: String
-    let producerPID: Int32
-    let producerName: String
-    let fps: Double?
-    let format: String?
-    let slots: Int
-    let slotsInUse: Int
-    let minFreeSlots: UInt64
-    let published: UInt64
-    let dropped: UInt64
-    let nominalRate: Rational?
-    /// A producer that reads a file: its position, duration, state and rate (framesrv ctl).
-    let playback: PlaybackStatus?
-    /// The stream ended and its files are gone: its last counts, shown for a few seconds.
-    let vanished: Bool
-    let consumers: [TopConsumer]
-
-    init(_ s: StreamSnapshot, before: StreamSnapshot?, seconds: Double, playback: PlaybackStatus? = nil) {
-        self.playback = playback
-        name = s.name
-        state = s.state
-        producerPID = s.producerPID
-        producerName = s.producerName
-        fps = measuredRate(s.published, since: before?.published, seconds: seconds)
-        format = s.format
-        slots = s.slots
-        slotsInUse = s.slots - s.freeSlots
-        minFreeSlots = s.minFreeSlots
-        published = s.published
-        dropped = s.dropped
-        nominalRate = s.nominalRate
-        vanished = s.vanished
-        consumers = s.consumers.map { c in
-            TopConsumer(c, before: before?.consumers.first { $0.index == c.index && $0.pid == c.pid }, seconds: seconds)
-        }
-    }
-}
-
-/// A consumer's row: counters from its snapshot, fps and latency percentiles computed.
-struct TopConsumer: Encodable {
-    let index: Int
-    let pid: Int32
-    let name: String
-    let mode: String
-    let state: String
-    let fps: Double?
-    let delivered: UInt64
-    let held: UInt64
-    let holdMillis: Double
-    let lag: UInt64
-    let missed: UInt64
-    let stale: UInt64
-    /// Frames the source dropped just before frames this consumer got.
-    let sourceDropped: UInt64
-    /// Upper bounds of the percentiles' histogram buckets (absent before the first frame
-    /// and for the open last bucket), and the same as shown: "12us", "<400us", ">=100ms" or "-".
-    let latencyP50Micros: UInt64?
-    let latencyP99Micros: UInt64?
-    let latencyP50: String
-    let latencyP99: String
-
-    init(_ c: ConsumerSnapshot, before: ConsumerSnapshot?, seconds: Double) {
-        index = c.index
-        pid = c.pid
-        name = c.name
-        mode = c.mode
-        state = c.state
-        fps = measuredRate(c.delivered, since: before?.delivered, seconds: seconds)
-        delivered = c.delivered
-        held = c.held
-        holdMillis = c.holdMillis
-        lag = c.lag
-        missed = c.missed
-        stale = c.stale
-        sourceDropped = c.sourceDropped
-        let p50 = c.latencyPercentileMicros(0.5), p99 = c.latencyPercentileMicros(0.99)
-        latencyP50Micros = p50 == ConsumerSnapshot.latencyUnbounded ? nil : p50
-        latencyP99Micros = p99 == ConsumerSnapshot.latencyUnbounded ? nil : p99
-        latencyP50 = Self.label(p50)
-        latencyP99 = Self.label(p99)
-    }
-
-    /// A percentile as top shows it: "12us" for the 1 us bucket [12, 13) (under 100 us),
-    /// "<400us", "<3ms", "<40ms" for the coarser buckets' upper bounds, ">=100ms" for the
-    /// open last bucket, "-" for none.
-    static func label(_ bound: UInt64?) -> String {
-        guard let bound else { return "-" }
-        guard bound != ConsumerSnapshot.latencyUnbounded else { return ">=\(ConsumerSnapshot.latencyUnboundedFromMicros / 1000)ms" }
-        if bound <= 100 { return "\(bound - 1)us" }
-        return bound < 1000 ? "<\(bound)us" : "<\(bound / 1000)ms"
     }
 }

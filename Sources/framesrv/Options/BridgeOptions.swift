@@ -17,10 +17,7 @@ struct BridgeOptions {
     var statsJSON = false
     var noWait = false
     var quiet = false
-    var insecure = false
-    var keyFile: String?
-    var serverKeyFile: String?
-    var allowFile: String?
+    var security: BridgeSecurityOptions
 
     init(role text: String, parsing arguments: [String]) throws(UsageError) {
         guard let role = Role(rawValue: text) else {
@@ -41,10 +38,7 @@ struct BridgeOptions {
         statsJSON = args.flag("--stats-json")
         noWait = args.flag("--no-wait")
         quiet = args.flag("--quiet", "-q")
-        insecure = args.flag("--insecure")
-        keyFile = try args.value("--key")
-        serverKeyFile = try args.value("--server-key")
-        allowFile = try args.value("--allow")
+        security = try BridgeSecurityOptions(&args, role: text)
         try args.finish()
 
         guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
@@ -54,7 +48,7 @@ struct BridgeOptions {
             throw UsageError("--codec \(codec): this build sends raw frames only (--codec raw)")
         }
         let (stream, dial) = try Self.roleOptions(role, input: input, output: output, to: to, from: from, listen: listen,
-                                                  live: live || lossless, serverKey: serverKeyFile, allow: allowFile)
+                                                  live: live || lossless)
         self.stream = stream
         bind = dial == nil
         do { endpoint = try BridgeEndpoint(dial ?? listen!) } catch { throw UsageError(error.description) }
@@ -63,19 +57,17 @@ struct BridgeOptions {
 
     /// The stream and the endpoint to dial (nil: `--listen`'s, bound), checked per role.
     private static func roleOptions(_ role: Role, input: String?, output: String?, to: String?, from: String?, listen: String?,
-                                    live: Bool, serverKey: String?, allow: String?) throws(UsageError) -> (String, String?) {
+                                    live: Bool) throws(UsageError) -> (String, String?) {
         switch role {
         case .send:
             guard let input else { throw UsageError("missing --in NAME: the stream to send") }
             guard output == nil, from == nil else { throw UsageError("--out and --from go with 'bridge recv'") }
-            guard allow == nil else { throw UsageError("--allow goes with 'bridge recv'") }
             guard (to == nil) != (listen == nil) else { throw UsageError("say where to send: --to tcp://HOST:PORT or --listen tcp://ADDR:PORT") }
             return (input, to)
         case .recv:
             guard let output else { throw UsageError("missing --out NAME: the stream to create") }
             guard input == nil, to == nil else { throw UsageError("--in and --to go with 'bridge send'") }
             guard !live else { throw UsageError("--live and --lossless are the sender's choice ('bridge send')") }
-            guard serverKey == nil else { throw UsageError("--server-key goes with 'bridge send'") }
             guard (from == nil) != (listen == nil) else { throw UsageError("say where frames come from: --listen tcp://ADDR:PORT or --from tcp://HOST:PORT") }
             return (output, from)
         }
