@@ -165,9 +165,22 @@ final class BridgeHosts: @unchecked Sendable {
         try onB(["bridge", "recv", "--out", "B", "--listen", listenB, "--stats-json"] + keys.receiverArguments + extra)
     }
 
+    /// A lossless sink on B checking every byte (`sink --verify`), its figures as JSON.
+    func sink(_ extra: [String] = []) throws -> Proc {
+        try onB(["sink", "--in", "B", "--null", "--verify", "--wait", "30", "--stats-json", "--quiet"] + extra)
+    }
+
     /// `bridge send --in A` on A, dialling B.
     func sender(_ extra: [String]) throws -> Proc {
         try onA(["bridge", "send", "--in", "A", "--to", listenB, "--wait", "30", "--stats-json"] + keys.senderArguments + extra)
+    }
+}
+
+/// Waits for each process in turn (at most 60 s each: a hung one is killed) and expects exit 0.
+func expectExitZero(_ processes: [Proc], sourceLocation: SourceLocation = #_sourceLocation) {
+    for p in processes {
+        let status = p.wait(timeout: 60)
+        #expect(status == 0, "exit \(status): \(p.stderr)", sourceLocation: sourceLocation)
     }
 }
 
@@ -206,10 +219,7 @@ struct BridgeNetworkTests {
         let send = try hosts.sender(["--live"])
         // 40 frames at 25 fps (1.6 s, 125 MB) against a link that carries 2 a second.
         let produce = try hosts.onA(["produce", "--pattern", "--out", "A", "--size", "1920x1080", "--rate", "25", "--frames", "40", "--quiet"])
-        #expect(produce.wait(timeout: 30) == 0, "\(produce.stderr)")
-        #expect(send.wait(timeout: 30) == 0, "\(send.stderr)")
-        #expect(sink.wait(timeout: 30) == 0, "\(sink.stderr)")
-        #expect(recv.wait(timeout: 30) == 0, "\(recv.stderr)")
+        expectExitZero([produce, send, sink, recv])
         let seqs = readSeqLog(seqLog).attachments.flatMap { $0 }
         #expect(!seqs.isEmpty && zip(seqs, seqs.dropFirst()).allSatisfy { $0 < $1 }, "B's sequences: \(seqs)")
         #expect(seqs.count < 40, "all 40 frames crossed a link that carries about 2 a second: \(seqs.count)")
@@ -225,17 +235,14 @@ struct BridgeNetworkTests {
         defer { hosts.close() }
         try hosts.pair.limitAtoB(megabits: 50)
         let recv = try hosts.receiver(["--window", "2", "--slots", "4"])
-        let sink = try hosts.onB(["sink", "--in", "B", "--null", "--verify", "--wait", "30", "--stats-json", "--quiet"])
+        let sink = try hosts.sink()
         let send = try hosts.sender(["--lossless", "--window", "2"])
         let stats = hosts.a.file("produce.json")
         // 8 frames, 25 MB: about 4 s at 50 Mbit/s; the source would publish them in 0.3 s.
         let produce = try hosts.onA(["produce", "--pattern", "--out", "A", "--size", "1920x1080", "--rate", "25", "--frames", "8",
                                      "--slots", "3", "--wait-for", "1", "--stats-json", stats, "--quiet"])
         let sampler = RSSSampler([send.pid, recv.pid])
-        #expect(produce.wait(timeout: 60) == 0, "\(produce.stderr)")
-        #expect(send.wait(timeout: 30) == 0, "\(send.stderr)")
-        #expect(sink.wait(timeout: 30) == 0, "\(sink.stderr)")
-        #expect(recv.wait(timeout: 30) == 0, "\(recv.stderr)")
+        expectExitZero([produce, send, sink, recv])
         let peaks = sampler.stop()
         let received = SinkStats.parse(sink.stdout)
         #expect(received?.received == 8 && received?.corrupt == 0 && received?.missed == 0, "\(sink.stdout)")
@@ -254,7 +261,7 @@ struct BridgeNetworkTests {
         defer { hosts.close() }
         let recv = try hosts.receiver()
         let seqLog = hosts.b.file("seq.log")
-        let sink = try hosts.onB(["sink", "--in", "B", "--null", "--verify", "--wait", "30", "--seq-log", seqLog, "--stats-json", "--quiet"])
+        let sink = try hosts.sink(["--seq-log", seqLog])
         let send = try hosts.sender(["--lossless"])
         // 150 frames of 640x360 at 50 fps: 3 s of stream, the outage in its middle.
         let produce = try hosts.onA(["produce", "--pattern", "--out", "A", "--rate", "50", "--frames", "150", "--wait-for", "1", "--quiet"])
@@ -265,10 +272,7 @@ struct BridgeNetworkTests {
         usleep(2_000_000)   // the outage itself (what is tested is what happens after it)
         let during = readSeqLog(seqLog).attachments.joined().count
         try hosts.pair.setLink(up: true)
-        #expect(produce.wait(timeout: 60) == 0, "\(produce.stderr)")
-        #expect(send.wait(timeout: 60) == 0, "\(send.stderr)")
-        #expect(sink.wait(timeout: 30) == 0, "\(sink.stderr)")
-        #expect(recv.wait(timeout: 30) == 0, "\(recv.stderr)")
+        expectExitZero([produce, send, sink, recv])
         let peaks = sampler.stop()
         // A 2 s outage is shorter than the bridge's heartbeat timeout (3 s): TCP retransmits and
         // the same connection resumes, or libzmq reconnects; either way nothing may be lost.
@@ -288,7 +292,7 @@ struct BridgeNetworkTests {
         defer { hosts.close() }
         let (late, latePaths) = try CurveCertificate.generate(basename: hosts.a.file("late"))
         let recv = try hosts.receiver()
-        let sink = try hosts.onB(["sink", "--in", "B", "--null", "--verify", "--wait", "30", "--stats-json", "--quiet"])
+        let sink = try hosts.sink()
         let sendArguments = ["bridge", "send", "--in", "A", "--to", hosts.listenB, "--wait", "30", "--quiet",
                              "--key", latePaths.secretFile, "--server-key", hosts.keys.receiverPublic]
         let refused = try hosts.onA(sendArguments)
@@ -302,10 +306,7 @@ struct BridgeNetworkTests {
         // libzmq does not retry a handshake the server refused: the sender starts again.
         let send = try hosts.onA(sendArguments)
         let produce = try hosts.onA(["produce", "--pattern", "--out", "A", "--rate", "100", "--frames", "20", "--wait-for", "1", "--quiet"])
-        #expect(produce.wait(timeout: 30) == 0, "\(produce.stderr)")
-        #expect(send.wait(timeout: 30) == 0, "\(send.stderr)")
-        #expect(sink.wait(timeout: 30) == 0, "\(sink.stderr)")
-        #expect(recv.wait(timeout: 30) == 0, "\(recv.stderr)")
+        expectExitZero([produce, send, sink, recv])
         #expect(SinkStats.parse(sink.stdout)?.received == 20, "\(sink.stdout)")
         #expect(recv.stderr.contains("SIGHUP: reloaded"), "\(recv.stderr)")
     }
@@ -315,13 +316,10 @@ struct BridgeNetworkTests {
         let hosts = try BridgeHosts()
         defer { hosts.close() }
         let recv = try hosts.onB(["bridge", "recv", "--out", "B", "--listen", hosts.listenB, "--insecure", "--quiet"])
-        let sink = try hosts.onB(["sink", "--in", "B", "--null", "--verify", "--wait", "30", "--stats-json", "--quiet"])
+        let sink = try hosts.sink()
         let send = try hosts.onA(["bridge", "send", "--in", "A", "--to", hosts.listenB, "--wait", "30", "--insecure", "--quiet"])
         let produce = try hosts.onA(["produce", "--pattern", "--out", "A", "--rate", "100", "--frames", "20", "--wait-for", "1", "--quiet"])
-        #expect(produce.wait(timeout: 30) == 0, "\(produce.stderr)")
-        #expect(send.wait(timeout: 30) == 0, "\(send.stderr)")
-        #expect(sink.wait(timeout: 30) == 0, "\(sink.stderr)")
-        #expect(recv.wait(timeout: 30) == 0, "\(recv.stderr)")
+        expectExitZero([produce, send, sink, recv])
         #expect(SinkStats.parse(sink.stdout)?.received == 20, "\(sink.stdout)")
         for p in [send, recv] { #expect(p.stderr.contains("not a loopback address: frames travel in plaintext"), "\(p.stderr)") }
     }
@@ -332,7 +330,7 @@ struct BridgeNetworkTests {
         defer { hosts.close() }
         let (_, stranger) = try CurveCertificate.generate(basename: hosts.a.file("stranger"))
         let recv = try hosts.receiver()
-        let sink = try hosts.onB(["sink", "--in", "B", "--null", "--verify", "--wait", "30", "--stats-json", "--quiet"])
+        let sink = try hosts.sink()
         let strangerProducer = try hosts.onA(["produce", "--pattern", "--out", "S", "--rate", "50", "--quiet"])
         let intruder = try hosts.onA(["bridge", "send", "--in", "S", "--to", hosts.listenB, "--wait", "30", "--quiet",
                                       "--key", stranger.secretFile, "--server-key", hosts.keys.receiverPublic])
@@ -342,10 +340,7 @@ struct BridgeNetworkTests {
         // Exactly the allowed sender's 40 frames reach B: none of the stranger's got through.
         let send = try hosts.sender(["--lossless"])
         let produce = try hosts.onA(["produce", "--pattern", "--out", "A", "--rate", "100", "--frames", "40", "--wait-for", "1", "--quiet"])
-        #expect(produce.wait(timeout: 30) == 0, "\(produce.stderr)")
-        #expect(send.wait(timeout: 30) == 0, "\(send.stderr)")
-        #expect(sink.wait(timeout: 30) == 0, "\(sink.stderr)")
-        #expect(recv.wait(timeout: 30) == 0, "\(recv.stderr)")
+        expectExitZero([produce, send, sink, recv])
         let stats = SinkStats.parse(sink.stdout)
         #expect(stats?.received == 40 && stats?.corrupt == 0, "\(sink.stdout)")
         let refusals = recv.stderr.split(separator: "\n").filter { $0.contains("refused a client") }
