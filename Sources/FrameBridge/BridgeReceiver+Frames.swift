@@ -47,7 +47,8 @@ extension BridgeReceiver {
         slot.description = d
         slot.publish()
         let now = monotonicNanos()
-        if report.latencies.count < 1_000_000, record.captureOffsetNanos > 0, UInt64(record.captureOffsetNanos) <= now {
+        // Past the session's set-up (handshake, the first window): the steady state.
+        if report.frames > UInt64(settings.window) * 2, report.latencies.count < 1_000_000, record.captureOffsetNanos > 0, UInt64(record.captureOffsetNanos) <= now {
             report.latencies.append(Double(now - UInt64(record.captureOffsetNanos)) / 1000)
         }
         discontinuity = false

@@ -34,7 +34,8 @@ public struct BridgeReceiveReport: Sendable {
     public var ended = false
     public var failed = false
     /// A's capture (publish) to B's publish, µs: meaningful only when both ends share a
-    /// clock (one host: loopback, the bench). At most 1,000,000 samples.
+    /// clock (one host: loopback, the bench). From the (2 x window + 1)th frame on (after the
+    /// session's set-up); at most 1,000,000 samples.
     public var latencies: [Double] = []
 
     /// The `p` quantile (0...1) of `latencies`, nil when there are none.

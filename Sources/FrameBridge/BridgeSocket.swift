@@ -54,6 +54,20 @@ public struct BridgeEndpoint: Sendable, Equatable {
         guard r == 0 else { throw .endpoint(text, "cannot resolve '\(host)': \(String(cString: gai_strerror(r)))") }
     }
 
+    /// A TCP port nobody listens on now on 127.0.0.1 (bound to port 0, then closed): for
+    /// tests and benchmarks.
+    public static func freeLoopbackPort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { Glibc.close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
     /// Whether the host is a loopback address (what `--insecure` needs nothing more for).
     public var isLoopback: Bool { host == "localhost" || host.hasPrefix("127.") || host == "::1" }
 }

@@ -43,7 +43,7 @@ public struct BridgeHead: Sendable, Equatable {
     public static let rewind: UInt32 = 1
     public static let endAcknowledged: UInt32 = 2
 
-    func write(_ w: inout WireWriter) {
+    func write(_ w: inout ByteWriter) {
         w.u32(Self.magic); w.u8(Self.version); w.u8(type.rawValue); w.u16(0)
         w.u64(session); w.u64(sequence); w.u32(value); w.u32(flags)
     }
@@ -79,7 +79,7 @@ public enum BridgeMessage: Sendable {
     /// Parses a message's first part; the reason when it is not a bridge message.
     public static func parse(_ bytes: UnsafeRawBufferPointer) -> Result<BridgeMessage, BridgeWireError> {
         guard bytes.count >= BridgeHead.size else { return .failure(.malformed("\(bytes.count) bytes, shorter than a head")) }
-        var r = WireReader(bytes)
+        var r = ByteReader(bytes)
         guard r.u32() == BridgeHead.magic else { return .failure(.malformed("not a bridge message (bad magic)")) }
         let version = r.u8()
         guard version == BridgeHead.version else { return .failure(.malformed("protocol version \(version), this side speaks \(BridgeHead.version)")) }
@@ -107,7 +107,7 @@ public enum BridgeMessage: Sendable {
 
     /// The first part's bytes.
     public var bytes: [UInt8] {
-        var w = WireWriter()
+        var w = ByteWriter()
         head.write(&w)
         switch self {
         case .hello(_, let rate): w.i32(rate.num); w.i32(rate.den)
@@ -133,26 +133,4 @@ public enum WirePlanes {
         let (n, o) = format.rowBytes(plane: i).multipliedReportingOverflow(by: format.rows(plane: i))
         return o || n < 0 ? nil : n
     }
-}
-
-/// Little-endian writes into a growing array.
-struct WireWriter {
-    var bytes: [UInt8] = []
-    mutating func u8(_ v: UInt8) { bytes.append(v) }
-    mutating func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
-    mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
-    mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
-    mutating func i32(_ v: Int32) { u32(UInt32(bitPattern: v)) }
-}
-
-/// Little-endian reads from a buffer the caller has checked is long enough.
-struct WireReader {
-    let buffer: UnsafeRawBufferPointer
-    var at = 0
-    init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
-    mutating func u8() -> UInt8 { defer { at += 1 }; return buffer[at] }
-    mutating func u16() -> UInt16 { UInt16(u8()) | UInt16(u8()) << 8 }
-    mutating func u32() -> UInt32 { UInt32(u16()) | UInt32(u16()) << 16 }
-    mutating func u64() -> UInt64 { UInt64(u32()) | UInt64(u32()) << 32 }
-    mutating func i32() -> Int32 { Int32(bitPattern: u32()) }
 }

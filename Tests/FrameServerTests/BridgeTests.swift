@@ -1,23 +1,13 @@
 import Foundation
 import Glibc
+import FrameBridge
 import FrameServer
 import Testing
 
 /// `framesrv bridge send/recv` over TCP loopback, --insecure (the CURVE and network-namespace
 /// cases are BridgeNetworkTests). Real processes; each test's ports are free ones.
 @Suite(.serialized) struct BridgeTests {
-    /// A TCP port nobody listens on now (bound to port 0, then closed).
-    static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
+    static func freePort() -> Int { BridgeEndpoint.freeLoopbackPort() }
 
     /// The `"key":N` of a JSON line.
     static func field(_ json: String, _ key: String) -> Int? {
@@ -213,5 +203,25 @@ import Testing
         }
         holder.signal(SIGTERM)
         #expect(holder.wait(timeout: 10) == 0)
+    }
+
+    @Test("framesrv bench bridge --quick prints every figure and ratio, each run carrying every frame", .timeLimit(.minutes(2)))
+    func benchBridgeQuick() throws {
+        let scratch = try Scratch()
+        let bench = try scratch.start(["bench", "bridge", "--quick"])
+        #expect(bench.wait(timeout: 110) == 0, "bench bridge: \(bench.stdout)\n\(bench.stderr)")
+        let lines = bench.stdout.split(separator: "\n").map(String.init)
+        for section in ["1. throughput", "2. added latency"] {
+            #expect(lines.contains { $0.hasPrefix(section) }, "no section '\(section)' in:\n\(bench.stdout)")
+        }
+        for row in ["  framesrv bridge --insecure:", "  framesrv bridge CURVE:", "  ffmpeg tcp://:"] {
+            #expect(lines.contains { $0.hasPrefix(row) && $0.contains("100 frames in ") && $0.hasSuffix(" GB/s") }, "no '\(row)' in:\n\(bench.stdout)")
+        }
+        #expect(lines.contains { $0.hasPrefix("  ratio frames/s: bridge --insecure / ffmpeg ") && $0.contains(", CURVE / --insecure ") })
+        for row in ["  --insecure: p50 ", "  CURVE: p50 "] {
+            #expect(lines.contains { $0.hasPrefix(row) && $0.contains(" ms, p99 ") && $0.hasSuffix(" ms") }, "no '\(row)' in:\n\(bench.stdout)")
+        }
+        let (status, _, err) = try scratch.run(["bench", "bridge", "--seconds", "1"], timeout: 20)
+        #expect(status == 2 && err.split(separator: "\n").count == 1, "\(err)")
     }
 }

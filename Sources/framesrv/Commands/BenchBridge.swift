@@ -1,4 +1,5 @@
 import Foundation
+import FrameBridge
 import FrameProcess
 import FrameServer
 
@@ -63,7 +64,7 @@ extension BenchCommand {
     static func bridgeRun(frames: Int, sendSecurity: [String], recvSecurity: [String], rate: String?) throws -> BridgeRun {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         let env = ["FRAMESRV_DIR": scratch.path]
-        let url = "tcp://127.0.0.1:\(freeTCPPort())"
+        let url = "tcp://127.0.0.1:\(BridgeEndpoint.freeLoopbackPort())"
         let start = monotonicNanos()
         let recv = try Child(["bridge", "recv", "--listen", url, "--out", "B", "--stats-json", "--quiet"] + recvSecurity,
                              label: "bridge recv", environment: env, captureErrors: true)
@@ -90,7 +91,7 @@ extension BenchCommand {
     /// ffmpeg sending the dump's frames raw over tcp:// (listening) to a second ffmpeg that
     /// reads them into -f null: seconds from the start to the reader's exit.
     static func ffmpegTCPRun(frames: Int, dump: String) throws -> Double {
-        let port = freeTCPPort()
+        let port = BridgeEndpoint.freeLoopbackPort()
         let raw = ["-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", "1920x1080", "-r", "30"]
         let start = monotonicNanos()
         let writer = try Child(["ffmpeg", "-hide_banner", "-nostdin", "-v", "error"] + raw + ["-i", dump, "-c", "copy", "-f", "rawvideo",
@@ -108,18 +109,5 @@ extension BenchCommand {
         let (wstatus, _, werr) = writer.finishWithErrors()
         guard reader != nil, wstatus == 0 else { throw FrameServerError.invalidArgument("bench bridge: ffmpeg over tcp:// failed: \(werr)") }
         return seconds
-    }
-
-    /// A TCP port nobody listens on now on 127.0.0.1 (bound to port 0, then closed).
-    static func freeTCPPort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return Int(UInt16(bigEndian: addr.sin_port))
     }
 }
