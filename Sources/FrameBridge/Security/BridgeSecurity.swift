@@ -98,8 +98,7 @@ public struct BridgeSecurity: Sendable {
     /// Warns once (one line on standard error) when plaintext goes beyond this host.
     static func warnIfExposed(_ endpoint: String) {
         guard !BridgeEndpointHost.isLoopback(endpoint) else { return }
-        let line = "framesrv bridge: warning: --insecure on \(endpoint), not a loopback address: frames travel in plaintext, unauthenticated\n"
-        line.withCString { _ = write(2, $0, strlen($0)) }
+        logLine("framesrv bridge: warning: --insecure on \(endpoint), not a loopback address: frames travel in plaintext, unauthenticated")
     }
 }
 

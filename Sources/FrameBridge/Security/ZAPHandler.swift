@@ -7,7 +7,9 @@ import Synchronization
 /// handshake; it answers 200 for a client key on the allow-list and 400 for any other, so a
 /// refused client's connection is closed before any message passes. Each refusal is logged as
 /// one line on standard error with the peer's address, at most once per address every
-/// `logInterval` seconds.
+/// `logInterval` seconds. SIGHUP re-reads the allow-list (at the next handshake; a list that no
+/// longer reads keeps the previous one, with a line saying why); connections already
+/// authenticated stay up.
 final class ZAPHandler: @unchecked Sendable {
     // @unchecked Sendable: the socket is used only by the handler's thread after start; the
     // allow-list is immutable; the log throttle is touched by that thread alone.
@@ -18,7 +20,7 @@ final class ZAPHandler: @unchecked Sendable {
     private static let started = Mutex<Set<UInt>>([])
 
     private let socket: UnsafeMutableRawPointer
-    private let allowList: AllowList
+    private var allowList: AllowList
     private var lastLogged: [String: Double] = [:]
     private var suppressed: [String: Int] = [:]
 
@@ -46,7 +48,9 @@ final class ZAPHandler: @unchecked Sendable {
             throw .zeromq("bind the ZAP handler at \(endpoint)", reason)
         }
         let handler = ZAPHandler(socket: socket, allowList: allowList)
+        installReloadOnHangup()
         startDetachedThread {
+            unblockHangup()   // here at least, whatever mask the process was started with
             handler.serve()
             // Forgotten before the socket closes: zmq_ctx_term cannot return (and the context's
             // address be reused by a new context, which must get a handler of its own) until then.
@@ -87,6 +91,7 @@ final class ZAPHandler: @unchecked Sendable {
 
     /// RFC 27's reply: version, request id, status code, status text, user id, metadata.
     private func answer(_ f: [[UInt8]]) -> [[UInt8]] {
+        if reloadRequested.exchange(0, ordering: .relaxed) != 0 { reload() }
         let requestID = f.count > 1 ? f[1] : []
         func reply(_ code: String, _ text: String, user: String = "") -> [[UInt8]] {
             [Array("1.0".utf8), requestID, Array(code.utf8), Array(text.utf8), Array(user.utf8), []]
@@ -105,6 +110,42 @@ final class ZAPHandler: @unchecked Sendable {
         return reply("200", "OK", user: name.isEmpty ? key.z85 : name)
     }
 
+    /// Re-reads the allow-list after SIGHUP; keeps the previous one when the file does not read.
+    private func reload() {
+        do {
+            allowList = try AllowList(path: allowList.path)
+            logLine("framesrv bridge: SIGHUP: reloaded \(allowList.path): \(allowList.entries.count) allowed sender keys")
+        } catch {
+            logLine("framesrv bridge: SIGHUP: keeping the previous allow-list: \(error)")
+        }
+        lastLogged = [:]
+        suppressed = [:]
+    }
+
+    /// Makes SIGHUP request a reload (restarting interrupted calls: nothing else sees EINTR).
+    ///
+    /// The corresponding C function is `sigaction`.
+    private static func installReloadOnHangup() {
+        _ = reloadRequested.load(ordering: .relaxed)   // initialised before the handler can run
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in reloadRequested.store(1, ordering: .relaxed) }
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = SA_RESTART
+        sigaction(SIGHUP, &action, nil)
+        unblockHangup()
+    }
+
+    /// Unblocks SIGHUP in the calling thread (a parent may have started this process with it
+    /// blocked, as posix_spawn and Foundation's Process pass their mask on).
+    ///
+    /// The corresponding C function is `pthread_sigmask`.
+    private static func unblockHangup() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGHUP)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
     /// Logs a refusal, at most once per address every logInterval seconds (how many were not logged is said next time).
     private func refuse(_ address: String, _ why: String) {
         let now = monotonicSeconds()
@@ -115,10 +156,18 @@ final class ZAPHandler: @unchecked Sendable {
         }
         lastLogged[peer] = now
         let more = suppressed.removeValue(forKey: peer).map { " (and \($0) more refusals not logged)" } ?? ""
-        var line = "framesrv bridge: refused a client at \(peer): \(why)\(more)\n"
-        line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+        logLine("framesrv bridge: refused a client at \(peer): \(why)\(more)")
         if lastLogged.count > 4096 { lastLogged = lastLogged.filter { now - $0.value < Self.logInterval } }
     }
+}
+
+/// Set by SIGHUP (an atomic store: async-signal-safe), taken by the handler's thread.
+private let reloadRequested = Atomic<Int32>(0)
+
+/// One line on standard error, in one write(2).
+func logLine(_ message: String) {
+    var line = message + "\n"
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
 }
 
 func monotonicSeconds() -> Double {

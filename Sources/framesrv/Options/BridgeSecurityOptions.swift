@@ -19,7 +19,8 @@ struct BridgeSecurityOptions: Equatable {
       --server-key FILE    send: the receiver's public certificate (its NAME.key)
       --allow FILE         recv: the senders allowed in, one public key (Z85, 40 characters) a
                            line, an optional name after it, '#' comments; others are refused and
-                           logged with their address (refused if group or others may write it)
+                           logged with their address (refused if group or others may write it);
+                           SIGHUP re-reads it (connected senders stay)
       --insecure           plaintext, unauthenticated (ZeroMQ's NULL mechanism) instead of
                            CURVE; on a non-loopback address a warning is printed
     """
