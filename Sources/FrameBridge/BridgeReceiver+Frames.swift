@@ -31,10 +31,15 @@ extension BridgeReceiver {
                 Self.copy(planes, record.format, into: slot)
             }) else { return }
         case .packet(let packet, let extradata):
-            let decoder = self.decoder ?? PacketDecoder(codec: .ffv1)
+            let decoder = self.decoder ?? PacketDecoder(codec: codecSession == 2 ? .h264(crf: 0) : .ffv1)
             self.decoder = decoder
             let frames = decoder.decode(packet, record: record, extradata: extradata)
-            guard !frames.isEmpty else { return refuse(m.peer, "frame \(h.sequence): its packet does not decode as \(record.format)") }
+            if frames.isEmpty {
+                // Logged and skipped (acknowledged, so the stream goes on); B's next frame says so.
+                // H.264 after a restart: the frames before its next keyframe.
+                refuse(m.peer, "frame \(h.sequence): its packet does not decode as \(record.format)")
+                discontinuity = true
+            }
             for f in frames {
                 guard try publish(f.record, skipped: skipped, bytes: packet.count, into: producer, fill: { slot in f.copy(into: slot) }) else { return }
             }
@@ -59,13 +64,13 @@ extension BridgeReceiver {
         }
         guard !m.extraParts else { refuse(m.peer, "frame \(h.sequence): too many parts"); return nil }
         if record.packing == .codec {
-            guard codecSession, (2...3).contains(m.parts.count), m.parts[1].bytes.count <= settings.maxFrameBytes else {
+            guard codecSession != 0, (2...3).contains(m.parts.count), m.parts[1].bytes.count <= settings.maxFrameBytes else {
                 refuse(m.peer, "frame \(h.sequence): an encoded frame with \(m.parts.count) parts (or in a raw session)")
                 return nil
             }
             return .packet(m.parts[1].bytes, extradata: m.parts.count == 3 ? m.parts[2].bytes : UnsafeRawBufferPointer(start: nil, count: 0))
         }
-        if codecSession {
+        if codecSession != 0 {
             // A frame the codec does not take: its planes packed in one part.
             guard m.parts.count == 2, m.parts[1].bytes.count == total else {
                 refuse(m.peer, "frame \(h.sequence): a packed frame that is not \(format)'s \(total) bytes")

@@ -66,8 +66,8 @@ public final class BridgeReceiver {
 
     var session: UInt64?
     var live = false
-    /// The session's sender encodes (hello flags 1: FFV1).
-    var codecSession = false
+    /// The session's payload (hello flags): 0 raw planes, 1 FFV1, 2 H.264.
+    var codecSession: UInt32 = 0
     var decoder: PacketDecoder?
     var nextExpected: UInt64 = 1
     var discontinuity = false
@@ -160,7 +160,8 @@ public final class BridgeReceiver {
             nextExpected = h.sequence
             report.sessions += 1
             live = h.value == 1
-            codecSession = h.flags == 1
+            codecSession = min(h.flags, 2)
+            decoder = nil
             endedAt = nil
         } else if h.sequence > nextExpected {
             // The same sender resuming, past frames we never got (live): a gap.

@@ -123,7 +123,7 @@ public final class BridgeSender {
             lastHello = now
             let first = settings.mode == .live ? sendFrom : (unacked.first?.sequence ?? nextSequence)
             _ = socket.send(BridgeMessage.hello(BridgeHead(.hello, session: session, sequence: first,
-                                                           value: settings.mode == .live ? 1 : 0, flags: settings.codec == nil ? 0 : 1),
+                                                           value: settings.mode == .live ? 1 : 0, flags: Self.codecFlag(settings.codec)),
                                                 rate: rate ?? Rational(0, 0)).bytes)
         }
         guard sessionUp else { return }
@@ -137,6 +137,15 @@ public final class BridgeSender {
             lastEnd = now
             _ = socket.send(BridgeMessage.end(BridgeHead(.end, session: session, sequence: nextSequence - 1,
                                                          value: report.failed ? 1 : 0)).bytes)
+        }
+    }
+
+    /// The hello's flags: the payload (0 raw planes, 1 FFV1, 2 H.264).
+    static func codecFlag(_ codec: RecordingCodec?) -> UInt32 {
+        switch codec {
+        case nil, .raw: 0
+        case .ffv1: 1
+        case .h264: 2
         }
     }
 

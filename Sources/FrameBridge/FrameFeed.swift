@@ -108,30 +108,25 @@ final class FrameFeed: @unchecked Sendable {
             wake()
             var missed: UInt64 = 0
             while !shouldStop() {
-                guard live ? makeRoom(consumer, shouldStop) : takePermit(shouldStop) else { break }
+                // Raw lossless: a permit per frame of A held. Encoded: per packet out (below),
+                // so an encoder's delay (H.264's lookahead) never waits for acknowledgements.
+                guard live ? makeRoom(consumer, shouldStop) : (encoder != nil || takePermit(shouldStop)) else { break }
                 guard let frame = try consumer.next() else {
+                    for packet in try encoder?.flush() ?? [] where takePermit(shouldStop) { enqueue(nil, packet, missed: 0) }
                     let failed = consumer.sourceFailed
                     state.withLock { $0.ended = true; $0.failed = failed }
                     break
                 }
                 let newlyMissed = UInt32(clamping: consumer.missed &- missed)
                 missed = consumer.missed
-                let entries: [(SharedFrame?, EncodedPacket?)]
-                if let encoder {
-                    entries = try encode(frame, encoder).map { (nil, $0) }
-                } else {
-                    entries = [(frame.share(), nil)]
+                guard let encoder else {
+                    enqueue(frame.share(), nil, missed: newlyMissed)
+                    continue
                 }
-                for (shared, packet) in entries { state.withLock { s in
-                    // Live: a frame still waiting is replaced by this newer one, and counted.
-                    var skipped = newlyMissed &+ s.skippedPending
-                    s.skippedPending = 0
-                    if live { for e in s.queue { skipped &+= 1 &+ e.skipped } }
-                    s.skippedTotal &+= UInt64(newlyMissed) + UInt64(live ? s.queue.count : 0)
-                    if live { s.queue.removeAll() }
-                    s.queue.append(FeedEntry(frame: shared, packet: packet, skipped: skipped))
-                } }
-                wake()
+                for packet in try encode(frame, encoder) {
+                    guard live || takePermit(shouldStop) else { break }
+                    enqueue(nil, packet, missed: newlyMissed)
+                }
             }
         } catch {
             let text = "\(error)"
@@ -142,6 +137,20 @@ final class FrameFeed: @unchecked Sendable {
 
     /// Live: a live consumer holds at most its hold limit; when the waiting frame and the
     /// one being sent reach it, the waiting one goes (counted) before the next is taken.
+    /// Hands one frame (raw or encoded) to the network thread. Live: a frame still waiting
+    /// is replaced by this newer one, and counted.
+    private func enqueue(_ shared: SharedFrame?, _ packet: EncodedPacket?, missed newlyMissed: UInt32) {
+        state.withLock { s in
+            var skipped = newlyMissed &+ s.skippedPending
+            s.skippedPending = 0
+            if live { for e in s.queue { skipped &+= 1 &+ e.skipped } }
+            s.skippedTotal &+= UInt64(newlyMissed) + UInt64(live ? s.queue.count : 0)
+            if live { s.queue.removeAll() }
+            s.queue.append(FeedEntry(frame: shared, packet: packet, skipped: skipped))
+        }
+        wake()
+    }
+
     /// The frame encoded (and released); its record carries every header field.
     private func encode(_ frame: consuming Frame, _ encoder: PacketEncoder) throws -> [EncodedPacket] {
         guard let format = frame.header.format else { return [] }

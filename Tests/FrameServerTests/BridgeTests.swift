@@ -53,6 +53,26 @@ import Testing
         #expect(sent < raw, "send: \(send.stdout)")
     }
 
+    /// `--codec h264 --crf 28`: every frame arrives (decoded into B), the link carries a
+    /// small fraction of the raw planes; `--live` with h264 is refused in one line.
+    @Test func h264IsSmallAndComplete() throws {
+        let scratch = try Scratch()
+        let url = "tcp://127.0.0.1:\(Self.freePort())"
+        let recv = try scratch.start(["bridge", "recv", "--listen", url, "--out", "B", "--insecure"])
+        let sink = try scratch.start(["sink", "--in", "B", "--null", "--stats-json", "--wait", "30"])
+        let send = try scratch.start(["bridge", "send", "--in", "A", "--to", url, "--insecure", "--codec", "h264", "--crf", "28", "--stats-json"])
+        let producer = try scratch.start(["produce", "--pattern", "--size", "640x360", "--frames", "150", "--rate", "max",
+                                          "--out", "A", "--wait-for", "1"])
+        for p in [producer, send, recv, sink] { #expect(p.wait(timeout: 60) == 0, "\(p.stderr)") }
+        let stats = try #require(SinkStats.parse(sink.stdout))
+        #expect(stats.received == 150 && stats.missed == 0)
+        let sent: Int = Self.field(send.stdout, "bytes") ?? Int.max
+        let raw: Int = 150 * 640 * 360 * 3 / 2
+        #expect(sent < raw / 20, "send: \(send.stdout)")
+        let live = try scratch.run(["bridge", "send", "--in", "A", "--to", url, "--live", "--codec", "h264", "--insecure"], timeout: 10)
+        #expect(live.status == 2 && live.stderr.split(separator: "\n").count == 1, "\(live.stderr)")
+    }
+
     /// Live over a receiver slower than A: B's frames strictly increasing, every skipped frame
     /// counted (B's source_dropped adds up to what the sender skipped), both ends exit 0.
     @Test func liveSkipsAndCounts() throws {

@@ -29,9 +29,11 @@ enum BridgeCommand {
                            and frames not yet acknowledged are resent after a reconnect
       --live               send: the newest frame only; skipped frames are counted and B's next
                            frame carries them (source_dropped, discontinuity)
-      --codec raw|ffv1     send: the payload: raw planes, bit-identical (default), or FFV1,
-                           lossless and smaller (libavcodec; frames FFV1 cannot hold go raw);
-                           the receiver decodes what comes. (h264 is not in this build.)
+      --codec raw|ffv1|h264  send: the payload: raw planes, bit-identical (default); FFV1,
+                           lossless and smaller; or H.264 (libx264, lossy, small: for slow
+                           links; lossless mode only: every packet is needed). libavcodec;
+                           frames a codec cannot hold go raw; the receiver decodes what comes
+      --crf N              --codec h264's constant quality, 0..51 (default 23)
       --window N           frames in flight, 1..64 (default 4): credits the receiver grants
                            (recv) or frames of A the sender holds at most (send)
       --slots N            recv: B's slots, 1..64 (default 8)

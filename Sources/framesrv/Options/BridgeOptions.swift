@@ -35,6 +35,7 @@ struct BridgeOptions {
         let listen = try args.value("--listen")
         let live = args.flag("--live"), lossless = args.flag("--lossless")
         let codec = try args.value("--codec", "-c:v")
+        let crf = try args.double("--crf", range: 0...51)
         window = try args.int("--window", range: 1...64) ?? 4
         slots = try args.int("--slots", range: 1...64) ?? 8
         waitSeconds = try args.double("--wait", range: 0...1e9)
@@ -52,9 +53,14 @@ struct BridgeOptions {
         case "ffv1":
             guard role == .send else { throw UsageError("--codec goes with 'bridge send' (the receiver decodes what comes)") }
             self.codec = .ffv1
+        case "h264":
+            guard role == .send else { throw UsageError("--codec goes with 'bridge send' (the receiver decodes what comes)") }
+            guard !live else { throw UsageError("--codec h264 needs every packet (each frame predicts from the last): use --lossless, or --codec ffv1 with --live") }
+            self.codec = .h264(crf: crf ?? 23)
         default:
-            throw UsageError("--codec takes raw (bit-identical) or ffv1 (lossless), not '\(codec!)' (h264 is not in this build)")
+            throw UsageError("--codec takes raw (bit-identical), ffv1 (lossless) or h264 (lossy, --crf N), not '\(codec!)'")
         }
+        guard crf == nil || codec == "h264" else { throw UsageError("--crf goes with --codec h264") }
         let (stream, dial) = try Self.roleOptions(role, input: input, output: output, to: to, from: from, listen: listen,
                                                   live: live || lossless)
         self.stream = stream
