@@ -50,6 +50,7 @@ mapfile -t MEDIA < <(find Sources/FrameMedia -name '*.swift' | sort)
 mapfile -t PROCESS < <(find Sources/FrameProcess -name '*.swift' | sort)
 mapfile -t PIPELINE < <(find Sources/FramePipeline -name '*.swift' | sort)
 mapfile -t RECORDING < <(find Sources/FrameRecording -name '*.swift' | sort)
+mapfile -t BRIDGE < <(find Sources/FrameBridge -name '*.swift' | sort)
 mapfile -t CLI < <(find Sources/framesrv -name '*.swift' ! -name main.swift | sort)
 mapfile -t ARGS < <(echo Sources/framesrv/CommandLine/Arguments.swift)
 
@@ -63,7 +64,7 @@ target() { # name (links against FrameServer)
 }
 # The options target is compiled into the framesrv module itself (internal access to the commands),
 # with every library the executable links (Package.swift's framesrv target).
-CLI_LIBS=(FrameRecording FramePipeline FrameProcess FrameMedia FrameServer)
+CLI_LIBS=(FrameBridge FrameRecording FramePipeline FrameProcess FrameMedia FrameServer)
 options() {
     local libs=()
     for l in "${CLI_LIBS[@]}"; do libs+=("$OUT/lib$l.a"); done
@@ -94,6 +95,7 @@ for t in "${WANT[@]}"; do
             library FrameProcess "${PROCESS[@]}"
             library FramePipeline "${PIPELINE[@]}"
             library FrameRecording "${RECORDING[@]}"
+            library FrameBridge "${BRIDGE[@]}"
             options ;;
         *) echo "fuzz: unknown target '$t' (targets: ${ALL[*]})" >&2; exit 2 ;;
     esac
