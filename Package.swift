@@ -28,6 +28,8 @@ let package = Package(
         .target(name: "FrameProcess", dependencies: ["FrameServer"]),
         // `framesrv run`'s pipelines: parser, graph, stream names, --wait-for, start order, supervision.
         .target(name: "FramePipeline", dependencies: ["FrameServer", "FrameProcess"]),
+        // `framesrv bridge`: streams between hosts over ZeroMQ TCP (CURVE), credits, reconnects.
+        .target(name: "FrameBridge", dependencies: ["FrameServer", "FrameMedia", "FrameRecording", "CZMQ", "CFFmpeg"]),
         // What `top`, `ls` and `framesrv web` sample and print as JSON: one source for the CLI and the web view.
         .target(name: "FrameMonitor", dependencies: ["FrameServer", "FrameMedia"]),
         // libmicrohttpd, from Debian's libmicrohttpd-dev: framesrv web's HTTP server.
@@ -36,9 +38,9 @@ let package = Package(
         .target(name: "FrameWeb", dependencies: ["FrameServer", "FrameMedia", "FrameMonitor", "CMicroHTTPD"]),
         // The command-line tool.
         .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FrameProcess", "FramePipeline", "FrameRecording",
-                                                           "FrameMonitor", "FrameWeb"]),
+                                                           "FrameMonitor", "FrameWeb", "FrameBridge"]),
         // End-to-end suites: real framesrv processes (see Tests/README.md).
-        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording", "FrameMonitor", "FrameWeb"]),
+        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording", "FrameMonitor", "FrameWeb", "FrameBridge"]),
         // FrameMedia's pieces on their own, in process.
         .testTarget(name: "FrameMediaTests", dependencies: ["FrameMedia", "FrameServer"]),
     ]

@@ -9,20 +9,24 @@ public struct MeasuredStream: Encodable, Sendable {
     public let snapshot: StreamSnapshot
     public let fps: Double?
     public let playback: PlaybackStatus?
+    /// A bridged stream's link (`framesrv bridge recv`).
+    public let link: LinkStatus?
 
-    public init(snapshot: StreamSnapshot, fps: Double?, playback: PlaybackStatus?) {
+    public init(snapshot: StreamSnapshot, fps: Double?, playback: PlaybackStatus?, link: LinkStatus? = nil) {
+        self.link = link
         self.snapshot = snapshot
         self.fps = fps
         self.playback = playback
     }
 
-    enum Keys: String, CodingKey { case fps, playback }
+    enum Keys: String, CodingKey { case fps, playback, link }
 
     public func encode(to encoder: any Encoder) throws {
         try snapshot.encode(to: encoder)
         var container = encoder.container(keyedBy: Keys.self)
         try container.encode(fps, forKey: .fps)
         try container.encodeIfPresent(playback, forKey: .playback)
+        try container.encodeIfPresent(link, forKey: .link)
     }
 
     /// Every stream of `second`, in pipeline order, with the frames per second published since `first`
@@ -31,7 +35,7 @@ public struct MeasuredStream: Encodable, Sendable {
         let seconds = Double(second.nanos - first.nanos) / 1e9
         return StreamSnapshot.pipelineOrder(second.streams).map { s in
             MeasuredStream(snapshot: s, fps: measuredRate(s.published, since: first.stream(like: s)?.published, seconds: seconds),
-                           playback: second.playback[s.name])
+                           playback: second.playback[s.name], link: second.links[s.name])
         }
     }
 

@@ -12,7 +12,7 @@ public struct TopReport: Encodable, Sendable {
         let seconds = previous.map { Double(sample.nanos - $0.nanos) / 1e9 } ?? 0
         streams = shown.map { s in
             TopStream(s, before: s.vanished ? nil : previous?.stream(like: s), seconds: seconds,
-                      playback: s.vanished ? nil : sample.playback[s.name])
+                      playback: s.vanished ? nil : sample.playback[s.name], link: s.vanished ? nil : sample.links[s.name])
         }
     }
 
@@ -38,12 +38,15 @@ public struct TopStream: Encodable, Sendable {
     public let nominalRate: Rational?
     /// A producer that reads a file: its position, duration, state and rate (framesrv ctl).
     public let playback: PlaybackStatus?
+    /// A bridged stream's link (`framesrv bridge recv`): peer, bytes/s, in flight, credits, RTT, reconnects.
+    public let link: LinkStatus?
     /// The stream ended and its files are gone: its last counts, shown for a few seconds.
     public let vanished: Bool
     public let consumers: [TopConsumer]
 
-    public init(_ s: StreamSnapshot, before: StreamSnapshot?, seconds: Double, playback: PlaybackStatus? = nil) {
+    public init(_ s: StreamSnapshot, before: StreamSnapshot?, seconds: Double, playback: PlaybackStatus? = nil, link: LinkStatus? = nil) {
         self.playback = playback
+        self.link = link
         name = s.name
         state = s.state
         producerPID = s.producerPID

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import FrameMedia
 import FrameServer
 
@@ -11,9 +12,12 @@ public struct TopSample: Sendable {
     public let warnings: [String]
     /// What the running producers that read a file say of their playback, by stream name.
     public var playback: [String: PlaybackStatus] = [:]
+    /// What bridged streams (`framesrv bridge recv`) say of their link, by stream name.
+    public var links: [String: LinkStatus] = [:]
 
     public init(unixTime: Double, nanos: UInt64, streams: [StreamSnapshot], warnings: [String],
-                playback: [String: PlaybackStatus] = [:]) {
+                playback: [String: PlaybackStatus] = [:], links: [String: LinkStatus] = [:]) {
+        self.links = links
         self.unixTime = unixTime
         self.nanos = nanos
         self.streams = streams
@@ -25,13 +29,17 @@ public struct TopSample: Sendable {
     public static func take(_ dir: RuntimeDirectory?) -> TopSample {
         let nanos = monotonicNanos()
         let (streams, warnings) = dir.map { StreamSnapshot.scan(in: $0) } ?? ([], [])
-        var playback: [String: PlaybackStatus] = [:]
+        var playback: [String: PlaybackStatus] = [:], links: [String: LinkStatus] = [:]
         if let dir {
+            // One `status` per stream with a control socket: a playback's or a link's.
             for s in streams where s.state == "running" {
-                playback[s.name] = ControlClient.playbackStatus(of: s.name, directory: dir)
+                guard access(dir.controlSocketPath(s.name), F_OK) == 0,
+                      case .json(let text)? = try? ControlClient.send(.status, to: s.name, directory: dir, timeout: 0.5) else { continue }
+                if let link = LinkStatus(json: text) { links[s.name] = link } else { playback[s.name] = PlaybackStatus(json: text) }
             }
         }
-        return TopSample(unixTime: Date().timeIntervalSince1970, nanos: nanos, streams: streams, warnings: warnings, playback: playback)
+        return TopSample(unixTime: Date().timeIntervalSince1970, nanos: nanos, streams: streams, warnings: warnings,
+                         playback: playback, links: links)
     }
 
     /// The same stream in this sample: same name and same producer (a restart resets the counters).

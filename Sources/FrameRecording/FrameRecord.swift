@@ -74,27 +74,27 @@ public struct FrameRecord: Sendable, Equatable {
     }
 }
 
-/// Little-endian writes into a growing array.
-struct ByteWriter {
-    var bytes: [UInt8] = []
-    init() { bytes.reserveCapacity(FrameRecord.size) }
-    mutating func u8(_ v: UInt8) { bytes.append(v) }
-    mutating func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
-    mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
-    mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
-    mutating func i32(_ v: Int32) { u32(UInt32(bitPattern: v)) }
-    mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+/// Little-endian writes into a growing array (the frame record's, and the bridge's messages).
+public struct ByteWriter {
+    public var bytes: [UInt8] = []
+    public init() { bytes.reserveCapacity(FrameRecord.size) }
+    public mutating func u8(_ v: UInt8) { bytes.append(v) }
+    public mutating func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
+    public mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
+    public mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
+    public mutating func i32(_ v: Int32) { u32(UInt32(bitPattern: v)) }
+    public mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
 }
 
 /// Little-endian reads from a buffer the caller has checked is long enough.
-struct ByteReader {
-    let buffer: UnsafeRawBufferPointer
-    var at = 0
-    init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
-    mutating func u8() -> UInt8 { defer { at += 1 }; return buffer[at] }
-    mutating func u16() -> UInt16 { UInt16(u8()) | UInt16(u8()) << 8 }
-    mutating func u32() -> UInt32 { UInt32(u16()) | UInt32(u16()) << 16 }
-    mutating func u64() -> UInt64 { UInt64(u32()) | UInt64(u32()) << 32 }
-    mutating func i32() -> Int32 { Int32(bitPattern: u32()) }
-    mutating func i64() -> Int64 { Int64(bitPattern: u64()) }
+public struct ByteReader {
+    public let buffer: UnsafeRawBufferPointer
+    public var at = 0
+    public init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
+    public mutating func u8() -> UInt8 { defer { at += 1 }; return buffer[at] }
+    public mutating func u16() -> UInt16 { UInt16(u8()) | UInt16(u8()) << 8 }
+    public mutating func u32() -> UInt32 { UInt32(u16()) | UInt32(u16()) << 16 }
+    public mutating func u64() -> UInt64 { UInt64(u32()) | UInt64(u32()) << 32 }
+    public mutating func i32() -> Int32 { Int32(bitPattern: u32()) }
+    public mutating func i64() -> Int64 { Int64(bitPattern: u64()) }
 }

@@ -5,7 +5,8 @@ import Glibc
 /// Every subcommand, in the order `framesrv --help` lists them.
 let commands: [CommandEntry] = [
     DemoCommand.entry, ProduceCommand.entry, SinkCommand.entry, FilterCommand.entry, ListCommand.entry, InspectCommand.entry,
-    TopCommand.entry, CtlCommand.entry, CleanCommand.entry, RunCommand.entry, BenchCommand.entry, RecordCommand.entry, ReplayCommand.entry, WebCommand.entry,
+    TopCommand.entry, CtlCommand.entry, CleanCommand.entry, RunCommand.entry, BenchCommand.entry, RecordCommand.entry, ReplayCommand.entry,
+    BridgeCommand.entry, WebCommand.entry,
 ]
 
 func rootHelp(_ commands: [CommandEntry]) -> String {

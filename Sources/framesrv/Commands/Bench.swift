@@ -5,13 +5,14 @@ import FrameServer
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
 enum BenchCommand: Command {
     static let name = "bench"
-    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python), 'bench record' (record, replay, seek; versus ffmpeg)"
+    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python), 'bench record' (record, replay, seek; versus ffmpeg), 'bench bridge' (versus ffmpeg tcp://)"
     static let help = """
     usage: framesrv bench transport [--seconds S | --frames N] [--quick] [--python PATH]
            framesrv bench decode [-i FILE] [--threads T]
            framesrv bench chain [-i FILE] [--threads T]
            framesrv bench clients [--seconds S] [--quick] [--python PATH] [--c-tools DIR]
            framesrv bench record [--seconds S | --frames N] [--quick]
+           framesrv bench bridge [--frames N] [--quick]
 
     transport: every figure next to its peer, measured in the same run, the systems
     alternated, the median of 3 rounds. Every consumer is a separate process; framesrv's
@@ -83,6 +84,14 @@ enum BenchCommand: Command {
       --seconds S    record S seconds of 30 fps pattern: N = 30 x S frames (default 10; --quick: 1)
       --frames N     the frames to record instead
       --quick        one round, 1 s of pattern and a 4 s clip, for smoke tests
+
+    bridge: N frames (default 600; --quick: 100, one round) of the test pattern at 1920x1080
+    yuv420p over TCP loopback, in the same run:
+      1. throughput: produce -> bridge send -> bridge recv -> sink --null (lossless, raw), with
+         --insecure and with CURVE keys, next to ffmpeg writing the same frames raw to
+         tcp://127.0.0.1:P?listen and a second ffmpeg reading them into -f null: frames/s, GB/s
+         and the ratios (bridge/ffmpeg, CURVE/insecure)
+      2. added latency at 30 fps: A's publish to B's publish (one host, one clock), p50 and p99
     """
 
     static func run(_ o: BenchOptions) throws -> Int32 {
@@ -92,6 +101,7 @@ enum BenchCommand: Command {
         case .transport(let budget): try transport(budget, python: o.python)
         case .clients(let seconds): try clients(seconds: seconds, python: o.python, cTools: o.cTools)
         case .record(let frames, let quick): try record(frames: frames, rounds: quick ? 1 : 3, quick: quick)
+        case .bridge(let frames, let quick): try bridge(frames: frames, rounds: quick ? 1 : 3)
         }
         return 0
     }

@@ -44,6 +44,7 @@ enum CtlCommand: Command {
             return 1
         case .json(let text):
             guard !o.json else { print(text); return 0 }
+            if let link = LinkStatus(json: text) { print("\(o.stream): \(link.line)"); return 0 }
             guard let status = PlaybackStatus(json: text) else { print(text); return 0 }
             print("\(o.stream): \(status.line), \(status.frames) frames")
         }

@@ -31,10 +31,10 @@ enum ListCommand: Command {
             print("no streams in \(dir?.path ?? RuntimeDirectory.defaultPath)")
             return 0
         }
-        var table = MonitorTable([.name, .state, .playback, .pid, .fps, .frames, .slots, .consumers, .drop, .rate, .format, .colour])
+        var table = MonitorTable([.name, .state, .playback, .link, .pid, .fps, .frames, .slots, .consumers, .drop, .rate, .format, .colour])
         for m in streams {
             let s = m.snapshot
-            table.add([s.name, s.state, m.playback?.cell ?? "-", "\(s.producerPID)", TopReport.fps(m.fps), "\(s.published)", "\(s.slots - s.freeSlots)/\(s.slots)",
+            table.add([s.name, s.state, m.playback?.cell ?? "-", m.link?.cell ?? "-", "\(s.producerPID)", TopReport.fps(m.fps), "\(s.published)", "\(s.slots - s.freeSlots)/\(s.slots)",
                        "\(s.consumers.count)", "\(s.dropped)", s.nominalRate.map { "\($0)" } ?? "max"] + MonitorTable.formatCells(s.format))
         }
         for line in table.lines(width: MonitorTable.outputWidth(o.width, terminal: isatty(1) != 0)) { print(line) }
@@ -96,6 +96,10 @@ enum InspectCommand: Command {
         print("  frames \(s.published) published (last seq \(s.lastSequence)), drop \(s.dropped), "
               + "slots \(s.slots - s.freeSlots)/\(s.slots) in use (min free ever \(s.minFreeSlots)), waited \(formatDouble(s.blockedMillis)) ms, "
               + "reclaimed consumers \(s.reclaimedConsumers)")
+        if s.state == "running", case .json(let text)? = try? ControlClient.send(.status, to: name, directory: dir, timeout: 0.5),
+           let link = LinkStatus(json: text) {
+            print("  link: \(link.line)")
+        }
         print("  slots:")
         let widths = [4, 6, 9, 10, 7, 10]
         print(row(widths, ["", "SLOT", "STATE", "SEQ", "EPOCH", "AGE ms", "HOLDERS"]))

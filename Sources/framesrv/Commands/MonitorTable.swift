@@ -10,6 +10,8 @@ struct MonitorColumn {
     static let name = MonitorColumn(header: "NAME", rank: .max)
     static let state = MonitorColumn(header: "STATE", rank: 16)
     static let playback = MonitorColumn(header: "PLAY", rank: 10)
+    /// A bridged stream's link: peer, bytes/s, in flight/credits, round-trip time, reconnects.
+    static let link = MonitorColumn(header: "LINK", rank: 10)
     static let format = MonitorColumn(header: "FORMAT", rank: 15)
     static let miss = MonitorColumn(header: "MISS", rank: 14)
     static let p99 = MonitorColumn(header: "P99", rank: 13)

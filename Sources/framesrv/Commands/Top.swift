@@ -122,7 +122,7 @@ struct WarningLog {
 
 /// How top prints a refresh as a table.
 extension TopReport {
-    static let columns: [MonitorColumn] = [.name, .state, .playback, .pid, .fps, .frames, .slots, .minFree, .mode, .held, .holdMillis,
+    static let columns: [MonitorColumn] = [.name, .state, .playback, .link, .pid, .fps, .frames, .slots, .minFree, .mode, .held, .holdMillis,
                                            .lag, .miss, .stale, .drop, .p50, .p99, .format, .colour]
 
     static func fps(_ fps: Double?) -> String { fps.map { formatDouble($0) } ?? "-" }
@@ -134,11 +134,11 @@ extension TopReport {
     func table(width: Int?, escapes: Bool = false) -> [String] {
         var table = MonitorTable(Self.columns)
         for s in streams {
-            table.add([s.name, s.state, s.playback?.cell ?? "", "\(s.producerPID)", Self.fps(s.fps), "\(s.published)", "\(s.slotsInUse)/\(s.slots)",
+            table.add([s.name, s.state, s.playback?.cell ?? "", s.link?.cell ?? "", "\(s.producerPID)", Self.fps(s.fps), "\(s.published)", "\(s.slotsInUse)/\(s.slots)",
                        "\(s.minFreeSlots)", "", "", "", "", "", "", "\(s.dropped)", "", ""] + MonitorTable.formatCells(s.format),
                       dim: s.vanished)
             for c in s.consumers {
-                table.add(["  " + c.name, c.state, "", "\(c.pid)", Self.fps(c.fps), "\(c.delivered)", "", "", c.mode, "\(c.held)",
+                table.add(["  " + c.name, c.state, "", "", "\(c.pid)", Self.fps(c.fps), "\(c.delivered)", "", "", c.mode, "\(c.held)",
                            formatDouble(c.holdMillis), "\(c.lag)", "\(c.missed)", "\(c.stale)", "\(c.sourceDropped)", c.latencyP50, c.latencyP99],
                           dim: s.vanished)
             }

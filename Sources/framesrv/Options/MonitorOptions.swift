@@ -60,7 +60,8 @@ struct TopOptions: CommandOptions {
 
 /// `framesrv bench`'s options.
 struct BenchOptions: CommandOptions {
-    enum Benchmark: Equatable { case transport(TransportBudget), decode, chain, clients(seconds: Double), record(frames: Int, quick: Bool) }
+    enum Benchmark: Equatable { case transport(TransportBudget), decode, chain, clients(seconds: Double), record(frames: Int, quick: Bool),
+                           bridge(frames: Int, quick: Bool) }
     /// bench transport: each measurement runs `seconds`, or `frames` frames when given;
     /// `rounds` alternated rounds (the median is printed).
     struct TransportBudget: Equatable { var frames: Int?; var seconds: Double; var rounds: Int }
@@ -106,8 +107,13 @@ struct BenchOptions: CommandOptions {
             }
             guard frames == nil || seconds == nil else { throw UsageError("choose one of --frames and --seconds") }
             benchmark = .record(frames: frames ?? Int((seconds ?? (quick ? 1 : 10)) * 30), quick: quick)
+        case ["bridge"]:
+            guard input == nil, threads == nil, python == nil, cTools == nil, seconds == nil else {
+                throw UsageError("-i, --threads, --seconds, --python and --c-tools do not go with 'bench bridge'")
+            }
+            benchmark = .bridge(frames: frames ?? (quick ? 100 : 600), quick: quick)
         default:
-            throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain, bench clients or bench record")
+            throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain, bench clients, bench record or bench bridge")
         }
     }
 }
