@@ -110,9 +110,10 @@ public final class BridgeSender {
         if s.0, !report.ended { report.ended = true; report.failed = s.1 }
     }
 
-    /// Hello until the receiver answers; again after 3 s without a word from it.
+    /// Hello until the receiver answers; again after `BridgeSocket.silentNanos` without a
+    /// word from it (it sends one every `keepAliveNanos`: a dropped link is a reconnect).
     private func keepSession(_ now: UInt64) {
-        if sessionUp, now &- lastHeard > 3_000_000_000 {
+        if sessionUp, now &- lastHeard > BridgeSocket.silentNanos {
             sessionUp = false
             report.reconnects += 1
         }
@@ -127,7 +128,7 @@ public final class BridgeSender {
                                                 rate: rate ?? Rational(0, 0)).bytes)
         }
         guard sessionUp else { return }
-        if now &- lastPing > 1_000_000_000 {
+        if now &- lastPing > BridgeSocket.keepAliveNanos {
             lastPing = now
             let rtt = UInt32(clamping: Int((report.rttMillis ?? 0) * 1000))
             let inFlight = UInt32(clamping: sendFrom &- acked)
@@ -234,6 +235,8 @@ public final class BridgeSender {
     }
 
     private func credit(_ h: BridgeHead) {
+        // The session lost: only the answer to a hello (rewind) brings it back; a keep-alive is only life.
+        guard sessionUp || h.flags & BridgeHead.rewind != 0 else { return }
         sessionUp = true
         if h.sequence > acked { acked = min(h.sequence, nextSequence) }
         credits = UInt64(min(h.value, UInt32(settings.window)))
