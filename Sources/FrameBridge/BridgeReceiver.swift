@@ -106,6 +106,7 @@ public final class BridgeReceiver {
             _ = socket.wait(timeoutMillis: 100)
             do {
                 while let m = socket.receive() { try handle(m, stop: stop) }
+                if let refused = refusal() { throw BridgeError.security(refused) }
             } catch {
                 close(failed: true)
                 throw error
@@ -159,6 +160,25 @@ public final class BridgeReceiver {
         guard now &- lastRefusal > 1_000_000_000 else { return }
         lastRefusal = now
         bridgeLog("bridge recv: dropped a message from \(peer): \(why)")
+    }
+
+    /// Dialing out (`--from`), a handshake with the one sender failed for good: its key is not
+    /// on the allow-list (the ZAP handler logged it), or it does not know this receiver's key.
+    /// libzmq would not retry the first, so neither waits forever. Listening, a refused client
+    /// is only logged: the right sender may still come.
+    private func refusal() -> String? {
+        while let failure = socket.monitor.next() {
+            guard !settings.bind else { continue }
+            let sender = settings.endpoint.text
+            if failure.refusedByZAP {
+                return "bridge recv: refused the sender at \(sender): its key is not on this receiver's allow-list: add it there"
+            }
+            if failure.cryptographic {
+                return "bridge recv: the sender at \(sender) refused this receiver's key \(socket.curvePublicKey ?? "?"): "
+                    + "give the sender this receiver's public key file as --server-key"
+            }
+        }
+        return nil
     }
 
     /// A word from the sender: true when it ends a silence (a reconnect, counted here).

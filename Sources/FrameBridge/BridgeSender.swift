@@ -90,12 +90,25 @@ public final class BridgeSender {
             if now &- lastProgress > 500_000_000 { lastProgress = now; progress(report) }
             _ = socket.wait(timeoutMillis: 20, orReadable: feed.wakeRead)
             while let m = socket.receive() { handle(m) }
+            if let refused = refusal() { report.error = refused; break }
         }
         feed.stopAndJoin()
         unacked.removeAll()
         report.skipped = feed.state.withLock { $0.skippedTotal }
         progress(report)
         return report
+    }
+
+    /// The receiver's ZAP handler refused this sender's key (libzmq does not retry a refused
+    /// handshake): the run's one error line, instead of waiting forever.
+    private func refusal() -> String? {
+        while let failure = socket.monitor.next() {
+            guard failure.refusedByZAP else { continue }   // a dropped connection mid-handshake: libzmq retries
+            let receiver = settings.bind ? "dialing \(settings.endpoint.text)" : "at \(settings.endpoint.text)"
+            return "bridge send: the receiver \(receiver) refused this sender's key \(socket.curvePublicKey ?? "?"): "
+                + "add it to the receiver's allow-list"
+        }
+        return nil
     }
 
     /// Moves frames from the feed: lossless every one (the feed holds at most `window`);

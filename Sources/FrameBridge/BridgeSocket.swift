@@ -87,6 +87,8 @@ final class BridgeSocket {
     let context: UnsafeMutableRawPointer
     let socket: UnsafeMutableRawPointer
     let endpoint: BridgeEndpoint
+    /// Failed handshakes on the socket (a refused key).
+    let monitor: HandshakeMonitor
 
     /// Creates the socket, applies `secure`, then binds or connects.
     init(endpoint: BridgeEndpoint, bind: Bool, secure: SecureSocket, highWaterMark: Int32, maxMessageBytes: Int64) throws {
@@ -97,6 +99,11 @@ final class BridgeSocket {
             throw BridgeError.zeromq("create a socket", zmqText())
         }
         socket = s
+        do { monitor = try HandshakeMonitor(socket: s, context: context) } catch {
+            zmq_close(s)
+            zmq_ctx_term(context)
+            throw error
+        }
         for (option, value) in [(ZMQ_LINGER, 0), (ZMQ_SNDHWM, highWaterMark), (ZMQ_RCVHWM, highWaterMark),
                                 (ZMQ_HEARTBEAT_IVL, Self.heartbeatMillis), (ZMQ_HEARTBEAT_TIMEOUT, Self.deadMillis),
                                 (ZMQ_HEARTBEAT_TTL, Self.deadMillis),
@@ -125,11 +132,19 @@ final class BridgeSocket {
     func close() {
         guard !closed else { return }
         closed = true
+        monitor.close()
         zmq_close(socket)
         zmq_ctx_term(context)
     }
 
     deinit { close() }
+
+    /// This end's CURVE public key (Z85), nil without CURVE.
+    var curvePublicKey: String? {
+        var key = [CChar](repeating: 0, count: 41), size = 41
+        guard zmq_getsockopt(socket, ZMQ_CURVE_PUBLICKEY, &key, &size) == 0, size == 41, key[0] != 0 else { return nil }
+        return String(cString: key)
+    }
 
     func setInt(_ option: Int32, _ value: Int32) {
         var v = value

@@ -134,6 +134,25 @@ import Testing
         #expect(stats.received == 100 && stats.corrupt == 0 && stats.last == 100)
     }
 
+    /// Dialing out (`recv --from`) to a sender whose key is not on the allow-list: both ends
+    /// exit non-zero by themselves, each with one line saying why (libzmq does not retry).
+    @Test func receiverDialingOutRefusesAnUnknownSender() throws {
+        let scratch = try Scratch()
+        let keys = try ThrowawayBridgeKeys(directory: scratch.path)
+        let (stranger, paths) = try CurveCertificate.generate(basename: scratch.file("stranger"))
+        let url = "tcp://127.0.0.1:\(Self.freePort())"
+        let send = try scratch.start(["bridge", "send", "--in", "A", "--listen", url, "--key", paths.secretFile,
+                                      "--server-key", keys.receiverPublic])
+        let recv = try scratch.start(["bridge", "recv", "--from", url, "--out", "B"] + keys.receiverArguments)
+        let sendStatus = send.wait(timeout: 20), recvStatus = recv.wait(timeout: 20)
+        #expect(sendStatus != 0 && sendStatus != -1, "send: exit \(sendStatus): \(send.stderr)")
+        #expect(send.stderr.contains("refused this sender's key \(stranger.publicKey.z85): add it to the receiver's allow-list"),
+                "send: \(send.stderr)")
+        #expect(recvStatus != 0 && recvStatus != -1, "recv: exit \(recvStatus): \(recv.stderr)")
+        #expect(recv.stderr.contains("bridge recv: refused the sender at \(url): its key is not on this receiver's allow-list"),
+                "recv: \(recv.stderr)")
+    }
+
     /// A's frames and B's, hashed (framemd5), with one side killed (SIGKILL) and restarted
     /// mid-stream: B's frames are A's, in order, none twice, up to A's last.
     func restart(_ role: String) throws {
