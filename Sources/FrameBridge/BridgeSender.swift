@@ -159,7 +159,7 @@ public final class BridgeSender {
         switch codec {
         case nil, .raw: 0
         case .ffv1: 1
-        case .h264: 2
+        case .h264, .h264Bitrate: 2
         }
     }
 
