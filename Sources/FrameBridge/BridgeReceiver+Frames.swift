@@ -133,6 +133,7 @@ extension BridgeReceiver {
         guard settings.waitForConsumer, report.frames == 0 else { return true }
         while !producer.waitForLosslessConsumers(1, timeoutSeconds: 0.2) {
             if stop() { return false }
+            keepAlive(watch: false)
         }
         return true
     }

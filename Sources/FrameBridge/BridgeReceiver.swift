@@ -31,6 +31,9 @@ public struct BridgeReceiveReport: Sendable {
     public var malformed: UInt64 = 0
     public var skipped: UInt64 = 0
     public var sessions = 0
+    /// Sessions resumed after the sender fell silent (a dropped link), plus new sessions
+    /// after the first (a restarted sender).
+    public var reconnects = 0
     public var ended = false
     public var failed = false
     /// A's capture (publish) to B's publish, µs: meaningful only when both ends share a
@@ -47,7 +50,7 @@ public struct BridgeReceiveReport: Sendable {
 
     public var json: String {
         "{\"frames\":\(frames),\"bytes\":\(bytes),\"duplicates\":\(duplicates),\"malformed\":\(malformed),"
-            + "\"skipped\":\(skipped),\"sessions\":\(sessions),\"ended\":\(ended),"
+            + "\"skipped\":\(skipped),\"sessions\":\(sessions),\"reconnects\":\(reconnects),\"ended\":\(ended),"
             + "\"same_host_latency_p50_us\":\(latency(0.5).map { "\($0)" } ?? "null"),"
             + "\"same_host_latency_p99_us\":\(latency(0.99).map { "\($0)" } ?? "null")}"
     }
@@ -74,6 +77,11 @@ public final class BridgeReceiver {
     var rewoundAt: UInt64 = 0
     var endedAt: UInt64?
     private var hellos = 0
+    /// The last word of the session's sender, the last keep-alive credit, and whether the
+    /// sender has been silent past `BridgeSocket.silentNanos` (the link lost).
+    private var lastHeard: UInt64 = 0
+    private var lastKeepAlive: UInt64 = 0
+    private var silent = false
     var meter = (start: UInt64(0), bytes: UInt64(0))
 
     public init(settings: BridgeReceiveSettings, secure: SecureSocket) throws {
@@ -98,11 +106,13 @@ public final class BridgeReceiver {
             _ = socket.wait(timeoutMillis: 100)
             do {
                 while let m = socket.receive() { try handle(m, stop: stop) }
+                if let refused = refusal() { throw BridgeError.security(refused) }
             } catch {
                 close(failed: true)
                 throw error
             }
             updateRate()
+            keepAlive()
         }
         // Stopped (SIGINT, SIGTERM) before the end: B ends, as a stopped producer's stream does.
         close(failed: false)
@@ -129,8 +139,9 @@ public final class BridgeReceiver {
         if case .frame = message {} else if m.parts.count != 1 || m.extraParts {
             return refuse(m.peer, "\(message.head.type) with \(m.parts.count) parts")
         }
-        if case .hello(let h, let rate) = message { return try hello(h, rate: rate, peer: m.peer, stop: stop) }
+        if case .hello(let h, let rate) = message { return try hello(h, rate: rate, peer: m.peer, resumed: heard(), stop: stop) }
         guard message.head.session == session else { return }   // from an earlier sender, or before its hello
+        _ = heard()
         switch message {
         case .frame(let h, let record, _): try frame(h, record, parts: m, stop: stop)
         case .end(let h): end(h)
@@ -151,7 +162,52 @@ public final class BridgeReceiver {
         bridgeLog("bridge recv: dropped a message from \(peer): \(why)")
     }
 
-    private func hello(_ h: BridgeHead, rate: Rational, peer: String, stop: @escaping @Sendable () -> Bool) throws {
+    /// Dialing out (`--from`), a handshake with the one sender failed for good: its key is not
+    /// on the allow-list (the ZAP handler logged it), or it does not know this receiver's key.
+    /// libzmq would not retry the first, so neither waits forever. Listening, a refused client
+    /// is only logged: the right sender may still come.
+    private func refusal() -> String? {
+        while let failure = socket.monitor.next() {
+            guard !settings.bind else { continue }
+            let sender = settings.endpoint.text
+            if failure.refusedByZAP {
+                return "bridge recv: refused the sender at \(sender): its key is not on this receiver's allow-list: add it there"
+            }
+            if failure.cryptographic {
+                return "bridge recv: the sender at \(sender) refused this receiver's key \(socket.curvePublicKey ?? "?"): "
+                    + "give the sender this receiver's public key file as --server-key"
+            }
+        }
+        return nil
+    }
+
+    /// A word from the sender: true when it ends a silence (a reconnect, counted here).
+    private func heard() -> Bool {
+        lastHeard = monotonicNanos()
+        guard silent else { return false }
+        silent = false
+        report.reconnects += 1
+        let reconnects = report.reconnects
+        link.state.withLock { $0.reconnects = reconnects }
+        return true
+    }
+
+    /// Every `BridgeSocket.keepAliveNanos` in a session: a credit (the sender's sign of life,
+    /// over the link's fast direction); a sender silent past `silentNanos` lost the session.
+    /// `watch: false` while blocked (messages wait unread: the sender's silence is not known).
+    func keepAlive(watch: Bool = true) {
+        guard session != nil, !report.ended else { return }
+        let now = monotonicNanos()
+        if watch, !silent, now &- lastHeard > BridgeSocket.silentNanos {
+            silent = true
+            bridgeLog("bridge recv: no word from the sender for \(BridgeSocket.silentNanos / 1_000_000) ms: waiting for it to reconnect")
+        }
+        guard now &- lastKeepAlive > BridgeSocket.keepAliveNanos else { return }
+        lastKeepAlive = now
+        sendCredit()
+    }
+
+    private func hello(_ h: BridgeHead, rate: Rational, peer: String, resumed: Bool, stop: @escaping @Sendable () -> Bool) throws {
         if session != h.session {
             // A new sender (first, or restarted): its numbering starts where it says.
             // After an earlier session, or joining one past its start (a restarted receiver): a gap.
@@ -168,8 +224,10 @@ public final class BridgeReceiver {
             nextExpected = h.sequence
             discontinuity = true
         }
+        // A hello after the first one is a reconnect, unless it ended a silence (counted then).
+        if hellos > 0, !resumed { report.reconnects += 1 }
         hellos += 1
-        let reconnects = hellos - 1
+        let reconnects = report.reconnects
         link.state.withLock { $0.peer = peer; $0.reconnects = reconnects }
         if producer == nil { try createStream(rate: rate, stop: stop) }
         sendCredit(flags: BridgeHead.rewind)

@@ -90,12 +90,25 @@ public final class BridgeSender {
             if now &- lastProgress > 500_000_000 { lastProgress = now; progress(report) }
             _ = socket.wait(timeoutMillis: 20, orReadable: feed.wakeRead)
             while let m = socket.receive() { handle(m) }
+            if let refused = refusal() { report.error = refused; break }
         }
         feed.stopAndJoin()
         unacked.removeAll()
         report.skipped = feed.state.withLock { $0.skippedTotal }
         progress(report)
         return report
+    }
+
+    /// The receiver's ZAP handler refused this sender's key (libzmq does not retry a refused
+    /// handshake): the run's one error line, instead of waiting forever.
+    private func refusal() -> String? {
+        while let failure = socket.monitor.next() {
+            guard failure.refusedByZAP else { continue }   // a dropped connection mid-handshake: libzmq retries
+            let receiver = settings.bind ? "dialing \(settings.endpoint.text)" : "at \(settings.endpoint.text)"
+            return "bridge send: the receiver \(receiver) refused this sender's key \(socket.curvePublicKey ?? "?"): "
+                + "add it to the receiver's allow-list"
+        }
+        return nil
     }
 
     /// Moves frames from the feed: lossless every one (the feed holds at most `window`);
@@ -110,9 +123,10 @@ public final class BridgeSender {
         if s.0, !report.ended { report.ended = true; report.failed = s.1 }
     }
 
-    /// Hello until the receiver answers; again after 3 s without a word from it.
+    /// Hello until the receiver answers; again after `BridgeSocket.silentNanos` without a
+    /// word from it (it sends one every `keepAliveNanos`: a dropped link is a reconnect).
     private func keepSession(_ now: UInt64) {
-        if sessionUp, now &- lastHeard > 3_000_000_000 {
+        if sessionUp, now &- lastHeard > BridgeSocket.silentNanos {
             sessionUp = false
             report.reconnects += 1
         }
@@ -127,7 +141,7 @@ public final class BridgeSender {
                                                 rate: rate ?? Rational(0, 0)).bytes)
         }
         guard sessionUp else { return }
-        if now &- lastPing > 1_000_000_000 {
+        if now &- lastPing > BridgeSocket.keepAliveNanos {
             lastPing = now
             let rtt = UInt32(clamping: Int((report.rttMillis ?? 0) * 1000))
             let inFlight = UInt32(clamping: sendFrom &- acked)
@@ -145,7 +159,7 @@ public final class BridgeSender {
         switch codec {
         case nil, .raw: 0
         case .ffv1: 1
-        case .h264: 2
+        case .h264, .h264Bitrate: 2
         }
     }
 
@@ -234,6 +248,8 @@ public final class BridgeSender {
     }
 
     private func credit(_ h: BridgeHead) {
+        // The session lost: only the answer to a hello (rewind) brings it back; a keep-alive is only life.
+        guard sessionUp || h.flags & BridgeHead.rewind != 0 else { return }
         sessionUp = true
         if h.sequence > acked { acked = min(h.sequence, nextSequence) }
         credits = UInt64(min(h.value, UInt32(settings.window)))

@@ -75,9 +75,20 @@ public struct BridgeEndpoint: Sendable, Equatable {
 /// The bridge's own ZeroMQ context (never FrameServer's shared one) and its one DEALER
 /// socket. One thread uses the socket.
 final class BridgeSocket {
+    /// ZMTP heartbeats: a PING this often, and a connection that brought no complete message
+    /// (any message counts, so a 3 MB frame crossing a slow link in 0.5 s keeps it alive) for
+    /// `deadMillis` is dropped; libzmq then reconnects. A 2 s outage is noticed on both ends.
+    static let heartbeatMillis: Int32 = 250
+    static let deadMillis: Int32 = 1200
+    /// The session's own liveness (BridgeSender, BridgeReceiver): a word this often, and a
+    /// peer silent for `silentNanos` has lost the session (a reconnect).
+    static let keepAliveNanos: UInt64 = 250_000_000
+    static let silentNanos: UInt64 = 1_500_000_000
     let context: UnsafeMutableRawPointer
     let socket: UnsafeMutableRawPointer
     let endpoint: BridgeEndpoint
+    /// Failed handshakes on the socket (a refused key).
+    let monitor: HandshakeMonitor
 
     /// Creates the socket, applies `secure`, then binds or connects.
     init(endpoint: BridgeEndpoint, bind: Bool, secure: SecureSocket, highWaterMark: Int32, maxMessageBytes: Int64) throws {
@@ -88,8 +99,14 @@ final class BridgeSocket {
             throw BridgeError.zeromq("create a socket", zmqText())
         }
         socket = s
+        do { monitor = try HandshakeMonitor(socket: s, context: context) } catch {
+            zmq_close(s)
+            zmq_ctx_term(context)
+            throw error
+        }
         for (option, value) in [(ZMQ_LINGER, 0), (ZMQ_SNDHWM, highWaterMark), (ZMQ_RCVHWM, highWaterMark),
-                                (ZMQ_HEARTBEAT_IVL, 1000), (ZMQ_HEARTBEAT_TIMEOUT, 3000), (ZMQ_HEARTBEAT_TTL, 3000),
+                                (ZMQ_HEARTBEAT_IVL, Self.heartbeatMillis), (ZMQ_HEARTBEAT_TIMEOUT, Self.deadMillis),
+                                (ZMQ_HEARTBEAT_TTL, Self.deadMillis),
                                 (ZMQ_RECONNECT_IVL, 100), (ZMQ_RECONNECT_IVL_MAX, 1000), (ZMQ_IMMEDIATE, 1),
                                 (ZMQ_HANDSHAKE_IVL, 5000)] as [(Int32, Int32)] {
             setInt(option, value)
@@ -115,11 +132,19 @@ final class BridgeSocket {
     func close() {
         guard !closed else { return }
         closed = true
+        monitor.close()
         zmq_close(socket)
         zmq_ctx_term(context)
     }
 
     deinit { close() }
+
+    /// This end's CURVE public key (Z85), nil without CURVE.
+    var curvePublicKey: String? {
+        var key = [CChar](repeating: 0, count: 41), size = 41
+        guard zmq_getsockopt(socket, ZMQ_CURVE_PUBLICKEY, &key, &size) == 0, size == 41, key[0] != 0 else { return nil }
+        return String(cString: key)
+    }
 
     func setInt(_ option: Int32, _ value: Int32) {
         var v = value

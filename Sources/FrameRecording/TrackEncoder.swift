@@ -10,20 +10,27 @@ public enum RecordingCodec: Sendable, Equatable {
     case raw
     /// libx264 at constant quality `crf` (lossy; small files).
     case h264(crf: Double)
+    /// libx264 at an average bit rate (bits/s, ffmpeg's `-b:v`), capped by a VBV of one
+    /// second (`-maxrate` = `-bufsize` = the rate): for a link of about that rate.
+    case h264Bitrate(Int)
 
     var codecID: AVCodecID {
         switch self {
         case .ffv1: AV_CODEC_ID_FFV1
         case .raw: AV_CODEC_ID_RAWVIDEO
-        case .h264: AV_CODEC_ID_H264
+        case .h264, .h264Bitrate: AV_CODEC_ID_H264
         }
     }
+
+    /// H.264 (constant quality or bit rate).
+    public var isH264: Bool { codecID == AV_CODEC_ID_H264 }
 
     public var name: String {
         switch self {
         case .ffv1: "ffv1"
         case .raw: "raw"
         case .h264(let crf): "h264 (crf \(crf))"
+        case .h264Bitrate(let rate): "h264 (\(rate) bit/s)"
         }
     }
 }
@@ -101,7 +108,7 @@ final class TrackEncoder {
     }
 
     static func encoder(_ codec: RecordingCodec) -> UnsafePointer<AVCodec>? {
-        if case .h264 = codec { return avcodec_find_encoder_by_name("libx264") ?? avcodec_find_encoder(AV_CODEC_ID_H264) }
+        if codec.isH264 { return avcodec_find_encoder_by_name("libx264") ?? avcodec_find_encoder(AV_CODEC_ID_H264) }
         return avcodec_find_encoder(codec.codecID)
     }
 
@@ -234,6 +241,13 @@ final class TrackEncoder {
                 av_opt_set(priv, "crf", "\(crf)", 0)
                 av_opt_set(priv, "preset", "veryfast", 0)
             }
+        case .h264Bitrate(let rate):
+            c.pointee.thread_count = 0
+            c.pointee.gop_size = 50
+            c.pointee.bit_rate = Int64(rate)
+            c.pointee.rc_max_rate = Int64(rate)
+            c.pointee.rc_buffer_size = Int32(clamping: rate)
+            if let priv = c.pointee.priv_data { av_opt_set(priv, "preset", "veryfast", 0) }
         case .raw:
             break
         }

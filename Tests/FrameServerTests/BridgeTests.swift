@@ -73,6 +73,32 @@ import Testing
         #expect(live.status == 2 && live.stderr.split(separator: "\n").count == 1, "\(live.stderr)")
     }
 
+    /// `--codec h264 -b:v 300k`: every frame arrives, and the link carries about the rate
+    /// (bytes over the stream's seconds, within a factor of 3 either way: x264's rate control with a
+    /// one-second VBV); -b:v with raw or ffv1, or with --crf, is refused in one line.
+    @Test func h264BitRateHoldsTheRate() throws {
+        let scratch = try Scratch()
+        let url = "tcp://127.0.0.1:\(Self.freePort())"
+        let recv = try scratch.start(["bridge", "recv", "--listen", url, "--out", "B", "--insecure"])
+        let sink = try scratch.start(["sink", "--in", "B", "--null", "--stats-json", "--wait", "30"])
+        let send = try scratch.start(["bridge", "send", "--in", "A", "--to", url, "--insecure", "--codec", "h264", "-b:v", "300k",
+                                      "--stats-json"])
+        // 200 frames at a nominal 100 fps: 2 s of stream, whatever the wall clock does.
+        let producer = try scratch.start(["produce", "--pattern", "--size", "640x360", "--frames", "200", "--rate", "100",
+                                          "--out", "A", "--wait-for", "1"])
+        for p in [producer, send, recv, sink] { #expect(p.wait(timeout: 60) == 0, "\(p.stderr)") }
+        let stats = try #require(SinkStats.parse(sink.stdout))
+        #expect(stats.received == 200 && stats.missed == 0)
+        let sent: Int = Self.field(send.stdout, "bytes") ?? 0
+        let bitsPerSecond = Double(sent) * 8 / 2
+        #expect(bitsPerSecond > 300_000 / 3 && bitsPerSecond < 300_000 * 3, "\(bitsPerSecond) bit/s: \(send.stdout)")
+        for extra in [["-b:v", "300k"], ["--codec", "ffv1", "-b:v", "300k"], ["--codec", "h264", "--crf", "20", "-b:v", "1M"],
+                      ["--codec", "h264", "-b:v", "fast"]] {
+            let r = try scratch.run(["bridge", "send", "--in", "A", "--to", url, "--insecure"] + extra, timeout: 10)
+            #expect(r.status == 2 && r.stderr.split(separator: "\n").count == 1, "\(extra): \(r.stderr)")
+        }
+    }
+
     /// Live over a receiver slower than A: B's frames strictly increasing, every skipped frame
     /// counted (B's source_dropped adds up to what the sender skipped), both ends exit 0.
     @Test func liveSkipsAndCounts() throws {
@@ -132,6 +158,25 @@ import Testing
         #expect(sink.wait(timeout: 30) == 0, "sink: \(sink.stderr)")
         let stats = try #require(SinkStats.parse(sink.stdout))
         #expect(stats.received == 100 && stats.corrupt == 0 && stats.last == 100)
+    }
+
+    /// Dialing out (`recv --from`) to a sender whose key is not on the allow-list: both ends
+    /// exit non-zero by themselves, each with one line saying why (libzmq does not retry).
+    @Test func receiverDialingOutRefusesAnUnknownSender() throws {
+        let scratch = try Scratch()
+        let keys = try ThrowawayBridgeKeys(directory: scratch.path)
+        let (stranger, paths) = try CurveCertificate.generate(basename: scratch.file("stranger"))
+        let url = "tcp://127.0.0.1:\(Self.freePort())"
+        let send = try scratch.start(["bridge", "send", "--in", "A", "--listen", url, "--key", paths.secretFile,
+                                      "--server-key", keys.receiverPublic])
+        let recv = try scratch.start(["bridge", "recv", "--from", url, "--out", "B"] + keys.receiverArguments)
+        let sendStatus = send.wait(timeout: 20), recvStatus = recv.wait(timeout: 20)
+        #expect(sendStatus != 0 && sendStatus != -1, "send: exit \(sendStatus): \(send.stderr)")
+        #expect(send.stderr.contains("refused this sender's key \(stranger.publicKey.z85): add it to the receiver's allow-list"),
+                "send: \(send.stderr)")
+        #expect(recvStatus != 0 && recvStatus != -1, "recv: exit \(recvStatus): \(recv.stderr)")
+        #expect(recv.stderr.contains("bridge recv: refused the sender at \(url): its key is not on this receiver's allow-list"),
+                "recv: \(recv.stderr)")
     }
 
     /// A's frames and B's, hashed (framemd5), with one side killed (SIGKILL) and restarted

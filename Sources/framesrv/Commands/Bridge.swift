@@ -34,6 +34,9 @@ enum BridgeCommand {
                            links; lossless mode only: every packet is needed). libavcodec;
                            frames a codec cannot hold go raw; the receiver decodes what comes
       --crf N              --codec h264's constant quality, 0..51 (default 23)
+      -b:v RATE            --codec h264's average bit rate in bits/s (k, M suffixes: 2M, 500k),
+                           capped as ffmpeg's -maxrate RATE -bufsize RATE would (one second
+                           of VBV buffer): for a link of about RATE. Not with --crf
       --window N           frames in flight, 1..64 (default 4): credits the receiver grants
                            (recv) or frames of A the sender holds at most (send)
       --slots N            recv: B's slots, 1..64 (default 8)

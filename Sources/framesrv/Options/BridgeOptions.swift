@@ -36,6 +36,7 @@ struct BridgeOptions {
         let live = args.flag("--live"), lossless = args.flag("--lossless")
         let codec = try args.value("--codec", "-c:v")
         let crf = try args.double("--crf", range: 0...51)
+        let bitRateText = try args.value("-b:v", "--bitrate")
         window = try args.int("--window", range: 1...64) ?? 4
         slots = try args.int("--slots", range: 1...64) ?? 8
         waitSeconds = try args.double("--wait", range: 0...1e9)
@@ -56,11 +57,21 @@ struct BridgeOptions {
         case "h264":
             guard role == .send else { throw UsageError("--codec goes with 'bridge send' (the receiver decodes what comes)") }
             guard !live else { throw UsageError("--codec h264 needs every packet (each frame predicts from the last): use --lossless, or --codec ffv1 with --live") }
-            self.codec = .h264(crf: crf ?? 23)
+            guard crf == nil || bitRateText == nil else { throw UsageError("choose one of --crf (constant quality) and -b:v (bit rate)") }
+            if let bitRateText {
+                let rate = try SinkOptions.parseBitRate(bitRateText)
+                guard rate >= 1000, rate <= Int64(Int32.max) else { throw UsageError("-b:v must be 1k..2G bits/s, not '\(bitRateText)'") }
+                self.codec = .h264Bitrate(Int(rate))
+            } else {
+                self.codec = .h264(crf: crf ?? 23)
+            }
         default:
-            throw UsageError("--codec takes raw (bit-identical), ffv1 (lossless) or h264 (lossy, --crf N), not '\(codec!)'")
+            throw UsageError("--codec takes raw (bit-identical), ffv1 (lossless) or h264 (lossy, --crf N or -b:v RATE), not '\(codec!)'")
         }
         guard crf == nil || codec == "h264" else { throw UsageError("--crf goes with --codec h264") }
+        guard bitRateText == nil || codec == "h264" else {
+            throw UsageError("-b:v goes with --codec h264 (raw and ffv1 are lossless: their size is the picture's)")
+        }
         let (stream, dial) = try Self.roleOptions(role, input: input, output: output, to: to, from: from, listen: listen,
                                                   live: live || lossless)
         self.stream = stream
