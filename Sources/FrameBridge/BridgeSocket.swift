@@ -143,7 +143,7 @@ final class BridgeSocket {
     var curvePublicKey: String? {
         var key = [CChar](repeating: 0, count: 41), size = 41
         guard zmq_getsockopt(socket, ZMQ_CURVE_PUBLICKEY, &key, &size) == 0, size == 41, key[0] != 0 else { return nil }
-        return String(cString: key)
+        return String(decoding: key.prefix(40).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     func setInt(_ option: Int32, _ value: Int32) {
