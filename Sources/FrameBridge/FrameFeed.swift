@@ -61,15 +61,7 @@ final class FrameFeed: @unchecked Sendable {
 
     /// Starts reading `stream` on a thread of its own.
     func start(stream: String, options: ConsumerOptions, stop: @escaping @Sendable () -> Bool) {
-        let body: () -> Void = { [self] in consume(stream: stream, options: options, stop: stop) }
-        let box = Unmanaged.passRetained(ThreadBox(body)).toOpaque()
-        var tid = pthread_t()
-        let r = pthread_create(&tid, nil, { arg in
-            Unmanaged<ThreadBox>.fromOpaque(arg!).takeRetainedValue().body()
-            return nil
-        }, box)
-        precondition(r == 0, "pthread_create failed: \(r)")
-        thread = tid
+        thread = spawnThread { [self] in consume(stream: stream, options: options, stop: stop) }
     }
 
     /// Stops the reading thread and waits for it.
@@ -189,9 +181,4 @@ final class FrameFeed: @unchecked Sendable {
             if shouldStop() { return false }
         }
     }
-}
-
-final class ThreadBox {
-    let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
 }

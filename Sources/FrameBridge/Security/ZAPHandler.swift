@@ -1,4 +1,5 @@
 import CZMQ
+import FrameServer
 import Glibc
 import Synchronization
 
@@ -49,14 +50,14 @@ final class ZAPHandler: @unchecked Sendable {
         }
         let handler = ZAPHandler(socket: socket, allowList: allowList)
         installReloadOnHangup()
-        startDetachedThread {
+        pthread_detach(spawnThread {
             unblockHangup()   // here at least, whatever mask the process was started with
             handler.serve()
             // Forgotten before the socket closes: zmq_ctx_term cannot return (and the context's
             // address be reused by a new context, which must get a handler of its own) until then.
             started.withLock { _ = $0.remove(key) }
-            zmq_close(socket)
-        }
+            zmq_close(handler.socket)
+        })
     }
 
     /// Answers requests until the context is terminated (ETERM); the caller then closes the
@@ -174,23 +175,4 @@ func monotonicSeconds() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
-private final class ThreadBody {
-    let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
-}
-
-/// Runs `body` on a new detached thread.
-///
-/// The corresponding C functions are `pthread_create` and `pthread_detach`.
-func startDetachedThread(_ body: @escaping () -> Void) {
-    let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-    var tid = pthread_t()
-    let r = pthread_create(&tid, nil, { arg in
-        Unmanaged<ThreadBody>.fromOpaque(arg!).takeRetainedValue().body()
-        return nil
-    }, box)
-    precondition(r == 0, "pthread_create failed: \(r)")
-    pthread_detach(tid)
 }

@@ -81,7 +81,7 @@ public final class ControlServer: @unchecked Sendable {
             throw .zeromq("bind ipc://\(path)", message)
         }
         try? changeMode(path, 0o600)   // harmless if it fails: the directory is 0700
-        thread = startThread { [self] in serve() }
+        thread = spawnThread { [self] in serve() }
     }
 
     deinit { close() }
@@ -159,23 +159,4 @@ extension ControlClient {
               case .json(let text)? = try? send(.status, to: stream, directory: directory, timeout: timeout) else { return nil }
         return PlaybackStatus(json: text)
     }
-}
-
-private final class ThreadBody {
-    let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
-}
-
-/// Starts an OS thread running `body` (joined by its owner).
-///
-/// The corresponding C function is `pthread_create`.
-private func startThread(_ body: @escaping () -> Void) -> pthread_t {
-    let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-    var tid = pthread_t()
-    let r = pthread_create(&tid, nil, { arg in
-        Unmanaged<ThreadBody>.fromOpaque(arg!).takeRetainedValue().body()
-        return nil
-    }, box)
-    precondition(r == 0, "pthread_create failed: \(r)")
-    return tid
 }
