@@ -27,7 +27,7 @@ fuzz:
 fuzz-long:
 	FUZZ_RUNS=1000000 Fuzz/run.sh
 
-## A longer run of the multi-process file fuzzer (FileFuzzTests; `make test` runs 2,000
+## A longer run of the multi-process file fuzzer (FileFuzzTests; `make test` runs one pass, 638
 ## mutations): 20,000 mutations with a random seed, printed so a failure reproduces.
 fuzz-files:
 	@scripts/setup --test

@@ -10,7 +10,7 @@ import Testing
 /// one line on stderr, and a healthy stream in the same runtime directory must still be
 /// listed and still deliver verified frames.
 ///
-/// FRAMESRV_FILE_FUZZ_MUTATIONS (default 2000), _SEED, _WORKERS and _ONLY (a failure's
+/// FRAMESRV_FILE_FUZZ_MUTATIONS (default one pass of the catalogue, 638), _SEED, _WORKERS and _ONLY (a failure's
 /// mutation number, to run it alone) are described in FileFuzzConfiguration.
 @Suite(.serialized) struct FileFuzzTests {
     @Test func damagedStreamFilesNeverCrashAnyProcess() throws {

@@ -7,8 +7,10 @@ import Glibc
 
 /// Settings, from the environment so that a soak can run longer than CI.
 struct FileFuzzConfiguration: Sendable {
-    /// FRAMESRV_FILE_FUZZ_MUTATIONS: how many mutations (default 2000).
-    var mutations = 2000
+    /// FRAMESRV_FILE_FUZZ_MUTATIONS: how many mutations (default: one pass of the catalogue, every
+    /// mutation once, the producer's state and the command rotating across it; `make fuzz-files`
+    /// runs 20,000, every mutation under every state and many commands).
+    var mutations = FileMutation.catalogue.count
     /// FRAMESRV_FILE_FUZZ_SEED: the seed of every random choice (printed; default fixed, so CI is reproducible).
     var seed: UInt64 = 0x5EED_F11E
     /// FRAMESRV_FILE_FUZZ_WORKERS: mutations run in parallel, each worker in its own runtime directory.
