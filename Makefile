@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: demo test build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan tour check-warnings \
+.PHONY: demo test test-fresh build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan tour check-warnings \
 	install install-bin install-man install-lib install-python
 
 ## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
@@ -16,6 +16,12 @@ test:
 	@scripts/setup --test
 	swift build --build-tests
 	swift test --no-parallel
+
+## `make test` from a fresh clone of HEAD in a clean Debian 12 root (debootstrap minbase, chroot,
+## the toolchain bind-mounted read-only at /opt/swift, nothing else installed): what a new machine
+## meets. As root; not part of `make test` (about 25 min: apt, pip, the build, then the suite).
+test-fresh:
+	scripts/test-fresh
 
 ## Builds the libFuzzer targets (Fuzz/) and runs each for FUZZ_SECONDS; fails on any crash
 ## (the crashing input is saved to Fuzz/corpus/<target>/ as a regression input: commit it).

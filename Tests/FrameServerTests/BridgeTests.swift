@@ -240,7 +240,7 @@ import Testing
         let recv = try scratch.start(["bridge", "recv", "--listen", url, "--out", "B", "--insecure", "--stats-json"])
         let script = scratch.file("junk.py")
         try Self.junkScript.write(toFile: script, atomically: true, encoding: .utf8)
-        let junk = try shell("python3 \(script) \(port)", scratch)
+        let junk = try shell("'\(try ClientTools.python())' \(script) \(port)", scratch)
         #expect(junk.status == 0, "junk: \(junk.stderr)")
         #expect(recv.isRunning, "recv: \(recv.stderr)")
         let sink = try scratch.start(["sink", "--in", "B", "--null", "--verify", "--stats-json", "--wait", "30"])

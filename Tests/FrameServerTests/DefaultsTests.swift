@@ -114,7 +114,7 @@ import Testing
     @Test func waitingConsumerSaysSoOnATerminal() throws {
         let scratch = try Scratch()
         let log = scratch.file("tty.txt")
-        let tty = try scratch.start(["-qfec", "'\(framesrvPath)' sink --in late --null", log], executable: "/usr/bin/script")
+        let tty = try scratch.start(["-qfec", "'\(framesrvPath)' sink --in late --null", log], executable: try RequiredTool.script.path())
         #expect(eventually { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("waiting for stream 'late' (Ctrl-C to stop)") })
         let producer = try scratch.run(["produce", "--pattern", "--out", "late", "--frames", "5", "--wait-for", "1", "--quiet"])
         #expect(producer.status == 0)

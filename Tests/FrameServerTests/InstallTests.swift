@@ -10,7 +10,7 @@ struct InstallTests {
     /// `make install DESTDIR=... PREFIX=/usr` into `folder`; returns DESTDIR/usr.
     func install(into folder: TemporaryFolder) throws -> String {
         let made = try ClientTools.run(["make", "-s", "install", "DESTDIR=\(folder.path)", "PREFIX=/usr",
-                                        "FRAMESRV_BIN=\(framesrvPath)", "PYTHON=python3"], timeout: 400)
+                                        "FRAMESRV_BIN=\(framesrvPath)", "PYTHON=\(try ClientTools.python())"], timeout: 400)
         try #require(made.status == 0, "make install exited \(made.status):\n\(made.stdout.suffix(3000))\n\(made.stderr.suffix(3000))")
         return folder.path + "/usr"
     }
@@ -52,7 +52,7 @@ struct InstallTests {
         let site = try #require(try FileManager.default.subpathsOfDirectory(atPath: usr + "/lib")
             .first { $0.hasSuffix("-packages/framesrv/__init__.py") }, "no Python package under \(usr)/lib")
         let sitePath = usr + "/lib/" + site.components(separatedBy: "/framesrv/").first!
-        let py = try ClientTools.run(["python3", "-c", "import framesrv; print(framesrv.__file__)"], timeout: 60,
+        let py = try ClientTools.run([try ClientTools.python(), "-c", "import framesrv; print(framesrv.__file__)"], timeout: 60,
                                      environment: ["PYTHONPATH": sitePath], directory: folder.path)
         #expect(py.status == 0 && py.stdout.hasPrefix(sitePath), "import framesrv from \(sitePath): \(py.stdout)\(py.stderr)")
     }

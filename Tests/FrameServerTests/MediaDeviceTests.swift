@@ -34,11 +34,11 @@ extension MediaTests {
     /// burst); a lossless sink and a lossless consumer get 10 frames of 320x240,
     /// converted from x11grab's bgr0 to bgra, each with the bytes ffmpeg captures
     /// (`-pix_fmt bgra`), and the top-left pixel is white.
-    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/Xvfb")))
+    @Test
     func x11grabScreenCapture() throws {
         let scratch = try Scratch()
         let display = try #require(freeDisplay())
-        let xvfb = try #require(DaemonProcess(["/usr/bin/Xvfb", ":\(display)", "-screen", "0", "320x240x24", "-nolisten", "tcp", "-wr"]))
+        let xvfb = try #require(DaemonProcess([try RequiredTool.xvfb.path(), ":\(display)", "-screen", "0", "320x240x24", "-nolisten", "tcp", "-wr"]))
         defer { xvfb.stop() }   // SIGTERM: Xvfb removes its socket and lock file
         #expect(eventually(timeout: 20) { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display)") })
 

@@ -152,7 +152,7 @@ import Testing
     /// cursor and shows it again at the end, and cuts rows to the width (80 here: the
     /// pseudo-terminal has no size).
     @Test func terminalOutputRedrawsTheScreen() throws {
-        let script = "/usr/bin/script"
+        let script = try RequiredTool.script.path()
         try #require(FileManager.default.isExecutableFile(atPath: script), "this test needs script(1) from util-linux at \(script)")
         let scratch = try Scratch()
         let producer = try scratch.start(["produce", "--pattern", "--out", "tty-stream-with-a-long-name", "--size", "64x48",

@@ -195,7 +195,7 @@ import Testing
         defer { web.kill() }
         let chromium = ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(scratch.path)/chromium",
                         "--virtual-time-budget=4000", "--window-size=1200,1000", "--force-device-scale-factor=1"]
-        let dump = try Proc(executable: "/usr/bin/chromium", args: chromium + ["--dump-dom", url], environment: [:], logDirectory: scratch.path)
+        let dump = try Proc(executable: try RequiredTool.chromium.path(), args: chromium + ["--dump-dom", url], environment: [:], logDirectory: scratch.path)
         #expect(dump.wait(timeout: 60) == 0, "chromium: \(dump.stderr.suffix(500))")
         let dom = dump.stdout
         let streams = scratch.directory.streamNames()
@@ -214,7 +214,7 @@ import Testing
         let rect = try #require(previewRect(dom, first), "no preview box for \(first)")
         #expect(rect.width == 320 && rect.height == 240, "\(rect)")
         let shot = scratch.path + "/page.png"
-        let screenshot = try Proc(executable: "/usr/bin/chromium", args: chromium + ["--hide-scrollbars", "--screenshot=\(shot)", url],
+        let screenshot = try Proc(executable: try RequiredTool.chromium.path(), args: chromium + ["--hide-scrollbars", "--screenshot=\(shot)", url],
                                   environment: [:], logDirectory: scratch.path)
         #expect(screenshot.wait(timeout: 60) == 0)
         let shown = try rgb(scratch, ["-i", shot, "-vf", "crop=\(rect.width):\(rect.height):\(rect.x):\(rect.y)"], "shown")
@@ -237,7 +237,7 @@ import Testing
     /// ffmpeg's decoding of INPUT ARGS as raw RGB24 bytes.
     func rgb(_ scratch: Scratch, _ input: [String], _ name: String) throws -> [UInt8] {
         let out = scratch.path + "/\(name).rgb"
-        let p = try Proc(executable: "/usr/bin/ffmpeg", args: ["-v", "error", "-y"] + input + ["-f", "rawvideo", "-pix_fmt", "rgb24", out],
+        let p = try Proc(executable: try RequiredTool.ffmpeg.path(), args: ["-v", "error", "-y"] + input + ["-f", "rawvideo", "-pix_fmt", "rgb24", out],
                          environment: [:], logDirectory: scratch.path)
         #expect(p.wait(timeout: 30) == 0, "ffmpeg: \(p.stderr)")
         return [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())

@@ -79,7 +79,7 @@ final class Proc: @unchecked Sendable {
         _ = FileManager.default.createFile(atPath: errPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = args
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.environment = childEnvironment(environment)
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         process.standardInput = FileHandle.nullDevice
         let out = FileHandle(forWritingAtPath: outPath), err = FileHandle(forWritingAtPath: errPath)
@@ -268,10 +268,12 @@ func procFile(_ path: String) -> String {
 /// standard output as bytes, standard error as text.
 @discardableResult
 func shell(_ command: String, _ scratch: Scratch) throws -> (status: Int32, stdout: Data, stderr: String) {
+    // The oracle must be there: its absence fails with the setup step that installs it.
+    if let oracle = [RequiredTool.ffmpeg, .ffprobe].first(where: { command.hasPrefix($0.name + " ") }) { _ = try oracle.path() }
     let p = Process()
     p.executableURL = URL(fileURLWithPath: "/bin/sh")
     p.arguments = ["-c", command]
-    p.environment = ProcessInfo.processInfo.environment.merging(["FRAMESRV_DIR": scratch.path]) { $1 }
+    p.environment = childEnvironment(["FRAMESRV_DIR": scratch.path])
     let errPath = scratch.file(".sh-err-\(UUID().uuidString.prefix(8))")
     _ = FileManager.default.createFile(atPath: errPath, contents: nil)
     let out = Pipe()

@@ -61,7 +61,7 @@ final class NetworkPair: @unchecked Sendable {
 
     /// Limits A's sending side (A to B) to `megabits` per second with a token bucket filter.
     func limitAtoB(megabits: Int) throws {
-        try run("/usr/sbin/tc", ["-n", namespaceA, "qdisc", "add", "dev", vethA, "root", "tbf",
+        try run(try RequiredTool.tc.path(), ["-n", namespaceA, "qdisc", "add", "dev", vethA, "root", "tbf",
                                  "rate", "\(megabits)mbit", "burst", "256kb", "latency", "50ms"])
     }
 
@@ -79,10 +79,10 @@ final class NetworkPair: @unchecked Sendable {
     /// Starts `framesrv ARGS` in `namespace` with scratch's FRAMESRV_DIR (killed with scratch).
     @discardableResult
     func start(in namespace: String, _ scratch: Scratch, _ args: [String]) throws -> Proc {
-        try scratch.start(framesrv(in: namespace, args), executable: "/usr/sbin/ip")
+        try scratch.start(framesrv(in: namespace, args), executable: try RequiredTool.ip.path())
     }
 
-    private func ip(_ args: [String]) throws { try run("/usr/sbin/ip", args) }
+    private func ip(_ args: [String]) throws { try run(try RequiredTool.ip.path(), args) }
 
     /// Runs a setup command; its error output goes into the failure.
     private func run(_ executable: String, _ args: [String]) throws {
@@ -104,12 +104,13 @@ final class NetworkPair: @unchecked Sendable {
 
     /// Deletes namespaces named by this suite for a test process that no longer runs.
     private static func removeStale() {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/run/netns") else { return }
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/run/netns"),
+              let ip = try? RequiredTool.ip.path() else { return }
         for name in names where name.hasPrefix(prefix) {
             guard let x = name.firstIndex(of: "x"), let pid = Int32(name[name.index(name.startIndex, offsetBy: prefix.count)..<x]),
                   pid != getpid(), Glibc.kill(pid, 0) != 0, errno == ESRCH else { continue }
             let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+            p.executableURL = URL(fileURLWithPath: ip)
             p.arguments = ["netns", "delete", name]
             p.standardError = FileHandle.nullDevice
             try? p.run()

@@ -15,7 +15,7 @@ final class Spawned: @unchecked Sendable {
         let id = UUID().uuidString.prefix(8)
         outPath = "\(logDirectory)/.out-\(id)"
         errPath = "\(logDirectory)/.err-\(id)"
-        let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
+        let env = childEnvironment(environment).map { "\($0.key)=\($0.value)" }
         pid = try spawnWithDefaultSignals([executable] + args, environment: env, stdout: outPath, stderr: errPath)
     }
 
