@@ -108,6 +108,10 @@ public final class MediaDecoder {
     /// consumers (ffmpeg's own device inputs drop what is not read in time, too).
     public var isLiveSource: Bool { isDevice && inputFormatName != "lavfi" }
 
+    /// The input's streams that are not published (audio, subtitles, data, other video
+    /// streams), as `#1 audio (aac)`: framesrv carries one video stream for now.
+    public private(set) var uncarriedStreams: [String] = []
+
     private var format: UnsafeMutablePointer<AVFormatContext>?
     /// The demuxer, for what the seek extension reads (duration, seekable).
     var formatContext: UnsafeMutablePointer<AVFormatContext>? { format }
@@ -115,6 +119,8 @@ public final class MediaDecoder {
     private var packet: UnsafeMutablePointer<AVPacket>?
     private var frame: UnsafeMutablePointer<AVFrame>?
     private let streamIndex: Int32
+    /// The index of the video stream published.
+    public var videoStreamIndex: Int { Int(streamIndex) }
     /// Decodes into a producer's slots when attached (zero copy).
     private let allocator: SlotAllocator?
     /// Added to every packet's timestamps (ffmpeg's ts_offset, in the stream's time base):
@@ -176,6 +182,7 @@ public final class MediaDecoder {
             throw .noVideoStream(input)
         }
         streamIndex = index
+        uncarriedStreams = Self.streamNames(ctx, except: index)
         let stream = ctx.pointee.streams[Int(index)]!
         let parameters = stream.pointee.codecpar!
         let codecID = parameters.pointee.codec_id
@@ -448,6 +455,17 @@ func copyFramePlanes(_ frame: UnsafePointer<AVFrame>, into slot: borrowing Writa
         let rowBytes = format.rowBytes(plane: i), stride = format.stride(plane: i)
         for y in 0..<format.rows(plane: i) {
             memcpy(dst + y * stride, src + y * plane.linesize, rowBytes)
+        }
+    }
+}
+
+extension MediaDecoder {
+    /// Every stream of `ctx` but `index`, as `#N type (codec)`.
+    static func streamNames(_ ctx: UnsafeMutablePointer<AVFormatContext>, except index: Int32) -> [String] {
+        (0..<Int(ctx.pointee.nb_streams)).filter { $0 != Int(index) }.map { i in
+            let par = ctx.pointee.streams[i]!.pointee.codecpar!.pointee
+            let type = av_get_media_type_string(par.codec_type).map { String(cString: $0) } ?? "unknown"
+            return "#\(i) \(type) (\(String(cString: avcodec_get_name(par.codec_id))))"
         }
     }
 }

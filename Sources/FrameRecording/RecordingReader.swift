@@ -148,6 +148,22 @@ public final class RecordingReader {
         return ready.removeFirst()
     }
 
+    /// The recording on the media timeline: reads every packet's frame record once, from the
+    /// start, without decoding, then goes back to the start. A file that stops being readable
+    /// gives the timeline of what came before.
+    public func mediaTimeline() -> MediaTimeline {
+        let timeline = MediaTimeline { body in
+            guard let ic = context, let p = packet, seek(toOffsetNanos: 0) else { return }
+            while av_read_frame(ic, p) >= 0 {
+                let track = Int(p.pointee.stream_index)
+                if track >= 0, track < decoders.count, let record = Self.record(of: p) { body(track, record) }
+                av_packet_unref(p)
+            }
+        }
+        _ = rewind()
+        return timeline
+    }
+
     /// Starts again from the first frame (for --loop); false when the file cannot seek.
     public func rewind() -> Bool { seek(toOffsetNanos: 0) }
 

@@ -11,9 +11,12 @@ public struct ReplaySettings: Sendable {
     public var rate: Double? = 1
     /// Play the file again and again until stopped.
     public var loop = false
-    /// Start this far (ns of capture time) after the recording's first frame.
+    /// What the replay paces by: media time (pts, the default) or capture time. -ss, -t,
+    /// seeks and the position `status` reports are on the same timeline.
+    public var pace = ReplayPace.pts
+    /// Start this far (ns of the pace's timeline) after the recording's first frame.
     public var start: Int64 = 0
-    /// Stop after this much capture time (ns), nil: to the end.
+    /// Stop after this much of the pace's timeline (ns), nil: to the end.
     public var duration: Int64?
     /// Wait for every stream's first lossless consumer before publishing.
     public var waitForConsumers = true
@@ -38,7 +41,8 @@ public struct ReplayReport: Sendable {
 
 /// `framesrv replay`: republishes every stream of a recording under its recorded name
 /// (plus a prefix), frames bit-identical and every header field restored, paced by the
-/// recorded capture times (all streams on one clock, so they stay in sync).
+/// frames' media time (pts; `MediaTimeline`) or by the recorded capture times, all streams on
+/// one clock, so they stay in sync.
 ///
 /// Restored as recorded: pixels, pts, time base, duration, key flag, colour, aspect ratio,
 /// field order, chroma location, discontinuity and source_dropped, and the stream's
@@ -56,20 +60,39 @@ public final class Replayer {
     public let clock: PlaybackClock
     private var controls: [ControlServer] = []
     private let stop: () -> Bool
+    /// The recording on the media timeline; nil when paced by capture time (media time is then
+    /// the capture offset).
+    private let timeline: MediaTimeline?
+    /// The recording's length in seconds on the pace's timeline (nil: not known, a capture-paced
+    /// file that did not finish).
+    public let duration: Double?
 
     public init(settings: ReplaySettings, stop: @escaping () -> Bool) throws(RecordingError) {
         self.settings = settings
         self.stop = stop
         reader = try RecordingReader(path: settings.path)
         clock = PlaybackClock(rate: settings.rate, paused: settings.paused, position: Double(settings.start) / 1e9)
+        timeline = settings.pace == .pts ? reader.mediaTimeline() : nil
+        if let timeline {
+            duration = timeline.durationNanos > 0 ? Double(timeline.durationNanos) / 1e9 : nil
+        } else {
+            duration = reader.duration
+        }
     }
 
-    /// The recording's length in seconds (from its index; nil for a file that did not finish).
-    public var duration: Double? { reader.duration }
+    /// The frame's time on the pace's timeline, nanoseconds.
+    private func mediaNanos(of f: ReadFrame) -> Int64 {
+        timeline?.mediaNanos(of: f.record, track: f.track) ?? f.record.captureOffsetNanos
+    }
+
+    /// The capture offset to seek the file to for the pace's time `media`.
+    private func captureOffset(for media: Int64) -> Int64 {
+        timeline.map { $0.captureOffset(atOrAfter: media) ?? media } ?? media
+    }
 
     /// What `status` says for `stream` (position, duration, rate, paused, frames released), from any thread.
     public func statusReporter(stream: String) -> @Sendable () -> PlaybackStatus {
-        let duration = reader.duration, clock = clock
+        let duration = duration, clock = clock
         return {
             let s = clock.state
             return PlaybackStatus(stream: stream, position: s.pendingSeek ?? s.position, duration: duration,
@@ -80,7 +103,7 @@ public final class Replayer {
     /// Serves `NAME.control` for every replayed stream, all driving the one clock. Returns
     /// why a socket could not be bound (the replay still plays), if one could not.
     public func serveControls() -> String? {
-        let duration = reader.duration, clock = clock
+        let duration = duration, clock = clock
         for (name, producer) in zip(streamNames, producers) {
             let status = statusReporter(stream: name)
             do {
@@ -126,10 +149,12 @@ public final class Replayer {
         var report = ReplayReport(streams: streamNames, frames: Array(repeating: 0, count: producers.count))
         var pass = Pass(shift: 0, discontinuity: false)
         while try playOnce(&pass, into: &report) {
-            // At the end with --loop: again from -ss, right after this pass's last frame (+1 ns).
+            // At the end with --loop: again from -ss, its capture times right after this pass's
+            // last frame (+1 ns); the clock's timeline starts again at -ss (released at once).
             guard settings.loop, !stop(), let last = pass.last, reader.rewind() else { break }
             report.loops += 1
-            pass = Pass(shift: pass.shift + last + 1 - settings.start, discontinuity: true)
+            pass = Pass(shift: pass.shift + last + 1 - captureOffset(for: settings.start), discontinuity: true)
+            clock.didSeek(to: Double(settings.start) / 1e9)
         }
         report.skippedPackets = reader.skippedPackets
         report.decodeErrors = reader.decodeErrors
@@ -141,7 +166,7 @@ public final class Replayer {
     }
 
     /// Where a pass over the file is: the capture time added to its offsets (earlier loops),
-    /// the last offset published, and whether the next frame starts a new timeline.
+    /// the last capture offset published, and whether the next frame starts a new timeline.
     struct Pass {
         var shift: Int64
         var discontinuity: Bool
@@ -151,15 +176,14 @@ public final class Replayer {
     /// One pass over the file from -ss; true when it reached the end (or -t), false when stopped.
     private func playOnce(_ pass: inout Pass, into report: inout ReplayReport) throws -> Bool {
         var seekTo: Int64?
-        reader.skipBefore = settings.start
-        if settings.start > 0 { _ = reader.seek(toOffsetNanos: settings.start) }
+        reader.skipBefore = captureOffset(for: settings.start)
+        if settings.start > 0 { _ = reader.seek(toOffsetNanos: reader.skipBefore) }
         while !stop(), let f = reader.next() {
-            let offset = f.record.captureOffsetNanos
-            if offset < (seekTo ?? settings.start) { continue }   // before -ss, or before a seek's target
+            let offset = f.record.captureOffsetNanos, media = mediaNanos(of: f)
+            if media < (seekTo ?? settings.start) { continue }   // before -ss, or before a seek's target
             seekTo = nil
-            if let d = settings.duration, offset >= settings.start + d { return true }
-            let media = Double(offset + pass.shift) / 1e9
-            switch clock.wait(toRelease: media, shouldStop: stop) {
+            if let d = settings.duration, media >= settings.start + d { return true }
+            switch clock.wait(toRelease: Double(media) / 1e9, shouldStop: stop) {
             case .stopped: return false
             case .seek(let target):
                 seekTo = try seek(to: target, pass: &pass)
@@ -180,15 +204,17 @@ public final class Replayer {
     }
 
     /// Performs a seek the clock asked for: to the file's syncpoint before `target` (seconds
-    /// of this pass's timeline), then forward to the first frame at or after it (frames before
-    /// it decoded only where later ones need them). Returns the capture offset to skip to.
+    /// of the pace's timeline from the recording's start, whichever pass of a loop is playing),
+    /// then forward to the first frame at or after it (frames before it decoded only where
+    /// later ones need them). Returns the media time to skip to.
     private func seek(to target: Double, pass: inout Pass) throws -> Int64 {
-        let offset = max(settings.start, Int64((target * 1e9).rounded()) - pass.shift)
+        let media = max(settings.start, Int64((target * 1e9).rounded()))
+        let offset = captureOffset(for: media)
         guard reader.seek(toOffsetNanos: offset) else { throw RecordingError.cannotRead(settings.path, "it cannot seek") }
         reader.skipBefore = offset
         clock.didSeek(to: target)
         pass.discontinuity = true
-        return offset
+        return media
     }
 
     private func publish(_ f: ReadFrame, description: FrameDescription) throws -> Bool {

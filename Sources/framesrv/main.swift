@@ -15,6 +15,7 @@ func rootHelp(_ commands: [CommandEntry]) -> String {
     slots and announce them over ZeroMQ; consumers in other processes read them in place.
 
     usage: framesrv <command> [options]    (framesrv <command> --help for its options)
+           framesrv --version
 
     commands:
 
@@ -33,6 +34,10 @@ guard let name = argv.first else {
 }
 guard name != "--help", name != "-h", name != "help" else {
     print(rootHelp(commands), terminator: "")
+    exit(0)
+}
+guard name != "--version", name != "-V", name != "version" else {
+    print(FrameServerVersion.line)
     exit(0)
 }
 guard let command = commands.first(where: { $0.name == name }) else {

@@ -65,6 +65,15 @@ import Testing
         #expect(try scratch.run(["--help"]).status == 0)
     }
 
+    @Test func versionPrintsTheReleaseAndProtocol() throws {
+        let scratch = try Scratch()
+        let r = try scratch.run(["--version"])
+        #expect(r.status == 0 && r.stderr.isEmpty, "\(r.stderr)")
+        #expect(r.stdout == "framesrv \(FrameServerVersion.release) (protocol version 3)\n")
+        let pyproject = try String(contentsOf: repositoryRoot.appendingPathComponent("clients/python/pyproject.toml"), encoding: .utf8)
+        #expect(pyproject.contains("version = \"\(FrameServerVersion.release)\""), "the Python package's version differs from framesrv's")
+    }
+
     @Test func repeatedOptionsAndDashNamesAreUsageErrors() throws {
         let scratch = try Scratch()
         let twice = try scratch.run(["produce", "--pattern", "--out", "x", "--out", "y", "--frames", "1"])

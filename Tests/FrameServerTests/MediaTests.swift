@@ -119,4 +119,18 @@ import Testing
         #expect(md5 == (header + firstFour).joined(separator: "\n") + "\n")
         #expect(producer.stdout.contains("published 4 frames"))
     }
+
+    /// A movie's sound is not carried yet: produce says so in one line naming the stream, and
+    /// the video is still every frame ffmpeg decodes.
+    @Test func uncarriedAudioIsSaid() throws {
+        let scratch = try Scratch()
+        let movie = scratch.file("movie.mp4")
+        let (g, _, gerr) = try shell("ffmpeg -v error -y -f lavfi -i testsrc2=size=160x120:rate=25 -f lavfi -i sine -t 1 "
+                                     + "-c:v libx264 -pix_fmt yuv420p -c:a aac '\(movie)'", scratch)
+        try #require(g == 0, "\(gerr)")
+        let (md5, producer, _) = try framemd5Pipeline(["-i", movie], stream: "movie", scratch)
+        #expect(md5 == (try ffmpegFramemd5(movie, scratch)))
+        let notes = producer.stderr.split(separator: "\n").filter { $0.contains("not carried") }
+        #expect(notes.count == 1 && notes[0].contains("stream #1 audio (aac)") && notes[0].contains("no sound"), "\(producer.stderr)")
+    }
 }

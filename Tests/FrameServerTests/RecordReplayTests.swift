@@ -88,9 +88,16 @@ final class FrameCollector: @unchecked Sendable {
         return (try collector.wait(), try String(contentsOfFile: md5, encoding: .utf8), rec)
     }
 
-    /// Replays `rec` at max rate as `r_` + name; returns what a collector saw of each stream.
-    func replay(_ rec: String, streams: [String], _ scratch: Scratch, extra: [String] = []) throws -> [[SeenFrame]] {
-        let replay = try scratch.start(["replay", rec, "--out", "r_", "--rate", "max"] + extra)
+    /// Each frame's media time in ns from the first frame's (its pts in its time base): replay's
+    /// default timeline.
+    func mediaOffsets(_ frames: [SeenFrame]) -> [Int64] {
+        func nanos(_ d: FrameDescription) -> Int64 { (d.pts ?? 0) * Int64(d.timeBase.num) * 1_000_000_000 / Int64(d.timeBase.den) }
+        return frames.map { nanos($0.description) - nanos(frames[0].description) }
+    }
+
+    /// Replays `rec` at `rate` (default max) as `r_` + name; returns what a collector saw of each stream.
+    func replay(_ rec: String, streams: [String], _ scratch: Scratch, rate: String = "max", extra: [String] = []) throws -> [[SeenFrame]] {
+        let replay = try scratch.start(["replay", rec, "--out", "r_", "--rate", rate] + extra)
         let collectors = try streams.map { try FrameCollector("r_" + $0, scratch) }
         let seen = try collectors.map { try $0.wait() }
         #expect(replay.wait(timeout: 60) == 0, "replay: \(replay.stderr)")
@@ -249,10 +256,14 @@ final class FrameCollector: @unchecked Sendable {
         let scratch = try Scratch()
         let (original, _, rec) = try record(["--pattern", "--frames", "20", "--size", "160x120", "--rate", "50"], scratch)
         let base = original[0].description.captureNanos
-        let offsets = original.map { Int64($0.description.captureNanos - base) }
+        let offsets = original.map { Int64($0.description.captureNanos - base) }, media = mediaOffsets(original)
+        // -ss and -t on the default timeline (pts), then on --pace capture's.
         let window = try replay(rec, streams: ["cam"], scratch, extra: ["-ss", "0.1", "-t", "0.2"])[0]
-        let expected = original.indices.filter { offsets[$0] >= 100_000_000 && offsets[$0] < 300_000_000 }
-        #expect(window.map(\.digest) == expected.map { original[$0].digest })
+        let expected = original.indices.filter { media[$0] >= 100_000_000 && media[$0] < 300_000_000 }
+        #expect(!expected.isEmpty && window.map(\.digest) == expected.map { original[$0].digest })
+        let captureWindow = try replay(rec, streams: ["cam"], scratch, extra: ["-ss", "0.1", "-t", "0.2", "--pace", "capture"])[0]
+        let captured = original.indices.filter { offsets[$0] >= 100_000_000 && offsets[$0] < 300_000_000 }
+        #expect(captureWindow.map(\.digest) == captured.map { original[$0].digest })
 
         let loop = try scratch.start(["replay", rec, "--out", "l_", "--rate", "max", "--loop"])
         let collector = try FrameCollector("l_cam", scratch)
@@ -271,7 +282,6 @@ final class FrameCollector: @unchecked Sendable {
     @Test func replayTakesRunTimeControls() throws {
         let scratch = try Scratch()
         let (original, _, rec) = try record(["--pattern", "--frames", "20", "--size", "160x120", "--rate", "50"], scratch)
-        let base = original[0].description.captureNanos
         let replay = try scratch.start(["replay", rec, "--out", "c_", "--paused"])
         let collector = try FrameCollector("c_cam", scratch)
         #expect(try scratch.run(["ctl", "c_cam", "step", "5"]).status == 0)
@@ -288,9 +298,60 @@ final class FrameCollector: @unchecked Sendable {
         #expect(try scratch.run(["ctl", "c_cam", "resume"]).status == 0)
         let seen = try collector.wait()
         #expect(replay.wait(timeout: 30) == 0, "\(replay.stderr)")
-        let rest = original.filter { $0.description.captureNanos - base >= 200_000_000 }
+        let media = mediaOffsets(original)
+        let rest = original.indices.filter { media[$0] >= 200_000_000 }.map { original[$0] }
         #expect(seen.map(\.digest) == (original.prefix(5) + rest).map(\.digest))
         #expect(seen[5].description.flags.contains(.discontinuity))
+    }
+
+    /// A recording of `produce -i` (decoded faster than real time, so its capture times span a
+    /// fraction of the clip) replays over the clip's duration, states that duration, and seeks
+    /// by pts: `ctl seek 1.5` lands on the first frame at or after 1.5 s of media time.
+    @Test func fastDecodedRecordingReplaysAtMediaTime() throws {
+        let scratch = try Scratch()
+        let clip = scratch.file("clip.mp4")
+        _ = try text("ffmpeg -v error -f lavfi -i testsrc2=size=160x120:rate=25 -t 2 -pix_fmt yuv420p -c:v libx264 -g 25 '\(clip)'", scratch)
+        let (original, _, rec) = try record(["-i", clip], scratch)
+        try #require(original.count == 50)
+        let base = original[0].description.captureNanos
+        #expect(original.last!.description.captureNanos - base < 1_500_000_000, "the clip did not decode faster than real time")
+
+        let started = Date()
+        let whole = try replay(rec, streams: ["cam"], scratch, rate: "1")[0]
+        #expect(whole.map(\.digest) == original.map(\.digest))
+        #expect(Date().timeIntervalSince(started) >= 1.8, "a 2 s clip replayed in \(Date().timeIntervalSince(started)) s")
+
+        let replay = try scratch.start(["replay", rec, "--out", "s_", "--paused"])
+        let collector = try FrameCollector("s_cam", scratch)
+        let status = try scratch.run(["ctl", "s_cam", "status", "--json"])
+        #expect(status.stdout.contains("\"duration\":2"), "\(status.stdout)")
+        let seek = try scratch.run(["ctl", "s_cam", "seek", "1.5"])
+        #expect(seek.status == 0, "\(seek.stderr)")
+        #expect(try scratch.run(["ctl", "s_cam", "rate", "max"]).status == 0)
+        #expect(try scratch.run(["ctl", "s_cam", "resume"]).status == 0)
+        let seen = try collector.wait()
+        #expect(replay.wait(timeout: 30) == 0, "\(replay.stderr)")
+        let media = mediaOffsets(original)
+        #expect(seen.map(\.digest) == original.indices.filter { media[$0] >= 1_500_000_000 }.map { original[$0].digest })
+    }
+
+    /// A seek while --loop plays its second pass goes to the target of the recording's
+    /// timeline, not to the target less the passes already played.
+    @Test func seekDuringALoopLandsOnItsTarget() throws {
+        let scratch = try Scratch()
+        let (original, _, rec) = try record(["--pattern", "--frames", "25", "--size", "160x120", "--rate", "25"], scratch)
+        let replay = try scratch.start(["replay", rec, "--out", "l_", "--loop"])
+        let collector = try FrameCollector("l_cam", scratch)
+        #expect(eventually { collector.count >= original.count + 3 })
+        let before = collector.count
+        #expect(try scratch.run(["ctl", "l_cam", "seek", "0.6"]).status == 0)
+        #expect(eventually { collector.count >= before + 5 })
+        replay.signal(SIGINT)
+        let seen = try collector.wait()
+        #expect(replay.wait(timeout: 30) == 0, "\(replay.stderr)")
+        let target = mediaOffsets(original).firstIndex { $0 >= 600_000_000 }!
+        let landed = try #require(seen[before...].first { $0.description.flags.contains(.discontinuity) })
+        #expect(landed.digest == original[target].digest, "the seek to 0.6 s during the second pass landed elsewhere")
     }
 
     /// --codec h264: lossy, but every header field is restored, and the replayed pixels are

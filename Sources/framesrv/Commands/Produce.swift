@@ -92,6 +92,10 @@ enum ProduceCommand: Command {
         let publisher = try MediaPublisher(input: media.input, formatName: media.format, threads: media.threads,
                                            options: media.inputOptions, converter: media.converter, copy: media.copy)
         let decoder = publisher.decoder
+        if !decoder.uncarriedStreams.isEmpty {
+            warn("'\(media.input)': not carried: stream \(decoder.uncarriedStreams.joined(separator: ", ")); framesrv publishes "
+                 + "one video stream (#\(decoder.videoStreamIndex)) for now, so a recording or sink of it has no sound")
+        }
         if decoder.seekFailed {
             warn("cannot seek in '\(media.input)': decoding from the start and dropping frames before -ss, as ffmpeg does")
         }

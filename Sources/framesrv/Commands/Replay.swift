@@ -6,13 +6,16 @@ import Glibc
 /// `framesrv replay`: republishes a recording's streams.
 enum ReplayCommand: Command {
     static let name = "replay"
-    static let summary = "republish every stream of a recording (framesrv record), in sync, paced by its capture times"
+    static let summary = "republish every stream of a recording (framesrv record), in sync, paced by its media time (pts)"
     static let help = """
-    usage: framesrv replay FILE [--out PREFIX] [--rate X|max] [--loop] [-ss T] [-t D] [--paused] [--no-wait]
+    usage: framesrv replay FILE [--out PREFIX] [--rate X|max] [--pace pts|capture] [--loop] [-ss T] [-t D]
+                           [--paused] [--no-wait]
 
     Republishes every stream recorded in FILE under its recorded name (or PREFIX + name),
-    paced by the recorded capture times: all streams on one clock, so each frame comes out
-    at its recorded moment relative to the others. Frames are bit-identical to the recorded
+    paced by the frames' media time (pts), as ffmpeg plays a file: all streams on one clock,
+    each starting at its recorded moment relative to the others, so they stay in sync. A
+    recording of `produce -i` (decoded faster than real time) lasts its media's duration.
+    --pace capture paces by the recorded capture times instead. Frames are bit-identical to the recorded
     ones, and pts, time base, duration, key flag, colour, aspect ratio, field order, chroma
     location, discontinuity, source_dropped and the nominal rate are restored; capture_ns is
     the replay's start plus the recorded offset. Sequence numbers are the replay's own.
@@ -20,10 +23,13 @@ enum ReplayCommand: Command {
       --out PREFIX         publish stream NAME as PREFIX + NAME
       --rate X|max         X times real time (0.01 to 100, default 1), or max: as fast as the
                            consumers take frames
+      --pace pts|capture   the timeline to play by (and that -ss, -t, seek and status use):
+                           pts, the media time (default), or capture, the moments the
+                           frames reached the recorder (a live capture's own rhythm)
       --loop               play again from the start at the end, until stopped (the first frame
                            of each pass is marked as a discontinuity)
       -ss T                start T (seconds, or [HH:]MM:SS[.xxx]) after the first recorded frame
-      -t D                 stop after D of recorded time
+      -t D                 stop after D (of the --pace timeline)
       --paused             start paused: framesrv ctl NAME resume, step N or seek T
       --no-wait            publish at once; by default each stream waits for its first lossless
                            consumer, so it gets every frame from the first
@@ -33,7 +39,8 @@ enum ReplayCommand: Command {
     Run-time control: every replayed stream has a control socket (NAME.control in the runtime
     directory), all driving one clock, so the streams stay in sync:
     framesrv ctl NAME pause|resume|toggle|seek T|rate X|step [N]|status [--json]. A seek goes to
-    the first frame at or after T (seconds from the first recorded frame) and marks it as a
+    the first frame at or after T (seconds of the --pace timeline from the first recorded
+    frame, whichever pass of --loop plays) and marks it as a
     discontinuity. On a terminal, keys too: space pause/resume, right/left arrow seek +/-5 s,
     + and - double and halve the rate, '.' step one frame; and a progress line (position/
     duration, state, rate, frames) on stderr. A truncated or damaged file plays up to where

@@ -16,6 +16,7 @@ struct ReplayCommandOptions: CommandOptions {
         let noWait = args.flag("--no-wait")
         let paused = args.flag("--paused")
         let slots = try args.int("--slots", range: 1...64)
+        let pace = try args.value("--pace")
         quiet = args.flag("--quiet", "-q")
         let files = args.positionals()
         try args.finish()
@@ -35,6 +36,10 @@ struct ReplayCommandOptions: CommandOptions {
         settings.waitForConsumers = !noWait
         settings.paused = paused
         if let slots { settings.slots = slots }
+        if let pace {
+            guard let p = ReplayPace(rawValue: pace) else { throw UsageError("--pace must be pts or capture, not '\(pace)'") }
+            settings.pace = p
+        }
     }
 
     /// --rate X (0.01 to 100 times real time) or max.

@@ -1,0 +1,65 @@
+import FrameServer
+
+/// What a replay paces by (`framesrv replay --pace`).
+public enum ReplayPace: String, Sendable, CaseIterable {
+    /// The frames' media time (pts), as ffmpeg plays a file: a recording of `produce -i`, which
+    /// decoded faster than real time, lasts its media's duration. The default.
+    case pts
+    /// The recorded capture times: the moments the frames reached the recorder.
+    case capture
+}
+
+/// A recording's frames on the media timeline (pts), for replay's pacing, -ss, -t and seeks.
+///
+/// A frame's media time is its pts (in its time base) less its track's first pts, plus the
+/// capture offset of that track's first frame: each track runs by its own pts and the tracks
+/// start as they were captured, so they stay in sync. A frame without a pts is at its capture
+/// offset. All in nanoseconds; a pts whose nanoseconds overflow counts as none.
+public struct MediaTimeline: Sendable {
+    /// A track's first frame: its pts in nanoseconds and its capture offset.
+    struct Origin: Sendable { var ptsNanos: Int64; var offset: Int64 }
+
+    private var origins: [Int: Origin] = [:]
+    /// Every frame's media time and capture offset, in file order.
+    private var frames: [(media: Int64, offset: Int64)] = []
+    /// The end of the last frame (its media time plus its duration), nanoseconds.
+    public private(set) var durationNanos: Int64 = 0
+
+    /// Builds the timeline from every frame record, in file order.
+    init(records: (_ body: (Int, FrameRecord) -> Void) -> Void) {
+        records { track, record in
+            if origins[track] == nil, let pts = Self.nanos(record.description.pts, record.description.timeBase) {
+                origins[track] = Origin(ptsNanos: pts, offset: record.captureOffsetNanos)
+            }
+            let media = mediaNanos(of: record, track: track)
+            frames.append((media, record.captureOffsetNanos))
+            let length = Self.nanos(record.description.duration, record.description.timeBase) ?? 0
+            durationNanos = max(durationNanos, media.addingReportingOverflow(max(0, length)).partialValue)
+        }
+    }
+
+    /// The frame's media time, nanoseconds.
+    public func mediaNanos(of record: FrameRecord, track: Int) -> Int64 {
+        guard let origin = origins[track], let pts = Self.nanos(record.description.pts, record.description.timeBase) else {
+            return record.captureOffsetNanos
+        }
+        let (fromFirst, o1) = pts.subtractingReportingOverflow(origin.ptsNanos)
+        let (media, o2) = origin.offset.addingReportingOverflow(fromFirst)
+        return o1 || o2 ? record.captureOffsetNanos : media
+    }
+
+    /// The capture offset to seek the file to for media time `media`: the earliest capture
+    /// offset among the frames at or after it (nil: none is).
+    public func captureOffset(atOrAfter media: Int64) -> Int64? {
+        frames.lazy.filter { $0.media >= media }.map(\.offset).min()
+    }
+
+    /// `value` time-base units in nanoseconds; nil for no value, a bad time base or an overflow.
+    static func nanos(_ value: Int64?, _ timeBase: Rational) -> Int64? {
+        guard let value, timeBase.num > 0, timeBase.den > 0 else { return nil }
+        let perUnit = Int64(timeBase.num) * 1_000_000_000
+        // The quotient must fit Int64 (dividingFullWidth traps otherwise): checked roughly first.
+        guard (Double(value) * Double(perUnit) / Double(timeBase.den)).magnitude < 9e18 else { return nil }
+        return Int64(timeBase.den).dividingFullWidth(value.multipliedFullWidth(by: perUnit)).quotient
+    }
+}
