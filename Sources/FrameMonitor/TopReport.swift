@@ -1,5 +1,6 @@
 import FrameMedia
 import FrameServer
+import Glibc
 
 /// One refresh of `top`, as printed and as encoded with --json.
 public struct TopReport: Encodable, Sendable {
@@ -118,5 +119,24 @@ public struct TopConsumer: Encodable, Sendable {
         guard bound != ConsumerSnapshot.latencyUnbounded else { return ">=\(ConsumerSnapshot.latencyUnboundedFromMicros / 1000)ms" }
         if bound <= 100 { return "\(bound - 1)us" }
         return bound < 1000 ? "<\(bound)us" : "<\(bound / 1000)ms"
+    }
+}
+
+extension TopReport {
+    /// The refresh as one line for a log: local time, then each stream's frames and rate
+    /// (`12:01:05 cam 250 frames 25.0 fps | edges 249 frames 24.9 fps, 3 dropped`).
+    public var logLine: String {
+        var t = time_t(time), parts = tm()
+        localtime_r(&t, &parts)
+        var clock = [CChar](repeating: 0, count: 16)
+        let n = strftime(&clock, clock.count, "%H:%M:%S", &parts)
+        let stamp = String(decoding: clock[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let rows = streams.map { s in
+            var row = "\(s.name) \(s.published) frames \(s.fps.map { formatFixed($0, 1) } ?? "-") fps"
+            if s.dropped > 0 { row += ", \(s.dropped) dropped" }
+            if let waiting = s.playback?.waitingText { row += ", " + waiting }
+            return row
+        }
+        return stamp + " " + (rows.isEmpty ? "no streams" : rows.joined(separator: " | "))
     }
 }

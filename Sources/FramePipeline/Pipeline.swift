@@ -8,15 +8,19 @@
 ///     produce ARGS                 a `framesrv produce` (the launcher adds --out and --wait-for)
 ///     filter ARGS                  a `framesrv filter` (adds --in, --out and --wait-for)
 ///     sink ARGS                    a `framesrv sink` (adds --in)
-///     tee [name=NAME]              no process: a name for the stream, to branch from
-///     exec PROGRAM ARGS            any program; {in}, {out} and {wait-for} in ARGS become the
+///     queue [size=N]               a `framesrv filter --vf null --slots N` (default 30): copies
+///                                  its input, losslessly, into a stream of N slots of its own
+///     tee [name=NAME]              no process: a name for the stream, to branch from (a stream
+///                                  its producer named keeps that name: NAME is one more name)
+///     exec [--live] PROGRAM ARGS   any program; {in}, {out} and {wait-for} in ARGS become the
 ///                                  stream it reads, the stream it creates and its consumer count;
-///                                  {in:NAME} the stream named NAME, which it reads too
+///                                  {in:NAME} the stream named NAME, which it reads too. It counts
+///                                  as a lossless consumer of each, unless --live says it is not
 ///
 /// A new chain also starts at `produce`, or at `exec`, right after a complete element that
 /// is not an exec (two sources, or sources and then the stage that joins them).
 public struct Pipeline: Sendable {
-    public enum Kind: String, Sendable { case produce, filter, sink, exec }
+    public enum Kind: String, Sendable { case produce, filter, sink, exec, queue }
 
     public struct Stage: Sendable {
         public let kind: Kind
@@ -30,8 +34,21 @@ public struct Pipeline: Sendable {
         public internal(set) var joins: [Int] = []
         /// Every stream the stage reads.
         public var inputs: [Int] { (input.map { [$0] } ?? []) + joins }
-        /// Whether it reads every frame (filter and sink without --live; every exec).
-        public var lossless: Bool { kind == .exec || (kind != .produce && !words.contains("--live")) }
+        /// The name= given on the element itself, if any.
+        public internal(set) var name: String? = nil
+        /// An exec stage's own options, before its program (`exec --live PROGRAM ...`).
+        public var execOptions: [String] { kind == .exec ? Array(words.prefix { Self.execOptionNames.contains($0) }) : [] }
+        static let execOptionNames: Set<String> = ["--live", "--lossless"]
+        /// An exec stage's program and its arguments.
+        public var program: [String] { Array(words.dropFirst(execOptions.count)) }
+        /// Whether it reads every frame (filter, sink and exec without --live; every queue).
+        public var lossless: Bool {
+            kind == .exec ? !execOptions.contains("--live") : kind != .produce && !words.contains("--live")
+        }
+        /// A queue's size=N (default `Pipeline.defaultQueueSize`).
+        public var queueSize: Int {
+            words.first { $0.hasPrefix("size=") }.flatMap { Int($0.dropFirst(5)) } ?? Pipeline.defaultQueueSize
+        }
         /// The element as written, shortened: for status rows and error lines.
         public var label: String {
             let text = ([kind.rawValue] + words).joined(separator: " ")
@@ -49,6 +66,9 @@ public struct Pipeline: Sendable {
 
     public internal(set) var stages: [Stage] = []
     public internal(set) var streams: [Stream] = []
+
+    /// The frames a `queue` holds without size=N.
+    public static let defaultQueueSize = 30
 
     init(stages: [Stage], streams: [Stream]) {
         self.stages = stages
@@ -94,13 +114,14 @@ public struct Pipeline: Sendable {
         let waitFor = s.output.map { streams[$0].waitFor } ?? 0
         switch s.kind {
         case .exec:
-            return (false, s.words.map { word in
+            return (false, s.program.map { word in
                 s.joins.reduce(word) { $0.replacingAll("{in:\(streams[$1].name)}", with: streams[$1].name) }
                     .replacingAll("{in}", with: input ?? "").replacingAll("{out}", with: output ?? "")
                     .replacingAll("{wait-for}", with: String(waitFor))
             })
-        case .produce, .filter, .sink:
-            var args = [s.kind.rawValue] + s.words
+        case .produce, .filter, .sink, .queue:
+            var args = s.kind == .queue ? ["filter", "--vf", "null", "--slots", String(s.queueSize), "--name", "queue"]
+                : [s.kind.rawValue] + s.words
             if let input { args += ["--in", input] }
             if let output { args += ["--out", output] }
             if waitFor > 0 { args += ["--wait-for", String(waitFor)] }
@@ -130,5 +151,31 @@ extension Pipeline.Stage {
             }
         }
         return names
+    }
+}
+
+extension Pipeline {
+    /// Each stage's short name for the lines it writes, as docker compose prefixes a
+    /// service's (`edges | text`): its name=, else its script or program (exec) or its
+    /// kind; a name two stages would share gets the stage's number (`sink.3`).
+    public var prefixes: [String] {
+        let bases = stages.map(\.shortName)
+        return bases.enumerated().map { i, base in bases.filter { $0 == base }.count > 1 ? "\(base).\(i + 1)" : base }
+    }
+}
+
+extension Pipeline.Stage {
+    static let interpreters: Set<String> = ["python", "python3", "sh", "bash", "node", "ruby", "perl", "env", "uv"]
+
+    /// name=, the script an interpreter runs (`python3 edges.py` is edges.py), the program, or the kind.
+    var shortName: String {
+        if let name { return name }
+        guard kind == .exec, let first = program.first else { return kind.rawValue }
+        let base = { (word: String) in String(word.split(separator: "/").last ?? Substring(word)) }
+        if Self.interpreters.contains(base(first)), let script = program.dropFirst().first,
+           !script.hasPrefix("-"), !script.contains(" "), !script.contains("{") {
+            return base(script)
+        }
+        return base(first)
     }
 }

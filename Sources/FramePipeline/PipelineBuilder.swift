@@ -23,14 +23,19 @@ struct PipelineBuilder {
                 guard hasInput else { throw PipelineError("'tee' needs a stream before it ('produce ... ! tee name=t')") }
                 guard words.isEmpty else { throw PipelineError("'tee' takes only name=NAME, not '\(words[0])'") }
                 if let name, let current {
+                    // A stream its producer named keeps its name (produce name=cam ! tee name=t): t is one more.
+                    let namedByProducer = pipeline.stages[pipeline.streams[current].producer].name != nil
                     try declare(name, current)
-                    pipeline.streams[current].name = name
+                    if !namedByProducer { pipeline.streams[current].name = name }
                 }
                 if let name, current == nil { throw PipelineError("'tee name=\(name)' right after '\(waitingName!).': the stream already has a name") }
                 continue
             case "exec":
-                guard !words.isEmpty else { throw PipelineError("'exec' needs a program: exec PROGRAM ARGS ({in}, {out})") }
+                try Self.checkExec(words)
                 kind = .exec
+            case "queue":
+                try Self.checkQueue(words)
+                kind = .queue
             default:
                 kind = Pipeline.Kind(rawValue: element[0])!
                 try Self.refuseLauncherOptions(kind, words)
@@ -40,7 +45,7 @@ struct PipelineBuilder {
             try Self.checkLinks(element, kind: kind, reads: reads, writes: writes, hasInput: hasInput,
                                 isLast: position == chain.elements.count - 1, name: name)
             let index = pipeline.stages.count
-            pipeline.stages.append(Pipeline.Stage(kind: kind, words: words, input: current, output: nil))
+            pipeline.stages.append(Pipeline.Stage(kind: kind, words: words, input: current, output: nil, name: name))
             if reads, current == nil, let waitingName { pending.append((waitingName, index)) }
             if kind == .exec { joins += Pipeline.Stage.joinNames(words).map { ($0, index) } }
             current = nil
@@ -54,6 +59,26 @@ struct PipelineBuilder {
             }
         }
         if chain.elements.isEmpty { throw PipelineError("'\(chain.from!).' leads nowhere: follow it with '! sink ...'") }
+    }
+
+    /// `exec [--live | --lossless] PROGRAM ARGS`.
+    static func checkExec(_ words: [String]) throws(PipelineError) {
+        let options = words.prefix { Pipeline.Stage.execOptionNames.contains($0) }
+        guard options.count < words.count else {
+            throw PipelineError("'exec' needs a program: exec [--live] PROGRAM ARGS ({in}, {out})")
+        }
+        guard Set(options).count == options.count, options.count < 2 else {
+            throw PipelineError("'exec \(options.joined(separator: " "))': --live and --lossless are one choice, given once")
+        }
+    }
+
+    /// `queue [size=N]`, N in 1...64 (a pool's slots).
+    static func checkQueue(_ words: [String]) throws(PipelineError) {
+        for word in words {
+            guard word.hasPrefix("size="), let n = Int(word.dropFirst(5)), (1...64).contains(n), words.count == 1 else {
+                throw PipelineError("'queue \(words.joined(separator: " "))': a queue takes only size=N, N from 1 to 64 frames")
+            }
+        }
     }
 
     /// An element reads a stream exactly when one comes before it, and publishes one when more follows.

@@ -5,8 +5,12 @@ import Glibc
 /// A pipeline's stages running as processes, and the policy that supervises them:
 ///
 /// - stages start in `Pipeline.startOrder` (sinks first), so no lossless consumer misses a frame;
+/// - every line a stage writes on standard error goes to run's as it comes, after the
+///   stage's prefix (`Pipeline.prefixes`, padded: `edges | text`), as docker compose does;
 /// - the first stage found failed (in pipeline order) ends the run: the others are stopped,
-///   and its status and last error line are the run's;
+///   and its status (128 + N for a stage killed by signal N, as a shell says) and its error
+///   are the run's: its one line, or the headline and last lines of what it wrote
+///   (a Python traceback from its start);
 /// - a lossless stage that exits before its stream published a frame fails the run too:
 ///   its producer would wait for it forever (see `StreamReads`);
 /// - a stage whose consumers have all exited is stopped as a stop request would stop it;
@@ -53,16 +57,19 @@ public final class PipelineRun {
     static func start(_ pipeline: Pipeline, in directory: RuntimeDirectory, framesrv: String) throws(PipelineError) -> [Child] {
         var started: [Int: Child] = [:]
         let environment = ["FRAMESRV_DIR": directory.path]
+        let prefixes = pipeline.prefixes, width = prefixes.map(\.count).max() ?? 0
         for i in pipeline.startOrder {
             let (isFramesrv, arguments) = pipeline.commandLine(i)
             let label = pipeline.stages[i].label
+            let prefix = prefixes[i] + String(repeating: " ", count: width - prefixes[i].count) + " | "
+            let lines: @Sendable (String) -> Void = { line in writeLine(prefix + line) }
             do {
                 started[i] = isFramesrv
                     ? try Child(arguments, label: label, executable: framesrv, environment: environment,
-                                captureOutput: false, captureErrors: true)
+                                captureOutput: false, captureErrors: true, errorLines: lines)
                     // Not marked as run's stage: a framesrv it starts would take its parent for run's and stop.
                     : try Child(["-u", parentEnvironmentKey] + arguments, label: label, executable: "/usr/bin/env",
-                                environment: environment, captureOutput: false, captureErrors: true)
+                                environment: environment, captureOutput: false, captureErrors: true, errorLines: lines)
             } catch {
                 Array(started.values).stopAll()
                 throw PipelineError("cannot start stage \(i + 1) '\(label)': \(error)")
@@ -118,17 +125,44 @@ public final class PipelineRun {
     public func finish() -> Outcome {
         children.stopAll()
         defer { removeLeftovers() }
-        if forced {
-            for child in children { _ = child.finish() }
-            return Outcome(status: 130, error: nil)
+        // Every stage's standard error passed through before run's own last line.
+        for child in children { _ = child.finishWithErrors() }
+        if forced { return Outcome(status: 130, error: nil) }
+        guard let failed else { return Outcome(status: 0, error: nil) }
+        let child = children[failed.stage]
+        let (_, _, err) = child.finishWithErrors()
+        let code = child.exitStatus ?? 1
+        let text = failed.line ?? Self.failureText(err, killedBy: child.killedBy, status: code)
+        return Outcome(status: code == 0 ? 1 : code, error: "stage \(failed.stage + 1) '\(pipeline.stages[failed.stage].label)' failed: \(text)")
+    }
+
+    /// What a failed stage's error says: `killed by SIGSEGV`, its one line, or (several
+    /// lines) a headline and then its last lines, indented: a Python traceback from its
+    /// start, or the last `lastLines`. The headline is the traceback's exception line, else the last line.
+    static func failureText(_ err: String, killedBy signal: Int32?, status: Int32) -> String {
+        let lines = err.split(separator: "\n").map(String.init).filter { !$0.allSatisfy(\.isWhitespace) }
+        var tail = lines.suffix(lastLines)
+        var exception: String?
+        if let start = lines.lastIndex(where: { $0.hasPrefix("Traceback (most recent call last)") }), lines.count - start <= 60 {
+            tail = lines[start...]
+            exception = tail.dropFirst().first { !$0.hasPrefix(" ") && !$0.hasPrefix(">") }
         }
-        guard let failed else {
-            for child in children { _ = child.finish() }
-            return Outcome(status: 0, error: nil)
-        }
-        let (code, _, err) = children[failed.stage].finishWithErrors()
-        let line = failed.line ?? err.split(separator: "\n").last.map { Self.errorLine(String($0)) } ?? "exit status \(code)"
-        return Outcome(status: code == 0 ? 1 : code, error: "stage \(failed.stage + 1) '\(pipeline.stages[failed.stage].label)' failed: \(line)")
+        let headline: String
+        if let signal { headline = "killed by \(signalName(signal))" }
+        else if tail.count > 1, let exception { headline = exception }
+        else if let last = tail.last { headline = errorLine(last) }
+        else { headline = "exit status \(status)" }
+        guard tail.count > 1 || (signal != nil && !tail.isEmpty) else { return headline }
+        return headline + "; its last lines:\n" + tail.map { "    " + $0 }.joined(separator: "\n")
+    }
+
+    /// The most lines of a failed stage's standard error its error repeats (but a traceback's).
+    public static let lastLines = 10
+
+    /// One line on standard error, written at once (lines of stages' threads never mix).
+    static func writeLine(_ line: String) {
+        var text = line + "\n"
+        text.withUTF8 { _ = try? writeAll(2, UnsafeRawBufferPointer($0)) }
     }
 
     /// A stage's last line without the "framesrv: error: " the run's own line starts with.

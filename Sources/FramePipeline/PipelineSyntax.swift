@@ -7,7 +7,7 @@ struct PipelineChain {
 
 /// The words of a description cut into chains and elements.
 enum PipelineSyntax {
-    static let keywords: Set<String> = ["produce", "filter", "sink", "tee", "exec"]
+    static let keywords: Set<String> = ["produce", "filter", "sink", "tee", "exec", "queue"]
 
     static func chains(_ words: [String]) throws(PipelineError) -> [PipelineChain] {
         guard !words.isEmpty else { throw PipelineError("the pipeline is empty: say what to run, e.g. 'produce -i in.mp4 ! sink --null'") }
@@ -40,7 +40,7 @@ enum PipelineSyntax {
                 element = [word]
             } else if element.isEmpty {
                 guard keywords.contains(word) else {
-                    throw PipelineError("unknown element '\(word)': elements are produce, filter, sink, tee and exec, and NAME. reads the stream named by name=NAME")
+                    throw PipelineError("unknown element '\(word)': elements are produce, filter, sink, queue, tee and exec, and NAME. reads the stream named by name=NAME")
                 }
                 guard linked || chain.isFresh else { throw PipelineError("'\(word)' needs a '!' before it") }
                 element = [word]

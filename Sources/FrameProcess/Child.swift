@@ -23,8 +23,11 @@ public final class Child {
     public let label: String
 
     /// Starts `framesrv ARGS` (or another program with `executable`) with `environment` added.
+    /// `errorLines` (with `captureErrors`): told each line of standard error as it comes
+    /// (from another thread), besides collecting them.
     public init(_ arguments: [String], label: String, executable: String = selfExecutable,
-         environment: [String: String] = [:], captureOutput: Bool = true, captureErrors: Bool = false) throws {
+         environment: [String: String] = [:], captureOutput: Bool = true, captureErrors: Bool = false,
+         errorLines: (@Sendable (String) -> Void)? = nil) throws {
         self.label = label
         capturesOutput = captureOutput
         errors = captureErrors ? Pipe() : nil
@@ -39,9 +42,26 @@ public final class Child {
             process.standardError = errors
             // Drained on its own thread, so a chatty child never blocks on a full pipe.
             let handle = errors.fileHandleForReading, box = errorText
-            Thread { box.finish(String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)) }.start()
+            Thread { box.finish(Self.readLines(handle, to: errorLines)) }.start()
         }
         try process.run()
+    }
+
+    /// Everything `handle` gives until its end, each complete line (and a last one without
+    /// a newline) told to `lines` as it arrives.
+    private static func readLines(_ handle: FileHandle, to lines: (@Sendable (String) -> Void)?) -> String {
+        guard let lines else { return String(decoding: handle.readDataToEndOfFile(), as: UTF8.self) }
+        var all = Data(), pending = Data()
+        while case let chunk = handle.availableData, !chunk.isEmpty {
+            all.append(chunk)
+            pending.append(chunk)
+            while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                lines(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+                pending = Data(pending[(newline + 1)...])
+            }
+        }
+        if !pending.isEmpty { lines(String(decoding: pending, as: UTF8.self)) }
+        return String(decoding: all, as: UTF8.self)
     }
 
     /// Waits for the child and returns its exit status and everything it printed.
@@ -75,6 +95,12 @@ public final class Child {
         let pid = process.processIdentifier
         guard pid > 0, evenAfterExit || process.isRunning else { return }
         if Glibc.kill(-pid, signal) != 0, process.isRunning { Glibc.kill(pid, signal) }
+    }
+
+    /// The signal that ended the child, nil while it runs or when it exited.
+    public var killedBy: Int32? {
+        guard !process.isRunning, process.terminationReason == .uncaughtSignal else { return nil }
+        return process.terminationStatus
     }
 
     /// The exit status once the child has exited (a signal counts as 128 + its number), nil while it runs.
@@ -115,6 +141,13 @@ extension [Child] {
         wait(5)
         for s in self { s.kill() }
     }
+}
+
+/// `SIGSEGV` for 11: the names kill -l gives, or `signal N` for one without a name here.
+public func signalName(_ signal: Int32) -> String {
+    let names = ["HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2", "PIPE", "ALRM", "TERM",
+                 "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG", "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "PWR", "SYS"]
+    return signal >= 1 && Int(signal) <= names.count ? "SIG" + names[Int(signal) - 1] : "signal \(signal)"
 }
 
 /// Set in a stage's environment to its parent's pid.

@@ -93,6 +93,45 @@ import Testing
         #expect(producer.wait() == 0 && slow.wait() == 0)
     }
 
+    /// A producer that waits for consumers (--wait-for 2, one attached) says so in ls, top,
+    /// inspect and the JSON rows, instead of looking like a stream playing nothing.
+    @Test func waitingProducerSaysWhatItWaitsFor() throws {
+        let scratch = try Scratch()
+        let clip = try generateClip(MediaInput(file: "w.mp4", rate: "25", frames: 10, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]), scratch)
+        let producer = try scratch.start(["produce", "-i", clip, "--out", "w", "--wait-for", "2"])
+        let sink = try scratch.start(["sink", "--in", "w", "--null"])
+        #expect(eventually { scratch.snapshot("w")?.consumers.filter { $0.mode == "lossless" }.count == 1 })
+        let line = "waiting for 2 lossless consumers (1 attached)"
+        let ls = try scratch.run(["ls"]), inspect = try scratch.run(["inspect", "w"]), top = try scratch.run(["top", "-b", "-n", "1"])
+        for (what, out) in [("ls", ls.stdout), ("inspect", inspect.stdout), ("top", top.stdout)] {
+            #expect(out.contains(line), "\(what): \(out)")
+        }
+        let json = try scratch.run(["ls", "--json"]).stdout
+        #expect(json.contains("\"waiting\":\"\(line)\"") && json.contains("\"waiting_for\":2") && json.contains("\"attached\":1"), "\(json)")
+        producer.signal(SIGINT)
+        #expect(producer.wait() == 130, "\(producer.stderr)")
+        sink.signal(SIGINT)
+        _ = sink.wait()
+    }
+
+    /// A live source that drops frames for want of a free slot says who holds them: the
+    /// slow lossless consumer by name and pid, once at the first drop and then once a second.
+    @Test func droppingLiveSourceNamesTheConsumerHoldingThePool() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "dr", "--size", "64x48", "--rate", "200", "--slots", "4", "--live-source"])
+        let slow = try scratch.start(["sink", "--in", "dr", "--null", "--lossless", "--hold-us", "50000", "--name", "slowstage"])
+        let want = "framesrv: dr: dropped "
+        #expect(eventually { producer.stderr.contains(want) }, "\(producer.stderr)")
+        let first = try #require(producer.stderr.split(separator: "\n").first { $0.hasPrefix(want) })
+        #expect(first.contains("frame") && first.contains("(no free slot): consumer 'slowstage' (pid \(slow.pid)) holds ")
+                && first.contains(" of 4 slots"), "\(first)")
+        producer.signal(SIGINT)
+        #expect(producer.wait() == 0)
+        _ = slow.wait()
+        let lines = producer.stderr.split(separator: "\n").filter { $0.hasPrefix(want) }
+        #expect(lines.count >= 1, "\(producer.stderr)")
+    }
+
     /// `ls --json` and `top --json` are valid JSON and agree with the shared statistics.
     @Test func jsonOutputsMatchTheSnapshot() throws {
         let scratch = try Scratch()

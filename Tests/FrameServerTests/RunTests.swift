@@ -27,6 +27,20 @@ import Testing
         #expect(j.stages[3].joins == [0, 1] && j.stages[3].inputs == [0, 1] && j.sources == [0, 2])
         #expect(j.commandLine(3) == (false, ["avg", "a", "--b=b", "--out", "run1-3"]))
         #expect(j.startOrder.firstIndex(of: 3)! < j.startOrder.firstIndex(of: 0)! && j.startOrder.firstIndex(of: 3)! < j.startOrder.firstIndex(of: 2)!)
+        // exec --live reads live: its producer does not wait for it; a queue is a null filter with its own slots.
+        let live = try Pipeline(parsing: "produce -i a.mp4 ! tee name=t  t. ! sink --null  t. ! exec --live py --in {in}"
+                                + "  t. ! queue size=5 ! sink --null", base: "run1")
+        #expect(live.streams.map(\.waitFor) == [2, 1] && live.commandLine(2) == (false, ["py", "--in", "t"]))
+        #expect(live.commandLine(3).arguments == ["filter", "--vf", "null", "--slots", "5", "--name", "queue", "--in", "t", "--out", "run1-2", "--wait-for", "1"])
+        #expect(try Pipeline(parsing: "produce -i a ! queue ! sink --null", base: "r").commandLine(1).arguments.prefix(5) == ["filter", "--vf", "null", "--slots", "30"])
+        // A stream its producer named keeps its name through a tee, which names it too.
+        let cam = try Pipeline(parsing: "produce -i a.mp4 name=cam ! tee name=t  t. ! sink --null  t. ! sink --null", base: "run1")
+        #expect(cam.streams.map(\.name) == ["cam"] && cam.streams[0].waitFor == 2)
+        #expect(live.prefixes == ["produce", "sink.2", "py", "queue", "sink.5"])
+        for bad in ["produce -i a ! exec --live", "produce -i a ! exec --live --lossless x {in}", "produce -i a ! queue size=0 ! sink",
+                    "produce -i a ! queue 5 ! sink", "produce -i a ! queue size=65 ! sink", "produce -i a ! queue"] {
+            #expect(throws: PipelineError.self, "\(bad)") { try Pipeline(parsing: bad, base: "run1") }
+        }
         for bad in ["", "sink --null", "produce -i a ! filter --preset gray", "produce -i a ! filter --out x ! sink",
                     "produce -i a ! ! sink", "produce -i a name=x ! sink  x. ! y. ! sink", "bogus ! sink", "produce -i 'a ! sink",
                     "produce -i a name=a  exec j {in:a} {in:c}", "produce -i a name=a  a. ! exec j {in} {in:a}",
@@ -75,8 +89,10 @@ import Testing
         let input = try clip(scratch)
         let r = try scratch.run(["run", "--quiet", "produce -i '\(input)' ! filter --preset blend=/nonexistent.png:0.5 ! sink --null"], timeout: 60)
         #expect(r.status == 1, "\(r.stdout)\n\(r.stderr)")
+        // The filter's own line, passed through under its name, then run's.
         let lines = r.stderr.split(separator: "\n")
-        #expect(lines.count == 1 && lines[0].hasPrefix("framesrv: error: stage 2 'filter --preset blend=/nonexistent.png:0.5' failed: cannot use '/nonexistent.png'"),
+        #expect(lines.count == 2 && lines[0].hasPrefix("filter  | framesrv: error: cannot use '/nonexistent.png'")
+                && lines[1].hasPrefix("framesrv: error: stage 2 'filter --preset blend=/nonexistent.png:0.5' failed: cannot use '/nonexistent.png'"),
                 "\(r.stderr)")
         try expectNothingLeft(scratch, r.stdout)
     }
@@ -121,18 +137,110 @@ import Testing
     @Test func consumerExitingBeforeReadingFailsTheRun() throws {
         let scratch = try Scratch()
         let source = "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! tee name=t  t. ! sink --null  t. ! "
-        for (stage, line) in [("exec true {in}", "it exited before reading a frame of stream 't',"
-                                                 + " whose producer (stage 1) would wait for its 2 lossless consumers forever"),
-                              ("sink --framemd5 /nonexistent/x.md5", "cannot write '/nonexistent/x.md5': No such file or directory")] {
+        for (stage, line, passed) in [("exec true {in}", "it exited before reading a frame of stream 't',"
+                                                 + " whose producer (stage 1) would wait for its 2 lossless consumers forever", ""),
+                              ("sink --framemd5 /nonexistent/x.md5", "cannot write '/nonexistent/x.md5': No such file or directory",
+                               "sink.3  | framesrv: error: cannot write '/nonexistent/x.md5': No such file or directory\n")] {
             let r = try scratch.run(["run", "--quiet", source + stage], timeout: 60)
             #expect(r.status == 1, "\(stage): \(r.stderr)")
-            #expect(r.stderr == "framesrv: error: stage 3 '\(stage)' failed: \(line)\n", "\(stage)")
+            #expect(r.stderr == passed + "framesrv: error: stage 3 '\(stage)' failed: \(line)\n", "\(stage)")
             try expectNothingLeft(scratch, r.stdout)
         }
         // Further down a chain, after a filter that already started its own stream.
         let r = try scratch.run(["run", "--quiet", "produce -f lavfi -i testsrc2=size=320x240:rate=25 ! filter --preset gray ! exec true {in}"], timeout: 60)
         #expect(r.status == 1 && r.stderr.hasPrefix("framesrv: error: stage 3 'exec true {in}' failed: it exited before reading"), "\(r.stderr)")
         try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// An exec stage that reads live (exec --live) is no lossless consumer: the producer
+    /// waits for the sink alone, publishes, the exec stage gets frames, and run ends.
+    @Test func liveExecStageDoesNotHoldBackItsProducer() throws {
+        let scratch = try Scratch()
+        let input = try clip(scratch, frames: 60)
+        let (all, live) = (scratch.file("all.md5"), scratch.file("live.md5"))
+        let reader = "exec --live sh -c '\"$0\" sink --in \"$1\" --live --framemd5 \"$2\"' '\(framesrvPath)' {in} '\(live)'"
+        let out = try runSucceeding(scratch, "produce -i '\(input)' ! tee name=t  t. ! sink --framemd5 '\(all)'  t. ! " + reader)
+        #expect(try String(contentsOfFile: all, encoding: .utf8) == ffmpegFramemd5(input, scratch))
+        #expect(frameLines((try? String(contentsOfFile: live, encoding: .utf8)) ?? "").count >= 1, "the live reader got no frame")
+        try expectNothingLeft(scratch, out)
+    }
+
+    /// Every line an exec stage writes on standard error reaches run's as it comes, after the
+    /// stage's name; when it fails, run's error has the traceback's exception line (not its
+    /// last line) and the traceback under it.
+    @Test func stageErrorsPassThroughPrefixedAndTheTracebackIsReported() throws {
+        let scratch = try Scratch()
+        let input = try clip(scratch)
+        let script = scratch.file("edges.py")
+        try """
+        import sys, logging, warnings
+        print("a print to stderr", file=sys.stderr, flush=True)
+        logging.warning("a logging line")
+        warnings.warn("a warning")
+        def detect(img):
+            raise ValueError("the real cause\\n> Overload resolution failed:\\n>  - Expected Ptr<cv::UMat> for argument 'img'")
+        detect(None)
+        """.write(toFile: script, atomically: true, encoding: .utf8)
+        let r = try runExpecting(1, scratch, "produce -i '\(input)' ! exec '\(try ClientTools.python())' '\(script)' {in}")
+        let lines = r.stderr.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        for want in ["edges.py | a print to stderr", "edges.py | WARNING:root:a logging line", "edges.py | Traceback (most recent call last):",
+                     "edges.py | ValueError: the real cause", "edges.py | >  - Expected Ptr<cv::UMat> for argument 'img'"] {
+            #expect(lines.contains(want), "\(want): \(r.stderr)")
+        }
+        #expect(lines.contains { $0.hasPrefix("edges.py | ") && $0.contains("UserWarning: a warning") }, "\(r.stderr)")
+        let failure = try #require(lines.firstIndex { $0.hasPrefix("framesrv: error: ") }, "\(r.stderr)")
+        #expect(lines[failure].hasSuffix("failed: ValueError: the real cause; its last lines:"), "\(r.stderr)")
+        #expect(lines[failure + 1] == "    Traceback (most recent call last):" && lines.dropLast().last == "    >  - Expected Ptr<cv::UMat> for argument 'img'",
+                "\(r.stderr)")
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// A stage killed by a signal: run says which, by name, and exits 128 + N as a shell does.
+    @Test func stageKilledBySignalIsReportedByName() throws {
+        let scratch = try Scratch()
+        let r = try runExpecting(139, scratch, "produce -i '\(try clip(scratch))' ! exec sh -c 'kill -SEGV $$' seg {in}")
+        #expect(r.stderr.hasSuffix("failed: killed by SIGSEGV\n"), "\(r.stderr)")
+        try expectNothingLeft(scratch, r.stdout)
+    }
+
+    /// A queue buffers a branch: its frames are the input's, bit-exact, on both branches of a tee.
+    @Test func queuePassesFramesBitExactly() throws {
+        let scratch = try Scratch()
+        let input = try clip(scratch)
+        let (q, plain) = (scratch.file("q.md5"), scratch.file("plain.md5"))
+        let out = try runSucceeding(scratch, "produce -i '\(input)' ! tee name=t  t. ! queue size=12 ! sink --framemd5 '\(q)'"
+                                    + "  t. ! queue ! sink --framemd5 '\(plain)'")
+        let want = try ffmpegFramemd5(input, scratch)
+        #expect(try String(contentsOfFile: q, encoding: .utf8) == want && String(contentsOfFile: plain, encoding: .utf8) == want)
+        try expectNothingLeft(scratch, out)
+    }
+
+    /// produce name=cam ! tee name=t: the stream stays 'cam' (t. reads it too).
+    @Test func producerNameSurvivesATee() throws {
+        let scratch = try Scratch()
+        let input = try clip(scratch)
+        let md5 = scratch.file("cam.md5")
+        let out = try runSucceeding(scratch, "produce -i '\(input)' name=cam ! tee name=t  t. ! sink --framemd5 '\(md5)'  t. ! sink --null")
+        #expect(out.contains("produce: cam: published 30 frames"), "\(out)")
+        try expectNothingLeft(scratch, out)
+    }
+
+    /// Off a terminal, run's status is one timestamped line per interval, each written whole
+    /// as it happens (read while run runs), none cut short before the stages' summaries.
+    @Test func statusLinesOffATerminalAreTimestampedAndWhole() throws {
+        let scratch = try Scratch()
+        let run = try scratch.start(["run", "produce -f lavfi -i testsrc2=size=64x48:rate=25 -re name=src ! sink --null"])
+        let status = #/^\d\d:\d\d:\d\d src \d+ frames [-0-9.]+ fps/#
+        #expect(eventually(timeout: 30) { run.stdout.split(separator: "\n").contains { $0.firstMatch(of: status) != nil } }, "\(run.stdout)")
+        #expect(run.process.isRunning)
+        run.signal(SIGINT)
+        #expect(run.wait(timeout: 30) == 0, "\(run.stderr)")
+        let out = run.stdout
+        #expect(out.hasSuffix("\n"))
+        for line in out.split(separator: "\n") {
+            #expect(line.firstMatch(of: status) != nil || line.hasPrefix("produce: ") || line.hasPrefix("sink: "), "a cut or stray line: \(line)")
+        }
+        try expectNothingLeft(scratch, out)
     }
 
     /// SIGINT to run stops the source; the rest drains: both recordings hold every frame published.
@@ -185,6 +293,18 @@ import Testing
         #expect(run.wait(timeout: 20) == 130, "\(run.stdout)\n\(run.stderr)")
         #expect(run.stderr == stoppingLine)
         try expectNothingLeft(scratch, run.stdout)
+    }
+
+    /// `framesrv run --quiet DESCRIPTION`, expected to exit 0; its standard output.
+    func runSucceeding(_ scratch: Scratch, _ description: String) throws -> String {
+        try runExpecting(0, scratch, description).stdout
+    }
+
+    /// `framesrv run --quiet DESCRIPTION`, expected to exit `status`.
+    func runExpecting(_ status: Int32, _ scratch: Scratch, _ description: String) throws -> (stdout: String, stderr: String) {
+        let r = try scratch.run(["run", "--quiet", description], timeout: 120)
+        #expect(r.status == status, "\(r.stdout)\n\(r.stderr)")
+        return (r.stdout, r.stderr)
     }
 
     /// run's line at the first SIGINT.
@@ -240,7 +360,7 @@ import Testing
     /// No stage of the run still running, and no file of its streams (but the lock files, see issue 12's install part).
     func expectNothingLeft(_ scratch: Scratch, _ output: String) throws {
         let streams = try FileManager.default.contentsOfDirectory(atPath: scratch.path)
-            .filter { !$0.hasSuffix(".lock") && !$0.hasPrefix(".") && !$0.hasSuffix(".mp4") && !$0.hasSuffix(".md5") && !$0.hasSuffix(".pipeline")
+            .filter { !$0.hasSuffix(".lock") && !$0.hasPrefix(".") && !$0.hasSuffix(".mp4") && !$0.hasSuffix(".md5") && !$0.hasSuffix(".pipeline") && !$0.hasSuffix(".py")
                       && !$0.hasSuffix(".out") && !$0.hasSuffix(".err") && !$0.hasSuffix(".log") }
         #expect(streams == [], "stream files left: \(streams)")
         let children = try FileManager.default.contentsOfDirectory(atPath: "/proc").filter { name in

@@ -12,10 +12,24 @@ public struct PlaybackStatus: Equatable, Sendable, Encodable {
     public var paused: Bool
     /// Frames published so far.
     public var frames: UInt64
+    /// While the producer waits for lossless consumers before its first frame (--wait-for N):
+    /// N, and how many are attached; nil once it publishes.
+    public var waiting: (wanted: Int, attached: Int)?
 
-    public init(stream: String, position: Double, duration: Double?, rate: Double?, paused: Bool, frames: UInt64) {
+    public init(stream: String, position: Double, duration: Double?, rate: Double?, paused: Bool, frames: UInt64,
+                waiting: (wanted: Int, attached: Int)? = nil) {
         self.stream = stream; self.position = position; self.duration = duration
-        self.rate = rate; self.paused = paused; self.frames = frames
+        self.rate = rate; self.paused = paused; self.frames = frames; self.waiting = waiting
+    }
+
+    public static func == (a: PlaybackStatus, b: PlaybackStatus) -> Bool {
+        (a.stream, a.position, a.duration, a.rate, a.paused, a.frames) == (b.stream, b.position, b.duration, b.rate, b.paused, b.frames)
+            && a.waiting?.wanted == b.waiting?.wanted && a.waiting?.attached == b.waiting?.attached
+    }
+
+    /// `waiting for 2 lossless consumers (1 attached)`, while it waits.
+    public var waitingText: String? {
+        waiting.map { "waiting for \($0.wanted) lossless consumer\($0.wanted == 1 ? "" : "s") (\($0.attached) attached)" }
     }
 
     /// `paused` or `playing`.
@@ -24,25 +38,26 @@ public struct PlaybackStatus: Equatable, Sendable, Encodable {
     /// `1.00x`, `max`.
     public var rateText: String { rate.map { formatFixed($0, 2) + "x" } ?? "max" }
 
-    /// `12.3/60.0 paused 1.00x`: what ls and top show.
+    /// `12.3/60.0 paused 1.00x`, or `waitingText`: what ls and top show.
     public var cell: String {
-        "\(formatFixed(position, 1))/\(duration.map { formatFixed($0, 1) } ?? "?") \(state) \(rateText)"
+        waitingText ?? "\(formatFixed(position, 1))/\(duration.map { formatFixed($0, 1) } ?? "?") \(state) \(rateText)"
     }
 
     /// `12.345/60.000 s paused 1.00x`: position, duration, state and rate in one line.
     public var line: String {
         "\(formatFixed(position, 3))/\(duration.map { formatFixed($0, 3) } ?? "?") s \(state) \(rateText)"
+            + (waitingText.map { ", " + $0 } ?? "")
     }
 
     /// One JSON object: stream, state, paused, position, duration (null: unknown), rate
-    /// (null: max), frames.
+    /// (null: max), frames, and while it waits for consumers waiting_for and attached.
     public var json: String {
         "{\"stream\":\"\(stream)\",\"state\":\"\(state)\",\"paused\":\(paused),\"position\":\(formatFixed(position, 6)),"
             + "\"duration\":\(duration.map { formatFixed($0, 6) } ?? "null"),\"rate\":\(rate.map { "\($0)" } ?? "null"),"
-            + "\"frames\":\(frames)}"
+            + "\"frames\":\(frames)" + (waiting.map { ",\"waiting_for\":\($0.wanted),\"attached\":\($0.attached)" } ?? "") + "}"
     }
 
-    enum Keys: String, CodingKey { case stream, state, paused, position, duration, rate, frames }
+    enum Keys: String, CodingKey { case stream, state, paused, position, duration, rate, frames, waitingFor = "waiting_for", attached, waiting }
 
     /// The fields of `json`, unknown ones as null.
     public func encode(to encoder: any Encoder) throws {
@@ -54,6 +69,9 @@ public struct PlaybackStatus: Equatable, Sendable, Encodable {
         try c.encode(duration, forKey: .duration)
         try c.encode(rate, forKey: .rate)
         try c.encode(frames, forKey: .frames)
+        try c.encodeIfPresent(waiting?.wanted, forKey: .waitingFor)
+        try c.encodeIfPresent(waiting?.attached, forKey: .attached)
+        try c.encodeIfPresent(waitingText, forKey: .waiting)
     }
 
     /// Reads `json`'s object back (nil when a field is missing or malformed). Stream names
@@ -70,7 +88,9 @@ public struct PlaybackStatus: Equatable, Sendable, Encodable {
         guard let stream = fields["stream"]?.trimmingQuotes, let position = fields["position"].flatMap(Double.init),
               let paused = fields["paused"].flatMap(Bool.init), let frames = fields["frames"].flatMap(UInt64.init),
               let duration = fields["duration"], let rate = fields["rate"] else { return nil }
-        self.init(stream: stream, position: position, duration: Double(duration), rate: Double(rate), paused: paused, frames: frames)
+        let waiting = fields["waiting_for"].flatMap(Int.init).map { ($0, fields["attached"].flatMap(Int.init) ?? 0) }
+        self.init(stream: stream, position: position, duration: Double(duration), rate: Double(rate), paused: paused, frames: frames,
+                  waiting: waiting)
     }
 }
 

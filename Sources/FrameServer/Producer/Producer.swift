@@ -247,7 +247,7 @@ public final class Producer: @unchecked Sendable {
             }
             guard let slot = takeFreeSlot(wait: !options.liveSource) else {
                 // A live source found no free slot; otherwise `shouldStop` ended the wait.
-                if options.liveSource { control.countDropped(); droppedSincePublish &+= 1 }
+                if options.liveSource { control.countDropped(); droppedSincePublish &+= 1; noteDrop() }
                 return nil
             }
             let base = pool!.base + Int(slot) * slotStride
@@ -334,6 +334,41 @@ public final class Producer: @unchecked Sendable {
     /// Frames a live source dropped since its last publish: the next frame carries the
     /// count (`fs_frame.source_dropped`) and the discontinuity flag. Guarded by `slotLock`.
     private var droppedSincePublish: UInt32 = 0
+
+    /// Told, at the first frame a live source drops for want of a free slot and then at
+    /// most once a second, how many it dropped since and who held the pool (`poolHolders`):
+    /// `dropped 12 frames (no free slot): consumer 'slow' (pid 123) holds 7 of 8 slots`.
+    /// Called with the slot lock held (from `reserve`): it must not call back into the producer.
+    public var onDropped: ((String) -> Void)?
+    private var dropsUnreported = 0
+    private var lastDropReport: UInt64?
+
+    /// Counts a drop and reports it as `onDropped` says. Guarded by `slotLock`.
+    private func noteDrop() {
+        dropsUnreported += 1
+        let now = monotonicNanos()
+        guard let onDropped, lastDropReport.map({ now - $0 >= 1_000_000_000 }) ?? true else { return }
+        lastDropReport = now
+        let n = dropsUnreported
+        dropsUnreported = 0
+        onDropped("dropped \(n) frame\(n == 1 ? "" : "s") (no free slot): \(poolHolders())")
+    }
+
+    /// Who holds the slots, most first: `consumer 'slow' (pid 123) holds 7 of 8 slots,
+    /// the decoder keeps 1 as a reference`.
+    public func poolHolders() -> String {
+        var held: [Int: Int] = [:], references = 0
+        for slot in 0..<control.slotCount {
+            let h = control.holders(slot)
+            for c in 0..<Int(FS_MAX_CONSUMERS) where h & (1 << UInt64(c)) != 0 { held[c, default: 0] += 1 }
+            if h & ~FS_HOLDER_WRITER == 0, control.producerHolds(slot) { references += 1 }
+        }
+        var parts = held.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.map { c, count in
+            "consumer '\(readCString(control.consumer(c).pointee.name))' (pid \(control.consumerPID(c))) holds \(count) of \(control.slotCount) slots"
+        }
+        if references > 0 { parts.append("the decoder keeps \(references) as reference\(references == 1 ? "" : "s")") }
+        return parts.isEmpty ? "no consumer holds a slot" : parts.joined(separator: ", ")
+    }
 
     /// Frames published without a copy, from leases.
     public private(set) var publishedInPlace: UInt64 = 0

@@ -108,7 +108,7 @@ enum DemoCommand: Command {
 }
 
 /// A few lines that show the demo's streams as `framesrv top` would, redrawn in place on a
-/// terminal, and printed every 2 s otherwise.
+/// terminal; otherwise one timestamped line every 2 s (`TopReport.logLine`).
 struct LiveView {
     let directory: RuntimeDirectory
     let streams: [String]
@@ -123,7 +123,8 @@ struct LiveView {
             let sample = TopSample.take(directory)
             let ours = TopSample(unixTime: sample.unixTime, nanos: sample.nanos,
                                  streams: streams.compactMap { name in sample.streams.first { $0.name == name } }, warnings: [])
-            let lines = TopReport(ours, previous: previous).table(width: tty ? max(20, TopCommand.terminalSize().columns - 1) : nil)
+            let report = TopReport(ours, previous: previous)
+            let lines = report.table(width: tty ? max(20, TopCommand.terminalSize().columns - 1) : nil)
             defer { previous = ours }
             // fps needs two samples; once the streams are gone, the last view stays.
             guard previous != nil, !ours.streams.isEmpty else { continue }
@@ -137,7 +138,8 @@ struct LiveView {
                 drawn = lines.count
             } else if sample.nanos - lastPrint >= 2_000_000_000 {
                 lastPrint = sample.nanos
-                for line in lines.dropFirst() where !line.hasPrefix("  ") { print(line) }
+                // One whole line, written at once: it appears as it happens, never cut by a stage's output.
+                _ = TopCommand.writeOut(report.logLine + "\n")
             }
         }
     }

@@ -96,9 +96,9 @@ enum InspectCommand: Command {
         print("  frames \(s.published) published (last seq \(s.lastSequence)), drop \(s.dropped), "
               + "slots \(s.slots - s.freeSlots)/\(s.slots) in use (min free ever \(s.minFreeSlots)), waited \(formatDouble(s.blockedMillis)) ms, "
               + "reclaimed consumers \(s.reclaimedConsumers)")
-        if s.state == "running", case .json(let text)? = try? ControlClient.send(.status, to: name, directory: dir, timeout: 0.5),
-           let link = LinkStatus(json: text) {
-            print("  link: \(link.line)")
+        if s.state == "running", case .json(let text)? = try? ControlClient.send(.status, to: name, directory: dir, timeout: 0.5) {
+            if let link = LinkStatus(json: text) { print("  link: \(link.line)") }
+            else if let playback = PlaybackStatus(json: text) { print("  playback: \(playback.line)") }
         }
         print("  slots:")
         let widths = [4, 6, 9, 10, 7, 10]

@@ -109,7 +109,13 @@ enum ProduceCommand: Command {
         let producer = try createStream(o, slots: o.slots ?? publisher.path.defaultSlots, liveSource: live, rate: publisher.frameRate)
         let clock = PlaybackClock(rate: media.readrate, paused: media.paused, position: decoder.origin)
         // A file takes run-time controls (framesrv ctl) from the moment its stream exists.
-        let control = decoder.isDevice ? nil : serveControls(o.out, clock: clock, decoder: decoder, directory: producer.directory)
+        let waitFor = o.waitFor
+        let waiting: @Sendable () -> (wanted: Int, attached: Int)? = {
+            let attached = producer.losslessConsumerCount
+            return waitFor > 0 && producer.publishedCount == 0 && attached < waitFor ? (waitFor, attached) : nil
+        }
+        let control = decoder.isDevice ? nil : serveControls(o.out, clock: clock, decoder: decoder, directory: producer.directory,
+                                                             waiting: waiting)
         // The decoder goes first: freeing it ends the leases of the slots it still references.
         defer { control?.close(); publisher.close(); producer.close() }
         guard waitForConsumers(o, producer, sayWaiting: waitsByDefault && !o.quiet) else { return 130 }
@@ -186,17 +192,17 @@ enum ProduceCommand: Command {
     }
 
     /// `NAME.control`: pause, resume, toggle, seek, rate, step and status, applied by the
-    /// clock between frames. Without it (the socket cannot be bound) the file still plays:
-    /// one warning line.
-    static func serveControls(_ stream: String, clock: PlaybackClock, decoder: MediaDecoder,
-                              directory: RuntimeDirectory) -> ControlServer? {
+    /// clock between frames; status says too whether it `waiting` for consumers. Without it
+    /// (the socket cannot be bound) the file still plays: one warning line.
+    static func serveControls(_ stream: String, clock: PlaybackClock, decoder: MediaDecoder, directory: RuntimeDirectory,
+                              waiting: @escaping @Sendable () -> (wanted: Int, attached: Int)?) -> ControlServer? {
         let (duration, canSeek) = (decoder.duration, decoder.canSeek)
         do {
             return try ControlServer(stream: stream, directory: directory, verbs: ControlVerb.playback) { request in
                 clock.handle(request, duration: duration, canSeek: canSeek) {
                     let s = clock.state
                     return PlaybackStatus(stream: stream, position: s.pendingSeek ?? s.position, duration: duration,
-                                          rate: s.rate, paused: s.paused, frames: s.released)
+                                          rate: s.rate, paused: s.paused, frames: s.released, waiting: waiting())
                 }
             }
         } catch {
@@ -225,6 +231,7 @@ enum ProduceCommand: Command {
         installStopHandlers()
         let producer = try Producer(stream: o.out, options: options)
         producer.shouldStop = StopSignal.shouldStop
+        producer.onDropped = { [out = o.out] in warn("\(out): \($0)") }
         return producer
     }
 

@@ -22,10 +22,18 @@ enum RunCommand: Command {
       produce ARGS        framesrv produce (run adds --out and --wait-for)
       filter ARGS         framesrv filter (run adds --in, --out and --wait-for)
       sink ARGS           framesrv sink (run adds --in)
+      queue [size=N]      a buffer of N frames (default 30, 1..64) for the branch after it:
+                          framesrv filter --vf null --slots N, which reads its input losslessly
+                          and copies each frame into a stream of N slots of its own (one copy)
       tee name=NAME       no process: names the stream through it, to branch from with NAME.
-      exec PROGRAM ARGS   any program (found on PATH); in ARGS, {in} is the stream it reads,
+                          (A stream its producer named, produce ... name=cam, keeps its name;
+                          NAME. then reads it too.)
+      exec [--live] PROGRAM ARGS
+                          any program (found on PATH); in ARGS, {in} is the stream it reads,
                           {out} the stream it creates, {wait-for} its lossless consumers,
-                          and {in:NAME} the stream named NAME, which it reads too (a join)
+                          and {in:NAME} the stream named NAME, which it reads too (a join).
+                          It counts as a lossless consumer of what it reads (its producers
+                          wait for it) unless --live says it reads live
 
       framesrv run "produce -i in.mp4 ! filter --preset blur=4 ! filter --preset rgb ! sink --record out.mp4"
       framesrv run "produce -i in.mp4 ! tee name=t  t. ! sink --null  t. ! filter --preset gray ! sink --record g.mp4"
@@ -38,11 +46,17 @@ enum RunCommand: Command {
     counts once for each stream it reads), and stages start sinks first, so every lossless
     consumer gets every frame from the first (an exec stage that publishes should wait for
     {wait-for} consumers too). While the stages run, run shows their streams as 'framesrv
-    top' does (every 2 s when standard output is not a terminal; not with --quiet).
+    top' does; when standard output is not a terminal, one line every 2 s instead
+    ('12:01:05 cam 250 frames 25.0 fps | ...'); not with --quiet. A live source (-re) that
+    drops frames for want of a free slot says so, and which consumer held the slots: put a
+    queue before a slow branch. Every line a stage writes on standard error comes out on
+    run's as it comes, after the stage's name ('edges | text': its name=, its script or
+    program, or its kind).
 
     When every stage has exited 0, run exits 0. When a stage fails, run stops the others
     (SIGINT, then SIGKILL 5 s later), removes what is left of its streams and exits with
-    that stage's status and its error line. A lossless stage that exits before reading a
+    that stage's status (128+N for a stage killed by signal N, as a shell does: 'killed by
+    SIGSEGV', 139) and its error: its line, or its last lines (a Python traceback whole). A lossless stage that exits before reading a
     frame fails the run too (its producer would wait for it forever). A stage whose
     consumers have all exited (a sink with --frames N) is stopped as Ctrl-C would stop it.
 
