@@ -95,8 +95,10 @@ SWIFT_BUILD_FLAGS ?=
 BIN_TO_INSTALL = $(or $(FRAMESRV_BIN),.build/release/framesrv)
 
 install: install-bin install-man install-lib install-python
+	@$(if $(DESTDIR),,scripts/install-notes $(PREFIX) "$(PYTHON)")
 
 install-bin:
+	@scripts/build-dir
 	$(if $(FRAMESRV_BIN),,swift build -c release --product framesrv $(SWIFT_BUILD_FLAGS))
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(BIN_TO_INSTALL) $(DESTDIR)$(PREFIX)/bin/framesrv

@@ -57,6 +57,35 @@ struct InstallTests {
         #expect(py.status == 0 && py.stdout.hasPrefix(sitePath), "import framesrv from \(sitePath): \(py.stdout)\(py.stderr)")
     }
 
+    /// A checkout copied along with its .build (SwiftPM's caches and the venv hold the path
+    /// they were made in): make install removes the stale .build with one line saying so,
+    /// installs under PREFIX, and prints the exports a shell, python and pkg-config need there.
+    @Test("make install PREFIX= in a copied checkout: a .build from elsewhere is removed, the exports are printed",
+          .timeLimit(.minutes(5)))
+    func installFromACopiedCheckout() throws {
+        let folder = TemporaryFolder("framesrv-copy")
+        let copy = folder.path + "/checkout", prefix = folder.path + "/prefix"
+        let cp = try ClientTools.run(["sh", "-c", "mkdir -p '\(copy)/Sources/CFrameServer' '\(copy)/.build' && cp -a Makefile scripts clients '\(copy)/'"
+                                      + " && cp -a Sources/CFrameServer/include '\(copy)/Sources/CFrameServer/'"
+                                      + " && echo '\"/elsewhere/framesrv/.build/x86_64-unknown-linux-gnu/debug/\"' > '\(copy)/.build/debug.yaml'"])
+        try #require(cp.status == 0, "\(cp.stderr)")
+        let python = try ClientTools.python()
+        let made = try ClientTools.run(["make", "-s", "install", "PREFIX=\(prefix)", "FRAMESRV_BIN=\(framesrvPath)", "PYTHON=\(python)"],
+                                       timeout: 280, environment: ["PKG_CONFIG_PATH": ""], directory: copy)
+        try #require(made.status == 0, "make install exited \(made.status):\n\(made.stdout.suffix(3000))\n\(made.stderr.suffix(3000))")
+        #expect(made.stderr.contains("build-dir: .build was made in /elsewhere/framesrv, not here"), "\(made.stderr)")
+        #expect((try? String(contentsOfFile: copy + "/.build/.checkout", encoding: .utf8)) != nil)
+        for export in ["export PATH=\(prefix)/bin:", "export PKG_CONFIG_PATH=\(prefix)/lib/pkgconfig", "export PYTHONPATH=\(prefix)/lib/"] {
+            #expect(made.stdout.contains(export), "make install did not say '\(export)...':\n\(made.stdout)")
+        }
+        // The PYTHONPATH it names is the one `import framesrv` needs.
+        let line = try #require(made.stdout.split(separator: "\n").first { $0.contains("export PYTHONPATH=") })
+        let site = String(line.split(separator: "=")[1].split(separator: "$")[0])
+        let py = try ClientTools.run([python, "-c", "import framesrv; print(framesrv.__file__)"], timeout: 60,
+                                     environment: ["PYTHONPATH": site], directory: folder.path)
+        #expect(py.status == 0 && py.stdout.hasPrefix(site), "import framesrv with PYTHONPATH=\(site): \(py.stdout)\(py.stderr)")
+    }
+
     @Test("a producer's normal exit leaves nothing in the runtime directory, not even NAME.lock (Swift and C)")
     func normalExitLeavesNoLock() throws {
         let scratch = try Scratch()
