@@ -136,6 +136,11 @@ public final class MediaDecoder {
     /// What the plays so far add to timestamps, and the pts span seen (fftools' duration, min_pts, max_pts).
     private var loopOffset: Int64 = 0
     private var minPts = Int64.max, maxPts = Int64.min
+    /// Times the input went back to its start (`loops`): the play now is number `loopsPlayed + 1`.
+    public private(set) var loopsPlayed = 0
+    /// The file time (seconds from the input's start) that pts `loopOffset` stands for in
+    /// this play: -ss, or the target of the last run-time seek until the next loop.
+    private var playOrigin: Double
     private let frameDurationGuess: Int64
     /// Frames before pts 0 are dropped (-ss, a run-time seek: ffmpeg's accurate seek).
     private var trimming: Bool
@@ -204,6 +209,7 @@ public final class MediaDecoder {
         tsOffset = -av_rescale_q(timestamp, microseconds, tb)
         baseOffset = tsOffset
         origin = Double(options.start ?? 0) / 1e6
+        playOrigin = origin
         trimming = options.start != nil
         durationLimit = options.duration.map { av_rescale_q($0, microseconds, tb) }
         // One frame's duration, for the loop offset (fftools: from the average frame rate, else 1).
@@ -243,6 +249,8 @@ public final class MediaDecoder {
         if maxPts > minPts { duration += maxPts - minPts }
         loopOffset = max(loopOffset, duration)
         if loopsLeft > 0 { loopsLeft -= 1 }
+        loopsPlayed += 1
+        playOrigin = Double(options.start ?? 0) / 1e6
         draining = false
         receiving = false
         return true
@@ -261,6 +269,7 @@ public final class MediaDecoder {
         avcodec_flush_buffers(codec)
         tsOffset = -av_rescale_q(timestamp, AVRational(num: 1, den: AV_TIME_BASE), AVRational(num: timeBase.num, den: timeBase.den))
         origin = seconds
+        playOrigin = seconds
         trimming = true
         firstKeptPts = nil
         loopOffset = 0
@@ -269,6 +278,13 @@ public final class MediaDecoder {
         receiving = false
         draining = false
         finished = false
+    }
+
+    /// Where a frame lies in the file: seconds from the input's start, whichever play of a
+    /// loop it belongs to (its media time goes on growing across plays; this does not).
+    public func filePosition(of description: FrameDescription) -> Double? {
+        guard let pts = description.pts, timeBase.den > 0 else { return nil }
+        return max(0, Double(pts - loopOffset) * Double(timeBase.num) / Double(timeBase.den) + playOrigin)
     }
 
     /// Counts a decode error; the first one is remembered, and with `strict` ends decoding.

@@ -78,7 +78,8 @@ public final class MediaPublisher {
         var discontinuity = false
         playing: while !shouldStop(), frames.map({ report.decoded < $0 }) ?? true, let picture = decoder.next() {
             var description = picture.description
-            switch clock.wait(toRelease: decoder.mediaTime(of: description), shouldStop: shouldStop) {
+            let place = decoder.filePosition(of: description).map { PlaybackClock.FilePlace(position: $0, loops: decoder.loopsPlayed) }
+            switch clock.wait(toRelease: decoder.mediaTime(of: description), file: place, shouldStop: shouldStop) {
             case .stopped: break playing
             case .seek(let target):
                 do {

@@ -54,6 +54,29 @@ import Testing
         #expect(producer.wait() == 0)
     }
 
+    /// `inspect` lists exactly the slots a consumer holds: a stuck lossless consumer holds
+    /// one frame, and the frames reserved for it behind that one (its lag) are not its holds.
+    @Test func inspectListsOnlyTheHeldSlots() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "hs", "--size", "64x48", "--rate", "500", "--slots", "8"])
+        let stuck = try scratch.start(["sink", "--in", "hs", "--null", "--lossless", "--hold-us", "10000000", "--name", "stuck"])
+        #expect(eventually { scratch.snapshot("hs").map { $0.freeSlots == 0 && ($0.consumers.first?.lag ?? 0) > 2 } ?? false })
+        let c = try #require(scratch.snapshot("hs")?.consumers.first)
+        #expect(c.held == 1 && c.heldSlots.count == 1, "held \(c.held), slots \(c.heldSlots)")
+        let (status, out, _) = try scratch.run(["inspect", "hs"])
+        #expect(status == 0 && out.contains("held 1 (slot \(c.heldSlots.first ?? -1)) for "), "\(out)")
+        producer.signal(SIGINT)
+        stuck.kill()
+        #expect(producer.wait() == 0)
+    }
+
+    /// Long slot lists are runs: `0-3,7`.
+    @Test func heldSlotsAreListedAsRanges() {
+        #expect(ConsumerSnapshot.ranges([0, 1, 2, 3, 7]) == "0-3,7")
+        #expect(ConsumerSnapshot.ranges([9, 10, 4, 12, 13, 14]) == "4,9-10,12-14")
+        #expect(ConsumerSnapshot.ranges([5]) == "5" && ConsumerSnapshot.ranges([]) == "")
+    }
+
     /// A consumer killed with SIGKILL is gone from the statistics top reads within 250 ms.
     @Test func killedConsumerDisappearsFromTop() throws {
         let scratch = try Scratch()
@@ -218,8 +241,8 @@ import Testing
 
     // MARK: A monitor people can read
 
-    /// `top -b` at 80 columns ($COLUMNS): no row is wider, the miss, latency and format
-    /// columns stay, streams come in pipeline order (not by name) and consumers by their
+    /// `top -b` at 80 columns ($COLUMNS): no row is wider, the columns that say who lags at
+    /// what rate stay, streams come in pipeline order (not by name) and consumers by their
     /// role or --name; `ls` lists the same order and `inspect` says what is held.
     @Test func topAt80ColumnsFollowsThePipeline() throws {
         let scratch = try Scratch()
@@ -234,7 +257,7 @@ import Testing
         let lines = top.stdout.split(separator: "\n").map(String.init)
         #expect(lines.allSatisfy { $0.count <= 80 }, "rows wider than 80:\n\(top.stdout)")
         let header = try #require(lines.first).split(separator: " ").map(String.init)
-        #expect(["NAME", "STATE", "MISS", "P99", "FORMAT"].allSatisfy(header.contains), "\(header)")
+        #expect(["NAME", "STATE", "FPS", "LAG", "DROP", "HELD"].allSatisfy(header.contains), "\(header)")
         // (indented: a consumer, its name) for each row
         let rows = lines.dropFirst().map { ($0.hasPrefix(" "), $0.drop { $0 == " " }.components(separatedBy: "  ")[0]) }
         #expect(rows.filter { !$0.0 }.map(\.1) == ["zz-src", "aa-mid", "mm-out"], "\(top.stdout)")
@@ -252,6 +275,26 @@ import Testing
         producer.signal(SIGINT)
         #expect(producer.wait() == 0)
         #expect(stages.map { $0.wait() } == [0, 0, 0, 0])
+    }
+
+    /// `top -w 80` keeps FPS and LAG (and DROP, HELD) and leaves out P99 and FORMAT first:
+    /// a narrow terminal still says who lags and at what rate.
+    @Test func narrowTopKeepsRateAndLag() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "narrow-stream", "--size", "64x48", "--rate", "100"])
+        let sink = try scratch.start(["sink", "--in", "narrow-stream", "--null", "--lossless", "--name", "a-consumer-with-a-long-name", "-q"])
+        #expect(eventually { (scratch.snapshot("narrow-stream")?.consumers.first?.delivered ?? 0) > 0 })
+        let (status, out, err) = try scratch.run(["top", "-b", "-n", "1", "-w", "80"])
+        #expect(status == 0, "top: \(err)")
+        let lines = out.split(separator: "\n").map(String.init)
+        #expect(lines.allSatisfy { $0.count <= 80 }, "rows wider than 80:\n\(out)")
+        let header = try #require(lines.first).split(separator: " ").map(String.init)
+        #expect(["NAME", "STATE", "FPS", "LAG", "DROP", "HELD"].allSatisfy(header.contains), "\(header)")
+        let wide = try scratch.run(["top", "-b", "-n", "1", "-w", "200"]).stdout.split(separator: "\n").first ?? ""
+        #expect(wide.contains("P99") && wide.contains("FORMAT"), "\(wide)")
+        producer.signal(SIGINT)
+        #expect(producer.wait() == 0)
+        _ = sink.wait()
     }
 
     /// A stream whose files are gone stays in a refreshing monitor for `keepSeconds`,

@@ -59,6 +59,31 @@ import Testing
         #expect(producer.stdout.contains("published 120 frames") && producer.stdout.contains("dropped 0,"), "\(producer.stdout)")
     }
 
+    /// A looping input (`--loop -1`) reports its position within the file and the loop it
+    /// plays, in status, ls and ls --json; `seek T` goes to T of the file and `seek +T`
+    /// counts from the position in the file, whatever the loops played.
+    @Test func loopingInputReportsItsPositionInTheFile() throws {
+        let scratch = try Scratch()
+        let clip = try Self.clip(scratch)
+        let producer = try Self.producer(clip, "lp", ["--loop", "-1", "--no-wait"], scratch)
+        defer { producer.kill() }
+        #expect(eventually(timeout: 30) { ((try? Self.status("lp", scratch))?.loops ?? 0) >= 2 })
+        #expect(try Self.ctl(["lp", "pause"], scratch).status == 0)
+        let paused = try Self.status("lp", scratch)
+        #expect(paused.loops >= 2 && paused.position >= 0 && paused.position < 4.0, "\(paused)")
+        let ls = try scratch.run(["ls"]).stdout
+        #expect(ls.contains("/4.0 paused") && ls.contains("(loop \(paused.loops + 1))"), "\(ls)")
+        let json = try scratch.run(["ls", "--json"]).stdout
+        #expect(json.contains("\"loops\":\(paused.loops)"), "\(json)")
+        #expect(try Self.ctl(["lp", "seek", "1"], scratch).status == 0)
+        #expect(try Self.ctl(["lp", "step", "1"], scratch).status == 0)
+        #expect(eventually { ((try? Self.status("lp", scratch))?.frames ?? 0) > paused.frames })
+        let sought = try Self.status("lp", scratch)
+        #expect(sought.position >= 1.0 && sought.position < 1.1 && sought.loops == paused.loops, "\(sought)")
+        let relative = try Self.ctl(["lp", "seek", "+1"], scratch)
+        #expect(relative.status == 0 && relative.stdout.contains("seek 2.0"), "\(relative.stdout) \(relative.stderr)")
+    }
+
     /// `step 5` publishes exactly 5 frames and stays paused; the rest follows on resume.
     @Test func stepPublishesExactlyThatManyFrames() throws {
         let scratch = try Scratch()

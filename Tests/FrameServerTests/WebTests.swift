@@ -187,17 +187,28 @@ import Testing
         })
     }
 
+    /// Headless Chromium's arguments: a fixed window, 4 s of the page's time.
+    func chromium(_ scratch: Scratch) -> [String] {
+        ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(scratch.path)/chromium",
+         "--virtual-time-budget=4000", "--window-size=1200,1000", "--force-device-scale-factor=1"]
+    }
+
+    /// The page at `url` as Chromium leaves it after 4 s of its time.
+    func dumpDOM(_ scratch: Scratch, _ url: String) throws -> String {
+        let dump = try Proc(executable: try RequiredTool.chromium.path(), args: chromium(scratch) + ["--dump-dom", url], environment: [:],
+                            logDirectory: scratch.path)
+        #expect(dump.wait(timeout: 60) == 0, "chromium: \(dump.stderr.suffix(500))")
+        return dump.stdout
+    }
+
     @Test func chromiumShowsEveryStreamAndConsumer() throws {
         let scratch = try Scratch()
         let run = try startChain(scratch)
         defer { stop(run) }
         let (web, _, url) = try startWeb(scratch)
         defer { web.kill() }
-        let chromium = ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(scratch.path)/chromium",
-                        "--virtual-time-budget=4000", "--window-size=1200,1000", "--force-device-scale-factor=1"]
-        let dump = try Proc(executable: try RequiredTool.chromium.path(), args: chromium + ["--dump-dom", url], environment: [:], logDirectory: scratch.path)
-        #expect(dump.wait(timeout: 60) == 0, "chromium: \(dump.stderr.suffix(500))")
-        let dom = dump.stdout
+        let chromium = chromium(scratch)
+        let dom = try dumpDOM(scratch, url)
         let streams = scratch.directory.streamNames()
         #expect(streams.count == 3)
         for name in streams {
@@ -225,6 +236,56 @@ import Testing
         #expect(spread > 40, "the preview looks blank: mean \(mean), deviation \(spread)")
         let difference = Double(zip(shown, frame).reduce(0) { $0 + abs(Int($1.0) - Int($1.1)) }) / Double(max(1, shown.count))
         #expect(difference < 12, "preview vs ffmpeg's frame: mean absolute difference \(difference) per channel")
+    }
+
+    /// A live source dropping frames for a slow lossless consumer, with four consumers in
+    /// one column of the chain: the page shows the source's drops (as the JSON has them),
+    /// labels latencies of 100 ms and more in ms (not clamped to a lower bucket) and shows
+    /// the whole graph (no node cut off below).
+    @Test func pageShowsDropsLatencyInItsUnitAndTheWholeChain() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "cam", "--size", "64x48", "--rate", "200", "--slots", "4", "--live-source"])
+        defer { producer.kill() }
+        var sinks = [try scratch.start(["sink", "--in", "cam", "--null", "--lossless", "--hold-us", "50000", "--name", "slow", "-q"])]
+        for i in 0..<3 { sinks.append(try scratch.start(["sink", "--in", "cam", "--null", "--lossless", "--name", "fast\(i)", "-q"])) }
+        defer { for s in sinks { s.kill() } }
+        #expect(eventually(timeout: 20) { scratch.snapshot("cam").map { $0.dropped > 0 && $0.consumers.count == 4 } ?? false })
+        let (web, port, url) = try startWeb(scratch)
+        defer { web.kill() }
+        #expect(eventually(timeout: 10) { ((http(port, "/api/history")?.json as? [String: Any])?["samples"] as? [Any])?.count ?? 0 >= 2 })
+        let graph = try #require(http(port, "/api/graph")?.json as? [String: Any])
+        let stream = try #require((graph["streams"] as? [[String: Any]])?.first)
+        #expect((stream["dropped"] as? Int ?? 0) > 0, "\(stream)")
+        let dom = try dumpDOM(scratch, url)
+        let dropped = try #require(dom.range(of: "<span class=\"dropped\">dropped at source ").map { Int(dom[$0.upperBound...].prefix { $0.isNumber }) ?? 0 })
+        #expect(dropped > 0, "the card says the source's drops")
+        let label = try #require(dom.range(of: "data-plot=\"latency\" data-label=\"").map { String(dom[$0.upperBound...].prefix { $0 != "\"" }) })
+        #expect(label.hasPrefix("latency (max ") && (label.hasSuffix(" ms)") || label.hasSuffix(" s)")), "\(label)")
+        #expect(label.contains("&gt;=100.0 ms") || label.contains(" s)"), "the slow consumer waits 100 ms and more: \(label)")
+        #expect(dom.contains("id=\"chain\" data-fits=\"1\""), "the chain's graph is cut off")
+    }
+
+    /// A page without streams names the directory it reads; a new producer under an old
+    /// name starts new plots (its pid), without the earlier run's samples.
+    @Test func pageNamesItsDirectoryAndStartsNewSeriesForANewProducer() throws {
+        let scratch = try Scratch()
+        let (web, port, url) = try startWeb(scratch)
+        defer { web.kill() }
+        #expect(try dumpDOM(scratch, url).contains("no streams in \(scratch.path) (FRAMESRV_DIR)"))
+        func samples(of pid: Int32) -> Int {
+            let history = (http(port, "/api/history")?.json as? [String: Any])?["samples"] as? [[String: Any]] ?? []
+            return history.filter { (($0["streams"] as? [[String: Any]]) ?? []).contains { $0["producerPID"] as? Int == Int(pid) } }.count
+        }
+        let first = try scratch.start(["produce", "--pattern", "--out", "cam", "--size", "64x48", "--rate", "50"])
+        #expect(eventually(timeout: 20) { samples(of: first.pid) >= 2 })
+        first.signal(SIGINT)
+        #expect(first.wait() == 0)
+        let second = try scratch.start(["produce", "--pattern", "--out", "cam", "--size", "64x48", "--rate", "50"])
+        defer { second.kill() }
+        #expect(eventually(timeout: 20) { samples(of: second.pid) >= 2 })
+        let dom = try dumpDOM(scratch, url)
+        let series = try #require(dom.range(of: "data-plot=\"fps\" data-label=\"").map { String(dom[$0.upperBound...].prefix { $0 != ">" }) })
+        #expect(series.contains("data-series=\"stream pid \(second.pid)") && !series.contains("pid \(first.pid)"), "\(series)")
     }
 
     /// The layout box the page wrote on `stream`'s preview image (data-rect="x,y,w,h").

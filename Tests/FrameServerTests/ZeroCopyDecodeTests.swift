@@ -87,4 +87,24 @@ import Testing
         #expect(sink.wait(timeout: 60) == 0, "sink: \(sink.stderr)")
         #expect(sink.stdout.contains("\"received\":90"), "\(sink.stdout)")
     }
+
+    /// Pictures the decoder keeps that are not published yet (B-frames waiting for their
+    /// turn, a frame being decoded) are decoder references too, not `writing`: with a stuck
+    /// lossless consumer every published slot is its, and the decoder's own are the rest.
+    @Test func inspectShowsUnpublishedDecoderPicturesAsReferences() throws {
+        let scratch = try Scratch()
+        let path = try referenceHeavyClip(scratch, frames: 90)
+        let producer = try scratch.start(["produce", "-i", path, "--out", "pending", "--wait-for", "1", "--threads", "2"])
+        let stuck = try scratch.start(["sink", "--in", "pending", "--null", "--hold-us", "10000000", "--quiet"])
+        func states() -> [String] { scratch.snapshot("pending")?.slotTable.map(\.state) ?? [] }
+        #expect(eventually(timeout: 20) {
+            let s = states()
+            return s.filter { $0 == "held" }.count >= 3 && s.contains("reference") && !s.contains("writing")
+        }, "slots: \(states())")
+        let (status, out, _) = try scratch.run(["inspect", "pending"])
+        #expect(status == 0 && out.contains("decoder reference") && !out.contains("writing"), "\(out)")
+        producer.signal(SIGINT)
+        stuck.kill()
+        _ = producer.wait(timeout: 30)
+    }
 }

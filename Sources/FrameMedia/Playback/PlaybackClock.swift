@@ -31,6 +31,17 @@ public final class PlaybackClock: @unchecked Sendable {
         public var pendingSeek: Double?
         /// Frames released so far.
         public var released: UInt64
+        /// Where the last frame released lies in the file (a looping input's media time goes
+        /// on growing; this starts again each play), and how many plays ended before its.
+        public var filePosition: Double
+        public var loops: Int
+    }
+
+    /// Where a frame lies in its file: seconds from its start, and the plays before this one.
+    public struct FilePlace: Sendable, Equatable {
+        public var position: Double
+        public var loops: Int
+        public init(position: Double, loops: Int) { self.position = position; self.loops = loops }
     }
 
     /// What `wait(toRelease:)` decided.
@@ -50,6 +61,7 @@ public final class PlaybackClock: @unchecked Sendable {
     private var seekTarget: Double?
     private var released: UInt64 = 0
     private var position: Double
+    private var place: FilePlace
     /// The mapping: media time `anchorMedia` is wall time `anchorWall` (nil: anchor on the next frame).
     private var anchor: (wall: UInt64, media: Double)?
 
@@ -61,12 +73,14 @@ public final class PlaybackClock: @unchecked Sendable {
         self.rate = rate
         self.paused = paused
         self.position = position
+        place = FilePlace(position: position, loops: 0)
     }
 
     /// A snapshot of the clock's state.
     public var state: State {
         lock.withLock {
-            State(paused: paused, rate: rate, position: position, stepsLeft: steps, pendingSeek: seekTarget, released: released)
+            State(paused: paused, rate: rate, position: position, stepsLeft: steps, pendingSeek: seekTarget, released: released,
+                  filePosition: place.position, loops: place.loops)
         }
     }
 
@@ -114,14 +128,16 @@ public final class PlaybackClock: @unchecked Sendable {
         lock.withLock {
             if seekTarget == target { seekTarget = nil }
             position = target
+            place.position = target
             anchor = nil
         }
     }
 
     /// Blocks until the frame at media time `media` is due, a seek is pending or
     /// `shouldStop` says so (asked at least every 50 ms: signals do not wake the wait).
-    /// A frame without a time (nil) is due at once unless paused.
-    public func wait(toRelease media: Double?, shouldStop: () -> Bool) -> Release {
+    /// A frame without a time (nil) is due at once unless paused. `file`: where the frame
+    /// lies in its file, when that is not its media time (a looping input).
+    public func wait(toRelease media: Double?, file: FilePlace? = nil, shouldStop: () -> Bool) -> Release {
         lock.withLock {
             while true {
                 if let seekTarget { return .seek(seekTarget) }
@@ -134,6 +150,7 @@ public final class PlaybackClock: @unchecked Sendable {
                 let due = paused ? now : dueTime(of: media, now: now)
                 if due <= now {
                     release(media, now: now)
+                    if let file { place = file } else if let media { place.position = media }
                     return .now
                 }
                 lock.wait(untilNanos: min(due, now + 50_000_000))

@@ -12,18 +12,22 @@ public struct PlaybackStatus: Equatable, Sendable, Encodable {
     public var paused: Bool
     /// Frames published so far.
     public var frames: UInt64
+    /// Times a looping input went back to its start (`position` is within the file): the
+    /// play now is loop `loops + 1`.
+    public var loops: Int
     /// While the producer waits for lossless consumers before its first frame (--wait-for N):
     /// N, and how many are attached; nil once it publishes.
     public var waiting: (wanted: Int, attached: Int)?
 
     public init(stream: String, position: Double, duration: Double?, rate: Double?, paused: Bool, frames: UInt64,
-                waiting: (wanted: Int, attached: Int)? = nil) {
-        self.stream = stream; self.position = position; self.duration = duration
+                waiting: (wanted: Int, attached: Int)? = nil, loops: Int = 0) {
+        self.stream = stream; self.position = position; self.duration = duration; self.loops = loops
         self.rate = rate; self.paused = paused; self.frames = frames; self.waiting = waiting
     }
 
     public static func == (a: PlaybackStatus, b: PlaybackStatus) -> Bool {
         (a.stream, a.position, a.duration, a.rate, a.paused, a.frames) == (b.stream, b.position, b.duration, b.rate, b.paused, b.frames)
+            && a.loops == b.loops
             && a.waiting?.wanted == b.waiting?.wanted && a.waiting?.attached == b.waiting?.attached
     }
 
@@ -38,26 +42,29 @@ public struct PlaybackStatus: Equatable, Sendable, Encodable {
     /// `1.00x`, `max`.
     public var rateText: String { rate.map { formatFixed($0, 2) + "x" } ?? "max" }
 
-    /// `12.3/60.0 paused 1.00x`, or `waitingText`: what ls and top show.
+    /// ` (loop 4)` once a looping input went back to its start, else nothing.
+    public var loopText: String { loops > 0 ? " (loop \(loops + 1))" : "" }
+
+    /// `12.3/60.0 paused 1.00x (loop 2)`, or `waitingText`: what ls and top show.
     public var cell: String {
-        waitingText ?? "\(formatFixed(position, 1))/\(duration.map { formatFixed($0, 1) } ?? "?") \(state) \(rateText)"
+        waitingText ?? "\(formatFixed(position, 1))/\(duration.map { formatFixed($0, 1) } ?? "?") \(state) \(rateText)\(loopText)"
     }
 
-    /// `12.345/60.000 s paused 1.00x`: position, duration, state and rate in one line.
+    /// `12.345/60.000 s paused 1.00x (loop 2)`: position, duration, state, rate and loop in one line.
     public var line: String {
-        "\(formatFixed(position, 3))/\(duration.map { formatFixed($0, 3) } ?? "?") s \(state) \(rateText)"
+        "\(formatFixed(position, 3))/\(duration.map { formatFixed($0, 3) } ?? "?") s \(state) \(rateText)\(loopText)"
             + (waitingText.map { ", " + $0 } ?? "")
     }
 
     /// One JSON object: stream, state, paused, position, duration (null: unknown), rate
-    /// (null: max), frames, and while it waits for consumers waiting_for and attached.
+    /// (null: max), frames, loops, and while it waits for consumers waiting_for and attached.
     public var json: String {
         "{\"stream\":\"\(stream)\",\"state\":\"\(state)\",\"paused\":\(paused),\"position\":\(formatFixed(position, 6)),"
             + "\"duration\":\(duration.map { formatFixed($0, 6) } ?? "null"),\"rate\":\(rate.map { "\($0)" } ?? "null"),"
-            + "\"frames\":\(frames)" + (waiting.map { ",\"waiting_for\":\($0.wanted),\"attached\":\($0.attached)" } ?? "") + "}"
+            + "\"frames\":\(frames),\"loops\":\(loops)" + (waiting.map { ",\"waiting_for\":\($0.wanted),\"attached\":\($0.attached)" } ?? "") + "}"
     }
 
-    enum Keys: String, CodingKey { case stream, state, paused, position, duration, rate, frames, waitingFor = "waiting_for", attached, waiting }
+    enum Keys: String, CodingKey { case stream, state, paused, position, duration, rate, frames, loops, waitingFor = "waiting_for", attached, waiting }
 
     /// The fields of `json`, unknown ones as null.
     public func encode(to encoder: any Encoder) throws {
@@ -69,6 +76,7 @@ public struct PlaybackStatus: Equatable, Sendable, Encodable {
         try c.encode(duration, forKey: .duration)
         try c.encode(rate, forKey: .rate)
         try c.encode(frames, forKey: .frames)
+        try c.encode(loops, forKey: .loops)
         try c.encodeIfPresent(waiting?.wanted, forKey: .waitingFor)
         try c.encodeIfPresent(waiting?.attached, forKey: .attached)
         try c.encodeIfPresent(waitingText, forKey: .waiting)
@@ -90,7 +98,7 @@ public struct PlaybackStatus: Equatable, Sendable, Encodable {
               let duration = fields["duration"], let rate = fields["rate"] else { return nil }
         let waiting = fields["waiting_for"].flatMap(Int.init).map { ($0, fields["attached"].flatMap(Int.init) ?? 0) }
         self.init(stream: stream, position: position, duration: Double(duration), rate: Double(rate), paused: paused, frames: frames,
-                  waiting: waiting)
+                  waiting: waiting, loops: fields["loops"].flatMap(Int.init) ?? 0)
     }
 }
 
@@ -121,7 +129,7 @@ extension PlaybackClock {
             return .ok("step \(n) (paused)")
         case .seek(let target):
             guard canSeek else { return .error("seek: '\(status().stream)' reads an input that cannot seek (a pipe)") }
-            let t = target.resolved(from: state.pendingSeek ?? state.position)
+            let t = target.resolved(from: state.pendingSeek ?? state.filePosition)
             if let duration, t >= duration {
                 return .error("seek \(formatFixed(t, 3)): past the end (the input lasts \(formatFixed(duration, 3)) s)")
             }

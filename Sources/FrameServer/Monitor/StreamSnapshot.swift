@@ -67,10 +67,14 @@ public enum StreamState: String, Sendable, Encodable {
 /// What a slot is doing (`SlotSnapshot.state` holds the raw value).
 public enum SlotState: String, Sendable, Encodable {
     case free, writing, held
-    /// Published, held by no consumer, still used by the producer's decoder as a reference picture.
+    /// The producer's zero-copy decoder keeps it (`producer_hold`) and no consumer holds it:
+    /// a picture it decodes or keeps as a reference for later frames, published or not yet.
     case reference
     /// Published, held by nobody.
     case ready
+
+    /// As inspect shows it: `decoder reference` for `reference`, else the raw value.
+    public var label: String { self == .reference ? "decoder reference" : rawValue }
 }
 
 extension StreamSnapshot {
@@ -93,8 +97,8 @@ extension ConsumerSnapshot {
 /// One slot of the pool.
 public struct SlotSnapshot: Sendable, Encodable {
     public let index: Int
-    /// free, writing, held, reference (published, held by no consumer, still used by the
-    /// producer's decoder as a reference picture) or ready (published, held by nobody).
+    /// free, writing (a copy being written), held, reference (kept by the producer's
+    /// decoder, published or not yet, held by no consumer) or ready (published, held by nobody).
     public let state: String
     public let sequence: UInt64
     public let epoch: UInt64
@@ -166,7 +170,7 @@ public struct StreamSnapshot: Sendable, Encodable {
                 continue
             }
             consumers.append(ConsumerSnapshot(e, index: i, mode: mode, state: state, lossless: control.consumerMode(i) == .lossless,
-                                              lastPublished: lastSeq, heldSlots: heldBy[i] ?? [], now: now))
+                                              lastPublished: lastSeq, heldSlots: heldSlots(heldBy[i] ?? [], entry: e), now: now))
         }
         let format = try? latestFormat(control, stream: name, in: directory)
         do { try control.segment.checkIntact() } catch { throw .segment(error) }
@@ -182,6 +186,13 @@ public struct StreamSnapshot: Sendable, Encodable {
         return (snapshot, warnings)
     }
 
+    /// The slots a consumer holds: of those with its holder bit, the frames it was handed
+    /// (up to its last sequence); the others are reserved for it and not handed yet (a
+    /// lossless consumer's lag), which it does not hold.
+    private static func heldSlots(_ marked: [(slot: Int, seq: UInt64)], entry e: fs_consumer) -> [Int] {
+        marked.filter { $0.seq != 0 && $0.seq <= e.last_seq }.map(\.slot)
+    }
+
     /// Entry `i`'s mode and state as monitors print them, nil when they are none of the
     /// protocol's. An entry still registering (FREE or CLAIMED with a pid, mode 0) is
     /// `-`/`attaching`, not a monitor and not a bad entry.
@@ -192,19 +203,22 @@ public struct StreamSnapshot: Sendable, Encodable {
         return attaching ? ("-", "attaching") : nil
     }
 
-    /// The slot table, which slots each consumer holds, and how many slots are free.
-    private static func readSlots(_ control: ControlSegment, now: UInt64) -> ([SlotSnapshot], [Int: [Int]], Int) {
+    /// The slot table, the published slots whose holder bit each consumer has (with their
+    /// sequence numbers: held, or reserved for it and not handed yet), and how many slots are free.
+    private static func readSlots(_ control: ControlSegment, now: UInt64) -> ([SlotSnapshot], [Int: [(slot: Int, seq: UInt64)]], Int) {
         var slotTable: [SlotSnapshot] = []
-        var heldBy: [Int: [Int]] = [:]
+        var heldBy: [Int: [(slot: Int, seq: UInt64)]] = [:]
         var free = 0
         for i in 0..<control.slotCount {
             let s = control.slot(i)
             let h = control.holders(i)
             let holders = (0..<Int(FS_MAX_CONSUMERS)).filter { h & (1 << UInt64($0)) != 0 }
-            for c in holders { heldBy[c, default: []].append(Int(i)) }
             let seq = s.pointee.seq
+            if h & FS_HOLDER_WRITER == 0 { for c in holders { heldBy[c, default: []].append((Int(i), seq)) } }
             let producerHold = control.producerHolds(i)
-            let state: SlotState = h & FS_HOLDER_WRITER != 0 ? .writing : !holders.isEmpty ? .held
+            // A decoder's slot carries producer_hold from its lease on, before and after it is published.
+            let writing = h & FS_HOLDER_WRITER != 0
+            let state: SlotState = writing && producerHold ? .reference : writing ? .writing : !holders.isEmpty ? .held
                 : producerHold ? .reference : seq != 0 ? .ready : .free
             if fs_slot_is_free(s) != 0 { free += 1 }
             let published = s.pointee.publish_ns
@@ -258,6 +272,18 @@ public struct StreamSnapshot: Sendable, Encodable {
 }
 
 extension ConsumerSnapshot {
+    /// `heldSlots` as inspect lists them: runs as ranges, `0-3,7`.
+    public var heldSlotsText: String { Self.ranges(heldSlots) }
+
+    /// Slot numbers as ranges: `[0, 1, 2, 3, 7, 9, 10]` is `0-3,7,9-10`.
+    public static func ranges(_ slots: [Int]) -> String {
+        var runs: [(first: Int, last: Int)] = []
+        for n in slots.sorted() {
+            if let last = runs.last?.last, n <= last + 1 { runs[runs.count - 1].last = max(last, n) } else { runs.append((n, n)) }
+        }
+        return runs.map { $0.first == $0.last ? "\($0.first)" : "\($0.first)-\($0.last)" }.joined(separator: ",")
+    }
+
     /// Entry `index` as read from the segment (`e` is a copy), with its validated mode and state.
     init(_ e: fs_consumer, index: Int, mode: String, state: String, lossless: Bool, lastPublished: UInt64,
          heldSlots: [Int], now: UInt64) {

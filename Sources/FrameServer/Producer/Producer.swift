@@ -283,6 +283,8 @@ public final class Producer: @unchecked Sendable {
                       leased.load(ordering: .acquiring).nonzeroBitCount < n - Self.slotsKeptFromLeases else { return .cannot }
                 if let slot = tryTakeFreeSlot() {
                     leased.bitwiseOr(1 << UInt64(slot), ordering: .sequentiallyConsistent)
+                    // The decoder's own from the start: a monitor tells it from a copy being written.
+                    fs_slot_hold_set(slotCtl(slot))
                     return .leased(SlotLease(producer: self, pool: pool, slot: slot, epoch: epoch,
                                              base: pool.base + Int(slot) * slotStride, capacity: slotStride))
                 }

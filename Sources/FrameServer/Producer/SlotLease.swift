@@ -66,7 +66,9 @@ public final class SlotLease: @unchecked Sendable {
         }
         let s = producer.control.slot(slot)
         switch prior {
-        case .writing: fs_slot_abandon(s)
+        case .writing:
+            fs_slot_abandon(s)
+            fs_slot_hold_clear(s)
         case .published: fs_slot_hold_clear(s)
         case .ended: return
         }

@@ -1,8 +1,9 @@
 /// The page `framesrv web` serves at `/`: one HTML document with its style and script inline
 /// (no CDN, no other file: the machine may be offline). Ids and classes are stable for tests:
 /// `#graph` (SVG: `g.node.stream[data-stream]`, `g.node.process[data-pid]`, `.edge`),
-/// `#streams` (`div.stream[data-stream]`, `img.preview` with `data-rect` = its layout box,
-/// `td.pid`, `canvas.plot`).
+/// `#chain[data-fits]` (1: the graph shows whole), `#empty` (no streams: the directory),
+/// `#streams` (`div.stream[data-stream]`, `span.dropped`, `img.preview` with `data-rect` = its
+/// layout box, `td.pid`, `canvas.plot` with `data-label` and `data-series` = what it draws).
 enum WebPage {
     static let html = """
     <!DOCTYPE html>
@@ -12,6 +13,7 @@ enum WebPage {
     <body>
     <header><h1>framesrv</h1><span id="status">loading…</span></header>
     <section id="chain"><h2>Chain</h2><svg id="graph" width="300" height="60"></svg></section>
+    <p id="empty" hidden></p>
     <section id="streams"></section>
     <script>\(WebPageScript.js)</script>
     </body></html>
@@ -25,7 +27,7 @@ enum WebPageStyle {
     header h1{font-size:18px;margin:0}
     section{padding:6px 14px}
     h2{font-size:15px;margin:6px 0}
-    #chain{overflow:auto;height:124px}
+    #chain{overflow-x:auto;min-height:124px}
     #graph{background:#fff;border:1px solid #ccd}
     .node rect{fill:#eef3fb;stroke:#557}
     .node.stream rect{fill:#fff7e0;stroke:#a80}

@@ -23,7 +23,7 @@ enum WebPageScript {
       const rows = {}, pos = {}, W = 124, H = 34, GX = 134, GY = 26;
       for (const id of ids) { const l = Math.min(layer[id], 40); rows[l] = (rows[l] || 0); pos[id] = {x: 10 + l * (W + GX), y: 10 + rows[l] * (H + GY)}; rows[l]++; }
       const height = 20 + Math.max(1, ...Object.values(rows)) * (H + GY), width = 20 + (Math.max(0, ...Object.keys(rows).map(Number)) + 1) * (W + GX);
-      svg.setAttribute("height", height); svg.setAttribute("width", Math.max(width, 300));   // full size: #chain scrolls
+      svg.setAttribute("height", height); svg.setAttribute("width", Math.max(width, 300));   // full size: #chain grows with it, scrolls sideways
       for (const e of g.edges) {
         const a = pos[e.from], b = pos[e.to]; if (!a || !b) continue;
         const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
@@ -34,7 +34,9 @@ enum WebPageScript {
         lines.forEach((t, i) => svg.append(svgEl("text", {class: "edge-label" + (i ? " latency" : ""), x: x1 + 6, y: (y1 + y2) / 2 - 4 + i * 12}, t)));
       }
       for (const p of g.processes) node(svg, "process", pos["pid:" + p.pid], p.name, "pid " + p.pid, {"data-pid": p.pid}, W, H);
-      for (const s of g.streams) node(svg, "stream", pos["stream:" + s.name], s.name, `${fmt(s.fps)} fps ${s.slotsInUse}/${s.slots}`, {"data-stream": s.name}, W, H);
+      for (const s of g.streams) node(svg, "stream", pos["stream:" + s.name], s.name, `${fmt(s.fps)} fps ${s.slotsInUse}/${s.slots}` + (s.dropped ? ` drop ${s.dropped}` : ""), {"data-stream": s.name}, W, H);
+      const chain = document.getElementById("chain");
+      chain.dataset.fits = chain.scrollHeight <= chain.clientHeight + 1 ? "1" : "0";   // no node cut off at the bottom
     }
     function node(svg, kind, p, title, sub, attrs, W, H) {
       const g = svgEl("g", Object.assign({class: "node " + kind, transform: `translate(${p.x},${p.y})`}, attrs));
@@ -50,13 +52,15 @@ enum WebPageScript {
       const src = on ? url(name, "preview.mjpeg") + "?fps=" + card.querySelector("select.fps").value + "&width=" + card.querySelector("select.width").value : "";
       if (img.getAttribute("src") !== src) { if (src) img.src = src; else img.removeAttribute("src"); }
     }
+    function source() { const d = $("div", {class: "source"}); d.append($("span", {class: "producer"}), " ", $("span", {class: "dropped"})); return d; }
     function card(name) {
       const id = "stream-" + name.replace(/[^A-Za-z0-9_-]/g, "_");
       let c = document.getElementById(id);
       if (c) return c;
       c = $("div", {class: "stream", id: id, "data-stream": name});
       const left = $("div"), right = $("div");
-      left.append($("h3", {class: "stream-name"}, name), $("img", {class: "preview", alt: "preview of " + name}));
+      left.append($("h3", {class: "stream-name"}, name), source(),
+                  $("img", {class: "preview", alt: "preview of " + name}));
       const ctl = $("div", {class: "controls"});
       const fps = $("select", {class: "fps", title: "preview frames per second"}), width = $("select", {class: "width", title: "preview width"});
       for (const v of [1, 5, 10, 25]) fps.append($("option", v === 5 ? {value: v, selected: ""} : {value: v}, v + " fps"));
@@ -86,6 +90,9 @@ enum WebPageScript {
       });
     }
     function drawStreams(g) {
+      const empty = document.getElementById("empty");
+      empty.hidden = g.streams.length > 0;
+      empty.textContent = `no streams in ${g.directory} (FRAMESRV_DIR)`;
       const names = new Set(g.streams.map(s => s.name));
       for (const c of [...document.querySelectorAll(".stream")]) if (!names.has(c.dataset.stream)) { shown.unobserve(c); c.querySelector("img.preview").removeAttribute("src"); c.remove(); }
       for (const s of g.streams) {
@@ -99,6 +106,9 @@ enum WebPageScript {
                     $("td", {}, k.lag), $("td", {}, k.missed), $("td", {}, k.latencyP50), $("td", {}, k.latencyP99));
           t.append(tr);
         }
+        const top = topByName[s.name];
+        c.querySelector(".producer").textContent = "pid " + s.producerPID;
+        c.querySelector(".dropped").textContent = "dropped at source " + (top ? top.dropped : s.dropped);
         const pb = playback[s.name], play = c.querySelector(".playback");
         play.hidden = !pb;
         if (pb) play.querySelector(".position").textContent = ` ${pb.paused ? "paused" : "playing"} ${fmt(pb.position)} s` + (pb.duration ? ` / ${fmt(pb.duration)} s` : "");
@@ -107,12 +117,14 @@ enum WebPageScript {
         c.querySelector("img.preview").dataset.rect = [r.left + scrollX, r.top + scrollY, r.width, r.height].map(Math.round).join(",");
       }
     }
-    // One canvas per figure: a line per stream (fps, slots) or per consumer (latency, misses).
+    // One canvas per figure: a line per stream (fps, slots) or per consumer (latency, misses),
+    // of the stream's current producer only: an earlier run under the same name (another pid) is left out.
     function plots(c, name) {
       const series = {fps: {}, latency: {}, slots: {}, misses: {}};
+      const last = [...samples].reverse().map(h => h.streams.find(s => s.name === name)).find(s => s);
       samples.forEach((h, i) => {
-        const s = h.streams.find(s => s.name === name); if (!s) return;
-        (series.fps["stream"] = series.fps["stream"] || [])[i] = s.fps;
+        const s = h.streams.find(s => s.name === name); if (!s || !last || s.producerPID !== last.producerPID) return;
+        (series.fps["stream pid " + s.producerPID] = series.fps["stream pid " + s.producerPID] || [])[i] = s.fps;
         (series.slots["in use"] = series.slots["in use"] || [])[i] = s.slotsInUse;
         for (const k of s.consumers) {
           const key = "pid " + k.pid;
@@ -122,20 +134,28 @@ enum WebPageScript {
           (series.misses[key] = series.misses[key] || [])[i] = k.missed;
         }
       });
-      const units = {fps: "fps", latency: "latency us", slots: "slots in use", misses: "misses"};
-      for (const cv of c.querySelectorAll("canvas.plot")) plot(cv, series[cv.dataset.plot], units[cv.dataset.plot], samples.length);
+      const units = {fps: "fps", latency: "latency", slots: "slots in use", misses: "misses"};
+      for (const cv of c.querySelectorAll("canvas.plot"))
+        plot(cv, series[cv.dataset.plot], units[cv.dataset.plot], samples.length, cv.dataset.plot === "latency" ? micros : fmt);
     }
+    // Microseconds in the unit that reads best; the open last bucket (100 ms and more) as ">=".
+    const micros = (v) => (v >= latencyOpenFrom ? ">=" : "") + (v >= 1e6 ? fmt(v / 1e6, 2) + " s" : v >= 1000 ? fmt(v / 1000, 1) + " ms" : fmt(v, 0) + " us");
+    const latencyOpenFrom = 100000;
     const colours = ["#2a7", "#27c", "#d60", "#a3c", "#c23", "#777"];
-    function plot(cv, lines, unit, n) {
+    function plot(cv, lines, unit, n, format) {
       const x = cv.getContext("2d"), W = cv.width, H = cv.height;
       x.clearRect(0, 0, W, H);
       let max = 0; for (const k in lines) for (const v of lines[k]) if (v !== null && v !== undefined) max = Math.max(max, v);
+      const label = unit + " (max " + format(max) + ")";
       max = max > 0 ? max * 1.1 : 1;
-      x.fillStyle = "#555"; x.font = "10px sans-serif"; x.fillText(unit + " (max " + fmt(max / 1.1) + ")", 4, 10);
+      cv.dataset.label = label; cv.dataset.series = Object.keys(lines).join(",");
+      x.fillStyle = "#555"; x.font = "10px sans-serif"; x.fillText(label, 4, 10);
       Object.keys(lines).forEach((k, j) => {
         x.strokeStyle = colours[j % colours.length]; x.beginPath(); let moved = false;
-        lines[k].forEach((v, i) => { if (v === null || v === undefined) return; const px = n > 1 ? i * (W - 2) / (n - 1) : 0, py = H - 2 - v / max * (H - 16);
-          if (moved) x.lineTo(px, py); else { x.moveTo(px, py); moved = true; } });
+        // A sample without a value (none yet, or not this run) is a gap, not a line across it.
+        for (let i = 0; i < n; i++) { const v = lines[k][i]; if (v === null || v === undefined) { moved = false; continue; }
+          const px = n > 1 ? i * (W - 2) / (n - 1) : 0, py = H - 2 - v / max * (H - 16);
+          if (moved) x.lineTo(px, py); else { x.moveTo(px, py); moved = true; } }
         x.stroke(); x.fillStyle = x.strokeStyle; x.fillText(k, W - 70, 22 + j * 10);
       });
     }

@@ -18,6 +18,8 @@ public struct WebGraph: Encodable, Sendable {
         public let format: String?
         public let slotsInUse: Int
         public let slots: Int
+        /// Frames the source dropped for want of a free slot.
+        public let dropped: UInt64
     }
     public struct Edge: Encodable, Sendable {
         /// "pid:42" or "stream:NAME".
@@ -37,13 +39,16 @@ public struct WebGraph: Encodable, Sendable {
     }
 
     public let time: Double
+    /// The runtime directory the view reads (what an empty page names).
+    public let directory: String
     public let processes: [Process]
     public let streams: [Stream]
     public let edges: [Edge]
 
     /// `hiding`: a process left out as a consumer (the web server's own previews: the tables list them).
-    init(_ report: TopReport?, before: HistoryPoint?, hiding hidden: Int32? = nil) {
+    init(_ report: TopReport?, before: HistoryPoint?, directory: String, hiding hidden: Int32? = nil) {
         time = report?.time ?? 0
+        self.directory = directory
         var processes: [Int32: Process] = [:]
         var order: [Int32] = []
         func process(_ pid: Int32, _ name: String) {
@@ -52,7 +57,7 @@ public struct WebGraph: Encodable, Sendable {
         var streams: [Stream] = [], edges: [Edge] = []
         for s in report?.streams ?? [] where !s.vanished {
             streams.append(Stream(name: s.name, state: s.state, producerPID: s.producerPID, fps: s.fps, format: s.format,
-                                  slotsInUse: s.slotsInUse, slots: s.slots))
+                                  slotsInUse: s.slotsInUse, slots: s.slots, dropped: s.dropped))
             process(s.producerPID, s.producerName)
             processes[s.producerPID]?.produces.append(s.name)
             edges.append(Edge(from: "pid:\(s.producerPID)", to: "stream:\(s.name)", fps: s.fps, consumer: nil, mode: nil, lag: nil,

@@ -90,7 +90,7 @@ public final class WebMonitor: Sendable {
     public func graph() -> WebGraph {
         state.withLock { s in
             let points = s.history.suffix(2)
-            return WebGraph(s.report, before: points.count == 2 ? points.first : nil, hiding: getpid())
+            return WebGraph(s.report, before: points.count == 2 ? points.first : nil, directory: path, hiding: getpid())
         }
     }
 
@@ -104,6 +104,8 @@ public final class WebMonitor: Sendable {
 public struct HistoryPoint: Encodable, Sendable {
     public struct Stream: Encodable, Sendable {
         let name: String
+        /// Whose run this is: a new producer under the same name starts a new series.
+        let producerPID: Int32
         let fps: Double?
         let slotsInUse: Int
         let slots: Int
@@ -117,18 +119,25 @@ public struct HistoryPoint: Encodable, Sendable {
         let fps: Double?
         let lag: UInt64
         let missed: UInt64
+        /// The percentiles' bucket bounds; the open last bucket (100 ms and more) as where it
+        /// begins, so that a plot shows it at its height instead of leaving it out.
         let latencyP50Micros: UInt64?
         let latencyP99Micros: UInt64?
     }
     public let time: Double
     public let streams: [Stream]
 
+    /// A percentile's bound as plotted: the open last bucket (no bound, but a label) as its start.
+    static func plotted(_ micros: UInt64?, _ label: String) -> UInt64? {
+        micros ?? (label == TopConsumer.label(nil) ? nil : ConsumerSnapshot.latencyUnboundedFromMicros)
+    }
+
     init(_ r: TopReport) {
         time = r.time
         streams = r.streams.map { s in
-            Stream(name: s.name, fps: s.fps, slotsInUse: s.slotsInUse, slots: s.slots, dropped: s.dropped, consumers: s.consumers.map { c in
+            Stream(name: s.name, producerPID: s.producerPID, fps: s.fps, slotsInUse: s.slotsInUse, slots: s.slots, dropped: s.dropped, consumers: s.consumers.map { c in
                 Consumer(pid: c.pid, index: c.index, name: c.name, fps: c.fps, lag: c.lag, missed: c.missed,
-                         latencyP50Micros: c.latencyP50Micros, latencyP99Micros: c.latencyP99Micros)
+                         latencyP50Micros: Self.plotted(c.latencyP50Micros, c.latencyP50), latencyP99Micros: Self.plotted(c.latencyP99Micros, c.latencyP99))
             })
         }
     }

@@ -101,11 +101,11 @@ enum InspectCommand: Command {
             else if let playback = PlaybackStatus(json: text) { print("  playback: \(playback.line)") }
         }
         print("  slots:")
-        let widths = [4, 6, 9, 10, 7, 10]
+        let widths = [4, 6, 19, 10, 7, 10]
         print(row(widths, ["", "SLOT", "STATE", "SEQ", "EPOCH", "AGE ms", "HOLDERS"]))
         for t in s.slotTable {
             let holders = t.holders.isEmpty ? "-" : t.holders.map(String.init).joined(separator: ",")
-            print(row(widths, ["", "\(t.index)", t.state, "\(t.sequence)", "\(t.epoch)", formatDouble(t.ageMillis), holders]))
+            print(row(widths, ["", "\(t.index)", t.slotState.label, "\(t.sequence)", "\(t.epoch)", formatDouble(t.ageMillis), holders]))
         }
         print("  consumers:")
         if s.consumers.isEmpty { print("    none") }
@@ -118,8 +118,8 @@ extension InspectCommand {
     /// A consumer's line, in the words of top's columns: `#0 sink record out.mp4 pid 42
     /// lossless active: frames 120, miss 0, stale 0, lag 2, held 1 (slot 3) for 4.1 ms, ...`.
     static func describe(_ c: ConsumerSnapshot) -> String {
-        let slots = c.heldSlots.map(String.init).joined(separator: ",")
-        let held = c.held == 0 ? "held 0" : "held \(c.held) (slot\(c.heldSlots.count == 1 ? "" : "s") \(slots)) for \(formatDouble(c.holdMillis)) ms"
+        let slots = c.heldSlots.isEmpty ? "" : " (slot\(c.heldSlots.count == 1 ? "" : "s") \(c.heldSlotsText))"
+        let held = c.held == 0 ? "held 0" : "held \(c.held)\(slots) for \(formatDouble(c.holdMillis)) ms"
         let p50 = TopConsumer.label(c.latencyPercentileMicros(0.5)), p99 = TopConsumer.label(c.latencyPercentileMicros(0.99))
         return "    #\(c.index) \(c.name) pid \(c.pid) \(c.mode) \(c.state): frames \(c.delivered), miss \(c.missed), "
             + "stale \(c.stale), dropped at source \(c.sourceDropped), lag \(c.lag), \(held), latency p50 \(p50) p99 \(p99) mean \(formatDouble(c.meanLatencyMicros)) us"

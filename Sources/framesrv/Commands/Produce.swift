@@ -201,8 +201,8 @@ enum ProduceCommand: Command {
             return try ControlServer(stream: stream, directory: directory, verbs: ControlVerb.playback) { request in
                 clock.handle(request, duration: duration, canSeek: canSeek) {
                     let s = clock.state
-                    return PlaybackStatus(stream: stream, position: s.pendingSeek ?? s.position, duration: duration,
-                                          rate: s.rate, paused: s.paused, frames: s.released, waiting: waiting())
+                    return PlaybackStatus(stream: stream, position: s.pendingSeek ?? s.filePosition, duration: duration,
+                                          rate: s.rate, paused: s.paused, frames: s.released, waiting: waiting(), loops: s.loops)
                 }
             }
         } catch {

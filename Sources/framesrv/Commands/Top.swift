@@ -15,7 +15,8 @@ enum TopCommand: Command {
     Reads the streams' shared statistics only: top never attaches, holds no slot and
     never slows a pipeline. On a terminal it redraws the screen; otherwise, or with -b,
     it prints one plain text block per refresh. Rows fit the terminal's width (or -w, or
-    $COLUMNS): the least useful columns are left out first (STALE, HOLDms, HELD, PID, ...).
+    $COLUMNS): the least useful columns are left out first (MINFREE, STALE, HOLDms, PID, P50, ...),
+    and NAME, STATE, FPS, LAG, DROP and HELD (who lags, at what rate) stay longest.
 
       -d SECONDS   refresh interval (default 1)
       -n N         stop after N refreshes (default: until SIGINT)
