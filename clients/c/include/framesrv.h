@@ -59,6 +59,8 @@ typedef enum framesrv_status {
     FRAMESRV_E_ZMQ = -9,         /* ZeroMQ failed                                               */
     FRAMESRV_E_VERSION = -10,    /* the stream's producer speaks another protocol version (the
                                   * message names both); run the same framesrv version on both sides */
+    FRAMESRV_E_HELD = -11,       /* lossless next: this consumer's own held frames keep the producer
+                                  * from publishing (framesrv_consumer_set_held_timeout) */
 } framesrv_status;
 
 /* A static name such as "FRAMESRV_E_BAD_DATA". Any thread. */
@@ -216,6 +218,21 @@ int framesrv_consumer_open(framesrv_consumer **out, const char *name,
  * is noticed within that). A signal ends the wait with FRAMESRV_TIMEOUT.
  * One thread at a time per consumer. */
 int framesrv_consumer_next(framesrv_consumer *consumer, int timeout_ms, framesrv_frame **frame);
+
+/* Frames held by a lossless consumer keep their slots: a consumer that holds every slot the
+ * producer could reuse (or enough that no slot is free) waits in next for a frame that can
+ * never come. next notices that: within 0.5 s it prints one line on stderr ("framesrv:
+ * consumer 'NAME' holds H of N slots of stream 'S' ...; the producer cannot publish until
+ * one is released: ADVICE"), once per such wait, and once it has lasted timeout_ms (in
+ * total, over any number of next calls) it returns FRAMESRV_E_HELD with the same line.
+ * A frame released meanwhile (from another thread) ends the wait. timeout_ms: -1 never
+ * fails (the line is still printed), FRAMESRV_HELD_KEEP keeps the current value; the
+ * default is $FRAMESRV_HELD_TIMEOUT (seconds, a decimal, or "never"), else 10 s. advice:
+ * what the line tells the application to do (<= 159 bytes), NULL keeps it; the default is
+ * "release frames, copy what you keep, or give the producer more slots (--slots)".
+ * One thread at a time (with next). */
+#define FRAMESRV_HELD_KEEP (-2)
+int framesrv_consumer_set_held_timeout(framesrv_consumer *consumer, int timeout_ms, const char *advice);
 
 /* Gives the frame's slot back. The frame (its info and planes) is invalid afterwards.
  * Frames may be released in any order, from any thread, also while another thread is

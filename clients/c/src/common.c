@@ -80,6 +80,7 @@ const char *framesrv_status_name(int status)
     case FRAMESRV_E_DETACHED: return "FRAMESRV_E_DETACHED";
     case FRAMESRV_E_ZMQ: return "FRAMESRV_E_ZMQ";
     case FRAMESRV_E_VERSION: return "FRAMESRV_E_VERSION";
+    case FRAMESRV_E_HELD: return "FRAMESRV_E_HELD";
     default: return "FRAMESRV_UNKNOWN_STATUS";
     }
 }

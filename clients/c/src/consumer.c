@@ -48,6 +48,7 @@ static int consumer_new(framesrv_consumer **out, const char *name, const framesr
     snprintf(c->stream, sizeof c->stream, "%s", name);
     set_client_name(c, options ? options->client_name : NULL);
     *out = c;
+    if ((status = fsi_held_defaults(c)) != FRAMESRV_OK) return status;
     if ((status = fsi_runtime_dir(c->dir, sizeof c->dir, true)) != FRAMESRV_OK) return status;
     c->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     if (c->inotify_fd >= 0 && inotify_add_watch(c->inotify_fd, c->dir, IN_CREATE | IN_MOVED_TO) < 0) {

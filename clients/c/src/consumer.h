@@ -23,6 +23,9 @@
 /* The longest one wait for the stream to appear sleeps (inotify may miss a leftover
  * control segment replaced by a new producer). */
 #define FSI_ATTACH_POLL_MS 250
+/* How long our own holds must block the producer before next says so on stderr. */
+#define FSI_HELD_WARN_MS 500
+#define FSI_HELD_TIMEOUT_MS 10000
 
 typedef struct fsi_attachment {
     fs_control *ctl;               /* NAME.ctl, mapped read-write                             */
@@ -86,6 +89,10 @@ struct framesrv_consumer {
     uint64_t skip_start;
     uint32_t poll_us;              /* next spins this long on frame_wake before it sleeps       */
     framesrv_consumer_stats stats; /* (lock) */
+    int held_timeout_ms;           /* FRAMESRV_E_HELD after this long stuck on our own holds; -1 never */
+    char held_advice[160];         /* the line's "ways out"                                     */
+    uint64_t stuck_since_ns;       /* when next first found our holds blocking the producer; 0 not */
+    bool stuck_warned;             /* the line was printed for this wait                        */
 };
 
 /* consumer_attach.c */
@@ -101,6 +108,19 @@ FSI_HIDDEN void fsi_attachment_finish(framesrv_consumer *c, fsi_attachment *a);
 /* SUB to ipc://DIR/NAME.sock (every message), for framesrv_consumer_fd: connected on its
  * first call, never by next (v2 consumers sleep on frame_wake). */
 FSI_HIDDEN int fsi_connect_doorbell(framesrv_consumer *c, fsi_attachment *a);
+
+/* consumer_held.c */
+/* The held-frame defaults ($FRAMESRV_HELD_TIMEOUT); FRAMESRV_E_INVALID for a bad value. */
+FSI_HIDDEN int fsi_held_defaults(framesrv_consumer *c);
+/* Called by next with nothing to deliver: FRAMESRV_E_HELD once our own holds have blocked
+ * the producer for held_timeout_ms (the stderr line after FSI_HELD_WARN_MS), else OK. */
+FSI_HIDDEN int fsi_held_check(framesrv_consumer *c, const fsi_attachment *a);
+/* The wait is over (a frame came, or the holds no longer block). */
+static inline void fsi_held_clear(framesrv_consumer *c)
+{
+    c->stuck_since_ns = 0;
+    c->stuck_warned = false;
+}
 
 /* consumer_next.c */
 /* Maps the current epoch's pool if it changed (8.1); keeps the old one while frames use it. */

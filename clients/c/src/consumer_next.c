@@ -435,7 +435,11 @@ int framesrv_consumer_next(framesrv_consumer *c, int timeout_ms, framesrv_frame 
     for (;;) {
         uint32_t seen = fs_frame_wake_peek(a->ctl);   /* before the look: a spin then misses no publish */
         int status = look(c, a, frame);
-        if (status == LOOK_NOTHING) status = wait_frame(c, a, seen, deadline, &spun, frame);
+        if (status == LOOK_NOTHING) {   /* before sleeping: are our own holds what stops the frame? */
+            int held = fsi_held_check(c, a);
+            status = held != FRAMESRV_OK ? held : wait_frame(c, a, seen, deadline, &spun, frame);
+        }
+        if (status == FRAMESRV_OK) fsi_held_clear(c);
         if (status != LOOK_NOTHING) return status;
     }
 }

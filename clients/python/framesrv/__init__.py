@@ -18,16 +18,21 @@ that view the shared memory without a copy.
 Safety (the rule, see Frame): an array keeps its frame held. The slot goes back only
 when no array of the frame is alive, so a kept array always shows its own frame and
 never crashes the interpreter; a lossless producer waits meanwhile. Copy what you keep
-for long (frame.copy()).
+for long (frame.copy()): a consumer whose kept frames fill every slot says so on stderr
+and raises HeldFramesError (Consumer held_timeout) instead of waiting forever.
+
+OpenCV: frame.i420() is a yuv420p frame as the (h*3/2, w) buffer of COLOR_YUV2BGR_I420
+(a view when the slot's planes are back to back, else a copy: see Frame.i420).
 
 The protocol is libframesrv's (compiled into framesrv._framesrv); errors raise
-framesrv.Error subclasses carrying its one-line message.
+framesrv.Error subclasses: str(e) is its one-line message, e.code its status.
 """
 from ._framesrv import (  # noqa: F401
     BadData,
     Busy,
     Detached,
     Error,
+    HeldFramesError,
     InvalidArgument,
     NoMemory,
     NotFound,
@@ -38,15 +43,18 @@ from ._framesrv import (  # noqa: F401
     pix_fmt_name,
 )
 from ._framesrv import version as library_version  # noqa: F401
-from ._frame import FLAG_DISCONTINUITY, FLAG_END_OF_STREAM, FLAG_KEY, ChromaLocation, FieldOrder, Frame  # noqa: F401
-from ._stream import Consumer, EndOfStream, Producer  # noqa: F401
+from ._frame import (  # noqa: F401
+    FLAG_DISCONTINUITY, FLAG_END_OF_STREAM, FLAG_KEY, ChromaLocation, FieldOrder, Frame, I420CopyWarning,
+)
+from ._stream import Consumer, EndOfStream, Producer, default_client_name  # noqa: F401
 from ._filter import filter, stop_on_signals  # noqa: F401
 
 __version__ = "1.1.0"   # 1.0: framesrv protocol version 2; 1.1: version 3
 
 __all__ = [
-    "Consumer", "Producer", "Frame", "FieldOrder", "ChromaLocation", "filter", "stop_on_signals", "EndOfStream",
+    "Consumer", "Producer", "Frame", "I420CopyWarning", "FieldOrder", "ChromaLocation", "filter", "stop_on_signals",
+    "EndOfStream", "default_client_name",
     "Error", "InvalidArgument", "NotFound", "BadData", "SystemCallError", "Busy", "StateError",
-    "NoMemory", "Detached", "ZMQError", "FLAG_KEY", "FLAG_END_OF_STREAM", "FLAG_DISCONTINUITY",
+    "NoMemory", "Detached", "ZMQError", "HeldFramesError", "FLAG_KEY", "FLAG_END_OF_STREAM", "FLAG_DISCONTINUITY",
     "pix_fmt_name", "pix_fmt_from_name", "library_version",
 ]

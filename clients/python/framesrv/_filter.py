@@ -6,7 +6,7 @@ import threading
 import numpy as np
 
 from . import _framesrv
-from ._stream import Consumer, Producer, _pix_fmt_code
+from ._stream import Consumer, Producer, _ends_failed, _pix_fmt_code
 
 _RGB = {"rgb24", "bgr24", "bgra", "rgba", "gbrp"}
 
@@ -81,7 +81,7 @@ def _process(frame, producer, fn, two):
 
 
 def filter(input, output, fn, *, out_pix_fmt=None, out_size=None, mode="lossless",
-           in_place=None, slots=8, timeout=None, wait_for=0):
+           in_place=None, slots=8, timeout=None, wait_for=0, client_name=None):
     """Runs a stage from stream `input` to a new stream `output`, one output frame per
     input frame, until the input ends (then the output ends too). Returns the number of
     frames published.
@@ -101,15 +101,19 @@ def filter(input, output, fn, *, out_pix_fmt=None, out_size=None, mode="lossless
     wait_for: publish nothing until that many lossless consumers are attached to the
     output (as ``produce --wait-for``). timeout: seconds to wait for the input to appear
     (NotFound after). Called from the main thread, filter installs stop_on_signals(), so
-    SIGINT/SIGTERM end the output stream cleanly and it returns.
+    SIGINT/SIGTERM end the output stream cleanly and it returns. An exception (in fn, or
+    reading the input) ends the output as failed (``framesrv sink`` below exits 1) and is
+    raised; so does an input whose producer died (the output is cut short).
+    client_name: the input consumer's name in monitors (default: the script's name).
     """
     two = _wants_two(fn, in_place)
     if threading.current_thread() is threading.main_thread():
         stop_on_signals()
     count = 0
     producer = None
+    failed = True   # until the loop ends without an exception
     try:
-        with Consumer(input, mode=mode, timeout=timeout, client_name="python-filter") as consumer:
+        with Consumer(input, mode=mode, timeout=timeout, client_name=client_name) as consumer:
             for frame in consumer:
                 fmt = _output_format(frame, out_pix_fmt, out_size)
                 if producer is None:
@@ -119,9 +123,15 @@ def filter(input, output, fn, *, out_pix_fmt=None, out_size=None, mode="lossless
                     producer.change_format(*fmt)
                 _process(frame, producer, fn, two)
                 count += 1
+            failed = consumer.gone
     except KeyboardInterrupt:
-        pass
+        failed = False
+    except BaseException as e:
+        failed = _ends_failed(type(e), e)
+        raise
     finally:
         if producer is not None:
+            if failed:
+                producer._end_failed()
             producer.close()
     return count

@@ -1,5 +1,6 @@
 """Frames: numpy views of one frame's planes in the shared pool, and its header."""
 import enum
+import warnings
 import weakref
 from fractions import Fraction
 
@@ -17,6 +18,10 @@ _C_ARRAYS = hasattr(_framesrv.Frame, "arrays")   # built with numpy's headers (s
 #: the header fields a producer may set (besides pts, time_base, sar, key), with set_info's keys
 _WRITABLE = ("color_matrix", "color_range", "color_primaries", "color_transfer", "duration",
              "capture_ns", "flags", "field_order", "chroma_location", "source_dropped")
+
+
+class I420CopyWarning(UserWarning):
+    """frame.i420() had to copy: the slot's planes are not back to back without padding."""
 
 
 class FieldOrder(enum.IntEnum):
@@ -57,7 +62,9 @@ class Frame:
     after the consumer was closed or the producer changed the format. The price: a
     lossless producer waits for a frame whose arrays you keep, and a live consumer may
     hold only a few frames at once (``StateError`` beyond). Keep a copy instead when you
-    need the pixels for long: ``frame.copy()`` or ``np.array(arr, copy=True)``.
+    need the pixels for long: ``frame.copy()`` or ``np.array(arr, copy=True)``. (A lossless
+    consumer whose kept frames fill the producer's slots says so on stderr and raises
+    ``HeldFramesError``: see Consumer's held_timeout.)
 
     A consumer's arrays are read-only (exported read-only; the pool is mapped read-only).
     A producer's arrays are writable until the frame is published; at publish they are
@@ -114,6 +121,69 @@ class Frame:
         """Owned copies of the planes (a tuple of numpy arrays): keep these, not the views,
         when the pixels must outlive the frame without holding its slot."""
         return tuple(np.array(p, copy=True) for p in self.planes)
+
+    def i420(self, copy=None):
+        """A yuv420p (or yuv420p10le) frame as one (h*3/2, w) array: Y's h rows, then U's
+        and V's (w/2 * h/2 samples each, two to a row), the buffer OpenCV's
+        ``cv2.cvtColor(a, cv2.COLOR_YUV2BGR_I420)`` wants. Width and height must be even.
+
+        copy=None: a view of the slot (zero copy, it keeps the frame held like any array)
+        when the slot's planes lie back to back without padding (Y at stride w, then U and
+        V at stride w/2: the canonical layout does that when w is a multiple of 128),
+        else a copy, with a one-time warning (``I420CopyWarning``). copy=False: a view, or
+        ValueError; copy=True: always a copy (holds no slot). ``frame.i420_is_view`` says
+        which copy=None gives. A producer's view is writable until the publish, so
+        ``cv2.cvtColor(bgr, cv2.COLOR_BGR2YUV_I420, dst=frame.i420(copy=False))`` fills
+        the frame in place.
+        """
+        y, u, v = self._i420_planes()
+        if copy is not True and self._i420_contiguous(y, u, v):
+            return self._i420_view(y)
+        if copy is False:
+            raise ValueError(f"i420(copy=False): the planes of this {self.width}x{self.height} frame are not "
+                             "back to back without padding (strides " f"{y.strides[0]}, {u.strides[0]}, "
+                             f"{v.strides[0]}): use i420() for a copy")
+        if copy is None:
+            warnings.warn(f"frame.i420(): the slot's planes are padded ({self.width}x{self.height}, strides "
+                          f"{y.strides[0]}/{u.strides[0]}), so this is a copy; widths that are multiples of "
+                          "128 give a zero-copy view", I420CopyWarning, stacklevel=2)
+        out = np.empty((self.height * 3 // 2, self.width), dtype=y.dtype)
+        flat, n = out.reshape(-1), y.size
+        flat[:n] = y.reshape(-1)
+        flat[n:n + u.size] = u.reshape(-1)
+        flat[n + u.size:] = v.reshape(-1)
+        return out
+
+    @property
+    def i420_is_view(self):
+        """Whether i420() (copy=None) views the slot (True) or copies (False)."""
+        return self._i420_contiguous(*self._i420_planes())
+
+    def _i420_planes(self):
+        if self.pix_fmt not in ("yuv420p", "yuv420p10le"):
+            raise ValueError(f"i420() needs a yuv420p frame, this one is {self.pix_fmt} (use frame.planes)")
+        if self.width % 2 or self.height % 2:
+            raise ValueError(f"i420() needs an even width and height, this frame is {self.width}x{self.height} "
+                             "(use frame.planes)")
+        return self.planes
+
+    def _i420_contiguous(self, y, u, v):
+        item = y.itemsize
+        w, h = self.width, self.height
+        y0 = y.__array_interface__["data"][0]
+        return (y.strides[0] == w * item and u.strides[0] == v.strides[0] == w // 2 * item
+                and u.__array_interface__["data"][0] == y0 + w * h * item
+                and v.__array_interface__["data"][0] == y0 + w * h * item * 5 // 4)
+
+    def _i420_view(self, y):
+        """Y's array stretched over the three planes (they are back to back): its base chain
+        keeps the frame held; a producer's joins the arrays made read-only at publish."""
+        w, h = self.width, self.height
+        view = np.lib.stride_tricks.as_strided(y, shape=(h * 3 // 2, w), strides=(w * y.itemsize, y.itemsize),
+                                               writeable=y.flags.writeable)
+        if self._producer is not None:
+            self._tracked.append(weakref.ref(view))
+        return view
 
     def dlpack(self, plane=0):
         """The plane as an object for ``torch.from_dlpack`` (or any DLPack consumer): the

@@ -1,5 +1,8 @@
 """Consumer and Producer: framesrv streams through libframesrv."""
+import os
 import re
+import sys
+import weakref
 from fractions import Fraction
 
 from . import _framesrv
@@ -44,6 +47,30 @@ def _rate_fraction(rate):
     return rate
 
 
+def default_client_name():
+    """What monitors (framesrv ls/top/web) call this process: the script's name without
+    .py (``python3 edges.py`` -> "edges"; ``python -m pkg`` -> "pkg"), "python" for
+    ``python -c`` and the REPL."""
+    path = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-") else ""
+    base = os.path.basename(path)
+    if base == "__main__.py":
+        base = os.path.basename(os.path.dirname(path))
+    if base.endswith(".py"):
+        base = base[:-3]
+    return base[:31] or "python"
+
+
+def _ends_failed(exc_type, exc):
+    """Whether leaving a stage with this exception ends its output stream as failed (sinks
+    exit non-zero): any exception but a stop (KeyboardInterrupt, as stop_on_signals raises
+    for SIGINT/SIGTERM, GeneratorExit) or ``sys.exit(0)``."""
+    if exc_type is None or issubclass(exc_type, (KeyboardInterrupt, GeneratorExit)):
+        return False
+    if issubclass(exc_type, SystemExit):
+        return exc is not None and exc.code not in (None, 0)
+    return True
+
+
 class Consumer:
     """Reads stream NAME: ``for frame in Consumer("cam"):`` ... until the stream ends.
 
@@ -54,13 +81,21 @@ class Consumer:
     name instead of ending the iteration. poll_us: next() busy-polls up to this many
     microseconds (0..1000000) per frame, trading a core for latency; on a paced stream the
     window is centred on when the next frame is due, and next() sleeps until it opens.
+    client_name: what monitors show (default: the script's name, see default_client_name).
+
+    held_timeout: a lossless consumer whose own held frames (or arrays still referenced)
+    fill the slots the producer needs waits for a frame that cannot come. next() then says
+    so on stderr within 0.5 s (one line: how many slots it holds and the ways out), and
+    raises ``HeldFramesError`` once that has lasted held_timeout seconds (None: the
+    default, $FRAMESRV_HELD_TIMEOUT or 10 s; math.inf: never). Copy what you keep.
 
     Iteration gives the previous frame back when it moves on (see Frame for arrays you
     keep). close() (or leaving ``with``) detaches; with arrays still alive, the detach
     (and the unmapping) happens when the last of them is garbage-collected.
     """
 
-    def __init__(self, name, mode="lossless", timeout=None, client_name=None, reattach=False, poll_us=0):
+    def __init__(self, name, mode="lossless", timeout=None, client_name=None, reattach=False, poll_us=0,
+                 held_timeout=None):
         if mode not in ("lossless", "live"):
             raise _framesrv.InvalidArgument(f"mode must be 'lossless' or 'live', not {mode!r}", -1)
         self.name = name
@@ -68,8 +103,10 @@ class Consumer:
         self.reattach = reattach
         self.gone = False
         self._last = None
+        self._stats = None
         try:
-            self._c = _framesrv.Consumer(name, mode == "live", timeout, client_name, int(poll_us))
+            self._c = _framesrv.Consumer(name, mode == "live", timeout, client_name or default_client_name(),
+                                         int(poll_us), held_timeout)
         except _framesrv.NotFound as e:
             # The wait ran in slices (for Ctrl-C): name the whole wait, not the last slice.
             msg = re.sub(r"within \d+ ms", f"within {timeout} s", e.args[0])
@@ -137,7 +174,10 @@ class Consumer:
 
     @property
     def stats(self):
-        """Counters: delivered, missed, bad_frames, held, restarts."""
+        """Counters: delivered, missed, bad_frames, held, restarts. After close(): the last
+        ones (held as they were just before the close)."""
+        if self._c.closed or self._stats is not None:
+            return dict(self._stats or {})
         return self._c.stats()
 
     def fileno(self):
@@ -152,6 +192,8 @@ class Consumer:
         if self._last is not None:
             self._last.release()
             self._last = None
+        if self._stats is None and not self._c.closed:
+            self._stats = self._c.stats()
         return self._c.close()
 
     def __enter__(self):
@@ -160,6 +202,29 @@ class Consumer:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+#: Producers not closed yet: an uncaught exception ends their streams as failed.
+_open_producers = weakref.WeakSet()
+_previous_excepthook = None
+
+
+def _excepthook(exc_type, exc, tb):
+    """sys.excepthook while producers are open: a script that dies of an exception ends
+    every stream it still publishes as failed (not cleanly, as the exit would), then the
+    previous hook prints the traceback."""
+    if _ends_failed(exc_type, exc):
+        for producer in list(_open_producers):
+            producer._end_failed()
+    (_previous_excepthook or sys.__excepthook__)(exc_type, exc, tb)
+
+
+def _watch_uncaught(producer):
+    global _previous_excepthook
+    _open_producers.add(producer)
+    if sys.excepthook is not _excepthook:
+        _previous_excepthook = sys.excepthook
+        sys.excepthook = _excepthook
 
 
 class Producer:
@@ -171,12 +236,17 @@ class Producer:
     counts frames (pts = seq - 1) unless you set them. slots: pool
     slots (1..64). live_source: reserve never waits for consumers (a frame with no free
     slot is dropped: try_reserve returns None). close() (or leaving ``with``) ends the
-    stream; consumers get every frame published, then the end.
+    stream; consumers get every frame published, then the end. producer_name: what
+    monitors show as its producer (default: the script's name, see default_client_name).
+    Leaving ``with`` on an
+    exception, or the script dying of an uncaught one, ends it as failed
+    (``end(failed=True)``: ``framesrv sink`` exits 1, a recording is known to be cut
+    short); KeyboardInterrupt (a stop, see stop_on_signals) and sys.exit(0) end it cleanly.
     """
 
     def __init__(self, name, width, height, pix_fmt="yuv420p", rate=None, slots=8,
                  live_source=False, live_max_held=1, color_matrix=0, color_range=0,
-                 color_primaries=0, color_transfer=0):
+                 color_primaries=0, color_transfer=0, producer_name=None):
         self.name = name
         r = _rate_fraction(rate)
         self.rate = r
@@ -185,8 +255,9 @@ class Producer:
         self._p = _framesrv.Producer(
             name, self.width, self.height, _pix_fmt_code(pix_fmt), int(slots),
             r.numerator if r else 0, r.denominator if r else 0, bool(live_source), int(live_max_held),
-            color_matrix, color_range, color_primaries, color_transfer)
+            color_matrix, color_range, color_primaries, color_transfer, producer_name or default_client_name())
         self._reserved = None
+        _watch_uncaught(self)
 
     @property
     def time_base(self):
@@ -249,6 +320,13 @@ class Producer:
         self._abandon_reserved()
         self._p.end(bool(failed))
 
+    def _end_failed(self):
+        """Ends the stream as failed, unless it was ended or closed already."""
+        try:
+            self.end(failed=True)
+        except _framesrv.StateError:
+            pass   # closed: it has ended
+
     @property
     def stats(self):
         """Counters: published, dropped, abandoned, consumers, reclaimed, blocked_ns."""
@@ -262,11 +340,14 @@ class Producer:
         """Ends the stream and closes (the close itself is deferred while arrays of
         published frames are alive)."""
         self._abandon_reserved()
+        _open_producers.discard(self)
         return self._p.close()
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        if _ends_failed(exc_type, exc):
+            self._end_failed()
         self.close()
         return False

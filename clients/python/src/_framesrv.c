@@ -44,7 +44,7 @@
 /* ------------------------------------------------------------------------- */
 
 static PyObject *Error, *InvalidArgument, *NotFound, *BadData, *SystemCallError, *Busy,
-    *StateError, *NoMemory, *Detached, *ZMQError;
+    *StateError, *NoMemory, *Detached, *ZMQError, *HeldFramesError;
 
 static PyObject *error_class(int status)
 {
@@ -58,6 +58,7 @@ static PyObject *error_class(int status)
     case FRAMESRV_E_NO_MEMORY: return NoMemory;
     case FRAMESRV_E_DETACHED: return Detached;
     case FRAMESRV_E_ZMQ: return ZMQError;
+    case FRAMESRV_E_HELD: return HeldFramesError;
     default: return Error;
     }
 }
@@ -779,16 +780,32 @@ static uint64_t deadline_of(int timeout_ms)
     return timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
 }
 
-/* Consumer(name, mode, timeout, client_name): attaches, waiting up to timeout seconds. */
+/* What the held-frames line (framesrv_consumer_set_held_timeout) tells a Python stage. */
+#define HELD_ADVICE "copy what you keep (frame.copy() / np.array(f.array())), release frames, or give the producer more --slots"
+
+/* held_timeout: None keeps libframesrv's default ($FRAMESRV_HELD_TIMEOUT, else 10 s),
+ * math.inf never fails, else seconds >= 0. */
+static int held_timeout_ms_of(PyObject *held_timeout, int *out)
+{
+    if (held_timeout == Py_None) { *out = FRAMESRV_HELD_KEEP; return 0; }
+    double s = PyFloat_AsDouble(held_timeout);
+    if (s == -1.0 && PyErr_Occurred()) return -1;
+    if (s == Py_HUGE_VAL) { *out = -1; return 0; }
+    return timeout_ms_of(held_timeout, out);
+}
+
+/* Consumer(name, mode, timeout, client_name, poll_us, held_timeout): attaches, waiting up
+ * to timeout seconds. */
 static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"name", "live", "timeout", "client_name", "poll_us", NULL};
+    static char *kwlist[] = {"name", "live", "timeout", "client_name", "poll_us", "held_timeout", NULL};
     const char *name, *client = NULL;
-    int live = 0, timeout_ms;
+    int live = 0, timeout_ms, held_ms;
     long poll_us = 0;
-    PyObject *timeout = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pOzl", kwlist, &name, &live, &timeout, &client, &poll_us)) return NULL;
-    if (timeout_ms_of(timeout, &timeout_ms) < 0) return NULL;
+    PyObject *timeout = Py_None, *held_timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pOzlO", kwlist, &name, &live, &timeout, &client, &poll_us, &held_timeout))
+        return NULL;
+    if (timeout_ms_of(timeout, &timeout_ms) < 0 || held_timeout_ms_of(held_timeout, &held_ms) < 0) return NULL;
     if (poll_us < 0 || poll_us > 1000000) {
         char msg[80];
         snprintf(msg, sizeof msg, "poll_us must be 0..1000000 microseconds, not %ld", poll_us);
@@ -804,6 +821,11 @@ static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     int status = wait_sliced(open_try, &ctx, NULL, timeout_ms, FRAMESRV_E_NOT_FOUND);
     if (status == INT32_MIN) { o->closed = 1; Py_DECREF(o); return NULL; }
     if (status < 0) { o->closed = 1; Py_DECREF(o); return raise_status(status); }
+    if ((status = framesrv_consumer_set_held_timeout(o->consumer, held_ms, HELD_ADVICE)) < 0) {
+        raise_status(status);
+        Py_DECREF(o);   /* closes it */
+        return NULL;
+    }
     return (PyObject *)o;
 }
 
@@ -943,34 +965,51 @@ static PyTypeObject ConsumerType = {
 /* Producer                                                                   */
 /* ------------------------------------------------------------------------- */
 
-static int producer_options_of(PyObject *args, PyObject *kw, const char **name, framesrv_producer_options *o)
+static int producer_options_of(PyObject *args, PyObject *kw, const char **name, framesrv_producer_options *o,
+                               const char **shown)
 {
     static char *kwlist[] = {"name", "width", "height", "pix_fmt", "slots", "rate_num", "rate_den",
                              "live_source", "live_max_held", "color_matrix", "color_range",
-                             "color_primaries", "color_transfer", NULL};
+                             "color_primaries", "color_transfer", "producer_name", NULL};
     int live = 0;
     memset(o, 0, sizeof *o);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sIIi|ILLpIIIII", kwlist, name, &o->width, &o->height,
+    *shown = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sIIi|ILLpIIIIIz", kwlist, name, &o->width, &o->height,
                                      &o->pix_fmt, &o->slots, &o->rate_num, &o->rate_den, &live,
                                      &o->live_max_held, &o->color_matrix, &o->color_range,
-                                     &o->color_primaries, &o->color_transfer))
+                                     &o->color_primaries, &o->color_transfer, shown))
         return -1;
     o->live_source = (uint32_t)live;
     return 0;
 }
 
+/* libframesrv names a producer (what monitors show) after program_invocation_short_name,
+ * and framesrv_producer_options has no name field (a fixed ABI): the open runs with it
+ * pointing at `shown` (the stage's name), holding the GIL so that no other open of this
+ * interpreter sees it; the buffer is static, so nothing can read freed memory. */
+static int producer_open_named(framesrv_producer **out, const char *name, const framesrv_producer_options *opts,
+                               const char *shown)
+{
+    static char buf[32];
+    char *saved = program_invocation_short_name;
+    if (shown && *shown) {
+        snprintf(buf, sizeof buf, "%s", shown);
+        program_invocation_short_name = buf;
+    }
+    int status = framesrv_producer_open(out, name, opts);
+    program_invocation_short_name = saved;
+    return status;
+}
+
 static PyObject *producer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    const char *name;
+    const char *name, *shown;
     framesrv_producer_options opts;
-    if (producer_options_of(args, kw, &name, &opts) < 0) return NULL;
+    if (producer_options_of(args, kw, &name, &opts, &shown) < 0) return NULL;
     OwnerObject *o = owner_new(type);
     if (!o) return NULL;
     o->is_producer = 1;
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = framesrv_producer_open(&o->producer, name, &opts);
-    Py_END_ALLOW_THREADS
+    int status = producer_open_named(&o->producer, name, &opts, shown);
     if (status < 0) { o->closed = 1; Py_DECREF(o); return raise_status(status); }
     return (PyObject *)o;
 }
@@ -1132,11 +1171,56 @@ static struct PyModuleDef module_def = {
     NULL, NULL, NULL, NULL,
 };
 
+/* Error's str() is its message (args[0]), and its status is `code` (args[1]). */
+static PyObject *error_str(PyObject *unused, PyObject *self)
+{
+    (void)unused;
+    PyObject *args = PyObject_GetAttrString(self, "args"), *s;
+    if (!args) return NULL;
+    s = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 0 ? PyObject_Str(PyTuple_GET_ITEM(args, 0)) : PyUnicode_FromString("");
+    Py_DECREF(args);
+    return s;
+}
+
+static PyObject *error_code(PyObject *unused, PyObject *self)
+{
+    (void)unused;
+    PyObject *args = PyObject_GetAttrString(self, "args"), *code = Py_None;
+    if (!args) return NULL;
+    if (PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 1) code = PyTuple_GET_ITEM(args, 1);
+    Py_INCREF(code);
+    Py_DECREF(args);
+    return code;
+}
+
+static PyMethodDef error_defs[] = {
+    {"__str__", error_str, METH_O, "The message."},
+    {"code", error_code, METH_O, "libframesrv's status (a negative FRAMESRV_E_* code), None if not given."},
+};
+
+/* Error's class dict: __str__ (a method) and code (a property). */
+static PyObject *error_dict(void)
+{
+    PyObject *d = PyDict_New(), *str = PyCFunction_New(&error_defs[0], NULL), *code = PyCFunction_New(&error_defs[1], NULL);
+    PyObject *method = str ? PyInstanceMethod_New(str) : NULL;
+    PyObject *prop = code ? PyObject_CallFunctionObjArgs((PyObject *)&PyProperty_Type, code, NULL) : NULL;
+    if (!d || !method || !prop || PyDict_SetItemString(d, "__str__", method) < 0 || PyDict_SetItemString(d, "code", prop) < 0)
+        Py_CLEAR(d);
+    Py_XDECREF(str);
+    Py_XDECREF(code);
+    Py_XDECREF(method);
+    Py_XDECREF(prop);
+    return d;
+}
+
 static int add_error(PyObject *m, PyObject **slot, const char *name, PyObject *base, const char *doc)
 {
     char full[64];
     snprintf(full, sizeof full, "framesrv.%s", name);
-    *slot = PyErr_NewExceptionWithDoc(full, doc, base, NULL);
+    PyObject *dict = base ? NULL : error_dict();
+    if (!base && !dict) return -1;
+    *slot = PyErr_NewExceptionWithDoc(full, doc, base, dict);
+    Py_XDECREF(dict);
     if (!*slot) return -1;
     Py_INCREF(*slot);
     return PyModule_AddObject(m, name, *slot);
@@ -1144,7 +1228,7 @@ static int add_error(PyObject *m, PyObject **slot, const char *name, PyObject *b
 
 static int add_errors(PyObject *m)
 {
-    if (add_error(m, &Error, "Error", NULL, "A libframesrv error: args = (message, status).") < 0) return -1;
+    if (add_error(m, &Error, "Error", NULL, "A libframesrv error: str() is its one-line message, code its status (args = (message, status)).") < 0) return -1;
     struct { PyObject **slot; const char *name, *doc; } subs[] = {
         {&InvalidArgument, "InvalidArgument", "A bad argument (name, size, format, state)."},
         {&NotFound, "NotFound", "No such stream (or no running producer) within the timeout."},
@@ -1158,7 +1242,9 @@ static int add_errors(PyObject *m)
     };
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (add_error(m, subs[i].slot, subs[i].name, Error, subs[i].doc) < 0) return -1;
-    return 0;
+    return add_error(m, &HeldFramesError, "HeldFramesError", StateError,
+                     "A lossless consumer's own held frames (or arrays still referenced) keep the producer from "
+                     "publishing the frame it waits for (Consumer held_timeout).");
 }
 
 static int add_type(PyObject *m, PyTypeObject *type, const char *name)
