@@ -298,6 +298,11 @@ typedef struct framesrv_producer_stats {
 int framesrv_producer_open(framesrv_producer **out, const char *name,
                            const framesrv_producer_options *options);
 
+/* framesrv_producer_open, with `client_name` as what monitors (ls, top, inspect, web) call the
+ * producer (at most 31 bytes kept; NULL or "": the program's name, as framesrv_producer_open). */
+int framesrv_producer_open_as(framesrv_producer **out, const char *name,
+                              const framesrv_producer_options *options, const char *client_name);
+
 /* Reserves a free slot: FRAMESRV_OK with *frame (its planes writable, its info's (w)
  * fields preset: pts = seq-1 in the default time base (rate_den/rate_num, duration 1, when
  * both fit an int32; else 1/1000000, duration 0), sample aspect ratio 0/1, flags 0, the

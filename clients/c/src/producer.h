@@ -24,6 +24,7 @@
 
 struct framesrv_producer {
     char name[FS_NAME_MAX + 1];
+    char client_name[32];            /* what monitors show (the control segment's producer_name) */
     char dir[PATH_MAX];
     framesrv_producer_options opt;   /* normalised: slots, live_max_held, colour set */
     int lock_fd;                     /* NAME.lock, held with flock for life */

@@ -190,8 +190,8 @@ static int create_control(framesrv_producer *p, const char *tmp)
     c->rate_num = (uint64_t)p->opt.rate_num;
     c->rate_den = (uint64_t)p->opt.rate_den;
     memcpy(c->name, p->name, strlen(p->name) + 1);
-    memcpy(c->producer_name, program_invocation_short_name,   /* what monitors show; NUL from the zeroed file */
-           strnlen(program_invocation_short_name, sizeof c->producer_name - 1));
+    memcpy(c->producer_name, p->client_name,   /* what monitors show; NUL from the zeroed file */
+           strnlen(p->client_name, sizeof c->producer_name - 1));
     p->slots = (fs_slot_ctl *)((uint8_t *)base + sizeof(fs_control));
     p->consumers = (fs_consumer *)((uint8_t *)base + c->consumer_offset);
     return FRAMESRV_OK;
@@ -259,6 +259,12 @@ static framesrv_producer *allocate(void)
 
 int framesrv_producer_open(framesrv_producer **out, const char *name, const framesrv_producer_options *options)
 {
+    return framesrv_producer_open_as(out, name, options, NULL);
+}
+
+int framesrv_producer_open_as(framesrv_producer **out, const char *name, const framesrv_producer_options *options,
+                              const char *client_name)
+{
     if (out == NULL || name == NULL || options == NULL)
         return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_open: out, name and options must not be NULL");
     *out = NULL;
@@ -269,6 +275,8 @@ int framesrv_producer_open(framesrv_producer **out, const char *name, const fram
     framesrv_producer *p = allocate();
     if (p == NULL) return fsi_fail(FRAMESRV_E_NO_MEMORY, "framesrv_producer_open: out of memory");
     snprintf(p->name, sizeof p->name, "%s", name);
+    snprintf(p->client_name, sizeof p->client_name, "%s",
+             client_name && *client_name ? client_name : program_invocation_short_name);
     p->opt = opt;
     p->slot_count = opt.slots;
     p->start_time = fsi_process_start_time(getpid());

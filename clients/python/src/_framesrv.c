@@ -983,24 +983,6 @@ static int producer_options_of(PyObject *args, PyObject *kw, const char **name, 
     return 0;
 }
 
-/* libframesrv names a producer (what monitors show) after program_invocation_short_name,
- * and framesrv_producer_options has no name field (a fixed ABI): the open runs with it
- * pointing at `shown` (the stage's name), holding the GIL so that no other open of this
- * interpreter sees it; the buffer is static, so nothing can read freed memory. */
-static int producer_open_named(framesrv_producer **out, const char *name, const framesrv_producer_options *opts,
-                               const char *shown)
-{
-    static char buf[32];
-    char *saved = program_invocation_short_name;
-    if (shown && *shown) {
-        snprintf(buf, sizeof buf, "%s", shown);
-        program_invocation_short_name = buf;
-    }
-    int status = framesrv_producer_open(out, name, opts);
-    program_invocation_short_name = saved;
-    return status;
-}
-
 static PyObject *producer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     const char *name, *shown;
@@ -1009,7 +991,7 @@ static PyObject *producer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     OwnerObject *o = owner_new(type);
     if (!o) return NULL;
     o->is_producer = 1;
-    int status = producer_open_named(&o->producer, name, &opts, shown);
+    int status = framesrv_producer_open_as(&o->producer, name, &opts, shown);
     if (status < 0) { o->closed = 1; Py_DECREF(o); return raise_status(status); }
     return (PyObject *)o;
 }
