@@ -114,8 +114,11 @@ install-lib:
 # --prefix puts the package under PREFIX like the rest (PREFIX=~/.local: the user's site). A python
 # that does not look in PREFIX's site-packages needs PYTHONPATH, or PYTHON= and its own pip install.
 # Without build isolation pip builds offline with the setuptools it has (numpy: headers if present).
+# --ignore-installed: a staged or prefixed install never uninstalls the package from PYTHON's own
+# environment (pip would, when that environment has framesrv already). A PYTHON without pip is one line.
 install-python:
-	$(if $(PYTHON),$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --no-warn-script-location --root-user-action=ignore \
+	@$(if $(PYTHON),$(PYTHON) -m pip --version >/dev/null 2>&1 || { echo "install-python: $(PYTHON) has no pip (Debian: apt install python3-pip, or PYTHON=a venv's python): the Python package was not installed" >&2; exit 1; })
+	$(if $(PYTHON),$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --ignore-installed --no-warn-script-location --root-user-action=ignore \
 		$$($(PYTHON) -c 'import setuptools, wheel' 2>/dev/null && echo --no-build-isolation) \
 		--prefix $(PREFIX) $(if $(DESTDIR),--root $(DESTDIR)) ./clients/python)
 

@@ -238,6 +238,9 @@ import Testing
         let port = Self.freePort()
         let url = "tcp://127.0.0.1:\(port)"
         let recv = try scratch.start(["bridge", "recv", "--listen", url, "--out", "B", "--insecure", "--stats-json"])
+        // The junk must meet a listening receiver (a fast Python connected before it bound).
+        try #require(eventually(timeout: 10) { procFile("/proc/net/tcp").contains(String(format: ":%04X 00000000:0000 0A", port)) },
+                     "bridge recv did not listen on \(url) within 10 s: \(recv.stderr)")
         let script = scratch.file("junk.py")
         try Self.junkScript.write(toFile: script, atomically: true, encoding: .utf8)
         let junk = try shell("'\(try ClientTools.python())' \(script) \(port)", scratch)

@@ -55,6 +55,10 @@ struct InstallTests {
         let py = try ClientTools.run([try ClientTools.python(), "-c", "import framesrv; print(framesrv.__file__)"], timeout: 60,
                                      environment: ["PYTHONPATH": sitePath], directory: folder.path)
         #expect(py.status == 0 && py.stdout.hasPrefix(sitePath), "import framesrv from \(sitePath): \(py.stdout)\(py.stderr)")
+        // A staged install leaves PYTHON's own environment as it was (pip uninstalled its framesrv).
+        let own = try ClientTools.run([try ClientTools.python(), "-c", "import framesrv; print(framesrv.__file__)"], timeout: 60,
+                                      directory: folder.path)
+        #expect(own.status == 0 && own.stdout.contains("/.build/python-venv/"), "the venv lost its framesrv: \(own.stdout)\(own.stderr)")
     }
 
     /// A checkout copied along with its .build (SwiftPM's caches and the venv hold the path

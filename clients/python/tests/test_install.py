@@ -33,8 +33,12 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, fsdir):
         REPO / "clients" / "python")
     (wheel,) = wheels.glob("framesrv-1.1.0-*.whl")
     venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", "--system-site-packages", venv)
-    run(venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--no-index", wheel)
+    # A venv of its own (nothing of the project's or the system's): the wheel's declared
+    # dependency (numpy) is what pip brings, at the version scripts/python-requirements.txt pins.
+    run(sys.executable, "-m", "venv", venv)
+    pinned = [line.split("#")[0].strip() for line in (REPO / "scripts" / "python-requirements.txt").read_text().splitlines()
+              if line.startswith("numpy")]
+    run(venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", wheel, *pinned)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     out = run(venv / "bin" / "python", "-c", CHECK, cwd=elsewhere, env={**os.environ, "REPO": str(REPO)})
