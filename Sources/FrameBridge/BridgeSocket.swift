@@ -19,8 +19,6 @@ public enum BridgeError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-func zmqText() -> String { String(cString: zmq_strerror(zmq_errno())) }
-
 /// How one end applies its security (CURVE or NULL) to its socket before bind/connect:
 /// `BridgeSecurity.apply(to:context:)`, or nothing for the loopback-only insecure path.
 public typealias SecureSocket = (_ socket: UnsafeMutableRawPointer, _ context: UnsafeMutableRawPointer) throws -> Void
@@ -84,8 +82,11 @@ final class BridgeSocket {
     /// peer silent for `silentNanos` has lost the session (a reconnect).
     static let keepAliveNanos: UInt64 = 250_000_000
     static let silentNanos: UInt64 = 1_500_000_000
-    let context: UnsafeMutableRawPointer
-    let socket: UnsafeMutableRawPointer
+    let zmqContext: ZMQContext
+    let zmqSocket: ZMQSocket
+    /// The raw socket and context, for what the wrapper does not cover (security, the handshake monitor, multipart receive).
+    var socket: UnsafeMutableRawPointer { zmqSocket.handle }
+    var context: UnsafeMutableRawPointer { zmqContext.handle }
     let endpoint: BridgeEndpoint
     /// Failed handshakes on the socket (a refused key).
     let monitor: HandshakeMonitor
@@ -93,33 +94,34 @@ final class BridgeSocket {
     /// Creates the socket, applies `secure`, then binds or connects.
     init(endpoint: BridgeEndpoint, bind: Bool, secure: SecureSocket, highWaterMark: Int32, maxMessageBytes: Int64) throws {
         self.endpoint = endpoint
-        context = zmq_ctx_new()
-        guard let s = zmq_socket(context, ZMQ_DEALER) else {
-            zmq_ctx_term(context)
-            throw BridgeError.zeromq("create a socket", zmqText())
-        }
-        socket = s
-        do { monitor = try HandshakeMonitor(socket: s, context: context) } catch {
-            zmq_close(s)
-            zmq_ctx_term(context)
+        let context = ZMQContext()
+        zmqContext = context
+        do {
+            zmqSocket = try ZMQSocket(type: ZMQ_DEALER, context: context) { BridgeError.zeromq("create a socket", $0) }
+        } catch {
+            context.terminate()
             throw error
         }
-        for (option, value) in [(ZMQ_LINGER, 0), (ZMQ_SNDHWM, highWaterMark), (ZMQ_RCVHWM, highWaterMark),
+        do { monitor = try HandshakeMonitor(socket: zmqSocket, context: context) } catch {
+            zmqSocket.close()
+            context.terminate()
+            throw error
+        }
+        for (option, value) in [(ZMQ_SNDHWM, highWaterMark), (ZMQ_RCVHWM, highWaterMark),
                                 (ZMQ_HEARTBEAT_IVL, Self.heartbeatMillis), (ZMQ_HEARTBEAT_TIMEOUT, Self.deadMillis),
                                 (ZMQ_HEARTBEAT_TTL, Self.deadMillis),
                                 (ZMQ_RECONNECT_IVL, 100), (ZMQ_RECONNECT_IVL_MAX, 1000), (ZMQ_IMMEDIATE, 1),
                                 (ZMQ_HANDSHAKE_IVL, 5000)] as [(Int32, Int32)] {
-            setInt(option, value)
+            zmqSocket.setOption(option, value)
         }
-        var max = maxMessageBytes
-        zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, MemoryLayout<Int64>.size)
+        zmqSocket.setInt64Option(ZMQ_MAXMSGSIZE, maxMessageBytes)
         do {
-            try secure(s, context)
+            try secure(zmqSocket.handle, context.handle)
             if bind {
-                guard zmq_bind(s, endpoint.text) == 0 else { throw BridgeError.zeromq("listen on \(endpoint.text)", zmqText()) }
+                try zmqSocket.bind(endpoint.text) { BridgeError.zeromq("listen on \(endpoint.text)", $0) }
             } else {
                 try endpoint.checkResolves()
-                guard zmq_connect(s, endpoint.text) == 0 else { throw BridgeError.zeromq("connect to \(endpoint.text)", zmqText()) }
+                try zmqSocket.connect(endpoint.text) { BridgeError.zeromq("connect to \(endpoint.text)", $0) }
             }
         } catch {
             close()
@@ -133,8 +135,8 @@ final class BridgeSocket {
         guard !closed else { return }
         closed = true
         monitor.close()
-        zmq_close(socket)
-        zmq_ctx_term(context)
+        zmqSocket.close()
+        zmqContext.terminate()
     }
 
     deinit { close() }
@@ -146,27 +148,19 @@ final class BridgeSocket {
         return String(decoding: key.prefix(40).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    func setInt(_ option: Int32, _ value: Int32) {
-        var v = value
-        zmq_setsockopt(socket, option, &v, MemoryLayout<Int32>.size)
-    }
-
     /// Sends `parts` as one message without blocking; false when no peer takes it now.
     func send(_ head: [UInt8], planes: [UnsafeRawBufferPointer] = []) -> Bool {
-        let sent = head.withUnsafeBytes { zmq_send(socket, $0.baseAddress, $0.count, ZMQ_DONTWAIT | (planes.isEmpty ? 0 : ZMQ_SNDMORE)) }
-        guard sent >= 0 else { return false }
+        guard head.withUnsafeBytes({ zmqSocket.send($0, more: !planes.isEmpty) }) else { return false }
         for (i, p) in planes.enumerated() {
             // The first part went: the rest of the message is queued as a whole (ZeroMQ's atomic multipart).
-            _ = zmq_send(socket, p.baseAddress, p.count, i == planes.count - 1 ? 0 : ZMQ_SNDMORE)
+            zmqSocket.send(p, blocking: true, more: i < planes.count - 1)
         }
         return true
     }
 
     /// Waits up to `timeoutMillis` for a message (or for `fd` to be readable); true when one may be waiting.
     func wait(timeoutMillis: Int, orReadable fd: Int32? = nil) -> Bool {
-        var items = [zmq_pollitem_t(socket: socket, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0)]
-        if let fd { items.append(zmq_pollitem_t(socket: nil, fd: fd, events: Int16(ZMQ_POLLIN), revents: 0)) }
-        return zmq_poll(&items, Int32(items.count), timeoutMillis) > 0 && items[0].revents != 0
+        zmqSocket.wait(orReadable: fd.map { [$0] } ?? [], timeoutMillis: timeoutMillis) == -1
     }
 
     /// Receives one whole message without blocking: its parts (at most 8 kept; `extraParts`
@@ -188,14 +182,6 @@ final class BridgeSocket {
         }
         return ReceivedMessage(parts: parts, extraParts: extra, peer: peer ?? "?")
     }
-}
-
-/// One received ZeroMQ message part (owned; the zmq_msg_t never moves: small messages live inside it).
-final class ZMQMessage {
-    let msg = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
-    init() { zmq_msg_init(msg) }
-    deinit { zmq_msg_close(msg); msg.deallocate() }
-    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: zmq_msg_data(msg), count: zmq_msg_size(msg)) }
 }
 
 struct ReceivedMessage {

@@ -1,4 +1,5 @@
 import CZMQ
+import FrameServer
 
 /// A handshake libzmq reported as failed on the bridge's socket (its socket monitor).
 struct HandshakeFailure: Equatable {
@@ -19,39 +20,33 @@ struct HandshakeFailure: Equatable {
 /// The corresponding C function is `zmq_socket_monitor`.
 final class HandshakeMonitor {
     private let monitored: UnsafeMutableRawPointer
-    private let pair: UnsafeMutableRawPointer
+    private let pair: ZMQSocket
     private var closed = false
     static let events = ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
 
     /// Starts monitoring `socket` (before its bind/connect). The inproc address is the
     /// context's own: each BridgeSocket has its own context.
-    init(socket: UnsafeMutableRawPointer, context: UnsafeMutableRawPointer) throws(BridgeError) {
+    init(socket: ZMQSocket, context: ZMQContext) throws(BridgeError) {
         let address = "inproc://bridge-handshake-monitor"
-        guard zmq_socket_monitor(socket, address, Self.events) == 0 else { throw .zeromq("monitor the socket", zmqText()) }
-        guard let pair = zmq_socket(context, ZMQ_PAIR) else {
-            zmq_socket_monitor(socket, nil, 0)
-            throw .zeromq("create the monitor's socket", zmqText())
+        guard zmq_socket_monitor(socket.handle, address, Self.events) == 0 else { throw .zeromq("monitor the socket", zmqErrorText()) }
+        do {
+            pair = try ZMQSocket(type: ZMQ_PAIR, context: context) { BridgeError.zeromq("create the monitor's socket", $0) }
+            try pair.connect(address) { BridgeError.zeromq("connect the monitor's socket", $0) }
+        } catch {
+            zmq_socket_monitor(socket.handle, nil, 0)
+            throw error
         }
-        var linger: Int32 = 0
-        zmq_setsockopt(pair, ZMQ_LINGER, &linger, MemoryLayout<Int32>.size)
-        guard zmq_connect(pair, address) == 0 else {
-            let why = zmqText()
-            zmq_close(pair)
-            zmq_socket_monitor(socket, nil, 0)
-            throw .zeromq("connect the monitor's socket", why)
-        }
-        monitored = socket
-        self.pair = pair
+        monitored = socket.handle
     }
 
     /// The next failed handshake reported, without blocking; nil when there is none.
     func next() -> HandshakeFailure? {
         while !closed {
             let head = ZMQMessage()
-            guard zmq_msg_recv(head.msg, pair, ZMQ_DONTWAIT) >= 0 else { return nil }
+            guard zmq_msg_recv(head.msg, pair.handle, ZMQ_DONTWAIT) >= 0 else { return nil }
             guard zmq_msg_more(head.msg) != 0 else { continue }
             let address = ZMQMessage()
-            guard zmq_msg_recv(address.msg, pair, 0) >= 0 else { return nil }
+            guard zmq_msg_recv(address.msg, pair.handle, 0) >= 0 else { return nil }
             // The event: a 16-bit id and a 32-bit value (host order), then the endpoint.
             let bytes = head.bytes
             guard bytes.count >= 6 else { continue }
@@ -68,6 +63,6 @@ final class HandshakeMonitor {
         guard !closed else { return }
         closed = true
         zmq_socket_monitor(monitored, nil, 0)
-        zmq_close(pair)
+        pair.close()
     }
 }

@@ -1,4 +1,5 @@
 import CZMQ
+import FrameServer
 import Glibc
 
 /// How one end of a bridge secures its ZeroMQ socket: CURVE (encryption and authentication,
@@ -85,13 +86,13 @@ public struct BridgeSecurity: Sendable {
     private func set(_ socket: UnsafeMutableRawPointer, _ option: Int32, _ value: String, _ name: String) throws(BridgeSecurityError) {
         // A Z85 key is set as its 40 characters (libzmq takes 32 binary or 40 Z85 bytes).
         let r = value.withCString { zmq_setsockopt(socket, option, $0, strlen($0)) }
-        guard r == 0 else { throw .zeromq("set \(name)", String(cString: zmq_strerror(zmq_errno()))) }
+        guard r == 0 else { throw .zeromq("set \(name)", zmqErrorText()) }
     }
 
     private func setInt(_ socket: UnsafeMutableRawPointer, _ option: Int32, _ value: Int32, _ name: String) throws(BridgeSecurityError) {
         var v = value
         guard zmq_setsockopt(socket, option, &v, MemoryLayout<Int32>.size) == 0 else {
-            throw .zeromq("set \(name)", String(cString: zmq_strerror(zmq_errno())))
+            throw .zeromq("set \(name)", zmqErrorText())
         }
     }
 

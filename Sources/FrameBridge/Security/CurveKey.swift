@@ -1,4 +1,5 @@
 import CZMQ
+import FrameServer
 import Glibc
 
 /// A CURVE key (public or secret) in Z85, the 40-character text form libzmq and czmq use.
@@ -59,7 +60,7 @@ public struct CurveKey: Sendable, Hashable, CustomStringConvertible {
     static func keypair() throws(BridgeSecurityError) -> (public: CurveKey, secret: CurveKey) {
         var pub = [CChar](repeating: 0, count: 41), sec = [CChar](repeating: 0, count: 41)
         guard zmq_curve_keypair(&pub, &sec) == 0 else {
-            throw .zeromq("make a CURVE key pair", String(cString: zmq_strerror(zmq_errno())))
+            throw .zeromq("make a CURVE key pair", zmqErrorText())
         }
         return (CurveKey(z85: cText(pub)), CurveKey(z85: cText(sec)))
     }

@@ -38,12 +38,12 @@ final class ZAPHandler: @unchecked Sendable {
         if already { return }
         guard let socket = zmq_socket(context, ZMQ_REP) else {
             started.withLock { _ = $0.remove(key) }
-            throw .zeromq("create the ZAP handler's socket", String(cString: zmq_strerror(zmq_errno())))
+            throw .zeromq("create the ZAP handler's socket", zmqErrorText())
         }
         var linger: Int32 = 0
         zmq_setsockopt(socket, ZMQ_LINGER, &linger, MemoryLayout<Int32>.size)
         guard zmq_bind(socket, endpoint) == 0 else {
-            let reason = String(cString: zmq_strerror(zmq_errno()))
+            let reason = zmqErrorText()
             zmq_close(socket)
             started.withLock { _ = $0.remove(key) }
             throw .zeromq("bind the ZAP handler at \(endpoint)", reason)

@@ -2,56 +2,95 @@ import CFrameServer
 import CZMQ
 import Glibc
 
-// The thin layer over libzmq. framesrv uses one XPUB socket per stream (the doorbell)
-// and one SUB socket per subscriber (monitors, event-loop consumers); everything that matters is in shared memory.
+// The one layer over libzmq (swift-nio's shape: one wrapper per C library), `package`-visible so
+// the transport, FrameControl's control sockets and FrameBridge's link all go through it.
+// framesrv uses one XPUB socket per stream (the doorbell), one SUB socket per subscriber
+// (monitors, event-loop consumers), a REP/REQ pair per control request and a DEALER per bridge
+// end; everything that matters is in shared memory.
+//
+// Concurrency: a context is thread-safe (libzmq documents it so), hence `ZMQContext` is Sendable
+// and one is shared by the whole process; a socket is not, hence `ZMQSocket` and `ZMQMessage` are
+// not Sendable: one thread at a time uses a socket (a type that hands one to its own thread, as
+// ControlServer does, says so where it stores it).
 
-/// A ZeroMQ context. Thread-safe, as libzmq's contexts are; one per process.
-final class ZMQContext: @unchecked Sendable {
+/// A ZeroMQ context. Thread-safe, as libzmq's contexts are.
+///
+/// The corresponding C functions are `zmq_ctx_new`, `zmq_ctx_set` and `zmq_ctx_term`.
+package final class ZMQContext: @unchecked Sendable {
     // Sendable: libzmq documents contexts as thread-safe.
-    let handle: UnsafeMutableRawPointer
+    package let handle: UnsafeMutableRawPointer
 
-    static let shared = ZMQContext()
+    /// The process's context for ipc:// (doorbells, control sockets): one I/O thread is plenty.
+    /// Never terminated.
+    package static let shared = ZMQContext(ioThreads: 1)
 
-    private init() {
+    /// A context of its own (the bridge's, for TCP and CURVE): `ioThreads` nil keeps libzmq's default.
+    package init(ioThreads: Int32? = nil) {
         handle = zmq_ctx_new()
-        // Announcements go over ipc:// only; one I/O thread is plenty.
-        zmq_ctx_set(handle, ZMQ_IO_THREADS, 1)
+        if let ioThreads { zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads) }
     }
+
+    /// Terminates the context; call once, after closing every socket made in it (libzmq
+    /// blocks until they are closed).
+    package func terminate() { zmq_ctx_term(handle) }
 }
 
-func zmqErrorText() -> String { String(cString: zmq_strerror(zmq_errno())) }
+/// libzmq's message for the last failed call on this thread; call it right after the failure.
+///
+/// The corresponding C functions are `zmq_strerror` and `zmq_errno`.
+package func zmqErrorText() -> String { String(cString: zmq_strerror(zmq_errno())) }
 
-/// A ZeroMQ socket. Not thread-safe (as libzmq's sockets are not): one thread uses it.
+/// A ZeroMQ socket (linger 0). Not thread-safe (as libzmq's sockets are not): one thread uses it.
 ///
 /// The corresponding C functions are `zmq_socket`, `zmq_bind`, `zmq_connect`,
 /// `zmq_send`, `zmq_recv` and `zmq_close`.
-final class ZMQSocket {
-    let handle: UnsafeMutableRawPointer
+package final class ZMQSocket {
+    package let handle: UnsafeMutableRawPointer
+    private var closed = false
 
-    init(type: Int32) throws(FrameServerError) {
-        guard let h = zmq_socket(ZMQContext.shared.handle, type) else {
-            throw .zeromq("create a socket", zmqErrorText())
-        }
+    /// A socket of `type` in `context`; `failure` makes the error from libzmq's message.
+    package init<E: Error>(type: Int32, context: ZMQContext = .shared, failure: (String) -> E) throws(E) {
+        guard let h = zmq_socket(context.handle, type) else { throw failure(zmqErrorText()) }
         handle = h
         setOption(ZMQ_LINGER, 0)
     }
 
-    deinit { zmq_close(handle) }
+    /// A socket of `type` in the shared context (the transport's).
+    package convenience init(type: Int32) throws(FrameServerError) {
+        try self.init(type: type) { FrameServerError.zeromq("create a socket", $0) }
+    }
 
-    func setOption(_ option: Int32, _ value: Int32) {
+    deinit { close() }
+
+    /// Closes the socket (again: nothing); before its context's `terminate`.
+    package func close() {
+        guard !closed else { return }
+        closed = true
+        zmq_close(handle)
+    }
+
+    /// Sets an integer option.
+    package func setOption(_ option: Int32, _ value: Int32) {
         var v = value
         zmq_setsockopt(handle, option, &v, MemoryLayout<Int32>.size)
     }
 
+    /// Sets a 64-bit integer option (ZMQ_MAXMSGSIZE).
+    package func setInt64Option(_ option: Int32, _ value: Int64) {
+        var v = value
+        zmq_setsockopt(handle, option, &v, MemoryLayout<Int64>.size)
+    }
+
     /// ZMQ_FD: a descriptor that polls readable when the socket may have events.
-    var descriptor: Int32 {
+    package var descriptor: Int32 {
         var fd: Int32 = -1
         var size = MemoryLayout<Int32>.size
         zmq_getsockopt(handle, ZMQ_FD, &fd, &size)
         return fd
     }
 
-    func subscribeAll() { zmq_setsockopt(handle, ZMQ_SUBSCRIBE, "", 0) }
+    /// Subscribes a SUB socket to every message.
+    package func subscribeAll() { zmq_setsockopt(handle, ZMQ_SUBSCRIBE, "", 0) }
 
     /// Binds to `endpoint`, first arming the process's accept guard.
     ///
@@ -63,32 +102,48 @@ final class ZMQSocket {
     /// libzmq see ECONNABORTED, which it ignores.
     ///
     /// The corresponding C function is `zmq_bind`.
-    func bind(_ endpoint: String) throws(FrameServerError) {
+    package func bind(_ endpoint: String) throws(FrameServerError) {
         do { try armConnectionGuard() } catch {
             throw .system("reserve a descriptor for the connection guard", path: nil, error)
         }
-        guard zmq_bind(handle, endpoint) == 0 else { throw .zeromq("bind \(endpoint)", zmqErrorText()) }
+        try bind(endpoint) { FrameServerError.zeromq("bind \(endpoint)", $0) }
     }
 
-    func connect(_ endpoint: String) throws(FrameServerError) {
-        guard zmq_connect(handle, endpoint) == 0 else { throw .zeromq("connect to \(endpoint)", zmqErrorText()) }
+    /// Binds to `endpoint` as it is (no accept guard); `failure` makes the error from libzmq's message.
+    ///
+    /// The corresponding C function is `zmq_bind`.
+    package func bind<E: Error>(_ endpoint: String, failure: (String) -> E) throws(E) {
+        guard zmq_bind(handle, endpoint) == 0 else { throw failure(zmqErrorText()) }
     }
 
-    /// Sends one message without blocking; false when it was dropped (high-water mark).
+    /// Connects to `endpoint` (the transport's error).
+    package func connect(_ endpoint: String) throws(FrameServerError) {
+        try connect(endpoint) { FrameServerError.zeromq("connect to \(endpoint)", $0) }
+    }
+
+    /// Connects to `endpoint`; `failure` makes the error from libzmq's message.
+    ///
+    /// The corresponding C function is `zmq_connect`.
+    package func connect<E: Error>(_ endpoint: String, failure: (String) -> E) throws(E) {
+        guard zmq_connect(handle, endpoint) == 0 else { throw failure(zmqErrorText()) }
+    }
+
+    /// Sends one message (`more`: a part that more follow); without blocking unless `blocking`;
+    /// false when it was not queued (high-water mark, no peer).
     @discardableResult
-    func send(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        zmq_send(handle, bytes.baseAddress, bytes.count, ZMQ_DONTWAIT) >= 0
+    package func send(_ bytes: UnsafeRawBufferPointer, blocking: Bool = false, more: Bool = false) -> Bool {
+        zmq_send(handle, bytes.baseAddress, bytes.count, (blocking ? 0 : ZMQ_DONTWAIT) | (more ? ZMQ_SNDMORE : 0)) >= 0
     }
 
     /// Receives one message without blocking into `buffer`; its full length, or nil if none is waiting.
-    func receive(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+    package func receive(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         let n = zmq_recv(handle, buffer.baseAddress, buffer.count, ZMQ_DONTWAIT)
         return n >= 0 ? Int(n) : nil
     }
 
     /// XPUB: reads every pending (un)subscription message; the net change in subscriptions
     /// (a first byte 1 subscribes, 0 unsubscribes).
-    func drainSubscriptions() -> Int {
+    package func drainSubscriptions() -> Int {
         var change = 0
         var byte: UInt8 = 0
         while zmq_recv(handle, &byte, 1, ZMQ_DONTWAIT) >= 0 {
@@ -102,7 +157,7 @@ final class ZMQSocket {
     /// interrupted the wait (`timeoutMillis` -1: forever).
     ///
     /// The corresponding C function is `zmq_poll`.
-    func wait(orReadable fds: [Int32], timeoutMillis: Int) -> Int32? {
+    package func wait(orReadable fds: [Int32], timeoutMillis: Int) -> Int32? {
         var items = [zmq_pollitem_t(socket: handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0)]
         for fd in fds { items.append(zmq_pollitem_t(socket: nil, fd: fd, events: Int16(ZMQ_POLLIN), revents: 0)) }
         let r = zmq_poll(&items, Int32(items.count), timeoutMillis)
@@ -110,4 +165,15 @@ final class ZMQSocket {
         if items[0].revents != 0 { return -1 }
         return items.dropFirst().first { $0.revents != 0 }?.fd
     }
+}
+
+/// One received ZeroMQ message part (owned; the zmq_msg_t never moves: small messages live inside it).
+///
+/// The corresponding C functions are `zmq_msg_init`, `zmq_msg_data`, `zmq_msg_size` and `zmq_msg_close`.
+package final class ZMQMessage {
+    package let msg = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
+    package init() { zmq_msg_init(msg) }
+    deinit { zmq_msg_close(msg); msg.deallocate() }
+    /// The part's bytes (valid while the message lives).
+    package var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: zmq_msg_data(msg), count: zmq_msg_size(msg)) }
 }
