@@ -5,6 +5,7 @@ let package = Package(
     name: "framesrv",
     products: [
         .library(name: "FrameServer", targets: ["FrameServer"]),
+        .library(name: "FrameControl", targets: ["FrameControl"]),
         .library(name: "FrameMedia", targets: ["FrameMedia"]),
         .executable(name: "framesrv", targets: ["framesrv"]),
     ],
@@ -18,30 +19,32 @@ let package = Package(
         // FFmpeg's libavdevice, libavformat, libavcodec, libavutil and libswscale, from Debian's -dev packages.
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavcodec",
                        providers: [.apt(["libavdevice-dev", "libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
-        // The protocol: producer and consumer sides, no FFmpeg.
+        // The protocol: producer and consumer sides, and the one ZeroMQ wrapper (package-visible), no FFmpeg.
         .target(name: "FrameServer", dependencies: ["CFrameServer", "CZMQ"]),
-        // Everything that touches FFmpeg, behind a Swift API: no FFmpeg pointer leaves it.
-        .target(name: "FrameMedia", dependencies: ["FrameServer", "CFFmpeg", "CZMQ"]),
+        // A stream's control socket (`framesrv ctl`): requests, replies, playback and link statuses, no FFmpeg.
+        .target(name: "FrameControl", dependencies: ["FrameServer", "CZMQ"]),
+        // Everything that touches FFmpeg, behind a Swift API: no FFmpeg pointer leaves it; the playback clock.
+        .target(name: "FrameMedia", dependencies: ["FrameServer", "FrameControl", "CFFmpeg"]),
         // `framesrv record` / `replay`: the recording format (docs/RECORDING.md), writer, reader, snapshot ring.
-        .target(name: "FrameRecording", dependencies: ["FrameServer", "FrameMedia", "CFFmpeg"]),
+        .target(name: "FrameRecording", dependencies: ["FrameServer", "FrameControl", "FrameMedia", "CFFmpeg"]),
         // Stages as child processes (each its own process group), for framesrv's commands.
         .target(name: "FrameProcess", dependencies: ["FrameServer"]),
         // `framesrv run`'s pipelines: parser, graph, stream names, --wait-for, start order, supervision.
         .target(name: "FramePipeline", dependencies: ["FrameServer", "FrameProcess"]),
-        // `framesrv bridge`: streams between hosts over ZeroMQ TCP (CURVE), credits, reconnects.
-        .target(name: "FrameBridge", dependencies: ["FrameServer", "FrameMedia", "FrameRecording", "CZMQ", "CFFmpeg"]),
-        // What `top`, `ls` and `framesrv web` sample and print as JSON: one source for the CLI and the web view.
-        .target(name: "FrameMonitor", dependencies: ["FrameServer", "FrameMedia"]),
+        // `framesrv bridge`: streams between hosts over ZeroMQ TCP (CURVE), credits, reconnects; FrameRecording's packet codec.
+        .target(name: "FrameBridge", dependencies: ["FrameServer", "FrameControl", "FrameRecording", "CZMQ"]),
+        // What `top`, `ls` and `framesrv web` sample and print as JSON: one source for the CLI and the web view, no FFmpeg.
+        .target(name: "FrameMonitor", dependencies: ["FrameServer", "FrameControl"]),
         // libmicrohttpd, from Debian's libmicrohttpd-dev: framesrv web's HTTP server.
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         // `framesrv web`: the HTTP server, its page, API, token checks and live previews.
-        .target(name: "FrameWeb", dependencies: ["FrameServer", "FrameMedia", "FrameMonitor", "CMicroHTTPD"]),
+        .target(name: "FrameWeb", dependencies: ["FrameServer", "FrameControl", "FrameMedia", "FrameMonitor", "CMicroHTTPD"]),
         // The command-line tool.
-        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameMedia", "FrameProcess", "FramePipeline", "FrameRecording",
+        .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameControl", "FrameMedia", "FrameProcess", "FramePipeline", "FrameRecording",
                                                            "FrameMonitor", "FrameWeb", "FrameBridge"]),
         // End-to-end suites: real framesrv processes (see Tests/README.md).
-        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording", "FrameMonitor", "FrameWeb", "FrameBridge"]),
-        // FrameMedia's pieces on their own, in process.
-        .testTarget(name: "FrameMediaTests", dependencies: ["FrameMedia", "FrameServer"]),
+        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameControl", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording", "FrameMonitor", "FrameWeb", "FrameBridge"]),
+        // FrameMedia's pieces on their own, in process (and FrameControl's FFmpeg-free parts against FFmpeg's).
+        .testTarget(name: "FrameMediaTests", dependencies: ["FrameMedia", "FrameControl", "FrameServer"]),
     ]
 )

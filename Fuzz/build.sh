@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets into $FUZZ_BUILD (default .build-fuzz) with swiftc directly:
-# FrameServer and FrameMedia as static libraries compiled with -enable-testing (so a target
+# FrameServer, FrameControl, FrameMedia, ... as static libraries compiled with -enable-testing (so a target
 # can `@testable import` them and reach internal validators), every Swift and C file with
 # coverage (-sanitize=fuzzer) and AddressSanitizer. SwiftPM's --sanitize=fuzzer would link
 # libFuzzer's main() into the framesrv executable and the test bundle too; this keeps the
@@ -46,6 +46,7 @@ if stale "$OUT/shim.o" Sources/CFrameServer; then
         -c Sources/CFrameServer/shim.c -o "$OUT/shim.o"
 fi
 mapfile -t SERVER < <(find Sources/FrameServer -name '*.swift' | sort)
+mapfile -t CONTROL < <(find Sources/FrameControl -name '*.swift' | sort)
 mapfile -t MEDIA < <(find Sources/FrameMedia -name '*.swift' | sort)
 mapfile -t PROCESS < <(find Sources/FrameProcess -name '*.swift' | sort)
 mapfile -t PIPELINE < <(find Sources/FramePipeline -name '*.swift' | sort)
@@ -66,7 +67,7 @@ target() { # name (links against FrameServer)
 }
 # The options target is compiled into the framesrv module itself (internal access to the commands),
 # with every library the executable links (Package.swift's framesrv target).
-CLI_LIBS=(FrameWeb FrameBridge FrameMonitor FrameRecording FramePipeline FrameProcess FrameMedia FrameServer)
+CLI_LIBS=(FrameWeb FrameBridge FrameMonitor FrameRecording FramePipeline FrameProcess FrameMedia FrameControl FrameServer)
 options() {
     local libs=()
     for l in "${CLI_LIBS[@]}"; do libs+=("$OUT/lib$l.a"); done
@@ -93,6 +94,7 @@ for t in "${WANT[@]}"; do
         arguments) arguments ;;
         options)
             library FrameServer "${SERVER[@]}"
+            library FrameControl "${CONTROL[@]}"
             library FrameMedia "${MEDIA[@]}"
             library FrameProcess "${PROCESS[@]}"
             library FramePipeline "${PIPELINE[@]}"

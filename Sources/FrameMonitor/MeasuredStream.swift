@@ -1,4 +1,4 @@
-import FrameMedia
+import FrameControl
 import FrameServer
 import Glibc
 

@@ -1,6 +1,6 @@
 import Foundation
+import FrameControl
 import Glibc
-import FrameMedia
 import FrameServer
 
 /// Every stream's snapshot at one moment: what `top`, `ls` and `framesrv web` read.

@@ -1,3 +1,4 @@
+import FrameControl
 import FrameMedia
 import FrameServer
 import Glibc

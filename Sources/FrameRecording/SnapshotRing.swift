@@ -1,5 +1,6 @@
 import CFFmpeg
 import Foundation
+import FrameControl
 import FrameMedia
 import FrameServer
 import Glibc

@@ -1,4 +1,5 @@
 import Foundation
+import FrameControl
 import Glibc
 import FrameBridge
 import FrameServer

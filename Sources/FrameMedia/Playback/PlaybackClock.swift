@@ -1,3 +1,4 @@
+import FrameControl
 import FrameServer
 import Glibc
 
@@ -65,8 +66,8 @@ public final class PlaybackClock: @unchecked Sendable {
     /// The mapping: media time `anchorMedia` is wall time `anchorWall` (nil: anchor on the next frame).
     private var anchor: (wall: UInt64, media: Double)?
 
-    /// The allowed rates (`rate X`): 0.01 to 100 times real time.
-    public static let rates: ClosedRange<Double> = 0.01...100
+    /// The allowed rates (`rate X`): 0.01 to 100 times real time, as the control socket takes them.
+    public static var rates: ClosedRange<Double> { ControlRequest.rates }
 
     /// A clock at `rate` (nil: max), paused or not, at media time `position`.
     public init(rate: Double?, paused: Bool = false, position: Double = 0) {

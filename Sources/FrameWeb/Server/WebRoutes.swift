@@ -1,5 +1,5 @@
 import Foundation
-import FrameMedia
+import FrameControl
 import FrameMonitor
 import FrameServer
 

@@ -1,4 +1,5 @@
 import Foundation
+import FrameControl
 import FrameMedia
 import FrameProcess
 import FrameServer

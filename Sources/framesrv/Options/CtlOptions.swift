@@ -1,3 +1,4 @@
+import FrameControl
 import FrameMedia
 
 /// `framesrv ctl`'s options: a stream, one control and `--json`. `seek -5` (back 5 s) is a

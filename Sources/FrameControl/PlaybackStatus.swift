@@ -19,12 +19,14 @@ public struct PlaybackStatus: Equatable, Sendable, Encodable {
     /// N, and how many are attached; nil once it publishes.
     public var waiting: (wanted: Int, attached: Int)?
 
+    /// A playing producer's figures (`waiting` while it waits for consumers).
     public init(stream: String, position: Double, duration: Double?, rate: Double?, paused: Bool, frames: UInt64,
                 waiting: (wanted: Int, attached: Int)? = nil, loops: Int = 0) {
         self.stream = stream; self.position = position; self.duration = duration; self.loops = loops
         self.rate = rate; self.paused = paused; self.frames = frames; self.waiting = waiting
     }
 
+    /// Equal when every field is (`waiting` compared field by field: a tuple is not Equatable).
     public static func == (a: PlaybackStatus, b: PlaybackStatus) -> Bool {
         (a.stream, a.position, a.duration, a.rate, a.paused, a.frames) == (b.stream, b.position, b.duration, b.rate, b.paused, b.frames)
             && a.loops == b.loops
@@ -108,35 +110,5 @@ extension String {
     }
     fileprivate var trimmingQuotes: String {
         hasPrefix("\"") && hasSuffix("\"") && count >= 2 ? String(dropFirst().dropLast()) : self
-    }
-}
-
-extension PlaybackClock {
-    /// The reply to a playback control: the handler of `produce -i FILE` and `replay`.
-    /// `duration`: the input's, for refusing a seek past the end (nil: unknown); `canSeek`:
-    /// false for a pipe; `status`: the current figures.
-    public func handle(_ request: ControlRequest, duration: Double?, canSeek: Bool,
-                       status: () -> PlaybackStatus) -> ControlReply {
-        switch request {
-        case .pause: return pause() ? .ok("paused") : .ok("paused already")
-        case .resume: return resume() ? .ok("playing") : .ok("playing already")
-        case .toggle: return .ok(toggle() ? "paused" : "playing")
-        case .rate(let r):
-            setRate(r)
-            return .ok("rate \(r.map { formatFixed($0, 2) + "x" } ?? "max")")
-        case .step(let n):
-            step(n)
-            return .ok("step \(n) (paused)")
-        case .seek(let target):
-            guard canSeek else { return .error("seek: '\(status().stream)' reads an input that cannot seek (a pipe)") }
-            let t = target.resolved(from: state.pendingSeek ?? state.filePosition)
-            if let duration, t >= duration {
-                return .error("seek \(formatFixed(t, 3)): past the end (the input lasts \(formatFixed(duration, 3)) s)")
-            }
-            requestSeek(t)
-            return .ok("seek \(formatFixed(t, 3))")
-        case .status: return .json(status().json)
-        case .snapshot: return .error("'\(status().stream)' does not take 'snapshot'")
-        }
     }
 }

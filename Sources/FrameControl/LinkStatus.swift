@@ -1,3 +1,5 @@
+import FrameServer
+
 /// A bridged stream's link (`framesrv bridge recv` serves it on the stream's control socket
 /// as `status`; ls, top and inspect show it).
 public struct LinkStatus: Equatable, Sendable, Encodable {
@@ -19,6 +21,7 @@ public struct LinkStatus: Equatable, Sendable, Encodable {
     /// Frames published on this side.
     public var frames: UInt64
 
+    /// A link's figures, as the receiver measured them.
     public init(stream: String, peer: String, bytesPerSecond: Double, inFlight: Int, credits: Int,
                 rttMillis: Double?, reconnects: Int, skipped: UInt64, frames: UInt64) {
         self.stream = stream; self.peer = peer; self.bytesPerSecond = bytesPerSecond; self.inFlight = inFlight
@@ -80,16 +83,4 @@ public struct LinkStatus: Equatable, Sendable, Encodable {
     }
 
     static func fixed(_ x: Double, _ digits: Int) -> String { formatFixed(x, digits) }
-}
-
-/// `x` with `digits` decimals, without Foundation (status lines and their JSON).
-public func formatFixed(_ x: Double, _ digits: Int) -> String {
-    guard x.isFinite else { return "0" }
-    var scale = 1.0
-    for _ in 0..<digits { scale *= 10 }
-    let scaled = (abs(x) * scale).rounded()
-    let whole = Int64(scaled / scale)
-    var fraction = String(Int64(scaled - Double(whole) * scale))
-    while fraction.count < digits { fraction = "0" + fraction }
-    return (x < 0 && scaled > 0 ? "-" : "") + "\(whole)" + (digits > 0 ? "." + fraction : "")
 }

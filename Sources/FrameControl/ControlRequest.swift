@@ -33,6 +33,10 @@ public enum ControlRequest: Equatable, Sendable {
     case status
     case snapshot
 
+    /// The rates `rate X` takes: 0.01 to 100 times real time.
+    public static let rates: ClosedRange<Double> = 0.01...100
+
+    /// The verb of this request.
     public var verb: ControlVerb {
         switch self {
         case .pause: .pause
@@ -71,7 +75,7 @@ public enum ControlRequest: Equatable, Sendable {
         case .rate:
             guard let argument else { throw .missingArgument(verb) }
             if argument == "max" { return .rate(nil) }
-            guard let r = Double(argument), PlaybackClock.rates.contains(r) else { throw .badArgument(verb, argument) }
+            guard let r = Double(argument), rates.contains(r) else { throw .badArgument(verb, argument) }
             return .rate(r)
         case .step:
             guard let argument else { return .step(1) }
@@ -93,7 +97,7 @@ public enum ControlRequest: Equatable, Sendable {
     private static func seekTarget(_ text: String) throws(ControlRequestError) -> SeekTarget {
         let sign = text.first
         let body = sign == "+" || sign == "-" ? String(text.dropFirst()) : text
-        guard !body.hasPrefix("-"), !body.hasPrefix("+"), let us = MediaInputOptions.parseTime(body) else {
+        guard !body.hasPrefix("-"), !body.hasPrefix("+"), let us = parseDuration(body) else {
             throw .badArgument(.seek, text)
         }
         let seconds = Double(us) / 1e6
@@ -112,6 +116,7 @@ public enum ControlRequestError: Error, Equatable, Sendable, CustomStringConvert
     case missingArgument(ControlVerb)
     case badArgument(ControlVerb, String)
 
+    /// The refusal's one line (what the reply says after `error`).
     public var description: String {
         switch self {
         case .empty: return "empty request; verbs: \(ControlVerb.allCases.map(\.rawValue).joined(separator: ", "))"
@@ -156,5 +161,6 @@ public enum ControlReply: Equatable, Sendable {
         else { self = .error("unexpected reply '\(text)'") }
     }
 
+    /// Whether the reply is `error ...`.
     public var isError: Bool { if case .error = self { return true } else { return false } }
 }
