@@ -92,7 +92,9 @@ def test_producer_api_header_round_trip(fsdir):
 def test_consume_tool_producer_killed_is_an_error(fsdir, framesrv_bin, procs):
     import signal
     c = procs.python("-m", "framesrv", "consume", "--in", "g", "--verify-pattern", "--wait", "30")
-    p = produce_pattern(procs, framesrv_bin, "g", "--rate", "50", "--size", "64x48", "--wait-for", "1")
+    # --wait-for 2: nothing is published before the tool has attached too (a slow start of
+    # its interpreter must not miss the stream's short life).
+    p = produce_pattern(procs, framesrv_bin, "g", "--rate", "50", "--size", "64x48", "--wait-for", "2")
     with framesrv.Consumer("g", timeout=30) as watcher:      # a second consumer: frames flow
         for frame in watcher:
             if frame.seq == 10:
