@@ -16,22 +16,8 @@ extension FilterGraph {
         // ffmpeg's default sws_flags, which it gives every scale filter of a graph.
         g.pointee.scale_sws_opts = av_strdup("flags=bicubic")
 
-        // The source, with the arguments ffmpeg gives it.
-        var args = "video_size=\(key.width)x\(key.height):pix_fmt=\(key.format):time_base=\(key.tbNum)/\(key.tbDen)"
-        args += ":pixel_aspect=\(sar.num > 0 && sar.den > 0 ? sar.num : 0)/\(sar.num > 0 && sar.den > 0 ? sar.den : 1)"
-        if let fr = inputFrameRate, fr.num > 0, fr.den > 0 { args += ":frame_rate=\(fr.num)/\(fr.den)" }
-        var source: UnsafeMutablePointer<AVFilterContext>?
-        var r = avfilter_graph_create_filter(&source, avfilter_get_by_name("buffer"), "in", args, nil, g)
-        guard r >= 0, let source else { throw .ffmpeg("avfilter_graph_create_filter(buffer)", ffmpegMessage(r)) }
-        // The sink takes what framesrv can carry.
-        guard let sink = avfilter_graph_alloc_filter(g, avfilter_get_by_name("buffersink"), "out") else {
-            throw .ffmpeg("avfilter_graph_alloc_filter(buffersink)", "out of memory")
-        }
-        let formats = Self.carriedFormats
-        r = formats.withUnsafeBytes { av_opt_set_bin(UnsafeMutableRawPointer(sink), "pix_fmts", $0.baseAddress, Int32($0.count), AV_OPT_SEARCH_CHILDREN) }
-        guard r >= 0 else { throw .ffmpeg("av_opt_set_bin(pix_fmts)", ffmpegMessage(r)) }
-        r = avfilter_init_str(sink, nil)
-        guard r >= 0 else { throw .ffmpeg("avfilter_init_str(buffersink)", ffmpegMessage(r)) }
+        let source = try bufferSource(key, sampleAspectRatio: sar, in: g)
+        let sink = try Self.bufferSink(in: g)
 
         var inputs: UnsafeMutablePointer<AVFilterInOut>?
         var outputs: UnsafeMutablePointer<AVFilterInOut>?
@@ -56,7 +42,7 @@ extension FilterGraph {
         guard avfilter_pad_get_type(outCtx.pointee.output_pads, output.pointee.pad_idx) == AVMEDIA_TYPE_VIDEO else {
             throw .notAVideoGraph(graph, "its output is not video")
         }
-        r = avfilter_link(source, 0, inCtx, UInt32(input.pointee.pad_idx))
+        var r = avfilter_link(source, 0, inCtx, UInt32(input.pointee.pad_idx))
         guard r >= 0 else { throw .ffmpeg("avfilter_link", ffmpegMessage(r)) }
         r = avfilter_link(outCtx, UInt32(output.pointee.pad_idx), sink, 0)
         guard r >= 0 else { throw .ffmpeg("avfilter_link", ffmpegMessage(r)) }
@@ -68,6 +54,31 @@ extension FilterGraph {
         keep = true
         g = owned!
         return Instance(graph: g, source: source, sink: sink, key: key)
+    }
+
+    /// The buffer source for input `key`, with the arguments ffmpeg gives it.
+    private func bufferSource(_ key: InputKey, sampleAspectRatio sar: Rational,
+                              in g: UnsafeMutablePointer<AVFilterGraph>) throws(FilterError) -> UnsafeMutablePointer<AVFilterContext> {
+        var args = "video_size=\(key.width)x\(key.height):pix_fmt=\(key.format):time_base=\(key.tbNum)/\(key.tbDen)"
+        args += ":pixel_aspect=\(sar.num > 0 && sar.den > 0 ? sar.num : 0)/\(sar.num > 0 && sar.den > 0 ? sar.den : 1)"
+        if let fr = inputFrameRate, fr.num > 0, fr.den > 0 { args += ":frame_rate=\(fr.num)/\(fr.den)" }
+        var source: UnsafeMutablePointer<AVFilterContext>?
+        let r = avfilter_graph_create_filter(&source, avfilter_get_by_name("buffer"), "in", args, nil, g)
+        guard r >= 0, let source else { throw .ffmpeg("avfilter_graph_create_filter(buffer)", ffmpegMessage(r)) }
+        return source
+    }
+
+    /// The buffersink, which takes what framesrv can carry.
+    private static func bufferSink(in g: UnsafeMutablePointer<AVFilterGraph>) throws(FilterError) -> UnsafeMutablePointer<AVFilterContext> {
+        guard let sink = avfilter_graph_alloc_filter(g, avfilter_get_by_name("buffersink"), "out") else {
+            throw .ffmpeg("avfilter_graph_alloc_filter(buffersink)", "out of memory")
+        }
+        let formats = carriedFormats
+        var r = formats.withUnsafeBytes { av_opt_set_bin(UnsafeMutableRawPointer(sink), "pix_fmts", $0.baseAddress, Int32($0.count), AV_OPT_SEARCH_CHILDREN) }
+        guard r >= 0 else { throw .ffmpeg("av_opt_set_bin(pix_fmts)", ffmpegMessage(r)) }
+        r = avfilter_init_str(sink, nil)
+        guard r >= 0 else { throw .ffmpeg("avfilter_init_str(buffersink)", ffmpegMessage(r)) }
+        return sink
     }
 
     /// FFmpeg's codes of the pixel formats framesrv carries (the sink's list).

@@ -143,34 +143,9 @@ public final class FilterGraph {
         }
         guard let instance else { return }
 
-        var av: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
-        guard let f = av else { throw .ffmpeg("av_frame_alloc", "out of memory") }
+        var av: UnsafeMutablePointer<AVFrame>? = try Self.wrap(frame, key: k)
         defer { av_frame_free(&av) }
-        f.pointee.format = k.format
-        f.pointee.width = k.width
-        f.pointee.height = k.height
-        FramePlanes(header, base: frame.base).install(in: f)
-        // One read-only buffer over the whole slot; freeing it drops the SharedFrame.
-        let opaque = Unmanaged.passRetained(frame).toOpaque()
-        let buffer = av_buffer_create(UnsafeMutablePointer(mutating: frame.base.assumingMemoryBound(to: UInt8.self)),
-                                      frame.slotBytes, { opaque, _ in
-                                          if let opaque { Unmanaged<SharedFrame>.fromOpaque(opaque).release() }
-                                      }, opaque, Int32(AV_BUFFER_FLAG_READONLY))
-        guard let buffer else {
-            Unmanaged<SharedFrame>.fromOpaque(opaque).release()
-            throw .ffmpeg("av_buffer_create", "out of memory")
-        }
-        f.pointee.buf.0 = buffer
-        f.pointee.pts = d.pts ?? cffmpeg_nopts()
-        f.pointee.pkt_duration = d.duration
-        f.pointee.key_frame = d.flags.contains(.keyframe) ? 1 : 0
-        f.pointee.sample_aspect_ratio = d.sampleAspectRatio.av
-        f.pointee.colorspace = AVColorSpace(rawValue: d.color.matrix)
-        f.pointee.color_range = AVColorRange(rawValue: d.color.range)
-        f.pointee.color_primaries = AVColorPrimaries(rawValue: d.color.primaries)
-        f.pointee.color_trc = AVColorTransferCharacteristic(rawValue: d.color.transfer)
-        // Field order and chroma location: what field filters (yadif, bwdif) and scale read.
-        d.applyFields(to: f)
+        guard let f = av else { return }
         if let pts = d.pts {
             // The frame's end: its duration, else one period of the nominal rate (as ffmpeg
             // estimates a frame's duration), else nothing past its pts.
@@ -193,6 +168,41 @@ public final class FilterGraph {
         guard r.value >= 0 else {
             throw .cannotConfigure(graph, describe(k), r.message ?? ffmpegMessage(r.value))
         }
+    }
+
+    /// `frame` as an `AVFrame` for input `k`, without a copy: the planes at the header's
+    /// offsets in one read-only buffer over the whole slot, whose free drops the SharedFrame;
+    /// timestamps, colour, field order and chroma location from the header.
+    private static func wrap(_ frame: SharedFrame, key k: InputKey) throws(FilterError) -> UnsafeMutablePointer<AVFrame> {
+        var av: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
+        guard let f = av else { throw .ffmpeg("av_frame_alloc", "out of memory") }
+        let d = frame.header.description
+        f.pointee.format = k.format
+        f.pointee.width = k.width
+        f.pointee.height = k.height
+        FramePlanes(frame.header, base: frame.base).install(in: f)
+        let opaque = Unmanaged.passRetained(frame).toOpaque()
+        let buffer = av_buffer_create(UnsafeMutablePointer(mutating: frame.base.assumingMemoryBound(to: UInt8.self)),
+                                      frame.slotBytes, { opaque, _ in
+                                          if let opaque { Unmanaged<SharedFrame>.fromOpaque(opaque).release() }
+                                      }, opaque, Int32(AV_BUFFER_FLAG_READONLY))
+        guard let buffer else {
+            Unmanaged<SharedFrame>.fromOpaque(opaque).release()
+            av_frame_free(&av)
+            throw .ffmpeg("av_buffer_create", "out of memory")
+        }
+        f.pointee.buf.0 = buffer
+        f.pointee.pts = d.pts ?? cffmpeg_nopts()
+        f.pointee.pkt_duration = d.duration
+        f.pointee.key_frame = d.flags.contains(.keyframe) ? 1 : 0
+        f.pointee.sample_aspect_ratio = d.sampleAspectRatio.av
+        f.pointee.colorspace = AVColorSpace(rawValue: d.color.matrix)
+        f.pointee.color_range = AVColorRange(rawValue: d.color.range)
+        f.pointee.color_primaries = AVColorPrimaries(rawValue: d.color.primaries)
+        f.pointee.color_trc = AVColorTransferCharacteristic(rawValue: d.color.transfer)
+        // Field order and chroma location: what field filters (yadif, bwdif) and scale read.
+        d.applyFields(to: f)
+        return f
     }
 
     /// Ends the current graph's input: `receive()` then returns everything still in it, and

@@ -106,38 +106,20 @@ public final class MediaDecoder {
         loopsLeft = options.loops
         av_log_set_level(AV_LOG_FATAL)   // errors are counted and reported by the caller
         _ = devicesRegistered
-        var inputFormat: UnsafePointer<AVInputFormat>?
-        if let formatName {
-            guard let f = av_find_input_format(formatName) else { throw .unknownInputFormat(formatName) }
-            inputFormat = f
-        }
-        var ctx: UnsafeMutablePointer<AVFormatContext>?
-        var r = avformat_open_input(&ctx, input == "-" ? "pipe:0" : input, inputFormat, nil)
-        guard r >= 0, let ctx else { throw .cannotOpen(input, ffmpegMessage(r)) }
+        let ctx = try Self.openInput(input, formatName: formatName)
         format = ctx
         inputFormatName = String(cString: ctx.pointee.iformat.pointee.name)
         isDevice = cffmpeg_is_device(ctx.pointee.iformat) != 0
-        r = avformat_find_stream_info(ctx, nil)
-        guard r >= 0 else {
+        let found: (index: Int32, decoder: UnsafePointer<AVCodec>)
+        do { found = try Self.videoDecoder(in: ctx, input: input) } catch {
             avformat_close_input(&format)
-            throw .cannotOpen(input, ffmpegMessage(r))
+            throw error
         }
-        let index = av_find_best_stream(ctx, AVMEDIA_TYPE_VIDEO, -1, -1, nil, 0)
-        guard index >= 0 else {
-            avformat_close_input(&format)
-            if index == cffmpeg_decoder_not_found() { throw .unsupportedCodec(input, "?") }
-            throw .noVideoStream(input)
-        }
+        let (index, decoder) = found
         streamIndex = index
         uncarriedStreams = Self.streamNames(ctx, except: index)
         let stream = ctx.pointee.streams[Int(index)]!
         let parameters = stream.pointee.codecpar!
-        let codecID = parameters.pointee.codec_id
-        guard let decoder = avcodec_find_decoder(codecID) else {
-            let name = String(cString: avcodec_get_name(codecID))
-            avformat_close_input(&format)
-            throw .unsupportedCodec(input, name)
-        }
         codecName = String(cString: decoder.pointee.name)
         streamChromaLocation = ChromaLocation(rawValue: UInt32(parameters.pointee.chroma_location.rawValue)) ?? .unspecified
         let tb = stream.pointee.time_base
@@ -158,21 +140,7 @@ public final class MediaDecoder {
         let avg = stream.pointee.avg_frame_rate
         frameDurationGuess = avg.num > 0 && avg.den > 0 ? av_rescale_q(1, AVRational(num: avg.den, den: avg.num), tb) : 1
         if options.start != nil, Self.seekFile(ctx, streamIndex: index, to: timestamp) < 0 { seekFailed = true }
-
-        codec = avcodec_alloc_context3(decoder)
-        packet = av_packet_alloc()
-        frame = av_frame_alloc()
-        guard let codec, packet != nil, frame != nil else {
-            close()
-            throw .ffmpeg("avcodec_alloc_context3", "out of memory")
-        }
-        r = avcodec_parameters_to_context(codec, parameters)
-        guard r >= 0 else { close(); throw .ffmpeg("avcodec_parameters_to_context", ffmpegMessage(r)) }
-        codec.pointee.pkt_timebase = tb
-        codec.pointee.thread_count = Int32(max(0, threads))
-        allocator?.install(on: codec)
-        r = avcodec_open2(codec, decoder, nil)
-        guard r >= 0 else { close(); throw .unsupportedCodec(input, "\(codecName) (\(ffmpegMessage(r)))") }
+        try openCodec(decoder, parameters: parameters, timeBase: tb, threads: threads)
     }
 
     deinit { close() }
