@@ -1,16 +1,16 @@
-// Recorder's encoder: opened on a trial picture at init, then for the first frame (format, time base, colour).
+// MediaFileWriter's encoder: opened on a trial picture at init, then for the first frame (format, time base, colour).
 
 import CFFmpeg
 import FrameServer
 import Glibc
 
-extension Recorder {
+extension MediaFileWriter {
     /// Opens the encoder and writes the container header for the first frame's format.
     func start(_ frame: borrowing Frame) throws(MediaOutputError) {
         let header = frame.header
         let d = header.description
         let source = try FrameAdapter.pixelFormat(of: header)
-        let choice = try RecordPixelFormat(source: source, encoder: encoder, requested: requestedFormat)
+        let choice = try MediaFilePixelFormat(source: source, encoder: encoder, requested: requestedFormat)
         let format = choice.format
         notes += choice.note.map { [$0] } ?? []
         let sourceFull = d.color.range == 2
@@ -29,7 +29,7 @@ extension Recorder {
 
         let encName = String(cString: encoder.pointee.name)
         let rateText = rate.den == 1 ? "\(rate.num)" : "\((Double(rate.num) / Double(rate.den) * 1000).rounded() / 1000)"
-        outputDescription = "\(encName) \(RecordPixelFormat.name(format)) \(header.width)x\(header.height) \(rateText) fps"
+        outputDescription = "\(encName) \(MediaFilePixelFormat.name(format)) \(header.width)x\(header.height) \(rateText) fps"
             + (options.frameRateMode == .cfr ? " cfr" : "") + ", \(String(cString: outputFormat.pointee.name))"
             + (format != source ? " (converted from \(header.pixelFormatName))" : "")
     }
@@ -44,7 +44,7 @@ extension Recorder {
         let own = d.timeBase.num > 0 && d.timeBase.den > 0 ? d.timeBase.av : grid
         var timeBases = options.frameRateMode == .cfr ? [grid] : [own]
         if av_cmp_q(own, grid) != 0, options.frameRateMode == .passthrough { timeBases.append(grid) }
-        let what = "\(header.width)x\(header.height) " + RecordPixelFormat.name(format)
+        let what = "\(header.width)x\(header.height) " + MediaFilePixelFormat.name(format)
         let global = outputFormat.pointee.flags & AVFMT_GLOBALHEADER != 0
         for (i, tb) in timeBases.enumerated() {
             do {
@@ -63,7 +63,7 @@ extension Recorder {
             break
         }
         // Passthrough: timestamps in the encoder's time base; cfr: in the frame's, for the sync to place.
-        clock = RecordClock(timeBase: options.frameRateMode == .cfr ? own : encoderTimeBase, rate: rate)
+        clock = MediaFileClock(timeBase: options.frameRateMode == .cfr ? own : encoderTimeBase, rate: rate)
         if options.frameRateMode == .cfr { constantRate = ConstantRateSync() }
     }
 

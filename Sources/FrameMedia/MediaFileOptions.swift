@@ -1,8 +1,8 @@
 import CFFmpeg
 import FrameServer
 
-/// How `Recorder` encodes and muxes (ffmpeg's output options).
-public struct RecordOptions: Sendable {
+/// How `MediaFileWriter` encodes and muxes (ffmpeg's output options).
+public struct MediaFileOptions: Sendable {
     /// `-f`: the container (a libavformat muxer name); nil: from the file name's extension.
     public var container: String?
     /// `-c:v`: the encoder.
@@ -15,7 +15,7 @@ public struct RecordOptions: Sendable {
     public var gop: Int?
     /// `-preset`: the encoder's preset (libx264: ultrafast ... placebo).
     public var preset: String?
-    /// `-pix_fmt`: the pixel format to encode; nil: see `RecordPixelFormat` (4:2:0 for
+    /// `-pix_fmt`: the pixel format to encode; nil: see `MediaFilePixelFormat` (4:2:0 for
     /// H.264/H.265, else the stream's when the encoder takes it).
     public var pixelFormat: String?
     /// `-fps_mode`: every frame's own timestamp (passthrough), or resampled to the nominal rate (cfr).

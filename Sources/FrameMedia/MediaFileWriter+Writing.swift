@@ -1,10 +1,10 @@
-// Recorder's output: the container header, each frame encoded (with -fps_mode cfr's sync), the trailer.
+// MediaFileWriter's output: the container header, each frame encoded (with -fps_mode cfr's sync), the trailer.
 
 import CFFmpeg
 import FrameServer
 import Glibc
 
-extension Recorder {
+extension MediaFileWriter {
     /// Encodes `frame` and writes the packets the encoder has ready.
     public func write(_ frame: borrowing Frame) throws(MediaOutputError) {
         if adapter == nil { try start(frame) }
@@ -102,7 +102,7 @@ extension Recorder {
         }
     }
 
-    /// The stream and the container header (with the crash-safe settings of `RecordOptions.fragmentMicros`).
+    /// The stream and the container header (with the crash-safe settings of `MediaFileOptions.fragmentMicros`).
     func writeHeader(rate: AVRational) throws(MediaOutputError) {
         guard let oc = formatContext, let c = codecContext else { throw .ffmpeg("avcodec_open2", "no encoder") }
         guard let st = avformat_new_stream(oc, nil) else { throw .ffmpeg("avformat_new_stream", "out of memory") }
@@ -121,9 +121,9 @@ extension Recorder {
             // delay_moov: the moov goes out with the first fragment, when the encoder's delay
             // (B-frames) is known, so its edit list keeps the first picture at time 0.
             av_dict_set(&muxerOptions, "movflags", "+frag_keyframe+empty_moov+delay_moov+default_base_moof", 0)
-            av_dict_set(&muxerOptions, "frag_duration", "\(RecordOptions.fragmentMicros)", 0)
+            av_dict_set(&muxerOptions, "frag_duration", "\(MediaFileOptions.fragmentMicros)", 0)
         } else if container == "matroska" || container == "webm" {
-            av_dict_set(&muxerOptions, "cluster_time_limit", "\(RecordOptions.fragmentMicros / 1000)", 0)
+            av_dict_set(&muxerOptions, "cluster_time_limit", "\(MediaFileOptions.fragmentMicros / 1000)", 0)
         }
         r = avformat_write_header(oc, &muxerOptions)
         guard r >= 0 else { throw .ffmpeg("avformat_write_header", ffmpegMessage(r)) }

@@ -4,22 +4,22 @@ import Glibc
 
 /// Encodes a stream's frames with libavcodec and writes them with libavformat, like an
 /// asset writer: the container from the file name (or `-f`), the encoder's settings from
-/// `RecordOptions`, timestamps from the frames, the stream's nominal rate as the frame rate.
+/// `MediaFileOptions`, timestamps from the frames, the stream's nominal rate as the frame rate.
 ///
 /// Timestamps (`-fps_mode`): by default every frame keeps its own pts, in its own time base
 /// (the first frame's is the encoder's and the stream's, so variable frame rates survive);
 /// `cfr` duplicates and drops frames onto the nominal rate's grid as ffmpeg does.
 ///
-/// The pixel format is `RecordPixelFormat`'s choice. Frames already in it are handed over in
+/// The pixel format is `MediaFilePixelFormat`'s choice. Frames already in it are handed over in
 /// place (libavcodec copies what it keeps); others are converted with libswscale (the frame's
 /// matrix and range, as ffmpeg's scale filter). The recording keeps the first frame's size and
 /// format: later frames of another size or format are scaled and converted to it.
 ///
-/// The file stays readable when the recorder dies (see `RecordOptions.fragmentMicros`);
+/// The file stays readable when its writer dies (see `MediaFileOptions.fragmentMicros`);
 /// `finish()` drains the encoder and writes the trailer (index) for a complete file.
-public final class Recorder {
+public final class MediaFileWriter {
     public let path: String
-    public let options: RecordOptions
+    public let options: MediaFileOptions
     /// The stream's exact nominal frame rate (set it before the first frame).
     public var frameRate: Rational?
     /// Frames handed to the encoder (with -fps_mode cfr: after duplicating and dropping).
@@ -38,7 +38,7 @@ public final class Recorder {
     var adapter: FrameAdapter?
     var encoderTimeBase = AVRational(num: 1, den: 25)
     var requestedFormat: AVPixelFormat?
-    var clock: RecordClock?
+    var clock: MediaFileClock?
     /// -fps_mode cfr: the sync, and a copy of the last frame encoded (to repeat it).
     var constantRate: ConstantRateSync?
     var lastFrame: UnsafeMutablePointer<AVFrame>?
@@ -56,7 +56,7 @@ public final class Recorder {
 
     /// Checks the container, encoder and settings (opening the encoder once on a small test
     /// picture) and creates the file; the first frame fixes size and format.
-    public init(path: String, options: RecordOptions) throws(MediaOutputError) {
+    public init(path: String, options: MediaFileOptions) throws(MediaOutputError) {
         self.path = path
         self.options = options
         av_log_set_level(AV_LOG_FATAL)   // failures are reported as one error line by the caller
@@ -68,7 +68,7 @@ public final class Recorder {
         } else {
             let base = path.split(separator: "/").last.map(String.init) ?? path
             let ext = base.contains(".") ? String(base.split(separator: ".").last!).lowercased() : ""
-            guard let muxer = RecordOptions.extensions[ext], let f = av_guess_format(muxer, nil, nil) else {
+            guard let muxer = MediaFileOptions.extensions[ext], let f = av_guess_format(muxer, nil, nil) else {
                 throw .unknownExtension(path)
             }
             outputFormat = f
@@ -108,7 +108,7 @@ public final class Recorder {
                 throw .cannotOpen(path, ffmpegMessage(r))
             }
         }
-        // Every packet reaches the file when the muxer emits it (see RecordOptions.fragmentMicros).
+        // Every packet reaches the file when the muxer emits it (see MediaFileOptions.fragmentMicros).
         oc.pointee.flush_packets = 1
         guard let p = av_packet_alloc() else { throw .ffmpeg("av_packet_alloc", "out of memory") }
         packet = p
@@ -131,9 +131,9 @@ public final class Recorder {
         guard format != AV_PIX_FMT_NONE else {
             throw .encoderRefused(encoderName, "-pix_fmt '\(name)'", "FFmpeg knows no such pixel format (ffmpeg -pix_fmts lists them)")
         }
-        let accepted = RecordPixelFormat.formats(of: encoder)
+        let accepted = MediaFilePixelFormat.formats(of: encoder)
         guard accepted.isEmpty || accepted.contains(format) else {
-            throw .pixelFormat("the \(encoderName) encoder", name, accepted.map(RecordPixelFormat.name).joined(separator: ", "))
+            throw .pixelFormat("the \(encoderName) encoder", name, accepted.map(MediaFilePixelFormat.name).joined(separator: ", "))
         }
         return format
     }
