@@ -1,35 +1,6 @@
 import CFFmpeg
 import FrameServer
 import Glibc
-import Synchronization
-
-/// Why a filter graph cannot run (one clear line each).
-public enum FilterError: Error, CustomStringConvertible, Sendable {
-    /// libavfilter rejected the graph text: syntax, an unknown filter, a bad option (the
-    /// graph, libavfilter's message).
-    case invalidGraph(String, String)
-    /// The graph is not one video input to one video output (the graph, what it has).
-    case notAVideoGraph(String, String)
-    /// The graph cannot be configured for the stream's frames (graph, input, message).
-    case cannotConfigure(String, String, String)
-    /// The stream's frames are in a pixel format FFmpeg does not know.
-    case unknownPixelFormat(String)
-    /// The graph made frames in a pixel format framesrv cannot carry.
-    case unsupportedOutput(String)
-    /// An FFmpeg call failed (its name and FFmpeg's message).
-    case ffmpeg(String, String)
-
-    public var description: String {
-        switch self {
-        case .invalidGraph(let g, let m): return "bad filter graph '\(g)': \(m)"
-        case .notAVideoGraph(let g, let m): return "the filter graph '\(g)' must take one video input and make one video output; \(m)"
-        case .cannotConfigure(let g, let input, let m): return "the filter graph '\(g)' cannot filter \(input) frames: \(m)"
-        case .unknownPixelFormat(let name): return "frames in pixel format '\(name)' cannot be filtered (FFmpeg does not know it)"
-        case .unsupportedOutput(let name): return "the filter graph made \(name) frames, which framesrv cannot carry"
-        case .ffmpeg(let call, let m): return "FFmpeg's \(call) failed: \(m)"
-        }
-    }
-}
 
 /// Runs a libavfilter graph (ffmpeg's `-vf` syntax) on the frames of a stream, as
 /// `ffmpeg -i INPUT -vf GRAPH` does:
@@ -172,34 +143,9 @@ public final class FilterGraph {
         }
         guard let instance else { return }
 
-        var av: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
-        guard let f = av else { throw .ffmpeg("av_frame_alloc", "out of memory") }
+        var av: UnsafeMutablePointer<AVFrame>? = try Self.wrap(frame, key: k)
         defer { av_frame_free(&av) }
-        f.pointee.format = k.format
-        f.pointee.width = k.width
-        f.pointee.height = k.height
-        FramePlanes(header, base: frame.base).install(in: f)
-        // One read-only buffer over the whole slot; freeing it drops the SharedFrame.
-        let opaque = Unmanaged.passRetained(frame).toOpaque()
-        let buffer = av_buffer_create(UnsafeMutablePointer(mutating: frame.base.assumingMemoryBound(to: UInt8.self)),
-                                      frame.slotBytes, { opaque, _ in
-                                          if let opaque { Unmanaged<SharedFrame>.fromOpaque(opaque).release() }
-                                      }, opaque, Int32(AV_BUFFER_FLAG_READONLY))
-        guard let buffer else {
-            Unmanaged<SharedFrame>.fromOpaque(opaque).release()
-            throw .ffmpeg("av_buffer_create", "out of memory")
-        }
-        f.pointee.buf.0 = buffer
-        f.pointee.pts = d.pts ?? cffmpeg_nopts()
-        f.pointee.pkt_duration = d.duration
-        f.pointee.key_frame = d.flags.contains(.keyframe) ? 1 : 0
-        f.pointee.sample_aspect_ratio = d.sampleAspectRatio.av
-        f.pointee.colorspace = AVColorSpace(rawValue: d.color.matrix)
-        f.pointee.color_range = AVColorRange(rawValue: d.color.range)
-        f.pointee.color_primaries = AVColorPrimaries(rawValue: d.color.primaries)
-        f.pointee.color_trc = AVColorTransferCharacteristic(rawValue: d.color.transfer)
-        // Field order and chroma location: what field filters (yadif, bwdif) and scale read.
-        d.applyFields(to: f)
+        guard let f = av else { return }
         if let pts = d.pts {
             // The frame's end: its duration, else one period of the nominal rate (as ffmpeg
             // estimates a frame's duration), else nothing past its pts.
@@ -222,6 +168,41 @@ public final class FilterGraph {
         guard r.value >= 0 else {
             throw .cannotConfigure(graph, describe(k), r.message ?? ffmpegMessage(r.value))
         }
+    }
+
+    /// `frame` as an `AVFrame` for input `k`, without a copy: the planes at the header's
+    /// offsets in one read-only buffer over the whole slot, whose free drops the SharedFrame;
+    /// timestamps, colour, field order and chroma location from the header.
+    private static func wrap(_ frame: SharedFrame, key k: InputKey) throws(FilterError) -> UnsafeMutablePointer<AVFrame> {
+        var av: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
+        guard let f = av else { throw .ffmpeg("av_frame_alloc", "out of memory") }
+        let d = frame.header.description
+        f.pointee.format = k.format
+        f.pointee.width = k.width
+        f.pointee.height = k.height
+        FramePlanes(frame.header, base: frame.base).install(in: f)
+        let opaque = Unmanaged.passRetained(frame).toOpaque()
+        let buffer = av_buffer_create(UnsafeMutablePointer(mutating: frame.base.assumingMemoryBound(to: UInt8.self)),
+                                      frame.slotBytes, { opaque, _ in
+                                          if let opaque { Unmanaged<SharedFrame>.fromOpaque(opaque).release() }
+                                      }, opaque, Int32(AV_BUFFER_FLAG_READONLY))
+        guard let buffer else {
+            Unmanaged<SharedFrame>.fromOpaque(opaque).release()
+            av_frame_free(&av)
+            throw .ffmpeg("av_buffer_create", "out of memory")
+        }
+        f.pointee.buf.0 = buffer
+        f.pointee.pts = d.pts ?? cffmpeg_nopts()
+        f.pointee.pkt_duration = d.duration
+        f.pointee.key_frame = d.flags.contains(.keyframe) ? 1 : 0
+        f.pointee.sample_aspect_ratio = d.sampleAspectRatio.av
+        f.pointee.colorspace = AVColorSpace(rawValue: d.color.matrix)
+        f.pointee.color_range = AVColorRange(rawValue: d.color.range)
+        f.pointee.color_primaries = AVColorPrimaries(rawValue: d.color.primaries)
+        f.pointee.color_trc = AVColorTransferCharacteristic(rawValue: d.color.transfer)
+        // Field order and chroma location: what field filters (yadif, bwdif) and scale read.
+        d.applyFields(to: f)
+        return f
     }
 
     /// Ends the current graph's input: `receive()` then returns everything still in it, and
@@ -272,169 +253,8 @@ public final class FilterGraph {
         throw .cannotConfigure(graph, describe(instance.key), r.message ?? ffmpegMessage(r.value))
     }
 
-    private func describe(_ k: InputKey) -> String {
+    func describe(_ k: InputKey) -> String {
         let name = av_get_pix_fmt_name(AVPixelFormat(rawValue: k.format)).map { String(cString: $0) } ?? "format \(k.format)"
         return "\(k.width)x\(k.height) \(name)"
-    }
-
-    /// Builds source -> graph -> sink for input `key`; configures it (negotiates formats)
-    /// when `configure`, else only checks that the text parses into a one-in, one-out video graph.
-    private func build(_ key: InputKey, sampleAspectRatio sar: Rational, configure: Bool) throws(FilterError) -> Instance? {
-        guard var g = avfilter_graph_alloc() else { throw .ffmpeg("avfilter_graph_alloc", "out of memory") }
-        var owned: UnsafeMutablePointer<AVFilterGraph>? = g
-        var keep = false
-        defer { if !keep { avfilter_graph_free(&owned) } }
-        g.pointee.nb_threads = Int32(threads)
-        // ffmpeg's default sws_flags, which it gives every scale filter of a graph.
-        g.pointee.scale_sws_opts = av_strdup("flags=bicubic")
-
-        // The source, with the arguments ffmpeg gives it.
-        var args = "video_size=\(key.width)x\(key.height):pix_fmt=\(key.format):time_base=\(key.tbNum)/\(key.tbDen)"
-        args += ":pixel_aspect=\(sar.num > 0 && sar.den > 0 ? sar.num : 0)/\(sar.num > 0 && sar.den > 0 ? sar.den : 1)"
-        if let fr = inputFrameRate, fr.num > 0, fr.den > 0 { args += ":frame_rate=\(fr.num)/\(fr.den)" }
-        var source: UnsafeMutablePointer<AVFilterContext>?
-        var r = avfilter_graph_create_filter(&source, avfilter_get_by_name("buffer"), "in", args, nil, g)
-        guard r >= 0, let source else { throw .ffmpeg("avfilter_graph_create_filter(buffer)", ffmpegMessage(r)) }
-        // The sink takes what framesrv can carry.
-        guard let sink = avfilter_graph_alloc_filter(g, avfilter_get_by_name("buffersink"), "out") else {
-            throw .ffmpeg("avfilter_graph_alloc_filter(buffersink)", "out of memory")
-        }
-        let formats = Self.carriedFormats
-        r = formats.withUnsafeBytes { av_opt_set_bin(UnsafeMutableRawPointer(sink), "pix_fmts", $0.baseAddress, Int32($0.count), AV_OPT_SEARCH_CHILDREN) }
-        guard r >= 0 else { throw .ffmpeg("av_opt_set_bin(pix_fmts)", ffmpegMessage(r)) }
-        r = avfilter_init_str(sink, nil)
-        guard r >= 0 else { throw .ffmpeg("avfilter_init_str(buffersink)", ffmpegMessage(r)) }
-
-        var inputs: UnsafeMutablePointer<AVFilterInOut>?
-        var outputs: UnsafeMutablePointer<AVFilterInOut>?
-        defer { avfilter_inout_free(&inputs); avfilter_inout_free(&outputs) }
-        let parsed = withLogCapture { avfilter_graph_parse2(g, graph, &inputs, &outputs) }
-        guard parsed.value >= 0 else { throw .invalidGraph(graph, parsed.message ?? ffmpegMessage(parsed.value)) }
-        func count(_ l: UnsafeMutablePointer<AVFilterInOut>?) -> Int {
-            var n = 0, p = l
-            while let q = p { n += 1; p = q.pointee.next }
-            return n
-        }
-        guard let input = inputs, count(inputs) == 1 else {
-            throw .notAVideoGraph(graph, "it has \(count(inputs)) unconnected inputs")
-        }
-        guard let output = outputs, count(outputs) == 1 else {
-            throw .notAVideoGraph(graph, "it has \(count(outputs)) unconnected outputs")
-        }
-        let inCtx = input.pointee.filter_ctx!, outCtx = output.pointee.filter_ctx!
-        guard avfilter_pad_get_type(inCtx.pointee.input_pads, input.pointee.pad_idx) == AVMEDIA_TYPE_VIDEO else {
-            throw .notAVideoGraph(graph, "its input is not video")
-        }
-        guard avfilter_pad_get_type(outCtx.pointee.output_pads, output.pointee.pad_idx) == AVMEDIA_TYPE_VIDEO else {
-            throw .notAVideoGraph(graph, "its output is not video")
-        }
-        r = avfilter_link(source, 0, inCtx, UInt32(input.pointee.pad_idx))
-        guard r >= 0 else { throw .ffmpeg("avfilter_link", ffmpegMessage(r)) }
-        r = avfilter_link(outCtx, UInt32(output.pointee.pad_idx), sink, 0)
-        guard r >= 0 else { throw .ffmpeg("avfilter_link", ffmpegMessage(r)) }
-        guard configure else { return nil }
-        let configured = withLogCapture { avfilter_graph_config(g, nil) }
-        guard configured.value >= 0 else {
-            throw .cannotConfigure(graph, describe(key), configured.message ?? ffmpegMessage(configured.value))
-        }
-        keep = true
-        g = owned!
-        return Instance(graph: g, source: source, sink: sink, key: key)
-    }
-
-    /// FFmpeg's codes of the pixel formats framesrv carries (the sink's list).
-    static let carriedFormats: [Int32] = PixelFormat.allCases.map { av_get_pix_fmt($0.name).rawValue }
-        .filter { $0 != AV_PIX_FMT_NONE.rawValue }
-}
-
-/// One frame a filter graph made; frees itself.
-public struct FilteredFrame: ~Copyable {
-    let frame: UnsafeMutablePointer<AVFrame>
-    /// Size and pixel format.
-    public let format: FrameFormat
-    /// Timestamps (in the graph's output time base), colour, aspect ratio, key flag.
-    public let description: FrameDescription
-
-    init(frame: UnsafeMutablePointer<AVFrame>, timeBase: Rational, inputTimeBase: Rational) throws(FilterError) {
-        self.frame = frame
-        let f = frame.pointee
-        let name = av_get_pix_fmt_name(AVPixelFormat(rawValue: f.format)).map { String(cString: $0) } ?? "format \(f.format)"
-        guard let pf = PixelFormat(name: name), pf.name == name else { throw .unsupportedOutput(name) }
-        format = FrameFormat(pf, width: Int(f.width), height: Int(f.height))
-        var color = ColorDescription(f)
-        // RGB carries matrix 0 and is full range; YUV is what the graph says.
-        if pf.isRGB { color = color.converted(toRGB: true, fullRange: true) }
-        // Filters keep the source frame's duration, in the input's time base.
-        var duration = max(0, f.pkt_duration)
-        if duration > 0, timeBase != inputTimeBase, timeBase.den > 0, inputTimeBase.den > 0 {
-            duration = av_rescale_q(duration, inputTimeBase.av, timeBase.av)
-        }
-        description = FrameDescription(f, color: color, pts: f.pts, duration: duration, timeBase: timeBase,
-                                       sampleAspectRatio: Rational(f.sample_aspect_ratio))
-    }
-
-    deinit {
-        var f: UnsafeMutablePointer<AVFrame>? = frame
-        av_frame_free(&f)
-    }
-
-    /// Copies the frame's planes, row by row, into `slot` (which must have `format`): the one
-    /// copy of a filter's output.
-    public func copyPlanes(into slot: borrowing WritableFrame) { copyFramePlanes(frame, into: slot) }
-}
-
-// MARK: libavfilter's messages
-
-/// What libav* logged at error level while a capture was active (their callback is
-/// process-wide; nothing is printed).
-private struct LogCapture {
-    var depth = 0
-    var partial = ""
-    var lines: [String] = []
-}
-
-private let logCapture = Mutex(LogCapture())
-
-private let logCaptureInstalled: Void = {
-    av_log_set_callback { _, level, format, args in
-        guard level <= AV_LOG_ERROR, let format, let args else { return }
-        var buffer = [CChar](repeating: 0, count: 1024)
-        _ = vsnprintf(&buffer, buffer.count, format, args)
-        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        logCapture.withLock { c in
-            guard c.depth > 0 else { return }
-            c.partial += text
-            while let nl = c.partial.firstIndex(of: "\n") {
-                let line = String(c.partial[..<nl]).trimmingSpaces
-                if !line.isEmpty { c.lines.append(line) }
-                c.partial = String(c.partial[c.partial.index(after: nl)...])
-            }
-        }
-    }
-}()
-
-private func installLogCapture() { _ = logCaptureInstalled }
-
-/// Runs `body`, returning its result and the first error libavfilter logged meanwhile
-/// (libavfilter's own words for what is wrong: "No such filter: 'foo'").
-private func withLogCapture(_ body: () -> Int32) -> (value: Int32, message: String?) {
-    installLogCapture()
-    logCapture.withLock { $0.depth += 1; if $0.depth == 1 { $0.lines = []; $0.partial = "" } }
-    let value = body()
-    let message = logCapture.withLock { c -> String? in
-        c.depth -= 1
-        let partial = c.partial.trimmingSpaces
-        if !partial.isEmpty { c.lines.append(partial); c.partial = "" }
-        return c.lines.first
-    }
-    return (value, value < 0 ? message : nil)
-}
-
-private extension String {
-    var trimmingSpaces: String {
-        var s = Substring(self)
-        while let c = s.first, c == " " || c == "\n" || c == "\t" { s = s.dropFirst() }
-        while let c = s.last, c == " " || c == "\n" || c == "\t" { s = s.dropLast() }
-        return String(s)
     }
 }

@@ -1,19 +1,19 @@
 import FrameServer
 
 /// Where a sink's frames go: any of a framemd5 file, a y4m stream, raw planes and a
-/// recording, each frame written to each in that order. The recorder is opened first: its
+/// media file (`--record`), each frame written to each in that order. The media file is opened first: its
 /// checks (container, encoder, settings, path) fail before any other file is truncated.
 public final class SinkOutputs {
     public let md5: FrameMD5Writer?
     public let y4m: PackedVideoWriter?
     public let raw: PackedVideoWriter?
-    public let recorder: Recorder?
+    public let mediaFile: MediaFileWriter?
 
     /// Paths (`-` for standard output) of the outputs wanted; `shouldStop` ends a write
     /// blocked on a reader that does not read.
-    public init(framemd5: String?, y4m: String?, raw: String?, record: String?, recordOptions: RecordOptions,
+    public init(framemd5: String?, y4m: String?, raw: String?, record: String?, mediaFileOptions: MediaFileOptions,
                 shouldStop: @escaping () -> Bool) throws(MediaOutputError) {
-        recorder = try record.map { path throws(MediaOutputError) in try Recorder(path: path, options: recordOptions) }
+        mediaFile = try record.map { path throws(MediaOutputError) in try MediaFileWriter(path: path, options: mediaFileOptions) }
         self.y4m = try y4m.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .y4m, shouldStop: shouldStop) }
         self.raw = try raw.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .raw, shouldStop: shouldStop) }
         md5 = try framemd5.map { path throws(MediaOutputError) in try FrameMD5Writer(path: path, shouldStop: shouldStop) }
@@ -26,7 +26,7 @@ public final class SinkOutputs {
             md5?.frameRate = frameRate
             y4m?.frameRate = frameRate
             raw?.frameRate = frameRate
-            recorder?.frameRate = frameRate
+            mediaFile?.frameRate = frameRate
         }
     }
 
@@ -35,15 +35,15 @@ public final class SinkOutputs {
         try md5?.write(frame)
         try y4m?.write(frame)
         try raw?.write(frame)
-        try recorder?.write(frame)
+        try mediaFile?.write(frame)
     }
 
     /// Completes every output: drains the encoder and writes the trailer, writes the last checksums.
     public func finish() throws(MediaOutputError) {
-        try recorder?.finish()
+        try mediaFile?.finish()
         try md5?.flush()
     }
 
     /// The recording's size so far, for the status line.
-    public var bytesRecorded: Int64? { recorder?.bytesWritten }
+    public var bytesRecorded: Int64? { mediaFile?.bytesWritten }
 }

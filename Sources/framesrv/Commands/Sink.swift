@@ -81,9 +81,9 @@ enum SinkCommand: Command {
     """
 
     static func run(_ o: SinkOptions) throws -> Int32 {
-        // The recorder first: its checks (container, encoder, settings, path) fail before any other file is truncated.
+        // The media file first: its checks (container, encoder, settings, path) fail before any other file is truncated.
         let outputs = try SinkOutputs(framemd5: o.framemd5, y4m: o.y4m, raw: o.raw, record: o.record,
-                                      recordOptions: o.recordOptions) { StopSignal.requested }
+                                      mediaFileOptions: o.mediaFileOptions) { StopSignal.requested }
         let log = try SequenceLog(path: o.seqLog)
         installStopHandlers()
         let consumer = try Consumer(stream: o.input, options: o.consumerOptions)
@@ -140,11 +140,11 @@ enum SinkCommand: Command {
         if o.statsJSON { say(stats.json(stream: o.input, mode: o.consumerOptions.mode)) }
         guard !o.quiet else { return }
         say("sink: \(o.input) (\(o.consumerOptions.mode.rawValue)): \(stats.summary)")
-        if let recorder = outputs.recorder, let record = o.record {
-            let what = recorder.outputDescription.map { " (\($0))" } ?? ""
-            say("record: \(record)\(what): \(recorder.frames) frames, \(recorder.bytesWritten) bytes"
-                + (recorder.convertedFrames > 0 ? ", \(recorder.convertedFrames) converted" : "")
-                + (o.recordOptions.frameRateMode == .cfr ? ", \(recorder.duplicated) duplicated, \(recorder.dropped) dropped" : ""))
+        if let mediaFile = outputs.mediaFile, let record = o.record {
+            let what = mediaFile.outputDescription.map { " (\($0))" } ?? ""
+            say("record: \(record)\(what): \(mediaFile.frames) frames, \(mediaFile.bytesWritten) bytes"
+                + (mediaFile.convertedFrames > 0 ? ", \(mediaFile.convertedFrames) converted" : "")
+                + (o.mediaFileOptions.frameRateMode == .cfr ? ", \(mediaFile.duplicated) duplicated, \(mediaFile.dropped) dropped" : ""))
         }
         for (writer, path) in [(outputs.y4m, o.y4m), (outputs.raw, o.raw)] {
             guard let writer, let path, writer.convertedFrames > 0 else { continue }
@@ -253,7 +253,7 @@ struct SinkRun {
             }
             let firstRaw = outputs.raw?.frames == 0
             try outputs.write(frame)
-            if stats.received == 1, !options.quiet { for note in outputs.recorder?.notes ?? [] { warn("note: " + note) } }
+            if stats.received == 1, !options.quiet { for note in outputs.mediaFile?.notes ?? [] { warn("note: " + note) } }
             if firstRaw, !options.quiet, let raw = options.raw, let readBack = outputs.raw?.readBackOptions {
                 warn("raw: read it back with: ffmpeg \(readBack) -i \(raw)")
             }

@@ -9,7 +9,7 @@ struct SinkOptions: CommandOptions {
     var y4m: String?
     var raw: String?
     var record: String?
-    var recordOptions = RecordOptions()
+    var mediaFileOptions = MediaFileOptions()
     var consumerOptions = ConsumerOptions()
     var frames: Int?
     var verify = false
@@ -70,18 +70,18 @@ struct SinkOptions: CommandOptions {
                 + (crf != nil ? ["--crf"] : []) + (gop != nil ? ["-g"] : [])
             if let first = given.first { throw UsageError("\(first) goes with --record FILE") }
         } else {
-            recordOptions.container = container
-            if let codec { recordOptions.codec = codec }
-            recordOptions.bitRate = try bitRateText.map { t throws(UsageError) in try Self.parseBitRate(t) }
-            recordOptions.crf = crf
-            recordOptions.gop = gop
-            recordOptions.preset = preset
-            recordOptions.pixelFormat = pixelFormat
+            mediaFileOptions.container = container
+            if let codec { mediaFileOptions.codec = codec }
+            mediaFileOptions.bitRate = try bitRateText.map { t throws(UsageError) in try Self.parseBitRate(t) }
+            mediaFileOptions.crf = crf
+            mediaFileOptions.gop = gop
+            mediaFileOptions.preset = preset
+            mediaFileOptions.pixelFormat = pixelFormat
             if let fpsMode {
                 guard let mode = FrameRateMode(rawValue: fpsMode) else {
                     throw UsageError("-fps_mode takes passthrough or cfr, not '\(fpsMode)'")
                 }
-                recordOptions.frameRateMode = mode
+                mediaFileOptions.frameRateMode = mode
             }
         }
     }

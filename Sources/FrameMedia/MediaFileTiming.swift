@@ -66,7 +66,7 @@ struct ConstantRateSync {
 /// Timestamps a recording can rely on: each frame's pts, rescaled into one time base (the
 /// first frame's), strictly increasing. A producer that restarts its timestamps (a new
 /// producer of the stream) continues after the last frame instead of going back.
-struct RecordClock {
+struct MediaFileClock {
     /// The time base of `pts` results: the first frame's, or 1/rate when it has none.
     let timeBase: AVRational
     /// One frame at the nominal rate, in `timeBase` (the duration of a frame that states none).

@@ -1,6 +1,6 @@
 import CFFmpeg
 
-/// The pixel format a recording is encoded in, and why (`Recorder`'s policy).
+/// The pixel format a media file (`sink --record`) is encoded in, and why (`MediaFileWriter`'s policy).
 ///
 /// - `-pix_fmt FMT`: that format (checked against the encoder before any frame).
 /// - H.264 and H.265 encoders: 4:2:0, which every player plays: yuv420p, or yuv420p10le for
@@ -9,7 +9,7 @@ import CFFmpeg
 ///   depth, `note` says so once, and names ffmpeg's choice, which `-pix_fmt` keeps.
 /// - Other encoders (FFV1 and the other lossless ones included): the input's format when the
 ///   encoder takes it, else the encoder's best match for it (ffmpeg's choice).
-struct RecordPixelFormat {
+struct MediaFilePixelFormat {
     let format: AVPixelFormat
     /// One line for the user when the choice loses something ffmpeg's would keep.
     let note: String?

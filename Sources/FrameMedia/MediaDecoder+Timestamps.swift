@@ -1,0 +1,59 @@
+// MediaDecoder's timestamps: the loops of `-stream_loop`, a run-time seek, a frame's place in the file.
+
+import CFFmpeg
+import FrameServer
+import Glibc
+
+extension MediaDecoder {
+    /// The end of one play with more to come (the decoder drained): as fftools' seek_to_start,
+    /// back to the start, with timestamps continuing after the longest play so far.
+    func seekToStart() -> Bool {
+        guard let format, let codec else { return false }
+        let r = avformat_seek_file(format, -1, Int64.min, format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time,
+                                   format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time, 0)
+        guard r >= 0 else { noteError("seeking back to the start", r); return false }
+        avcodec_flush_buffers(codec)
+        // After a run-time seek the plays to come are rebased as the first one was.
+        tsOffset = baseOffset
+        var duration = frameDurationGuess
+        if maxPts > minPts { duration += maxPts - minPts }
+        loopOffset = max(loopOffset, duration)
+        if loopsLeft > 0 { loopsLeft -= 1 }
+        loopsPlayed += 1
+        playOrigin = Double(options.start ?? 0) / 1e6
+        draining = false
+        receiving = false
+        return true
+    }
+
+    /// Seeks to media time `seconds` (from the input's start) at run time, as `-ss` does at
+    /// the start: to the keyframe before it, the decoder flushed, the frames before it
+    /// decoded and dropped, and timestamps rebased so that it is pts 0 (ffmpeg's rule: the
+    /// frames are those of `ffmpeg -ss T -i INPUT`). `-t` counts again from there.
+    public func seek(to seconds: Double) throws(MediaInputError) {
+        guard let format, let codec else { throw .ffmpeg("avformat_seek_file", "the input is closed") }
+        let start = format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time
+        let timestamp = Int64((seconds * 1e6).rounded()) + start
+        let r = Self.seekFile(format, streamIndex: streamIndex, to: timestamp)
+        guard r >= 0 else { throw .ffmpeg("avformat_seek_file", ffmpegMessage(r)) }
+        avcodec_flush_buffers(codec)
+        tsOffset = -av_rescale_q(timestamp, AVRational(num: 1, den: AV_TIME_BASE), AVRational(num: timeBase.num, den: timeBase.den))
+        origin = seconds
+        playOrigin = seconds
+        trimming = true
+        firstKeptPts = nil
+        loopOffset = 0
+        minPts = Int64.max
+        maxPts = Int64.min
+        receiving = false
+        draining = false
+        finished = false
+    }
+
+    /// Where a frame lies in the file: seconds from the input's start, whichever play of a
+    /// loop it belongs to (its media time goes on growing across plays; this does not).
+    public func filePosition(of description: FrameDescription) -> Double? {
+        guard let pts = description.pts, timeBase.den > 0 else { return nil }
+        return max(0, Double(pts - loopOffset) * Double(timeBase.num) / Double(timeBase.den) + playOrigin)
+    }
+}

@@ -1,0 +1,93 @@
+// PROTOCOL.md 9.2, Receiving and 9.3, Release: a held frame, read in place and released exactly
+// once (`Frame`, or a reference-counted `SharedFrame` released from any thread).
+
+import CFrameServer
+
+/// A frame held by this consumer: read it in place, then let it go.
+///
+/// Noncopyable, so it is released exactly once: explicitly with `release()`, or when it
+/// goes out of scope. The pixels are mapped read-only; a write through a cast pointer
+/// faults instead of corrupting what other consumers read.
+public struct Frame: ~Copyable {
+    let owner: Unmanaged<Attachment>
+    /// Slot index in the pool.
+    public let slot: UInt32
+    /// The frame's sequence number (1, 2, 3, ... per producer run).
+    public let sequence: UInt64
+    let epoch: UInt64
+    /// The slot's first byte (its `fs_frame` header); planes lie at the header's offsets.
+    public let base: UnsafeRawPointer
+    /// Publish-to-acquire latency, measured through the capture clock in the header.
+    public let latencyNanos: UInt64
+    /// The frame header (format, plane layout, timestamps, colour, flags): the copy taken
+    /// and validated at delivery, so a later write to the slot's header cannot move a plane.
+    public let header: FrameHeader
+
+    init(owner: Unmanaged<Attachment>, slot: UInt32, sequence: UInt64, epoch: UInt64, base: UnsafeRawPointer,
+         header: FrameHeader, latencyNanos: UInt64) {
+        self.owner = owner; self.slot = slot; self.sequence = sequence; self.epoch = epoch; self.base = base
+        self.header = header; self.latencyNanos = latencyNanos
+    }
+
+    /// Plane `i`'s bytes, in place in shared memory (stride x rows, as the validated header lays them out).
+    public func plane(_ i: Int) -> UnsafeRawBufferPointer { header.planeBytes(i, base: base) }
+
+    /// Turns this frame into a reference-counted `SharedFrame` whose slot is released
+    /// exactly once, when the last reference to it goes, from any thread (for example from
+    /// the free callback of an FFmpeg buffer that wraps the slot). It still counts as held
+    /// (`Consumer.heldFrames`, the live hold limit) until then.
+    public consuming func share() -> SharedFrame {
+        let attachment = owner.takeRetainedValue()
+        let shared = SharedFrame(owner: attachment, slot: slot, sequence: sequence, epoch: epoch, base: base,
+                                 header: header, slotBytes: attachment.slotBytes(epoch: epoch), latencyNanos: latencyNanos)
+        discard self
+        return shared
+    }
+
+    /// Gives the slot back now.
+    public consuming func release() {
+        owner.takeUnretainedValue().release(slot: slot, epoch: epoch)
+        owner.release()
+        discard self
+    }
+
+    deinit {
+        owner.takeUnretainedValue().release(slot: slot, epoch: epoch)
+        owner.release()
+    }
+}
+
+/// A held frame shared by reference (`Frame.share()`): read-only pixels in place, released
+/// exactly once when the last reference goes, whatever thread drops it. The slot returns
+/// to the producer at that moment; the consumer's counters catch up at its next `next()`
+/// (or `heldFrames`), on its own thread.
+public final class SharedFrame: @unchecked Sendable {
+    // @unchecked Sendable: immutable after init; the release in deinit touches only
+    // shared-memory atomics and a mutex-protected list (Attachment.releaseShared).
+    private let owner: Attachment
+    /// Slot index in the pool.
+    public let slot: UInt32
+    /// The frame's sequence number.
+    public let sequence: UInt64
+    let epoch: UInt64
+    /// The slot's first byte (its `fs_frame` header); planes are at the header's offsets.
+    public let base: UnsafeRawPointer
+    /// Bytes of the slot in its pool's mapping, header included: every byte from `base` to
+    /// `base + slotBytes` is mapped (readable) while the frame is held.
+    public let slotBytes: Int
+    /// Publish-to-acquire latency.
+    public let latencyNanos: UInt64
+    /// The frame header, as validated at delivery (see `Frame.header`).
+    public let header: FrameHeader
+
+    init(owner: Attachment, slot: UInt32, sequence: UInt64, epoch: UInt64, base: UnsafeRawPointer,
+         header: FrameHeader, slotBytes: Int, latencyNanos: UInt64) {
+        self.owner = owner; self.slot = slot; self.sequence = sequence; self.epoch = epoch
+        self.base = base; self.header = header; self.slotBytes = slotBytes; self.latencyNanos = latencyNanos
+    }
+
+    /// Plane `i`'s bytes, in place in shared memory (stride x rows, as the header lays them out).
+    public func plane(_ i: Int) -> UnsafeRawBufferPointer { header.planeBytes(i, base: base) }
+
+    deinit { owner.releaseShared(slot: slot, epoch: epoch) }
+}
