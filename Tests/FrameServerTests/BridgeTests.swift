@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import FrameBench
 import FrameBridge
 import FrameServer
 import Testing
