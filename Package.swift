@@ -39,11 +39,13 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         // `framesrv web`: the HTTP server, its page, API, token checks and live previews.
         .target(name: "FrameWeb", dependencies: ["FrameServer", "FrameControl", "FrameMedia", "FrameMonitor", "CMicroHTTPD"]),
+        // `framesrv bench`: every benchmark, each next to its peers in the same run (peers/: iceoryx2's Python pair).
+        .target(name: "FrameBench", dependencies: ["FrameServer", "FrameControl", "FrameMedia", "FrameProcess", "FrameBridge"], exclude: ["peers"]),
         // The command-line tool.
         .executableTarget(name: "framesrv", dependencies: ["FrameServer", "FrameControl", "FrameMedia", "FrameProcess", "FramePipeline", "FrameRecording",
-                                                           "FrameMonitor", "FrameWeb", "FrameBridge"]),
+                                                           "FrameMonitor", "FrameWeb", "FrameBridge", "FrameBench"]),
         // End-to-end suites: real framesrv processes (see Tests/README.md).
-        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameControl", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording", "FrameMonitor", "FrameWeb", "FrameBridge"]),
+        .testTarget(name: "FrameServerTests", dependencies: ["FrameServer", "FrameControl", "FrameMedia", "FramePipeline", "CFrameServer", "framesrv", "FrameRecording", "FrameMonitor", "FrameWeb", "FrameBridge", "FrameBench"]),
         // FrameMedia's pieces on their own, in process (and FrameControl's FFmpeg-free parts against FFmpeg's).
         .testTarget(name: "FrameMediaTests", dependencies: ["FrameMedia", "FrameControl", "FrameServer"]),
     ]

@@ -54,6 +54,7 @@ mapfile -t RECORDING < <(find Sources/FrameRecording -name '*.swift' | sort)
 mapfile -t MONITOR < <(find Sources/FrameMonitor -name '*.swift' | sort)
 mapfile -t WEB < <(find Sources/FrameWeb -name '*.swift' | sort)
 mapfile -t BRIDGE < <(find Sources/FrameBridge -name '*.swift' | sort)
+mapfile -t BENCH < <(find Sources/FrameBench -name '*.swift' | sort)
 mapfile -t CLI < <(find Sources/framesrv -name '*.swift' ! -name main.swift | sort)
 mapfile -t ARGS < <(echo Sources/framesrv/CommandLine/Arguments.swift)
 
@@ -67,7 +68,7 @@ target() { # name (links against FrameServer)
 }
 # The options target is compiled into the framesrv module itself (internal access to the commands),
 # with every library the executable links (Package.swift's framesrv target).
-CLI_LIBS=(FrameWeb FrameBridge FrameMonitor FrameRecording FramePipeline FrameProcess FrameMedia FrameControl FrameServer)
+CLI_LIBS=(FrameBench FrameWeb FrameBridge FrameMonitor FrameRecording FramePipeline FrameProcess FrameMedia FrameControl FrameServer)
 options() {
     local libs=()
     for l in "${CLI_LIBS[@]}"; do libs+=("$OUT/lib$l.a"); done
@@ -102,6 +103,7 @@ for t in "${WANT[@]}"; do
             library FrameMonitor "${MONITOR[@]}"
             library FrameWeb "${WEB[@]}"
             library FrameBridge "${BRIDGE[@]}"
+            library FrameBench "${BENCH[@]}"
             options ;;
         *) echo "fuzz: unknown target '$t' (targets: ${ALL[*]})" >&2; exit 2 ;;
     esac

@@ -1,4 +1,5 @@
 import CZMQ
+import FrameBench
 import FrameBridge
 import Foundation
 import Glibc

@@ -1,6 +1,7 @@
 import Foundation
 import FrameControl
 import Glibc
+import FrameBench
 import FrameBridge
 import FrameServer
 import Testing

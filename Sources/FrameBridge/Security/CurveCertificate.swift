@@ -131,7 +131,7 @@ func readSmallFile(_ path: String) throws(BridgeSecurityError) -> (text: String,
 /// Creates `path` with `mode` (O_EXCL: never an existing file or symlink) and writes `text`.
 ///
 /// The corresponding C functions are `open` and `write`.
-func writeNew(_ path: String, _ text: String, mode: mode_t) throws(BridgeSecurityError) {
+package func writeNew(_ path: String, _ text: String, mode: mode_t) throws(BridgeSecurityError) {
     let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
     guard fd >= 0 else {
         if errno == EEXIST { throw .exists(path: path) }

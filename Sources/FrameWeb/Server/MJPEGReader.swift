@@ -9,11 +9,11 @@ final class MJPEGReader: Sendable {
     /// Seconds without a frame before the response ends (the stream ended or stopped).
     static let idleLimit = 10.0
 
-    let feed: any PreviewFeed
+    let feed: PreviewViewer
     let stopping: @Sendable () -> Bool
     private let pending = Mutex<(bytes: [UInt8], offset: Int)>(([], 0))
 
-    init(_ feed: any PreviewFeed, stopping: @escaping @Sendable () -> Bool) {
+    init(_ feed: PreviewViewer, stopping: @escaping @Sendable () -> Bool) {
         self.feed = feed
         self.stopping = stopping
     }
@@ -24,7 +24,7 @@ final class MJPEGReader: Sendable {
             var waited = 0.0
             while p.offset >= p.bytes.count {
                 guard !stopping(), waited < Self.idleLimit else { return fs_mhd_end_of_stream }
-                guard let jpeg = feed.nextJPEG(timeout: 1) else { waited += 1; continue }
+                guard let jpeg = feed.next(timeout: 1) else { waited += 1; continue }
                 p.bytes = Array("--\(Self.boundary)\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\n\r\n".utf8) + jpeg + [13, 10]
                 p.offset = 0
             }

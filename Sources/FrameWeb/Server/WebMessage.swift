@@ -12,7 +12,7 @@ struct WebRequest {
 struct WebResponse {
     enum Body {
         case bytes([UInt8])
-        case mjpeg(any PreviewFeed)
+        case mjpeg(PreviewViewer)
     }
     var status: UInt32
     var contentType: String

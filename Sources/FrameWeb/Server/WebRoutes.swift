@@ -11,7 +11,7 @@ struct WebRoutes: Sendable {
     let address: WebAddress
     let token: WebToken?
     let monitor: WebMonitor
-    let preview: (any PreviewSource)?
+    let preview: PreviewHub?
 
     /// Nil when the request may be served; otherwise the refusal. `setCookie`: the request
     /// carried the right token in its query, so the answer sets the cookie.
@@ -114,7 +114,7 @@ struct WebRoutes: Sendable {
         if let refusal = checkedStream(name) { return refusal }
         guard let preview else { return .error(503, "previews are not available in this build") }
         do {
-            let png = try preview.snapshot(name)
+            let png = try preview.snapshotPNG(name)
             return WebResponse(status: 200, contentType: "image/png", body: .bytes(png),
                                headers: [("Content-Disposition", "attachment; filename=\"\(name).png\""), ("Cache-Control", "no-store")])
         } catch {
@@ -127,7 +127,7 @@ struct WebRoutes: Sendable {
         guard let preview else { return .error(503, "previews are not available in this build") }
         guard fps.isFinite, fps > 0 else { return .error(400, "fps must be a positive number") }
         do {
-            let feed = try preview.openViewer(name, maxFPS: min(fps, 30), maxWidth: max(16, min(width, 1920)))
+            let feed = try preview.watch(name, maxFPS: min(fps, 30), maxWidth: max(16, min(width, 1920)))
             return WebResponse(status: 200, contentType: "multipart/x-mixed-replace; boundary=\(MJPEGReader.boundary)",
                                body: .mjpeg(feed), headers: [("Cache-Control", "no-store")])
         } catch {

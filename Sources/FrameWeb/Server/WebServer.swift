@@ -16,7 +16,7 @@ public final class WebServer: Sendable {
     private let daemon = Mutex<Daemon?>(nil)
     private let stopping = Atomic<Bool>(false)
 
-    public init(address: WebAddress, token: WebToken?, monitor: WebMonitor, preview: (any PreviewSource)?) {
+    public init(address: WebAddress, token: WebToken?, monitor: WebMonitor, preview: PreviewHub?) {
         routes = WebRoutes(address: address, token: token, monitor: monitor, preview: preview)
     }
 
@@ -43,7 +43,7 @@ public final class WebServer: Sendable {
     public func stop() {
         stopping.store(true, ordering: .relaxed)
         if let d = daemon.withLock({ d in defer { d = nil }; return d }) { MHD_stop_daemon(d.pointer) }
-        routes.preview?.shutdown()
+        routes.preview?.close()
     }
 
     var isStopping: Bool { stopping.load(ordering: .relaxed) }
@@ -141,7 +141,7 @@ extension WebServer {
                 Unmanaged<MJPEGReader>.fromOpaque(context!).takeUnretainedValue().read(into: buffer!, max: max)
             }, Unmanaged.passRetained(reader).toOpaque(), { context in
                 let reader = Unmanaged<MJPEGReader>.fromOpaque(context!).takeRetainedValue()
-                reader.feed.stop()
+                reader.feed.close()
             })
         }
         guard let made else { return .NO }

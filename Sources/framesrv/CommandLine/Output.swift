@@ -26,15 +26,6 @@ extension String {
     }
 }
 
-func formatDouble(_ v: Double, _ decimals: Int = 1) -> String {
-    var p: Double = 1
-    for _ in 0..<decimals { p *= 10 }
-    let r = (v * p).rounded() / p
-    var s = "\(r)"
-    if decimals == 0, s.hasSuffix(".0") { s.removeLast(2) }
-    return s
-}
-
 /// SIGINT and SIGTERM become `StopSignal.requested` (long-running commands poll it
 /// between frames and stop cleanly: the library's policy, see `StopSignal`); SIGPIPE is
 /// ignored, so a write to a pipe nobody reads is an EPIPE error line, not a silent death.

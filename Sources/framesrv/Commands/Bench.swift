@@ -1,6 +1,5 @@
 import Foundation
-import FrameMedia
-import FrameServer
+import FrameBench
 
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
 enum BenchCommand: Command {
@@ -22,7 +21,7 @@ enum BenchCommand: Command {
       1. transport alone: one lossless 'sink --null' at 64x64, 1920x1080 and 3840x2160, and
          the 4K/1080p and 4K/64x64 ratios;
       2. peers at the same sizes: a pipe to 'cat > /dev/null'; iceoryx2 (a Python publisher
-         and Python subscriber, bench/peers/iceoryx2_pair.py, when the venv's python imports
+         and Python subscriber, Sources/FrameBench/peers/iceoryx2_pair.py, when the venv's python imports
          iceoryx2: 'scripts/setup --bench'); GStreamer shmsink -> shmsrc at 1080p and 4K
          when gst-launch-1.0 is installed; framesrv/peer ratios;
       3. fan-out: 4 lossless consumers at 1080p, frames/s each, and iceoryx2 with 4 subscribers;
@@ -95,14 +94,7 @@ enum BenchCommand: Command {
     """
 
     static func run(_ o: BenchOptions) throws -> Int32 {
-        switch o.benchmark {
-        case .decode: try decode(input: o.input, threads: o.threads)
-        case .chain: try chain(input: o.input, threads: o.threads)
-        case .transport(let budget): try transport(budget, python: o.python)
-        case .clients(let seconds): try clients(seconds: seconds, python: o.python, cTools: o.cTools)
-        case .record(let frames, let quick): try record(frames: frames, rounds: quick ? 1 : 3, quick: quick)
-        case .bridge(let frames, let quick): try bridge(frames: frames, rounds: quick ? 1 : 3)
-        }
+        try Bench.run(o.benchmark, settings: o.settings) { print($0) }
         return 0
     }
 }

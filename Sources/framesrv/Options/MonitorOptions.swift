@@ -1,3 +1,5 @@
+import FrameBench
+
 /// `framesrv ls`'s options.
 struct ListOptions: CommandOptions {
     var json = false
@@ -60,27 +62,20 @@ struct TopOptions: CommandOptions {
 
 /// `framesrv bench`'s options.
 struct BenchOptions: CommandOptions {
-    enum Benchmark: Equatable { case transport(TransportBudget), decode, chain, clients(seconds: Double), record(frames: Int, quick: Bool),
-                           bridge(frames: Int, quick: Bool) }
-    /// bench transport: each measurement runs `seconds`, or `frames` frames when given;
-    /// `rounds` alternated rounds (the median is printed).
-    struct TransportBudget: Equatable { var frames: Int?; var seconds: Double; var rounds: Int }
     var benchmark: Benchmark
-    var input: String?
-    var threads: Int?
-    /// bench clients: the Python with the framesrv package, and the C tools' directory.
-    var python: String?
-    var cTools: String?
+    /// -i and --threads (decode, chain), --python (transport, clients), --c-tools (clients).
+    var settings = BenchSettings()
 
     init(parsing arguments: [String]) throws(UsageError) {
         var args = Arguments(arguments, command: "bench")
         let quick = args.flag("--quick")
         let frames = try args.int("--frames", range: 100...10_000_000)
-        input = try args.value("--input", "-i")
-        threads = try args.int("--threads", range: 0...256)
+        let input = try args.value("--input", "-i")
+        let threads = try args.int("--threads", range: 0...256)
         let seconds = try args.double("--seconds", range: 0.5...600)
-        python = try args.value("--python")
-        cTools = try args.value("--c-tools")
+        let python = try args.value("--python")
+        let cTools = try args.value("--c-tools")
+        settings = BenchSettings(input: input, threads: threads, python: python, cTools: cTools)
         let what = args.positionals()
         try args.finish()
         guard what == ["clients"] || what == ["transport"] || what == ["record"] || (seconds == nil && python == nil && cTools == nil) else {

@@ -3,7 +3,7 @@
  * clocks, the runtime directory, stream names, process identity, futex, pidfd and
  * mapping another process's files. The one layer that talks to the system.
  */
-#include "internal.h"
+#include "common.h"
 
 #include <errno.h>
 #include <fcntl.h>

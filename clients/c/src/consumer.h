@@ -10,7 +10,7 @@
 #ifndef FRAMESRV_CONSUMER_H
 #define FRAMESRV_CONSUMER_H
 
-#include "internal.h"
+#include "frame.h"
 
 #include <limits.h>
 #include <pthread.h>

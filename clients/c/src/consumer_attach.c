@@ -4,6 +4,7 @@
  * stream's facts and the consumer's counters.
  */
 #include "consumer.h"
+#include "validate.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -4,6 +4,8 @@
  * them (9.3; from any thread, see consumer.h).
  */
 #include "consumer.h"
+#include "pixfmt.h"
+#include "validate.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +14,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <zmq.h>
+
+static void release_consumed(framesrv_frame *f);
 
 /* What one look at shared memory found (besides FRAMESRV_OK: a frame, and errors < 0). */
 /* Apart from the public statuses (FRAMESRV_TIMEOUT is 1): never returned to the caller. */
@@ -161,7 +165,7 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     }
     fill_info(&f->info, &h, base, fs_peek_u64(&s->publish_ns));
     f->info.epoch = pool->epoch;   /* the pool it was read from (the slot's epoch) */
-    f->kind = FSI_FRAME_CONSUMED;
+    f->release = release_consumed;
     f->slot = slot;
     f->pool = pool;
     f->consumer = c;
@@ -178,9 +182,10 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     return FRAMESRV_OK;
 }
 
-/* Any thread, concurrently with next: the slot goes back in shared memory at once (that
- * alone is what the producer waits for), the bookkeeping under c->lock. */
-void fsi_consumer_release(framesrv_frame *f)
+/* framesrv_frame_release of a consumed frame (frame.h). Any thread, concurrently with next:
+ * the slot goes back in shared memory at once (that alone is what the producer waits for),
+ * the bookkeeping under c->lock. */
+static void release_consumed(framesrv_frame *f)
 {
     framesrv_consumer *c = f->consumer;
     fsi_attachment *a = f->attachment;   /* alive until its held count reaches 0 below */

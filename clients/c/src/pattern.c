@@ -2,7 +2,7 @@
  * pattern.c: the test pattern of PROTOCOL.md 21. Byte x of row y of plane p in frame seq is
  * (x + 2y + 3 seq + 61 p) mod 256; only the first row_bytes of each row (the pixels) count.
  */
-#include "internal.h"
+#include "frame.h"
 
 #include <pthread.h>
 #include <string.h>

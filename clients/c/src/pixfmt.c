@@ -2,7 +2,7 @@
  * pixfmt.c: the pixel-format table (PROTOCOL.md 19), the canonical plane layout (4.2) and
  * the geometry of a validated frame header's planes.
  */
-#include "internal.h"
+#include "pixfmt.h"
 
 #include <string.h>
 

@@ -11,7 +11,8 @@
 #ifndef FRAMESRV_PRODUCER_H
 #define FRAMESRV_PRODUCER_H
 
-#include "internal.h"
+#include "frame.h"
+#include "pixfmt.h"
 
 #include <limits.h>
 #include <pthread.h>

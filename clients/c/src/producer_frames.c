@@ -3,9 +3,12 @@
  * and the release of a kept frame.
  */
 #include "producer.h"
+#include "pixfmt.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+static void release_reserved(framesrv_frame *frame);
 
 /* Finds and reserves a free slot (holders 0 and producer_hold 0), starting after the last
  * one used so frames rotate through the pool. UINT32_MAX when none is free. */
@@ -57,7 +60,7 @@ static framesrv_frame *make_frame(framesrv_producer *p, uint32_t slot, uint64_t 
 {
     framesrv_frame *f = calloc(1, sizeof *f);
     if (f == NULL) return NULL;
-    f->kind = FSI_FRAME_RESERVED;
+    f->release = release_reserved;
     f->slot = slot;
     f->pool = p->pool;
     fsi_pool_ref(p->pool);
@@ -221,9 +224,9 @@ int framesrv_producer_abandon(framesrv_producer *p, framesrv_frame *frame)
     return FRAMESRV_OK;
 }
 
-/* framesrv_frame_release of a producer's frame (frame.c): a kept frame gives its slot back
+/* framesrv_frame_release of a producer's frame (frame.h): a kept frame gives its slot back
  * (producer_hold 0); a frame still reserved is abandoned. Any thread. */
-void fsi_producer_release_kept(framesrv_frame *frame)
+static void release_reserved(framesrv_frame *frame)
 {
     framesrv_producer *p = frame->producer;
     pthread_mutex_lock(&p->lock);

@@ -4,6 +4,7 @@
  * rename that makes the stream exist), then the background thread.
  */
 #include "producer.h"
+#include "pixfmt.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -3,6 +3,7 @@
  * with the producer_waiting handshake (12.2, 12.3), and the doorbell-free wait on `wake`.
  */
 #include "producer.h"
+#include "pixfmt.h"
 
 #include <stdio.h>
 #include <stdlib.h>

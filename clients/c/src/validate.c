@@ -5,7 +5,8 @@
  * arithmetic that cannot overflow for 32-bit inputs; every failure is one line naming the
  * file, the field and the value (FRAMESRV_E_BAD_DATA).
  */
-#include "internal.h"
+#include "pixfmt.h"
+#include "validate.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,6 +6,7 @@
  */
 #include "producer_check.h"
 #include "producer.h"
+#include "pixfmt.h"
 
 #include <stdbool.h>
 #include <sys/wait.h>

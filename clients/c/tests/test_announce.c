@@ -5,7 +5,7 @@
  * naming both versions).
  */
 #include "check.h"
-#include "internal.h"
+#include "validate.h"
 
 /* The value of "key": "..." inside [object, end), copied into out; false if absent. */
 static bool string_field(const char *object, const char *end, const char *key, char *out, size_t size)

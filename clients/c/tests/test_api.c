@@ -4,7 +4,7 @@
  * frame-header validator on headers v2 refuses.
  */
 #include "check.h"
-#include "internal.h"
+#include "validate.h"
 
 #include <stdint.h>
 

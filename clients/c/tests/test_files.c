@@ -6,7 +6,7 @@
  * lossless admission, the end and the detach.
  */
 #include "check.h"
-#include "internal.h"
+#include "common.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -31,7 +31,7 @@
 
 #include "framesrv.h"
 #undef _GNU_SOURCE
-#include "internal.h"          /* frame->pool: the pool mapping's range (_pool_range) */
+#include "frame.h"             /* frame->pool: the pool mapping's range (_pool_range) */
 
 #include <unistd.h>
 #include <string.h>

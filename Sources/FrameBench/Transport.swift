@@ -4,9 +4,9 @@ import FrameProcess
 import FrameServer
 
 /// `framesrv bench transport`: framesrv's transport next to its peers, section by section
-/// (see the help text). This file has the framesrv side; BenchPeers.swift the peers.
-extension BenchCommand {
-    typealias Budget = BenchOptions.TransportBudget
+/// (see `framesrv bench --help`). This file has the framesrv side; TransportPeers.swift the peers.
+extension Bench {
+    typealias Budget = TransportBudget
 
     /// A frame size of the benchmark, with its yuv420p payload.
     struct BenchSize {
@@ -37,7 +37,7 @@ extension BenchCommand {
     /// first consumer's publish -> acquire latency percentiles (sinks only).
     struct FramesrvResult { var fps: Double; var p50: Double; var p99: Double }
 
-    static func transport(_ budget: Budget, python: String?) throws {
+    func transport(_ budget: Budget, python: String?) throws {
         let peers = TransportPeers(python: python)
         print("framesrv bench transport: \(ProcessInfo.processInfo.activeProcessorCount) cores, every consumer a separate process, "
               + (budget.frames.map { "\($0) frames" } ?? "\(formatDouble(budget.seconds, 2)) s") + " per measurement, "
@@ -52,7 +52,7 @@ extension BenchCommand {
 
     /// One producer in this process (8 slots, the pool created and every slot painted before
     /// the clock starts), the consumers as processes; checks that each received every frame.
-    static func framesrvRun(_ size: BenchSize, consumers: [BenchConsumer], rate: Double?, budget: Budget) throws -> FramesrvResult {
+    func framesrvRun(_ size: BenchSize, consumers: [BenchConsumer], rate: Double?, budget: Budget) throws -> FramesrvResult {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         var options = ProducerOptions()
         options.slots = 8
@@ -66,7 +66,7 @@ extension BenchCommand {
         guard producer.waitForLosslessConsumers(consumers.count, timeoutSeconds: 30) else {
             for c in children { c.kill() }
             let said = children.map { c in let (_, out, err) = c.finishWithErrors(); return out + err }.joined()
-            throw FrameServerError.invalidArgument("bench: the consumers did not attach within 30 s: \(said)")
+            throw BenchError.notAttached(bench: "transport", who: "the consumers", seconds: 30, said: said)
         }
         let timed: Int, seconds: Double
         do { (timed, seconds) = try publishFrames(into: producer, size: size, rate: rate, budget: budget) } catch {
@@ -79,8 +79,8 @@ extension BenchCommand {
         for (i, child) in children.enumerated() {
             let (status, out, err) = child.finishWithErrors()
             guard status == 0, receivedCount(out) == published else {
-                throw FrameServerError.invalidArgument("bench: consumer \(i) (status \(status)) did not receive the "
-                                                       + "\(published) frames published: \(out)\(err)")
+                throw BenchError.incompleteRun(bench: "transport", what: "consumer \(i) (status \(status)) did not receive the "
+                                                 + "\(published) frames published", said: out + err)
             }
             if i == 0, let (p50, p99) = latencyPercentiles(out) { (result.p50, result.p99) = (p50, p99) }
         }
@@ -90,7 +90,7 @@ extension BenchCommand {
     /// Publishes one frame per slot untimed (the pool is created and each slot painted once),
     /// then `budget`'s frames or seconds (paced at `rate` if given): the timed frames and
     /// the seconds from the first timed publish to the last.
-    static func publishFrames(into producer: Producer, size: BenchSize, rate: Double?,
+    func publishFrames(into producer: Producer, size: BenchSize, rate: Double?,
                               budget: Budget) throws -> (frames: Int, seconds: Double) {
         let format = FrameFormat(.yuv420p, width: size.width, height: size.height)
         let warmup = producer.options.slots
@@ -121,7 +121,7 @@ extension BenchCommand {
     }
 
     /// The latency percentiles of a sink's --stats-json line.
-    static func latencyPercentiles(_ output: String) -> (Double, Double)? {
+    func latencyPercentiles(_ output: String) -> (Double, Double)? {
         for line in output.split(separator: "\n").reversed() where line.hasPrefix("{") {
             guard let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                   let p50 = json["latency_p50_us"] as? Double, let p99 = json["latency_p99_us"] as? Double else { continue }
@@ -132,7 +132,7 @@ extension BenchCommand {
 
     /// The median of a round's figures (the middle one; the mean of the middle two), failed
     /// runs (NaN) left out; NaN when every run failed.
-    static func median(_ values: [Double]) -> Double {
+    func median(_ values: [Double]) -> Double {
         let s = values.filter { !$0.isNaN }.sorted()
         guard !s.isEmpty else { return values.isEmpty ? 0 : .nan }
         return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
@@ -140,7 +140,7 @@ extension BenchCommand {
 
     /// `budget` rounds of `measure` for each system, alternated (round 1 of every system,
     /// then round 2, ...): each system's median, nil for a system that was not run.
-    static func alternated(_ budget: Budget, _ systems: [(() throws -> Double)?]) throws -> [Double?] {
+    func alternated(_ budget: Budget, _ systems: [(() throws -> Double)?]) throws -> [Double?] {
         var figures = [[Double]](repeating: [], count: systems.count)
         for _ in 0..<budget.rounds {
             for (i, system) in systems.enumerated() {
@@ -152,11 +152,11 @@ extension BenchCommand {
 }
 
 /// 6: how often idle processes wake up.
-extension BenchCommand {
+extension Bench {
     /// A producer waiting for consumers that do not come (`produce --wait-for 2`), then the
     /// same with one lossless sink attached, which gets no frame: wake-ups per second of each
     /// process, counted as the voluntary context switches of all its threads over 2 s.
-    static func idleWakeups() throws {
+    func idleWakeups() throws {
         print("6. idle: wake-ups per second (voluntary context switches over 2 s, of all threads and of the busiest; the limit: at most 2/s):")
         let scratch = ScratchDirectory(prefix: "framesrv-bench-idle")
         let env = ["FRAMESRV_DIR": scratch.path]
@@ -168,13 +168,13 @@ extension BenchCommand {
             for child in [sink, producer].compactMap({ $0 }) { child.interrupt(); _ = finish(child, within: 5) }
         }
         guard waitFor(seconds: 10, { (try? StreamSnapshot.read("idle", in: dir)) != nil }) else {
-            throw FrameServerError.invalidArgument("bench: the idle producer did not create its stream within 10 s")
+            throw BenchError.notAttached(bench: "transport", who: "the idle producer's stream", seconds: 10, said: "")
         }
         usleep(500_000)
         let alone = wakeupsPerSecond([producer.process.processIdentifier], seconds: 2)
         sink = try Child(["sink", "--in", "idle", "--null", "--lossless", "--quiet"], label: "sink", environment: env, captureErrors: true)
         guard waitFor(seconds: 10, { (try? StreamSnapshot.read("idle", in: dir))?.consumers.contains { $0.state == "active" } ?? false }) else {
-            throw FrameServerError.invalidArgument("bench: the idle sink did not attach within 10 s")
+            throw BenchError.notAttached(bench: "transport", who: "the idle sink", seconds: 10, said: "")
         }
         usleep(500_000)
         let both = wakeupsPerSecond([producer.process.processIdentifier, sink!.process.processIdentifier], seconds: 2)
@@ -184,12 +184,12 @@ extension BenchCommand {
                     ["consumer with no frames ('sink --null --lossless')"] + idleCells(both[1])])
     }
 
-    static func idleCells(_ w: (process: Double, busiestThread: Double)) -> [String] {
+    func idleCells(_ w: (process: Double, busiestThread: Double)) -> [String] {
         [formatDouble(w.process), formatDouble(w.busiestThread), "2"]
     }
 
     /// Polls `condition` every 10 ms for up to `seconds`.
-    static func waitFor(seconds: Double, _ condition: () -> Bool) -> Bool {
+    func waitFor(seconds: Double, _ condition: () -> Bool) -> Bool {
         let deadline = monotonicNanos() + UInt64(seconds * 1e9)
         while !condition() {
             if monotonicNanos() > deadline { return false }
@@ -200,7 +200,7 @@ extension BenchCommand {
 
     /// Each process's voluntary context switches per second over `seconds`, summed over the
     /// threads alive at both ends of the window, and those of its busiest thread.
-    static func wakeupsPerSecond(_ pids: [Int32], seconds: Double) -> [(process: Double, busiestThread: Double)] {
+    func wakeupsPerSecond(_ pids: [Int32], seconds: Double) -> [(process: Double, busiestThread: Double)] {
         let before = pids.map(voluntarySwitches)
         usleep(UInt32(seconds * 1e6))
         let after = pids.map(voluntarySwitches)
@@ -211,7 +211,7 @@ extension BenchCommand {
     }
 
     /// voluntary_ctxt_switches of each thread of `pid` (by thread id).
-    static func voluntarySwitches(_ pid: Int32) -> [String: Int] {
+    func voluntarySwitches(_ pid: Int32) -> [String: Int] {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         var counts: [String: Int] = [:]
         for tid in tasks {

@@ -2,9 +2,9 @@ import Foundation
 import FrameServer
 
 /// The sections `bench transport` prints, each figure next to its peer's from the same run.
-extension BenchCommand {
+extension Bench {
     /// 1 and 2: one consumer at three sizes, framesrv and each peer, with the ratios.
-    static func transportAlone(_ budget: Budget, peers: TransportPeers) throws {
+    func transportAlone(_ budget: Budget, peers: TransportPeers) throws {
         print("1-2. transport alone, one lossless consumer process, frames/s (\(roundsText(budget))):")
         var rows = [["size", "framesrv", "pipe", "fs/pipe", "iceoryx2", "fs/iceoryx2", "GStreamer", "fs/GStreamer"]]
         var framesrv: [Double] = []
@@ -28,7 +28,7 @@ extension BenchCommand {
     }
 
     /// 3: 4 lossless consumers at 1080p, frames/s each, and iceoryx2 with 4 subscribers.
-    static func fanOut(_ budget: Budget, peers: TransportPeers) throws {
+    func fanOut(_ budget: Budget, peers: TransportPeers) throws {
         print("3. fan-out at 1920x1080, 4 consumer processes, frames/s each one receives (\(roundsText(budget))):")
         try versusIceoryx2(budget, peers: peers, subscribers: 4,
                            framesrv: ("framesrv, 4 x 'sink --null --lossless'", (0..<4).map { .sink($0) }),
@@ -36,7 +36,7 @@ extension BenchCommand {
     }
 
     /// 4: a Python consumer of framesrv (Swift producer) and iceoryx2's Python pair, at 1080p.
-    static func pythonConsumers(_ budget: Budget, peers: TransportPeers) throws {
+    func pythonConsumers(_ budget: Budget, peers: TransportPeers) throws {
         print("4. a Python consumer at 1920x1080, frames/s (\(roundsText(budget)); neither takes the pixels as arrays):")
         guard case .success(let python) = peers.python,
               TransportPeers.moduleVersion(python: python, module: "framesrv") != nil else {
@@ -50,7 +50,7 @@ extension BenchCommand {
 
     /// framesrv with `consumers` and iceoryx2 with as many subscribers at 1080p, alternated:
     /// frames/s each consumer receives, and the ratio.
-    static func versusIceoryx2(_ budget: Budget, peers: TransportPeers, subscribers: Int,
+    func versusIceoryx2(_ budget: Budget, peers: TransportPeers, subscribers: Int,
                                framesrv: (label: String, consumers: [BenchConsumer]), iceoryx2: String) throws {
         let m = try alternated(budget, [
             { try framesrvRun(.hd, consumers: framesrv.consumers, rate: nil, budget: budget).fps },
@@ -61,7 +61,7 @@ extension BenchCommand {
     }
 
     /// 5: publish -> acquire at 200 fps with a consumer asleep between frames, p50/p99.
-    static func wakeLatency(_ budget: Budget, peers: TransportPeers) throws {
+    func wakeLatency(_ budget: Budget, peers: TransportPeers) throws {
         let rate = 200.0
         let latency = Budget(frames: budget.frames.map { max(100, $0 / 20) }, seconds: max(budget.seconds, 0.5), rounds: budget.rounds)
         let frames = latency.frames.map { "\($0) frames" } ?? "\(formatDouble(latency.seconds, 2)) s"
@@ -75,9 +75,9 @@ extension BenchCommand {
             }
             let sink = { (poll: Int?) in { try framesrvRun(size, consumers: [.sink(0, pollMicros: poll)], rate: rate, budget: latency) } }
             let p50 = try alternated(latency, [
-                measure(0) { let r = try sink(peers.sinkPolls ? 0 : nil)(); return (r.p50, r.p99) },
-                peers.sinkPolls ? measure(1) { let r = try sink(1000)(); return (r.p50, r.p99) } : nil,
-                peers.sinkPolls ? measure(2) { let r = try sink(1_000_000)(); return (r.p50, r.p99) } : nil,
+                measure(0) { let r = try sink(0)(); return (r.p50, r.p99) },
+                measure(1) { let r = try sink(1000)(); return (r.p50, r.p99) },
+                measure(2) { let r = try sink(1_000_000)(); return (r.p50, r.p99) },
                 peers.iceoryx2.map { peer in measure(3) { peer.latency(bytes: size.bytes, rate: rate, spin: false, budget: latency) } },
                 peers.iceoryx2.map { peer in measure(4) { peer.latency(bytes: size.bytes, rate: rate, spin: true, budget: latency) } },
             ])
@@ -90,28 +90,28 @@ extension BenchCommand {
         printAbsentPeers(peers, gstreamer: false)
     }
 
-    static func roundsText(_ budget: Budget) -> String {
+    func roundsText(_ budget: Budget) -> String {
         let each = budget.frames.map { "\($0) frames" } ?? "\(formatDouble(budget.seconds, 2)) s"
         return budget.rounds == 1 ? "one run of \(each)" : "median of \(budget.rounds) alternated rounds of \(each)"
     }
 
     /// Frames/s as a whole number, "-" for a system not run.
-    static func rate(_ value: Double?) -> String { value.map { $0.isNaN ? "failed" : formatDouble($0, 0) } ?? "-" }
+    func rate(_ value: Double?) -> String { value.map { $0.isNaN ? "failed" : formatDouble($0, 0) } ?? "-" }
 
     /// a/b with two decimals, "-" when either is missing.
-    static func ratio(_ a: Double?, _ b: Double?) -> String {
+    func ratio(_ a: Double?, _ b: Double?) -> String {
         guard let a, let b, b > 0 else { return "-" }
         return String(format: "%.2f", a / b)
     }
 
     /// The peers a section could not run, and iceoryx2's frame count so far.
-    static func printAbsentPeers(_ peers: TransportPeers, gstreamer: Bool) {
+    func printAbsentPeers(_ peers: TransportPeers, gstreamer: Bool) {
         if let i = peers.iceoryx2 { print("  " + i.countLine) } else { print("  " + peers.iceoryx2Absent) }
         if gstreamer, peers.gstreamer == nil { print("  GStreamer: not installed (scripts/setup --bench)") }
     }
 
     /// Rows of cells: the first column left-aligned, the others right-aligned, two spaces apart.
-    static func printTable(_ rows: [[String]]) {
+    func printTable(_ rows: [[String]]) {
         let columns = rows.map(\.count).max() ?? 0
         let widths = (0..<columns).map { c in rows.map { c < $0.count ? $0[c].count : 0 }.max() ?? 0 }
         for row in rows {

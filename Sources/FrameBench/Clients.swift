@@ -6,7 +6,7 @@ import FrameServer
 /// `framesrv bench clients`: frames/s of a Swift, a C and a Python consumer process of one
 /// Swift producer, a Python producer with and without a numpy fill, and the proof that the
 /// Python consumer's numpy arrays are the shared pool itself (zero copy), in one run.
-extension BenchCommand {
+extension Bench {
     /// Where the C tools and the Python with the framesrv package are.
     struct ClientPrograms {
         var python: String
@@ -70,12 +70,12 @@ extension BenchCommand {
             produce(sys.argv[2], float(sys.argv[3]), sys.argv[4] == "fill")
         """
 
-    static func clients(seconds: Double, python: String?, cTools: String?) throws {
+    func clients(seconds: Double, python: String?, cTools: String?) throws {
         let programs = try locateClientPrograms(python: python, cTools: cTools)
         let scratch = ScratchDirectory(prefix: "framesrv-bench-clients")
         let script = scratch.path + "/bench_clients.py"
-        try Data(clientScript.utf8).write(to: URL(fileURLWithPath: script))
-        print("framesrv bench clients: \(clientWidth)x\(clientHeight) yuv420p (3,110,400 bytes a frame), one lossless consumer "
+        try Data(Self.clientScript.utf8).write(to: URL(fileURLWithPath: script))
+        print("framesrv bench clients: \(Self.clientWidth)x\(Self.clientHeight) yuv420p (3,110,400 bytes a frame), one lossless consumer "
               + "process at a time, about \(formatDouble(seconds, 1)) s each, \(ProcessInfo.processInfo.activeProcessorCount) cores")
         print("  python: \(programs.python)   C tools: \(programs.cTools)")
         print("consumers of one Swift producer (in this process, --rate max, each slot painted once):")
@@ -107,40 +107,18 @@ extension BenchCommand {
 
     /// The venv python (--python, else scripts/python-env next to this executable's repository)
     /// and the C tools' directory (--c-tools, else clients/c/build).
-    static func locateClientPrograms(python: String?, cTools: String?) throws -> ClientPrograms {
+    func locateClientPrograms(python: String?, cTools: String?) throws -> ClientPrograms {
         let tools = cTools ?? repositoryRoot + "/clients/c/build"
         guard FileManager.default.isExecutableFile(atPath: tools + "/framesrv-consume") else {
-            throw FrameServerError.invalidArgument("bench clients: no \(tools)/framesrv-consume: run 'make -C clients/c' or give --c-tools DIR")
+            throw BenchError.missingProgram(tools + "/framesrv-consume", remedy: "run 'make -C clients/c' or give --c-tools DIR")
         }
         return ClientPrograms(python: try venvPython(python), cTools: tools)
-    }
-
-    /// The repository this executable was built in: the nearest directory above it with
-    /// scripts/python-env ("/" when there is none).
-    static let repositoryRoot: String = {
-        var dir = URL(fileURLWithPath: selfExecutable).deletingLastPathComponent()
-        while dir.path != "/", !FileManager.default.isExecutableFile(atPath: dir.path + "/scripts/python-env") {
-            dir = dir.deletingLastPathComponent()
-        }
-        return dir.path
-    }()
-
-    /// `python` if given, else the venv's python that scripts/python-env prints (made up to date).
-    static func venvPython(_ python: String?) throws -> String {
-        if let python { return python }
-        let env = try Child([], label: "scripts/python-env", executable: repositoryRoot + "/scripts/python-env", captureErrors: true)
-        let (status, out, err) = env.finishWithErrors()
-        let path = out.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard status == 0, FileManager.default.isExecutableFile(atPath: path) else {
-            throw FrameServerError.invalidArgument("bench: scripts/python-env failed (status \(status)): \(err) (or give --python PATH)")
-        }
-        return path
     }
 
     /// A Swift producer in this process publishing for `seconds` at 1080p into one lossless
     /// consumer process: frames/s from the first frame to the consumer's exit, once it has
     /// reported receiving every frame published.
-    static func consumerRun(_ args: [String], executable: String, label: String, seconds: Double) throws -> (Double, String) {
+    func consumerRun(_ args: [String], executable: String, label: String, seconds: Double) throws -> (Double, String) {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         var options = ProducerOptions()
         options.slots = 8
@@ -151,9 +129,9 @@ extension BenchCommand {
         guard producer.waitForLosslessConsumers(1, timeoutSeconds: 30) else {
             consumer.kill()
             let (_, out, err) = consumer.finishWithErrors()
-            throw FrameServerError.invalidArgument("bench clients: the \(label) consumer did not attach within 30 s: \(out)\(err)")
+            throw BenchError.notAttached(bench: "clients", who: "the \(label) consumer", seconds: 30, said: out + err)
         }
-        var plan = PatternPlan(pixelFormat: .yuv420p, width: clientWidth, height: clientHeight, rate: nil, frames: nil)
+        var plan = PatternPlan(pixelFormat: .yuv420p, width: Self.clientWidth, height: Self.clientHeight, rate: nil, frames: nil)
         plan.paintOnce = true
         let start = monotonicNanos()
         let deadline = start + UInt64(seconds * 1e9)
@@ -163,14 +141,14 @@ extension BenchCommand {
         let elapsed = Double(monotonicNanos() - start) / 1e9
         let published = Int(producer.publishedCount)
         guard status == 0, receivedCount(out) == published else {
-            throw FrameServerError.invalidArgument("bench clients: the \(label) consumer (status \(status)) did not receive the "
-                                                   + "\(published) frames published: \(out)\(err)")
+            throw BenchError.incompleteRun(bench: "clients", what: "the \(label) consumer (status \(status)) did not receive the "
+                                             + "\(published) frames published", said: out + err)
         }
         return (Double(published) / elapsed, out)
     }
 
     /// The frames a consumer says it received: `c: received N`, `py: received N` or the sink's JSON.
-    static func receivedCount(_ output: String) -> Int? {
+    func receivedCount(_ output: String) -> Int? {
         for line in output.split(separator: "\n").reversed() {
             if line.hasPrefix("c: received ") || line.hasPrefix("py: received ") {
                 return line.split(separator: " ").dropFirst(2).first.flatMap { Int($0) }
@@ -184,7 +162,7 @@ extension BenchCommand {
 
     /// The Python producer for `seconds` into a lossless Swift null sink: frames/s as the
     /// script timed it (from its first reserve, after the sink was admitted).
-    static func pythonProducerRun(_ python: String, script: String, fill: Bool, seconds: Double) throws -> Double {
+    func pythonProducerRun(_ python: String, script: String, fill: Bool, seconds: Double) throws -> Double {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         let env = ["FRAMESRV_DIR": scratch.path]
         let producer = try Child([script, "produce", "bench", String(seconds), fill ? "fill" : "nofill"], label: "python producer",
@@ -196,9 +174,31 @@ extension BenchCommand {
         let fields = out.split(separator: "\n").last { $0.hasPrefix("py: published ") }?.split(separator: " ") ?? []
         guard status == 0, sinkStatus == 0, fields.count >= 6, let frames = Double(fields[2]), let elapsed = Double(fields[5]),
               elapsed > 0, receivedCount(sinkOut) == Int(frames) else {
-            throw FrameServerError.invalidArgument("bench clients: the Python producer (status \(status)) or its sink "
-                                                   + "(status \(sinkStatus)) failed: \(out)\(err)\(sinkOut)\(sinkErr)")
+            throw BenchError.stageFailed(bench: "clients", stage: "the Python producer (status \(status)) or its sink",
+                                          status: sinkStatus, said: out + err + sinkOut + sinkErr)
         }
         return frames / elapsed
     }
+}
+
+/// The repository this executable was built in: the nearest directory above it with
+/// scripts/python-env ("/" when there is none).
+let repositoryRoot: String = {
+    var dir = URL(fileURLWithPath: selfExecutable).deletingLastPathComponent()
+    while dir.path != "/", !FileManager.default.isExecutableFile(atPath: dir.path + "/scripts/python-env") {
+        dir = dir.deletingLastPathComponent()
+    }
+    return dir.path
+}()
+
+/// `python` if given, else the venv's python that scripts/python-env prints (made up to date).
+func venvPython(_ python: String?) throws -> String {
+    if let python { return python }
+    let env = try Child([], label: "scripts/python-env", executable: repositoryRoot + "/scripts/python-env", captureErrors: true)
+    let (status, out, err) = env.finishWithErrors()
+    let path = out.trimmingCharacters(in: .whitespacesAndNewlines)
+    guard status == 0, FileManager.default.isExecutableFile(atPath: path) else {
+        throw BenchError.noPython(status: status, said: err)
+    }
+    return path
 }

@@ -6,24 +6,24 @@ import FrameServer
 /// `framesrv bench bridge`: 1080p raw over TCP loopback through `bridge send/recv` (plaintext
 /// and CURVE) next to ffmpeg sending the same frames over tcp://, and the added latency, in
 /// the same run.
-extension BenchCommand {
-    static func bridge(frames: Int, rounds: Int) throws {
+extension Bench {
+    func bridge(frames: Int, rounds: Int) throws {
         print("framesrv bench bridge: 1920x1080 yuv420p raw, \(frames) frames of the test pattern over TCP loopback, "
               + "\(ProcessInfo.processInfo.activeProcessorCount) cores; throughput: start to the last reader's exit, best of \(rounds) interleaved runs")
         let scratch = ScratchDirectory(prefix: "framesrv-bench-bridge")
         let dump = scratch.path + "/pattern.yuv"
         try dumpPattern(frames: frames, to: dump)
-        let keys = try bridgeKeys(in: scratch)
+        let keys = try ThrowawayBridgeKeys(directory: scratch.path)
         var best: [String: Double] = [:]
         var latency: [String: (Double, Double)] = [:]
         for _ in 0..<rounds {
-            for (label, security) in [("insecure", ["--insecure"]), ("CURVE", keys.sender)] {
-                let run = try bridgeRun(frames: frames, sendSecurity: security, recvSecurity: label == "CURVE" ? keys.receiver : ["--insecure"], rate: nil)
+            for (label, security) in [("insecure", ["--insecure"]), ("CURVE", keys.senderArguments)] {
+                let run = try bridgeRun(frames: frames, sendSecurity: security, recvSecurity: label == "CURVE" ? keys.receiverArguments : ["--insecure"], rate: nil)
                 best[label] = min(best[label] ?? .infinity, run.seconds)
             }
             best["ffmpeg"] = min(best["ffmpeg"] ?? .infinity, try ffmpegTCPRun(frames: frames, dump: dump))
         }
-        let bytes = Double(frames * recordFrameBytes)
+        let bytes = Double(frames * Self.recordFrameBytes)
         print("1. throughput (framesrv: produce --pattern --rate max -> bridge send --to tcp://127.0.0.1:P -> bridge recv --listen"
               + " -> sink --null, 4 processes, lossless, window 4; ffmpeg: -f rawvideo -i FILE -c copy -f rawvideo tcp://127.0.0.1:P?listen"
               + " -> ffmpeg -f rawvideo -i tcp://127.0.0.1:P -f null -)")
@@ -33,9 +33,9 @@ extension BenchCommand {
         }
         print("  ratio frames/s: bridge --insecure / ffmpeg \(formatDouble(best["ffmpeg"]! / best["insecure"]!, 2)), "
               + "CURVE / --insecure \(formatDouble(best["insecure"]! / best["CURVE"]!, 2))")
-        for (label, security) in [("insecure", ["--insecure"]), ("CURVE", keys.sender)] {
+        for (label, security) in [("insecure", ["--insecure"]), ("CURVE", keys.senderArguments)] {
             let run = try bridgeRun(frames: min(frames, 150), sendSecurity: security,
-                                    recvSecurity: label == "CURVE" ? keys.receiver : ["--insecure"], rate: "30")
+                                    recvSecurity: label == "CURVE" ? keys.receiverArguments : ["--insecure"], rate: "30")
             latency[label] = (run.p50 ?? 0, run.p99 ?? 0)
         }
         print("2. added latency at 30 fps (A's publish to B's publish, one clock: loopback), \(min(frames, 150)) frames:")
@@ -44,24 +44,11 @@ extension BenchCommand {
         }
     }
 
-    /// Key files for a CURVE run: the options of each side.
-    static func bridgeKeys(in scratch: ScratchDirectory) throws -> (sender: [String], receiver: [String]) {
-        let base = scratch.path + "/"
-        for name in ["recv", "send"] {
-            let child = try Child(["bridge", "keygen", "-o", base + name], label: "bridge keygen", captureErrors: true)
-            let (status, out, err) = child.finishWithErrors()
-            guard status == 0 else { throw FrameServerError.invalidArgument("bench bridge: bridge keygen failed: \(err)") }
-            if name == "send" { try (out.trimmingCharacters(in: .whitespacesAndNewlines) + " bench\n").write(toFile: base + "allow", atomically: true, encoding: .utf8) }
-        }
-        return (["--key", base + "send.key_secret", "--server-key", base + "recv.key"],
-                ["--key", base + "recv.key_secret", "--allow", base + "allow"])
-    }
-
     struct BridgeRun { var seconds: Double; var p50: Double?; var p99: Double? }
 
     /// produce -> bridge send -> bridge recv -> sink --null: seconds from the start to the
     /// sink's exit, and the receiver's same-host latency; throws unless every frame arrived.
-    static func bridgeRun(frames: Int, sendSecurity: [String], recvSecurity: [String], rate: String?) throws -> BridgeRun {
+    func bridgeRun(frames: Int, sendSecurity: [String], recvSecurity: [String], rate: String?) throws -> BridgeRun {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         let env = ["FRAMESRV_DIR": scratch.path]
         let url = "tcp://127.0.0.1:\(BridgeEndpoint.freeLoopbackPort())"
@@ -70,7 +57,7 @@ extension BenchCommand {
                              label: "bridge recv", environment: env, captureErrors: true)
         let sink = try Child(["sink", "--in", "B", "--null", "--quiet", "--stats-json", "--wait", "60"], label: "sink", environment: env, captureErrors: true)
         let send = try Child(["bridge", "send", "--in", "A", "--to", url, "--quiet"] + sendSecurity, label: "bridge send", environment: env, captureErrors: true)
-        let producer = try Child(["produce"] + recordPattern + ["--rate", rate ?? "max", "--frames", String(frames), "--out", "A",
+        let producer = try Child(["produce"] + Self.recordPattern + ["--rate", rate ?? "max", "--frames", String(frames), "--out", "A",
                                   "--wait-for", "1", "--quiet"], label: "produce", environment: env, captureErrors: true)
         let stages = [recv, sink, send, producer]
         try awaitStages(stages, until: sink, bench: "bridge")
@@ -79,7 +66,7 @@ extension BenchCommand {
         let (_, sinkOut, _) = sink.finishWithErrors()
         let (_, recvOut, recvErr) = recv.finishWithErrors()
         guard sinkOut.contains("\"received\":\(frames),") else {
-            throw FrameServerError.invalidArgument("bench bridge: B's sink did not get \(frames) frames: \(sinkOut) \(recvErr)")
+            throw BenchError.incompleteRun(bench: "bridge", what: "B's sink did not get \(frames) frames", said: sinkOut + " " + recvErr)
         }
         func field(_ key: String) -> Double? {
             guard let r = recvOut.range(of: "\"\(key)\":") else { return nil }
@@ -90,7 +77,7 @@ extension BenchCommand {
 
     /// ffmpeg sending the dump's frames raw over tcp:// (listening) to a second ffmpeg that
     /// reads them into -f null: seconds from the start to the reader's exit.
-    static func ffmpegTCPRun(frames: Int, dump: String) throws -> Double {
+    func ffmpegTCPRun(frames: Int, dump: String) throws -> Double {
         let port = BridgeEndpoint.freeLoopbackPort()
         let raw = ["-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", "1920x1080", "-r", "30"]
         let start = monotonicNanos()
@@ -107,7 +94,7 @@ extension BenchCommand {
         }
         let seconds = Double(monotonicNanos() - start) / 1e9
         let (wstatus, _, werr) = writer.finishWithErrors()
-        guard reader != nil, wstatus == 0 else { throw FrameServerError.invalidArgument("bench bridge: ffmpeg over tcp:// failed: \(werr)") }
+        guard reader != nil, wstatus == 0 else { throw BenchError.ffmpegFailed(bench: "bridge", doing: "over tcp://", status: wstatus, said: werr) }
         return seconds
     }
 }

@@ -6,7 +6,7 @@ import FrameServer
 
 /// `framesrv bench record`: recording throughput (FFV1 and raw) next to ffmpeg encoding the
 /// same frames, replay at --rate max, and seek latency, in the same run.
-extension BenchCommand {
+extension Bench {
     /// The recorded frames: the test pattern at 1080p yuv420p.
     static let recordPattern = ["--pattern", "--size", "1920x1080", "--pix-fmt", "yuv420p"]
     static let recordFrameBytes = 1920 * 1080 * 3 / 2
@@ -15,7 +15,7 @@ extension BenchCommand {
     static let recordPeers = ["ffv1": ["-c:v", "ffv1", "-level", "3", "-g", "1", "-slices", "16", "-slicecrc", "1", "-threads", "0"],
                               "raw": ["-c:v", "rawvideo"]]
 
-    static func record(frames: Int, rounds: Int, quick: Bool) throws {
+    func record(frames: Int, rounds: Int, quick: Bool) throws {
         print("framesrv bench record: 1920x1080 yuv420p, \(frames) frames of the test pattern, "
               + "\(ProcessInfo.processInfo.activeProcessorCount) cores; throughput figures: start to exit, best of \(rounds) interleaved runs")
         let scratch = ScratchDirectory(prefix: "framesrv-bench-record")
@@ -27,39 +27,39 @@ extension BenchCommand {
     }
 
     /// The pattern's frames written once by `sink --raw` to `path`: what ffmpeg reads.
-    static func dumpPattern(frames: Int, to path: String) throws {
+    func dumpPattern(frames: Int, to path: String) throws {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         let env = ["FRAMESRV_DIR": scratch.path]
         let stages = [try Child(["sink", "--in", "bench", "--raw", path, "--quiet", "--wait", "60"], label: "sink --raw",
                                 environment: env, captureErrors: true),
-                      try Child(["produce"] + recordPattern + ["--rate", "max", "--frames", String(frames), "--out", "bench",
+                      try Child(["produce"] + Self.recordPattern + ["--rate", "max", "--frames", String(frames), "--out", "bench",
                                  "--wait-for", "1", "--quiet"], label: "produce", environment: env, captureErrors: true)]
         try awaitStages(stages, until: stages[0], bench: "record")
         let bytes = fileSize(path)
-        guard bytes == frames * recordFrameBytes else {
-            throw FrameServerError.invalidArgument("bench record: sink --raw wrote \(bytes) bytes, not \(frames) frames")
+        guard bytes == frames * Self.recordFrameBytes else {
+            throw BenchError.incompleteRun(bench: "record", what: "sink --raw wrote \(bytes) bytes, not \(frames) frames", said: "")
         }
     }
 
-    static func fileSize(_ path: String) -> Int {
+    func fileSize(_ path: String) -> Int {
         ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
     }
 
     /// Waits for `last` to exit (checked every millisecond); when a stage fails first, stops
     /// them all and throws its error. Every stage is reaped before returning.
-    static func awaitStages(_ stages: [Child], until last: Child, bench: String) throws {
+    func awaitStages(_ stages: [Child], until last: Child, bench: String) throws {
         while last.process.isRunning, stages.failedStage == nil { usleep(1000) }
         if let failed = stages.failedStage {
             stages.stopAll()
             let (status, _, err) = failed.finishWithErrors()
-            throw FrameServerError.invalidArgument("bench \(bench): \(failed.label) failed (status \(status)): \(err)")
+            throw BenchError.stageFailed(bench: bench, stage: failed.label, status: status, said: err)
         }
     }
 
     /// Section 1: each round records with framesrv (ffv1, raw) and encodes with ffmpeg
     /// (ffv1, rawvideo); prints the best of each and the ratios. Returns framesrv's files
     /// (ffv1, raw) for the replay and seek sections.
-    static func recordingThroughput(frames: Int, rounds: Int, dump: String, in scratch: ScratchDirectory) throws -> [String] {
+    func recordingThroughput(frames: Int, rounds: Int, dump: String, in scratch: ScratchDirectory) throws -> [String] {
         var best: [String: Double] = [:], bytes: [String: Int] = [:]
         let files = ["ffv1", "raw"].map { scratch.path + "/framesrv-\($0).nut" }
         for _ in 0..<rounds {
@@ -78,7 +78,7 @@ extension BenchCommand {
         }
         for codec in ["ffv1", "raw"] {
             row("framesrv record --codec \(codec)", "framesrv " + codec)
-            row("ffmpeg \(recordPeers[codec]!.joined(separator: " "))", "ffmpeg " + codec)
+            row("ffmpeg \(Self.recordPeers[codec]!.joined(separator: " "))", "ffmpeg " + codec)
         }
         // The ratio of frames/s is the inverse ratio of the times.
         let ratio = { (codec: String) in formatDouble(best["ffmpeg " + codec]! / best["framesrv " + codec]!, 2) }
@@ -88,14 +88,14 @@ extension BenchCommand {
 
     /// `produce --pattern --rate max --frames N` into `record --codec C -o output`: seconds
     /// from the start to the recorder's exit; throws unless it recorded every frame.
-    static func recordRun(codec: String, frames: Int, output: String) throws -> Double {
+    func recordRun(codec: String, frames: Int, output: String) throws -> Double {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         let env = ["FRAMESRV_DIR": scratch.path]
         try? FileManager.default.removeItem(atPath: output)
         let start = monotonicNanos()
         let recorder = try Child(["record", "--in", "bench", "-o", output, "--codec", codec, "--wait", "60"], label: "record",
                                  environment: env, captureErrors: true)
-        let producer = try Child(["produce"] + recordPattern + ["--rate", "max", "--frames", String(frames), "--out", "bench",
+        let producer = try Child(["produce"] + Self.recordPattern + ["--rate", "max", "--frames", String(frames), "--out", "bench",
                                   "--wait-for", "1", "--quiet"], label: "produce", environment: env, captureErrors: true)
         try awaitStages([recorder, producer], until: recorder, bench: "record")
         let seconds = Double(monotonicNanos() - start) / 1e9
@@ -105,31 +105,31 @@ extension BenchCommand {
         let recorded = out.split(separator: "\n").last { $0.hasPrefix("record: ") }
             .flatMap { $0.components(separatedBy: ": ").last?.split(separator: " ").first }.flatMap { Int($0) }
         guard recorded == frames else {
-            throw FrameServerError.invalidArgument("bench record: record --codec \(codec) recorded \(recorded ?? 0) of \(frames) frames: \(out)\(err)")
+            throw BenchError.incompleteRun(bench: "record", what: "record --codec \(codec) recorded \(recorded ?? 0) of \(frames) frames", said: out + err)
         }
         return seconds
     }
 
     /// `ffmpeg -f rawvideo ... -i DUMP -c:v C -f nut OUT`: seconds from start to exit, and the
     /// output's size; the output is removed afterwards (only framesrv's files are kept).
-    static func ffmpegEncodeRun(codec: String, frames: Int, dump: String, in scratch: ScratchDirectory) throws -> (Double, Int) {
+    func ffmpegEncodeRun(codec: String, frames: Int, dump: String, in scratch: ScratchDirectory) throws -> (Double, Int) {
         let output = scratch.path + "/ffmpeg-\(codec).nut"
         defer { try? FileManager.default.removeItem(atPath: output) }
         let start = monotonicNanos()
         let (status, out) = try runFFmpeg(["-v", "error", "-nostats", "-progress", "pipe:1", "-f", "rawvideo", "-pix_fmt", "yuv420p",
-                                           "-s", "1920x1080", "-r", "30", "-i", dump] + recordPeers[codec]! + ["-f", "nut", "-y", output])
+                                           "-s", "1920x1080", "-r", "30", "-i", dump] + Self.recordPeers[codec]! + ["-f", "nut", "-y", output])
         let seconds = Double(monotonicNanos() - start) / 1e9
         let encoded = out.split(separator: "\n").last { $0.hasPrefix("frame=") }
             .flatMap { Int($0.dropFirst("frame=".count).trimmingCharacters(in: .whitespaces)) }
         guard status == 0, encoded == frames else {
-            throw FrameServerError.invalidArgument("bench record: ffmpeg -c:v \(codec) failed (status \(status), \(encoded ?? 0) frames): \(out)")
+            throw BenchError.ffmpegFailed(bench: "record", doing: "encoding -c:v \(codec) (\(encoded ?? 0) of \(frames) frames)", status: status, said: out)
         }
         return (seconds, fileSize(output))
     }
 
     /// Section 2: `replay FILE --rate max` into one lossless null sink process, for each of
     /// framesrv's recordings, next to ffmpeg decoding the same file (-f null, threads as it decides).
-    static func replayThroughput(files: [String], frames: Int, rounds: Int) throws {
+    func replayThroughput(files: [String], frames: Int, rounds: Int) throws {
         var replays = [DecodeRun?](repeating: nil, count: files.count), decodes = replays
         func best(_ a: DecodeRun?, _ b: DecodeRun) -> DecodeRun { a.map { $0.seconds <= b.seconds ? $0 : b } ?? b }
         for _ in 0..<rounds {
@@ -152,7 +152,7 @@ extension BenchCommand {
 
     /// One `replay FILE --rate max` with a lossless null sink (started first: the replay
     /// waits for it); throws unless the sink received every frame.
-    static func replayRun(file: String, frames: Int) throws -> DecodeRun {
+    func replayRun(file: String, frames: Int) throws -> DecodeRun {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         let env = ["FRAMESRV_DIR": scratch.path]
         let start = monotonicNanos()
@@ -166,7 +166,7 @@ extension BenchCommand {
         let received = out.split(separator: "\n").last
             .flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["received"] as? Int
         guard received == frames else {
-            throw FrameServerError.invalidArgument("bench record: the replay's sink received \(received ?? 0) of \(frames) frames: \(err)")
+            throw BenchError.incompleteRun(bench: "record", what: "the replay's sink received \(received ?? 0) of \(frames) frames", said: err)
         }
         return DecodeRun(frames: frames, seconds: seconds)
     }
@@ -175,20 +175,20 @@ extension BenchCommand {
 /// Section 3 of `bench record`: seek latency, from the request sent on the control socket
 /// (what `framesrv ctl NAME seek T` sends) to the first frame after the seek (the one
 /// flagged as a discontinuity at T) received by a lossless consumer in this process.
-extension BenchCommand {
+extension Bench {
     /// Where the seeks go, as fractions of the input's duration: back and forth, at 0.2 to
     /// 1.6 s after a keyframe of the 10 s H.264 clip (a keyframe every 2 s).
     static let seekFractions = [0.55, 0.3, 0.7, 0.45, 0.62, 0.36, 0.5]
 
-    static func seekLatency(recording: String, quick: Bool, in scratch: ScratchDirectory) throws {
+    func seekLatency(recording: String, quick: Bool, in scratch: ScratchDirectory) throws {
         let clipSeconds = quick ? 4 : 10
         let clip = scratch.path + "/h264-gop2s.mp4"
         let (status, err) = try runFFmpeg(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=25",
                                            "-t", String(clipSeconds), "-c:v", "libx264", "-preset", "veryfast", "-g", "50",
                                            "-keyint_min", "50", "-sc_threshold", "0", "-pix_fmt", "yuv420p", clip])
-        guard status == 0 else { throw FrameServerError.invalidArgument("bench record: ffmpeg could not generate the clip: \(err)") }
+        guard status == 0 else { throw BenchError.ffmpegFailed(bench: "record", doing: "generating the clip", status: status, said: err) }
         print("3. seek latency: the seek request sent on the control socket (as framesrv ctl NAME seek T) -> the first frame "
-              + "after the seek (flagged discontinuity) received by a consumer in this process; \(seekFractions.count) seeks each")
+              + "after the seek (flagged discontinuity) received by a consumer in this process; \(Self.seekFractions.count) seeks each")
         let rows: [(String, [String], Bool)] = [
             ("replay ffv1.nut, paused (seek T, then step 1)", ["replay", recording, "--paused", "--quiet"], true),
             ("replay ffv1.nut, playing at rate 1 (--loop)", ["replay", recording, "--loop", "--quiet"], false),
@@ -204,7 +204,7 @@ extension BenchCommand {
 
     /// Starts the producer (`arguments`, publishing stream "bench") and runs `seekSeries`
     /// on it; a failure says what the producer said.
-    static func seekRun(_ arguments: [String], paused: Bool) throws -> [Double] {
+    func seekRun(_ arguments: [String], paused: Bool) throws -> [Double] {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         let producer = try Child(arguments, label: arguments[0], environment: ["FRAMESRV_DIR": scratch.path], captureErrors: true)
         do {
@@ -216,14 +216,15 @@ extension BenchCommand {
         } catch {
             [producer].stopAll()
             let (status, _, err) = producer.finishWithErrors()
-            throw FrameServerError.invalidArgument("\(error) (\(arguments[0]): status \(status) \(err.trimmingCharacters(in: .whitespacesAndNewlines)))")
+            throw BenchError.seekRunFailed(reason: "\(error)", producer: arguments[0], status: status,
+                                           said: err.trimmingCharacters(in: .whitespacesAndNewlines))
         }
     }
 
     /// Attaches a consumer and seeks to each of `seekFractions` of the duration the producer
     /// states; the latencies in seconds. `loops`: the input restarts at its end (a
     /// discontinuity at the first frame's pts, not a seek's).
-    static func seekSeries(directory: RuntimeDirectory, paused: Bool, loops: Bool, label: String) throws -> [Double] {
+    func seekSeries(directory: RuntimeDirectory, paused: Bool, loops: Bool, label: String) throws -> [Double] {
         var options = ConsumerOptions(mode: .lossless)
         options.waitSeconds = 60
         let consumer = try Consumer(stream: "bench", options: options, directory: directory)
@@ -235,7 +236,7 @@ extension BenchCommand {
         if !paused { first = try drain(consumer, seconds: 0.2) }
         let duration = try statedDuration(of: label, directory: directory)
         var latencies: [Double] = []
-        for fraction in seekFractions {
+        for fraction in Self.seekFractions {
             let target = (duration * fraction * 100).rounded() / 100
             if !paused { _ = try drain(consumer, seconds: 0.2) }
             deadline = monotonicNanos() + 10_000_000_000
@@ -249,7 +250,7 @@ extension BenchCommand {
     }
 
     /// The duration in the stream's status; its control socket may appear just after the stream.
-    static func statedDuration(of producer: String, directory: RuntimeDirectory) throws -> Double {
+    func statedDuration(of producer: String, directory: RuntimeDirectory) throws -> Double {
         let end = monotonicNanos() + 10_000_000_000
         while monotonicNanos() < end {
             if let status = ControlClient.playbackStatus(of: "bench", directory: directory, timeout: 2) {
@@ -258,22 +259,22 @@ extension BenchCommand {
             }
             usleep(10_000)
         }
-        throw FrameServerError.invalidArgument("bench record: \(producer) states no duration")
+        throw BenchError.seekFailed("\(producer) states no duration")
     }
 
-    static func control(_ request: ControlRequest, directory: RuntimeDirectory) throws {
+    func control(_ request: ControlRequest, directory: RuntimeDirectory) throws {
         let reply = try ControlClient.send(request, to: "bench", directory: directory)
         if case .error(let message) = reply {
-            throw FrameServerError.invalidArgument("bench record: '\(request.text)' refused: \(message)")
+            throw BenchError.seekFailed("'\(request.text)' refused: \(message)")
         }
     }
 
     /// Takes frames for `seconds` (the producer plays on between seeks); the first one's pts.
-    static func drain(_ consumer: Consumer, seconds: Double) throws -> Int64? {
+    func drain(_ consumer: Consumer, seconds: Double) throws -> Int64? {
         let end = monotonicNanos() + UInt64(seconds * 1e9)
         var first: Int64??
         while monotonicNanos() < end || first == nil {
-            guard let frame = try consumer.next() else { throw FrameServerError.invalidArgument("bench record: the stream ended before the seeks") }
+            guard let frame = try consumer.next() else { throw BenchError.seekFailed("the stream ended before the seeks") }
             if first == nil { first = .some(frame.header.description.pts) }
             frame.release()
         }
@@ -283,11 +284,11 @@ extension BenchCommand {
     /// Takes frames until the one the seek to `target` published: the next one flagged
     /// discontinuity, unless its pts is `notPTS`, the first frame's (a loop's restart; produce
     /// -i restarts its pts at 0 after a seek, as ffmpeg -ss does, so it is not asked for there).
-    static func awaitSeekFrame(_ consumer: Consumer, target: Double, notPTS: Int64?) throws {
+    func awaitSeekFrame(_ consumer: Consumer, target: Double, notPTS: Int64?) throws {
         while let frame = try consumer.next() {
             let d = frame.header.description
             if d.flags.contains(.discontinuity), notPTS == nil || d.pts != notPTS { return }
         }
-        throw FrameServerError.invalidArgument("bench record: no frame within 10 s of the seek to \(target) s")
+        throw BenchError.seekFailed("no frame within 10 s of the seek to \(target) s")
     }
 }

@@ -3,23 +3,21 @@ import FrameProcess
 import FrameServer
 
 /// The peers of `bench transport`: a pipe, iceoryx2 (Python publisher and subscribers, through
-/// bench/peers/iceoryx2_pair.py) and GStreamer's shmsink/shmsrc; each one found or said absent.
-extension BenchCommand {
+/// peers/iceoryx2_pair.py) and GStreamer's shmsink/shmsrc; each one found or said absent.
+extension Bench {
     /// What this machine has of the peers and of the Python consumer.
     final class TransportPeers {
         /// The venv python with the framesrv package, or why there is none.
-        let python: Result<String, FrameServerError>
+        let python: Result<String, BenchError>
         let iceoryx2: Iceoryx2Peer?
         let iceoryx2Absent: String
         let gstreamer: GStreamerPeer?
-        /// Whether this build's sink has --poll-us.
-        let sinkPolls = (try? SinkOptions(parsing: ["--in", "x", "--null", "--poll-us", "0"])) != nil
 
         init(python given: String?) {
             do { python = .success(try venvPython(given)) } catch {
-                python = .failure(error as? FrameServerError ?? .invalidArgument("\(error)"))
+                python = .failure(error as? BenchError ?? .noPython(status: -1, said: "\(error)"))
             }
-            let script = repositoryRoot + "/bench/peers/iceoryx2_pair.py"
+            let script = repositoryRoot + "/Sources/FrameBench/peers/iceoryx2_pair.py"
             if case .success(let path) = python, let version = Self.moduleVersion(python: path, module: "iceoryx2"),
                FileManager.default.fileExists(atPath: script) {
                 iceoryx2 = Iceoryx2Peer(python: path, script: script, version: version)
@@ -58,14 +56,13 @@ extension BenchCommand {
                   + "does not do); frames/s from the receiver's PLAYING to its EOS after N buffers"
                 : "GStreamer: gst-launch-1.0 with shmsink not installed (scripts/setup --bench)")
             if case .failure(let error) = python { lines.append("python: not available: \(error)") }
-            if !sinkPolls { lines.append("sink --poll-us: not in this build (the --poll-us 1000 and 1000000 rows are skipped)") }
             return lines
         }
     }
 
     /// The peer that copies: `budget`'s frames of `bytes` written through a pipe to a reader
     /// process; frames/s from the first write to the last.
-    static func pipePeer(bytes: Int, budget: Budget) throws -> Double {
+    func pipePeer(bytes: Int, budget: Budget) throws -> Double {
         let reader = Process()
         reader.executableURL = URL(fileURLWithPath: "/bin/sh")
         reader.arguments = ["-c", "cat > /dev/null"]
@@ -89,19 +86,19 @@ extension BenchCommand {
         reader.waitUntilExit()
         return Double(frames) / max(Double(last - start) / 1e9, 1e-9)
     }
-
-    /// Waits up to `seconds` for `child` to exit, kills it if it has not, and returns what it said.
-    static func finish(_ child: Child, within seconds: Double) -> (status: Int32, output: String, errors: String, killed: Bool) {
-        let deadline = monotonicNanos() + UInt64(seconds * 1e9)
-        while child.process.isRunning, monotonicNanos() < deadline { usleep(10_000) }
-        let killed = child.process.isRunning
-        child.kill()
-        let (status, out, err) = child.finishWithErrors()
-        return (status, out, err, killed)
-    }
 }
 
-/// iceoryx2's Python publisher and subscribers, run by bench/peers/iceoryx2_pair.py (one JSON
+/// Waits up to `seconds` for `child` to exit, kills it if it has not, and returns what it said.
+func finish(_ child: Child, within seconds: Double) -> (status: Int32, output: String, errors: String, killed: Bool) {
+    let deadline = monotonicNanos() + UInt64(seconds * 1e9)
+    while child.process.isRunning, monotonicNanos() < deadline { usleep(10_000) }
+    let killed = child.process.isRunning
+    child.kill()
+    let (status, out, err) = child.finishWithErrors()
+    return (status, out, err, killed)
+}
+
+/// iceoryx2's Python publisher and subscribers, run by peers/iceoryx2_pair.py (one JSON
 /// line per run). Counts the frames each subscriber received; a run that lost any is noted.
 final class Iceoryx2Peer {
     let python: String, script: String, version: String
@@ -117,7 +114,7 @@ final class Iceoryx2Peer {
             failures.append("\(mode): cannot start \(python)")
             return nil
         }
-        let (status, out, err, killed) = BenchCommand.finish(child, within: 120)
+        let (status, out, err, killed) = finish(child, within: 120)
         guard !killed, status == 0 || status == 1, let line = out.split(separator: "\n").last,
               let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
               let sent = json["sent"] as? Int, let received = json["received"] as? [Int] else {
@@ -133,20 +130,20 @@ final class Iceoryx2Peer {
         return json
     }
 
-    private func budgetArguments(_ budget: BenchCommand.Budget) -> [String] {
+    private func budgetArguments(_ budget: TransportBudget) -> [String] {
         budget.frames.map { ["--frames", String($0)] } ?? ["--seconds", String(budget.seconds)]
     }
 
     /// Frames/s (first send to last) of a publisher into `subscribers` subscriber processes;
     /// NaN when the run failed (said in `countLine`: the peer's failure does not stop the bench).
-    func throughput(bytes: Int, subscribers: Int, budget: BenchCommand.Budget) -> Double {
+    func throughput(bytes: Int, subscribers: Int, budget: TransportBudget) -> Double {
         let json = run("throughput", ["--bytes", String(bytes), "--subscribers", String(subscribers)] + budgetArguments(budget))
         return json?["fps"] as? Double ?? .nan
     }
 
     /// Publish -> receive p50 and p99 in us at `rate` frames/s; the subscriber waits on its
     /// Listener, or with `spin` calls receive() in a loop (busy-poll). NaN when the run failed.
-    func latency(bytes: Int, rate: Double, spin: Bool, budget: BenchCommand.Budget) -> (Double, Double) {
+    func latency(bytes: Int, rate: Double, spin: Bool, budget: TransportBudget) -> (Double, Double) {
         let json = run("latency", ["--bytes", String(bytes), "--rate", String(rate), "--wait", spin ? "spin" : "listener"]
                                   + budgetArguments(budget))
         return (json?["p50_us"] as? Double ?? .nan, json?["p99_us"] as? Double ?? .nan)
@@ -184,7 +181,7 @@ final class GStreamerPeer {
 
     /// Frames/s of one run at `size`: `budget.frames`, or about `budget.seconds` worth; NaN
     /// (and a line in `failures`) when the run failed.
-    func throughput(_ size: BenchCommand.BenchSize, budget: BenchCommand.Budget) -> Double {
+    func throughput(_ size: Bench.BenchSize, budget: TransportBudget) -> Double {
         do {
             if let frames = budget.frames { return try run(size, frames: frames) }
             if framesPerRun[size.label] == nil {
@@ -198,23 +195,23 @@ final class GStreamerPeer {
         }
     }
 
-    private func run(_ size: BenchCommand.BenchSize, frames: Int) throws -> Double {
+    private func run(_ size: Bench.BenchSize, frames: Int) throws -> Double {
         let scratch = ScratchDirectory(prefix: "framesrv-bench-gst")
         let socket = scratch.path + "/shm.sock"
         let caps = "video/x-raw,format=I420,width=\(size.width),height=\(size.height),framerate=30/1"
         let sender = try Child(["-q", "videotestsrc", "num-buffers=\(frames)", "pattern=solid-color", "!", caps, "!", "shmsink",
                                 "socket-path=\(socket)", "shm-size=\(size.bytes * 32)", "wait-for-connection=true", "sync=false"],
                                label: "gst sender", executable: launch, captureErrors: true)
-        defer { _ = BenchCommand.finish(sender, within: 5) }
+        defer { _ = finish(sender, within: 5) }
         let deadline = monotonicNanos() + 10_000_000_000
         while !FileManager.default.fileExists(atPath: socket), sender.process.isRunning, monotonicNanos() < deadline { usleep(5_000) }
         let receiver = try Child(["shmsrc", "socket-path=\(socket)", "is-live=true", "num-buffers=\(frames)", "!", caps, "!",
                                   "fakesink", "sync=false", "enable-last-sample=false"], label: "gst receiver", executable: launch,
                                  captureErrors: true)
-        let (status, out, err, killed) = BenchCommand.finish(receiver, within: 120)
+        let (status, out, err, killed) = finish(receiver, within: 120)
         guard !killed, status == 0, let seconds = Self.executionSeconds(out), seconds > 0 else {
             let said = (out + err).split(separator: "\n").filter { $0.hasPrefix("ERROR") }.joined(separator: " ")
-            throw FrameServerError.invalidArgument("shmsrc did not receive \(frames) frames (\(killed ? "stalled, killed after 120 s" : "status \(status)")) \(said)")
+            throw BenchError.peerFailed("shmsrc did not receive \(frames) frames (\(killed ? "stalled, killed after 120 s" : "status \(status)")) \(said)")
         }
         return Double(frames) / seconds
     }

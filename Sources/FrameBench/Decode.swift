@@ -4,7 +4,7 @@ import FrameServer
 
 /// `framesrv bench decode`: `produce -i FILE` into the pool with one lossless consumer
 /// process, next to `ffmpeg -i FILE -f null -` on the same file in the same run.
-extension BenchCommand {
+extension Bench {
     struct DecodeRun {
         var frames: Int
         var seconds: Double
@@ -12,7 +12,7 @@ extension BenchCommand {
         var path = ""
     }
 
-    static func decode(input: String?, threads: Int?) throws {
+    func decode(input: String?, threads: Int?) throws {
         let inputScratch = ScratchDirectory(prefix: "framesrv-bench-input")
         let file = try benchInput(input, seconds: 10, in: inputScratch, bench: "decode")
         let threadText = threads.map(String.init) ?? "0 (FFmpeg decides)"
@@ -39,7 +39,7 @@ extension BenchCommand {
 
     /// `framesrv produce -i FILE --wait-for 1` and a lossless null sink, both child processes;
     /// the sink starts first, so the producer's wait is only the sink's attachment.
-    static func framesrvRun(file: String, threads: Int?, copy: Bool) throws -> DecodeRun {
+    func framesrvRun(file: String, threads: Int?, copy: Bool) throws -> DecodeRun {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         let env = ["FRAMESRV_DIR": scratch.path]
         let sink = try Child(["sink", "--in", "bench", "--null", "--lossless", "--stats-json", "--quiet", "--wait", "60"],
@@ -52,11 +52,11 @@ extension BenchCommand {
         let (pStatus, _) = producer.finish()
         let (sStatus, out) = sink.finish()
         let seconds = Double(monotonicNanos() - start) / 1e9
-        guard pStatus == 0 else { throw FrameServerError.invalidArgument("bench decode: framesrv produce failed (status \(pStatus))") }
+        guard pStatus == 0 else { throw BenchError.stageFailed(bench: "decode", stage: "framesrv produce", status: pStatus, said: "") }
         guard sStatus == 0, let line = out.split(separator: "\n").last,
               let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
               let received = json["received"] as? Int, received > 0 else {
-            throw FrameServerError.invalidArgument("bench decode: the sink failed (status \(sStatus)): \(out)")
+            throw BenchError.stageFailed(bench: "decode", stage: "the sink", status: sStatus, said: out)
         }
         // The producer's figures from its --stats-json file, not from its summary line.
         let stats = (try? Data(contentsOf: URL(fileURLWithPath: statsFile)))
@@ -67,25 +67,25 @@ extension BenchCommand {
 
     /// `ffmpeg -threads T -i FILE -map 0:v:0 -f null -`, timed from start to exit; its frame
     /// count from `-progress`.
-    static func ffmpegRun(file: String, threads: Int?) throws -> DecodeRun {
+    func ffmpegRun(file: String, threads: Int?) throws -> DecodeRun {
         let start = monotonicNanos()
         let (status, out) = try runFFmpeg(["-v", "error", "-nostats", "-progress", "pipe:1"]
                                           + (threads.map { ["-threads", String($0)] } ?? [])
                                           + ["-i", file, "-map", "0:v:0", "-f", "null", "-"])
         let seconds = Double(monotonicNanos() - start) / 1e9
-        guard status == 0 else { throw FrameServerError.invalidArgument("bench decode: ffmpeg failed (status \(status)): \(out)") }
+        guard status == 0 else { throw BenchError.ffmpegFailed(bench: "decode", doing: "decoding", status: status, said: out) }
         let frames = out.split(separator: "\n").last { $0.hasPrefix("frame=") }
             .flatMap { Int($0.dropFirst("frame=".count).trimmingCharacters(in: .whitespaces)) } ?? 0
-        guard frames > 0 else { throw FrameServerError.invalidArgument("bench decode: ffmpeg decoded no frames") }
+        guard frames > 0 else { throw BenchError.incompleteRun(bench: "decode", what: "ffmpeg decoded no frames", said: "") }
         return DecodeRun(frames: frames, seconds: seconds)
     }
 
     /// `input` if it is readable, else a generated 1080p25 H.264 clip of `seconds` seconds
     /// (testsrc2, libx264 -preset veryfast) in `scratch`.
-    static func benchInput(_ input: String?, seconds: Int, in scratch: ScratchDirectory, bench: String) throws -> String {
+    func benchInput(_ input: String?, seconds: Int, in scratch: ScratchDirectory, bench: String) throws -> String {
         if let input {
             guard FileManager.default.isReadableFile(atPath: input) else {
-                throw FrameServerError.invalidArgument("bench \(bench): cannot read '\(input)'")
+                throw BenchError.unreadableInput(bench: bench, path: input)
             }
             return input
         }
@@ -93,19 +93,19 @@ extension BenchCommand {
         print("bench \(bench): generating \(file) (1920x1080, 25 fps, \(seconds) s, testsrc2, libx264 -preset veryfast)")
         let (status, err) = try runFFmpeg(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=25",
                                            "-t", String(seconds), "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", file])
-        guard status == 0 else { throw FrameServerError.invalidArgument("bench \(bench): ffmpeg could not generate the clip: \(err)") }
+        guard status == 0 else { throw BenchError.ffmpegFailed(bench: bench, doing: "generating the clip", status: status, said: err) }
         return file
     }
 
     /// Runs the ffmpeg CLI (from PATH) with `arguments`; its status and standard output,
     /// or its standard error when it fails.
-    static func runFFmpeg(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    func runFFmpeg(_ arguments: [String]) throws -> (status: Int32, output: String) {
         let ffmpeg: Child
         do {
             ffmpeg = try Child(["ffmpeg", "-hide_banner", "-nostdin"] + arguments, label: "ffmpeg",
                                executable: "/usr/bin/env", captureErrors: true)
         } catch {
-            throw FrameServerError.invalidArgument("bench decode: cannot run ffmpeg: \(error)")
+            throw BenchError.missingProgram("ffmpeg (\(error))", remedy: "install it (scripts/setup) or put it on PATH")
         }
         let (status, out, err) = ffmpeg.finishWithErrors()
         return (status, status == 0 ? out : err)

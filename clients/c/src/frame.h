@@ -1,0 +1,29 @@
+/*
+ * frame.h: a frame, consumed or reserved, in the pool it lives in (frame.c). Not installed.
+ *
+ * frame.c knows neither side: whoever makes a frame says how it is released (`release`),
+ * so the producer and consumer code depend on frames and pools, never the other way round,
+ * and a static link of one side does not pull in the other.
+ */
+#ifndef FRAMESRV_FRAME_H
+#define FRAMESRV_FRAME_H
+
+#include "pool.h"
+
+struct fsi_attachment;
+
+struct framesrv_frame {
+    framesrv_frame_info info;  /* consumers: the validated copy; producers: preset (w) fields */
+    /* framesrv_frame_release's work, set by the side that made the frame: consumer_next.c
+     * gives a consumed frame's slot back; producer_frames.c drops the producer's own
+     * reference (producer_hold) to a frame published with framesrv_producer_publish_keep. */
+    void (*release)(struct framesrv_frame *frame);
+    uint32_t slot;
+    fsi_pool *pool;            /* holds one reference */
+    framesrv_consumer *consumer; /* a consumed frame's consumer */
+    framesrv_producer *producer; /* a reserved frame's producer */
+    struct framesrv_frame *next_held; /* the consumer's list of held frames */
+    struct fsi_attachment *attachment; /* a consumed frame's producer instance (consumer.h) */
+};
+
+#endif /* FRAMESRV_FRAME_H */
