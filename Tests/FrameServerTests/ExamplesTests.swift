@@ -4,7 +4,7 @@ import Glibc
 import Testing
 
 // The examples/ directory, run as a user runs it, so none can rot: swift-invert built with
-// `swift build` and put between `framesrv produce` and `framesrv sink`, seeds.sh with a few
+// `swift build` and put between `framesrv produce` and `framesrv sink`, every-stage.sh with a few
 // frames, and the README's Swift snippets, which are the code of the example and of
 // `publishRamp` below.
 
@@ -154,39 +154,39 @@ struct ExamplesTests {
         #expect(producer.wait(timeout: 30) == 0, "producer: \(producer.stderr)")
     }
 
-    /// seeds.sh with its Python stage: the H.264 recording and the gray branch get every frame.
-    @Test func seedsPipelineRecordsEveryFrameOnBothBranches() throws {
+    /// every-stage.sh with its Python stage: the H.264 recording and the gray branch get every frame.
+    @Test func everyStagePipelineRecordsEveryFrameOnBothBranches() throws {
         let python = try ClientTools.python()   // scripts/python-env's venv
         try runSeeds(["--python", python], try Scratch())
     }
 
-    /// seeds.sh without the Python stage (--no-python): the same files.
-    @Test func seedsPipelineWithoutPythonRecordsEveryFrame() throws {
+    /// every-stage.sh without the Python stage (--no-python): the same files.
+    @Test func everyStagePipelineWithoutPythonRecordsEveryFrame() throws {
         try runSeeds(["--no-python"], try Scratch())
     }
 
-    /// SIGTERM to seeds.sh stops its decoder: the chain drains, and both recordings hold every
+    /// SIGTERM to every-stage.sh stops its decoder: the chain drains, and both recordings hold every
     /// frame decoded (the same count), complete (ffprobe reads them to the end).
-    @Test func seedsPipelineStopsCleanlyOnSIGTERM() throws {
+    @Test func everyStagePipelineStopsCleanlyOnSIGTERM() throws {
         let scratch = try Scratch()
-        let seeds = repositoryRoot.appendingPathComponent("examples/pipelines/seeds.sh").path
+        let everyStage = repositoryRoot.appendingPathComponent("examples/pipelines/every-stage.sh").path
         let out = scratch.file("out")
         // posix_spawn with SIGTERM unblocked (Foundation's Process passes on the test runner's
         // blocked signals, and bash cannot unblock them to run its trap).
-        let script = try Spawned(seeds, ["--frames", "100000", "--out", out, "--no-python"],
+        let script = try Spawned(everyStage, ["--frames", "100000", "--out", out, "--no-python"],
                                  environment: ["FRAMESRV": framesrvPath, "FRAMESRV_DIR": scratch.path], logDirectory: scratch.path)
-        let run = "seeds\(script.pid)"
+        let run = "chain\(script.pid)"
         defer { killStages(of: run, scratch) }
         // The recorder's stream has passed on frames.
-        #expect(eventually { (scratch.snapshot(run + "-sepia")?.published ?? 0) >= 10 }, "seeds.sh: \(script.stderr)")
+        #expect(eventually { (scratch.snapshot(run + "-sepia")?.published ?? 0) >= 10 }, "every-stage.sh: \(script.stderr)")
         script.signal(SIGTERM)
-        #expect(script.outcome(timeout: 60) == .exited(0), "seeds.sh: \(script.stderr)")
-        let (recording, gray) = (try probe(out + "/seeds.mp4", scratch), try probe(out + "/gray.mkv", scratch))
+        #expect(script.outcome(timeout: 60) == .exited(0), "every-stage.sh: \(script.stderr)")
+        let (recording, gray) = (try probe(out + "/chain.mp4", scratch), try probe(out + "/gray.mkv", scratch))
         let frames = { (probed: String) in Int(probed.split(separator: ",").last ?? "") ?? 0 }
         #expect(frames(recording) >= 10 && frames(recording) == frames(gray), "\(recording) / \(gray)")
     }
 
-    /// SIGKILLs every process of seeds.sh run `run` still attached to one of its streams (each
+    /// SIGKILLs every process of every-stage.sh run `run` still attached to one of its streams (each
     /// stage produces or consumes one): the stages run in process groups of their own, so a
     /// script that failed the test would leave them behind.
     private func killStages(of run: String, _ scratch: Scratch) {
@@ -197,16 +197,16 @@ struct ExamplesTests {
     }
 
     private func runSeeds(_ options: [String], _ scratch: Scratch) throws {
-        let seeds = repositoryRoot.appendingPathComponent("examples/pipelines/seeds.sh").path
+        let everyStage = repositoryRoot.appendingPathComponent("examples/pipelines/every-stage.sh").path
         let out = scratch.file("out")
-        let args = ([seeds, "--frames", "12", "--out", out] + options).map { "'\($0)'" }.joined(separator: " ")
+        let args = ([everyStage, "--frames", "12", "--out", out] + options).map { "'\($0)'" }.joined(separator: " ")
         let (status, _, err) = try shell("FRAMESRV='\(framesrvPath)' \(args)", scratch)
-        #expect(status == 0, "seeds.sh: \(err)")
-        #expect(err.contains("seeds: starting decode: "), "it says what it starts: \(err)")
-        #expect(try probe(out + "/seeds.mp4", scratch) == "h264,640,360,yuv420p,12")
+        #expect(status == 0, "every-stage.sh: \(err)")
+        #expect(err.contains("every-stage: starting decode: "), "it says what it starts: \(err)")
+        #expect(try probe(out + "/chain.mp4", scratch) == "h264,640,360,yuv420p,12")
         #expect(try probe(out + "/gray.mkv", scratch) == "ffv1,640,360,gray,12")
         // Every stage ended: nothing of this run is left running or in the runtime directory.
-        let left = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { $0.hasPrefix("seeds") && !$0.hasSuffix(".lock") }
+        let left = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { $0.hasPrefix("chain") && !$0.hasSuffix(".lock") }
         #expect(left.isEmpty, "left behind: \(left)")
     }
 

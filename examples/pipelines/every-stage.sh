@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# seeds.sh: the full "seeds" pipeline as processes, one stage each, chained through
+# every-stage.sh: every kind of stage in one pipeline as processes, one stage each, chained through
 # framesrv streams in shared memory (every stage lossless: nothing is dropped):
 #
 #   decode (a file, a camera, or a generated test source)
 #     -> Gaussian blur -> YUV to RGB (with the stream's own matrix) -> blend an image at 40%
 #     -> a Python stage (examples/python/numpy_overlay.py: numpy draws a box and text)
-#     -> sepia -> H.264 recording                                    (OUT/seeds.mp4)
+#     -> sepia -> H.264 recording                                    (OUT/chain.mp4)
 #   decode -> grayscale -> lossless FFV1 recording (the gray branch)  (OUT/gray.mkv)
 #
 # Run it from anywhere, after `swift build` in the repository (the Python stage needs the
 # framesrv package: scripts/python-env, or `pip install ./clients/python`):
-#   examples/pipelines/seeds.sh                          # 150 frames of testsrc2 into ./seeds-out
-#   examples/pipelines/seeds.sh --input movie.mkv --out /tmp/seeds
-#   examples/pipelines/seeds.sh --input /dev/video0 --frames 300
+#   examples/pipelines/every-stage.sh                          # 150 frames of testsrc2 into ./every-stage-out
+#   examples/pipelines/every-stage.sh --input movie.mkv --out /tmp/chain
+#   examples/pipelines/every-stage.sh --input /dev/video0 --frames 300
 # It prints every command it starts; `framesrv top` shows the stages while it runs. Ctrl-C
 # (or SIGTERM) stops the decoder, and the stages after it end when they have passed on every
 # frame decoded: the recordings are complete. Exit status 0 when every stage exited 0.
@@ -20,11 +20,11 @@ set -u -o pipefail
 
 usage() {
     cat <<EOF
-usage: seeds.sh [--input FILE|/dev/videoN] [--frames N] [--out DIR] [--python PY | --no-python]
+usage: every-stage.sh [--input FILE|/dev/videoN] [--frames N] [--out DIR] [--python PY | --no-python]
   --input FILE|DEV  decode a file, or capture a V4L2 camera (/dev/video*); default: ffmpeg's
                     testsrc2 at 640x360, 30 fps (lavfi)
   --frames N        stop after N decoded frames (default 150; a file: all of it)
-  --out DIR         where seeds.mp4, gray.mkv and the blend image go (default ./seeds-out)
+  --out DIR         where chain.mp4, gray.mkv and the blend image go (default ./every-stage-out)
   --python PY       the Python that runs the Python stage (default: <repo>/.build/python-venv
                     when scripts/python-env made it, else python3)
   --no-python       leave the Python stage out (blend -> sepia directly)
@@ -33,10 +33,10 @@ FRAMESRV_DIR (the runtime directory the streams live in).
 EOF
 }
 
-die() { echo "seeds: $*" >&2; exit 2; }
+die() { echo "every-stage: $*" >&2; exit 2; }
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-input="" frames="" out="./seeds-out" python="" use_python=1
+input="" frames="" out="./every-stage-out" python="" use_python=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --input) [ $# -ge 2 ] || die "--input needs a file or device"; input=$2; shift 2 ;;
@@ -87,12 +87,12 @@ ffmpeg -v error -y -f lavfi -i "smptebars=size=240x135" -frames:v 1 "$image" || 
 set -m
 
 # Stream names of this run (several runs can share a runtime directory).
-s="seeds$$"
+s="chain$$"
 pids=()
 names=()
 start() {   # start NAME COMMAND...: runs a stage in the background and says so
     local name=$1; shift
-    echo "seeds: starting $name: $*" >&2
+    echo "every-stage: starting $name: $*" >&2
     "$@" </dev/null &
     pids+=($!)
     names+=("$name")
@@ -130,7 +130,7 @@ trap on_exit EXIT
 
 # Consumers first, the source last: every stage waits (--wait-for) for the one after it, so
 # no frame is published before its reader is attached.
-start record "$framesrv" sink --in "$s-sepia" --record "$out/seeds.mp4" --quiet
+start record "$framesrv" sink --in "$s-sepia" --record "$out/chain.mp4" --quiet
 start gray-record "$framesrv" sink --in "$s-gray" --record "$out/gray.mkv" -c:v ffv1 --quiet
 if [ "$use_python" = 1 ]; then
     start sepia "$framesrv" filter --in "$s-overlay" --out "$s-sepia" --preset sepia --wait-for 1 --quiet
@@ -160,12 +160,12 @@ while [ ${#running[@]} -gt 0 ]; do
     running=("${still[@]}")
     if [ "$code" != 0 ]; then
         for i in "${!pids[@]}"; do [ "${pids[$i]}" = "$done_pid" ] && name=${names[$i]}; done
-        echo "seeds: stage $name exited with status $code" >&2
+        echo "every-stage: stage $name exited with status $code" >&2
         status=1
         [ "$stopping" = 1 ] || stop_all
     fi
 done
 trap - EXIT
-[ "$stopping" = 1 ] && [ "$status" = 0 ] && echo "seeds: stopped" >&2
-[ "$status" = 0 ] && echo "seeds: wrote $out/seeds.mp4 and $out/gray.mkv" >&2
+[ "$stopping" = 1 ] && [ "$status" = 0 ] && echo "every-stage: stopped" >&2
+[ "$status" = 0 ] && echo "every-stage: wrote $out/chain.mp4 and $out/gray.mkv" >&2
 exit $status
