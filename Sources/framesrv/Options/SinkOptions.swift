@@ -11,9 +11,8 @@ struct SinkOptions: CommandOptions {
     var record: String?
     var mediaFileOptions = MediaFileOptions()
     var consumerOptions = ConsumerOptions()
-    var frames: Int?
-    var verify = false
-    var hold: ClosedRange<Int>?
+    /// --frames, --verify, --hold-us.
+    var settings = SinkSettings()
     var seqLog: String?
     var statsJSON = false
     var quiet = false
@@ -41,9 +40,9 @@ struct SinkOptions: CommandOptions {
         let lossless = args.flag("--lossless")
         consumerOptions.waitSeconds = try args.double("--wait", range: 0...1e9)
         consumerOptions.waitPastEnd = consumerOptions.waitSeconds != nil
-        frames = try args.int("--frames", range: 1...Int.max)
-        verify = args.flag("--verify")
-        hold = try Self.parseHold(try args.value("--hold-us"))
+        settings.frames = try args.int("--frames", range: 1...Int.max)
+        settings.verify = args.flag("--verify")
+        settings.hold = try Self.parseHold(try args.value("--hold-us"))
         seqLog = try args.value("--seq-log")
         statsJSON = args.flag("--stats-json")
         consumerOptions.reattach = !args.flag("--no-reattach")
@@ -61,7 +60,7 @@ struct SinkOptions: CommandOptions {
         guard !null || outputs.isEmpty else { throw UsageError("--null discards frames: it goes with no other output") }
         guard outputs.filter({ $0 == "-" }).count <= 1 else { throw UsageError("only one output can go to standard output (-)") }
         guard record != "-" else { throw UsageError("--record needs a file name (for a pipe: --y4m - or --raw -)") }
-        guard outputs.isEmpty || !verify else { throw UsageError("--verify goes with --null") }
+        guard outputs.isEmpty || !settings.verify else { throw UsageError("--verify goes with --null") }
         guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
         consumerOptions.mode = live ? .live : .lossless
         if record == nil {
