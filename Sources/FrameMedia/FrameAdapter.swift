@@ -128,34 +128,8 @@ final class FrameAdapter {
         }
 
         // Convert.
-        if converted == nil {
-            guard let f = av_frame_alloc() else { throw .ffmpeg("av_frame_alloc", "out of memory") }
-            f.pointee.width = width
-            f.pointee.height = height
-            f.pointee.format = format.rawValue
-            let r = av_frame_get_buffer(f, 0)
-            guard r >= 0 else {
-                var g: UnsafeMutablePointer<AVFrame>? = f
-                av_frame_free(&g)
-                throw .ffmpeg("av_frame_get_buffer", ffmpegMessage(r))
-            }
-            converted = f
-        }
-        let out = converted!
-        let key: [Int64] = [Int64(header.width), Int64(header.height), Int64(source.rawValue), Int64(c.matrix), Int64(c.range)]
-        if sws == nil || key != swsKey {
-            sws_freeContext(sws)
-            sws = nil
-            guard let (s, full) = FrameConverter.scaleContext(from: (Int32(header.width), Int32(header.height), source),
-                                                              to: (width, height, format), color: c,
-                                                              fullRangeOutput: isRGB ? nil : fullRange) else {
-                let name = av_get_pix_fmt_name(format).map { String(cString: $0) } ?? "?"
-                throw .ffmpeg("sws_getContext", "no conversion from \(header.pixelFormatName) to \(name)")
-            }
-            sws = s
-            swsKey = key
-            swsFullOutput = full
-        }
+        let out = try convertedFrame()
+        try prepareScaler(header, source: source, color: c)
         let planes = FramePlanes(header, base: frame.base)
         let r = av_frame_make_writable(out)
         guard r >= 0 else { throw .ffmpeg("av_frame_make_writable", ffmpegMessage(r)) }
@@ -173,6 +147,41 @@ final class FrameAdapter {
         setColor(out, c)
         color = c
         return out
+    }
+
+    /// The frame conversions write into, of this adapter's size and format (made once).
+    private func convertedFrame() throws(MediaOutputError) -> UnsafeMutablePointer<AVFrame> {
+        if let converted { return converted }
+        guard let f = av_frame_alloc() else { throw .ffmpeg("av_frame_alloc", "out of memory") }
+        f.pointee.width = width
+        f.pointee.height = height
+        f.pointee.format = format.rawValue
+        let r = av_frame_get_buffer(f, 0)
+        guard r >= 0 else {
+            var g: UnsafeMutablePointer<AVFrame>? = f
+            av_frame_free(&g)
+            throw .ffmpeg("av_frame_get_buffer", ffmpegMessage(r))
+        }
+        converted = f
+        return f
+    }
+
+    /// Makes `sws` the libswscale context from `header`'s size, `source` and `c`'s matrix and
+    /// range to this adapter's size and format (kept while those stay the same).
+    private func prepareScaler(_ header: FrameHeader, source: AVPixelFormat, color c: ColorDescription) throws(MediaOutputError) {
+        let key: [Int64] = [Int64(header.width), Int64(header.height), Int64(source.rawValue), Int64(c.matrix), Int64(c.range)]
+        guard sws == nil || key != swsKey else { return }
+        sws_freeContext(sws)
+        sws = nil
+        guard let (s, full) = FrameConverter.scaleContext(from: (Int32(header.width), Int32(header.height), source),
+                                                          to: (width, height, format), color: c,
+                                                          fullRangeOutput: isRGB ? nil : fullRange) else {
+            let name = av_get_pix_fmt_name(format).map { String(cString: $0) } ?? "?"
+            throw .ffmpeg("sws_getContext", "no conversion from \(header.pixelFormatName) to \(name)")
+        }
+        sws = s
+        swsKey = key
+        swsFullOutput = full
     }
 
     private func setColor(_ f: UnsafeMutablePointer<AVFrame>, _ c: ColorDescription) {

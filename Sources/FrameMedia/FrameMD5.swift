@@ -60,25 +60,40 @@ public final class FrameMD5Writer {
         let tb = outputTimeBase ?? Self.rateTimeBase(frameRate) ?? Self.outputTimeBase(d)
         if outputTimeBase == nil {
             outputTimeBase = tb
-            let sar = d.sampleAspectRatio
-            try emit("""
-                #format: frame checksums
-                #version: 2
-                #hash: MD5
-                #software: \(Self.libavformatIdent)
-                #tb 0: \(tb.num)/\(tb.den)
-                #media_type 0: video
-                #codec_id 0: rawvideo
-                #dimensions 0: \(format.width)x\(format.height)
-                #sar 0: \(sar.num)/\(sar.den)
-                #stream#, dts,        pts, duration,     size, hash
-
-                """)
+            try writeHeader(format, sampleAspectRatio: d.sampleAspectRatio, timeBase: tb)
         }
+        guard let (pts, lineDuration) = nextTimestamp(d, timeBase: tb) else { return }
+        let (hex, size) = Self.digest(frame, format, md5: md5)
+        try emit("0, \(pad(String(pts), 10)), \(pad(String(pts), 10)), \(pad(String(lineDuration), 8)), "
+                 + "\(pad(String(size), 8)), \(hex)\n")
+        frames += 1
+        // Each frame's line goes out now: a failing output (a full disk, /dev/full) is an
+        // error at the first frame, not after 64 KB of buffered lines.
+        try flush()
+    }
 
-        // ffmpeg's VFR sync (fftools/ffmpeg.c do_video_out): the frame's time in the output
-        // time base, nudged off exact midpoints, is the next output pts unless it is within
-        // 0.6 frames of it; a frame more than 0.6 frames in the past is dropped.
+    /// The header ffmpeg's framemd5 muxer writes before the first frame.
+    private func writeHeader(_ format: FrameFormat, sampleAspectRatio sar: Rational, timeBase tb: Rational) throws(MediaOutputError) {
+        try emit("""
+            #format: frame checksums
+            #version: 2
+            #hash: MD5
+            #software: \(Self.libavformatIdent)
+            #tb 0: \(tb.num)/\(tb.den)
+            #media_type 0: video
+            #codec_id 0: rawvideo
+            #dimensions 0: \(format.width)x\(format.height)
+            #sar 0: \(sar.num)/\(sar.den)
+            #stream#, dts,        pts, duration,     size, hash
+
+            """)
+    }
+
+    /// The frame's pts and duration in the output time base `tb`, by ffmpeg's VFR sync
+    /// (fftools/ffmpeg.c do_video_out): the frame's time, nudged off exact midpoints, is the
+    /// next output pts unless it is within 0.6 frames of it; nil for a frame more than 0.6
+    /// frames in the past (dropped, as ffmpeg drops it).
+    private func nextTimestamp(_ d: FrameDescription, timeBase tb: Rational) -> (pts: Int64, duration: Int64)? {
         var duration: Double = 1
         if d.duration > 0, d.timeBase.den > 0 {
             let frameDuration = (Double(d.duration) * Double(d.timeBase.num) * Double(tb.den)
@@ -96,18 +111,20 @@ public final class FrameMD5Writer {
                 duration += delta0
                 delta0 = 0
             }
-            if delta <= -0.6 { return }
+            if delta <= -0.6 { return nil }
             if delta > 0.6 { syncPts = Int64(syncIpts.rounded(.toNearestOrEven)) }
         }
-        let pts = syncPts
-        syncPts += 1
+        defer { syncPts += 1 }
+        return (syncPts, lineDuration)
+    }
 
-        // MD5 of the tightly packed planes.
+    /// The MD5 of the frame's tightly packed planes (lowercase hex) and their size in bytes.
+    private static func digest(_ frame: borrowing Frame, _ format: FrameFormat, md5: OpaquePointer) -> (String, Int) {
         av_md5_init(md5)
         var size = 0
         for i in format.pixelFormat.planes.indices {
             let plane = frame.plane(i)
-            let rowBytes = format.rowBytes(plane: i), stride = header.stride(plane: i)
+            let rowBytes = format.rowBytes(plane: i), stride = frame.header.stride(plane: i)
             for y in 0..<format.rows(plane: i) {
                 av_md5_update(md5, plane.baseAddress!.assumingMemoryBound(to: UInt8.self) + y * stride, Int(rowBytes))
             }
@@ -119,12 +136,7 @@ public final class FrameMD5Writer {
             let s = String(b, radix: 16)
             return b < 16 ? "0" + s : s
         }.joined()
-        try emit("0, \(pad(String(pts), 10)), \(pad(String(pts), 10)), \(pad(String(lineDuration), 8)), "
-                 + "\(pad(String(size), 8)), \(hex)\n")
-        frames += 1
-        // Each frame's line goes out now: a failing output (a full disk, /dev/full) is an
-        // error at the first frame, not after 64 KB of buffered lines.
-        try flush()
+        return (hex, size)
     }
 
     /// Writes what is buffered (each `write` does; call it at the end too).

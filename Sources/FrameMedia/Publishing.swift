@@ -29,6 +29,37 @@ public enum PublishPath: String, Sendable, Equatable {
     public var defaultSlots: Int { self == .zeroCopy ? 16 : 8 }
 }
 
+/// How `produce -i` publishes an input: whether it is a live source, how many lossless
+/// consumers it waits for before its first frame, and whether it takes run-time controls.
+public struct PublishPolicy: Sendable, Equatable {
+    /// Never wait for a slot (drop and count): -re / --readrate and capture devices
+    /// (x11grab, v4l2, ...) set the pace, and a live source drops at the source.
+    public let liveSource: Bool
+    /// Lossless consumers to wait for before publishing (0: publish at once).
+    public let waitFor: Int
+    /// The wait is the default one, not asked for: a file waits for its first lossless
+    /// consumer (issue 12), so no frame goes to nobody; it says so once.
+    public let waitsByDefault: Bool
+    /// A file (not a device) takes run-time controls (`framesrv ctl`) from the moment its stream exists.
+    public let takesControls: Bool
+
+    /// `liveRequested`: --live-source; `readrate`: -re (1) or --readrate X; `noWait`:
+    /// --no-wait; `waitFor`: --wait-for N (0 when not given). A generator (-f lavfi) is a
+    /// device that is not a live source: it publishes at once, as --pattern does.
+    public init(liveRequested: Bool, readrate: Double?, noWait: Bool, waitFor: Int, isLiveSource: Bool, isDevice: Bool) {
+        liveSource = liveRequested || readrate != nil || isLiveSource
+        waitsByDefault = !liveSource && !isDevice && !noWait && waitFor == 0
+        self.waitFor = waitsByDefault ? 1 : waitFor
+        takesControls = !isDevice
+    }
+
+    /// The policy for `decoder`'s input (whether it is a device, whether a live one).
+    public init(liveRequested: Bool, readrate: Double?, noWait: Bool, waitFor: Int, decoder: MediaDecoder) {
+        self.init(liveRequested: liveRequested, readrate: readrate, noWait: noWait, waitFor: waitFor,
+                  isLiveSource: decoder.isLiveSource, isDevice: decoder.isDevice)
+    }
+}
+
 /// What publishing a media input did: the figures of produce's summary line.
 public struct MediaPublishReport: Sendable {
     public var decoded = 0

@@ -83,24 +83,3 @@ struct Progress {
         return "\(two(centis / 360_000)):\(two(centis / 6000 % 60)):\(two(centis / 100 % 60)).\(two(centis % 100))"
     }
 }
-
-/// The media time a run of frames covers, from their timestamps (pts x time base, plus the
-/// last frame's duration), or from their count and a frame rate when they carry none.
-struct MediaClock {
-    private var firstPts: Int64?
-    private(set) var seconds = 0.0
-    /// Frames seen.
-    private(set) var frames = 0
-
-    mutating func record(_ d: FrameDescription, frameRate: Double?) {
-        frames += 1
-        let tb = d.timeBase.den > 0 && d.timeBase.num > 0 ? Double(d.timeBase.num) / Double(d.timeBase.den) : 0
-        if let pts = d.pts, tb > 0 {
-            if firstPts == nil { firstPts = pts }
-            let end = Double(pts - firstPts!) * tb + Double(max(0, d.duration)) * tb
-            seconds = max(seconds, end)
-        } else if let frameRate, frameRate > 0 {
-            seconds = Double(frames) / frameRate
-        }
-    }
-}

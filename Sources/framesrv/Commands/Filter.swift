@@ -1,6 +1,5 @@
 import FrameMedia
 import FrameServer
-import Glibc
 
 /// `framesrv filter`: runs a libavfilter graph on every frame of one stream and publishes
 /// the result as another.
@@ -61,7 +60,7 @@ enum FilterCommand: Command {
     """
 
     static func run(_ o: FilterOptions) throws -> Int32 {
-        if let image = o.blendImage { try checkBlendImage(image) }
+        if let image = o.blendImage { try BlendImageError.check(image) }
         let graph: FilterGraph
         do {
             graph = try FilterGraph(graph: o.graph, threads: o.threads)
@@ -108,76 +107,5 @@ enum FilterCommand: Command {
             + " published \(p.producer?.publishedCount ?? 0) frames of \(what.isEmpty ? "nothing" : what) (one copy each)"
             + " in \(formatDouble(secs, 2)) s (\(formatDouble(Double(p.framesIn) / max(secs, 1e-9), 0)) fps),"
             + " dropped \(p.producer?.droppedCount ?? 0), graph '\(p.graph.graph)'"
-    }
-
-    /// The blend image must decode now: libavfilter's movie source would only fail at the first frame.
-    static func checkBlendImage(_ image: String) throws {
-        guard access(image, R_OK) == 0 else {
-            throw BlendImageError(image: image, reason: String(cString: strerror(errno)))
-        }
-        do {
-            let decoder = try MediaDecoder(input: image)
-            switch decoder.next() {
-            case .none: throw BlendImageError(image: image, reason: "no picture decodes from it")
-            case .some: break
-            }
-        } catch let error as MediaInputError {
-            throw BlendImageError(image: image, reason: error.description)
-        }
-    }
-
-    /// A blend image that cannot be read or decoded (one line: the image, why).
-    struct BlendImageError: Error, CustomStringConvertible {
-        let image: String
-        let reason: String
-        var description: String { "cannot use '\(image)' as the blend image: \(reason)" }
-    }
-
-    /// The graph of a preset (and, for blend, the image it reads).
-    static func expand(preset: String) throws(UsageError) -> (String, String?) {
-        let (name, argument) = preset.firstIndex(of: "=").map {
-            (String(preset[..<$0]), String(preset[preset.index(after: $0)...]))
-        } ?? (preset, nil)
-        switch name {
-        case "gray", "sepia", "rgb":
-            guard argument == nil else { throw UsageError("the preset '\(name)' takes no argument") }
-            switch name {
-            case "gray": return ("format=gray", nil)
-            case "sepia": return ("colorchannelmixer=.393:.769:.189:0:.349:.686:.168:0:.272:.534:.131", nil)
-            default: return ("format=rgb24", nil)
-            }
-        case "blur":
-            guard let argument, let sigma = Double(argument), sigma.isFinite, sigma >= 0, sigma <= 1024 else {
-                throw UsageError("the preset blur takes a sigma from 0 to 1024: blur=SIGMA (for example blur=4), not '\(preset)'")
-            }
-            _ = sigma
-            return ("gblur=sigma=\(argument)", nil)
-        case "blend":
-            guard let argument, let colon = argument.lastIndex(of: ":"),
-                  case let image = String(argument[..<colon]), !image.isEmpty,
-                  case let opacityText = String(argument[argument.index(after: colon)...]),
-                  let opacity = Double(opacityText), opacity >= 0, opacity <= 1 else {
-                throw UsageError("the preset blend takes an image and an opacity from 0 to 1: blend=IMAGE:OPACITY (for example blend=logo.png:0.5), not '\(preset)'")
-            }
-            _ = opacity
-            let graph = "movie=\(escapeForGraph(escapeForOption(image))),format=rgba,colorchannelmixer=aa=\(opacityText)[framesrv_blend];"
-                + "[in][framesrv_blend]overlay"
-            return (graph, image)
-        default:
-            throw UsageError("unknown preset '\(preset)'; presets are gray, sepia, blur=SIGMA, rgb, blend=IMAGE:OPACITY (see 'framesrv filter --help')")
-        }
-    }
-
-    /// libavfilter's first level of quoting: an option value (`\`, `'` and `:` escaped).
-    static func escapeForOption(_ s: String) -> String { escape(s, "\\':") }
-    /// The second level: a filter's arguments inside a graph.
-    static func escapeForGraph(_ s: String) -> String { escape(s, "\\'[],;") }
-    private static func escape(_ s: String, _ special: String) -> String {
-        var out = ""
-        for c in s {
-            if special.contains(c) { out.append("\\") }
-            out.append(c)
-        }
-        return out
     }
 }

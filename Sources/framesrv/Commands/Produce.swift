@@ -100,14 +100,12 @@ enum ProduceCommand: Command {
         if decoder.seekFailed {
             warn("cannot seek in '\(media.input)': decoding from the start and dropping frames before -ss, as ffmpeg does")
         }
-        // -re / --readrate and capture devices (x11grab, v4l2, ...) set the pace: drop at the source.
-        let live = o.liveSource || media.readrate != nil || decoder.isLiveSource
-        // A file waits for its first lossless consumer (issue 12): no frame goes to nobody.
-        // A generator (-f lavfi) publishes at once, as --pattern does.
+        let policy = PublishPolicy(liveRequested: o.liveSource, readrate: media.readrate, noWait: o.noWait, waitFor: o.waitFor,
+                                   decoder: decoder)
         var o = o
-        let waitsByDefault = !live && !decoder.isDevice && !o.noWait && o.waitFor == 0
-        if waitsByDefault { o.waitFor = 1 }
-        let producer = try createStream(o, slots: o.slots ?? publisher.path.defaultSlots, liveSource: live, rate: publisher.frameRate)
+        o.waitFor = policy.waitFor   // what waitForConsumers and the control socket's status wait for
+        let producer = try createStream(o, slots: o.slots ?? publisher.path.defaultSlots, liveSource: policy.liveSource,
+                                        rate: publisher.frameRate)
         let clock = PlaybackClock(rate: media.readrate, paused: media.paused, position: decoder.origin)
         // A file takes run-time controls (framesrv ctl) from the moment its stream exists.
         let waitFor = o.waitFor
@@ -115,14 +113,14 @@ enum ProduceCommand: Command {
             let attached = producer.losslessConsumerCount
             return waitFor > 0 && producer.publishedCount == 0 && attached < waitFor ? (waitFor, attached) : nil
         }
-        let control = decoder.isDevice ? nil : serveControls(o.out, clock: clock, decoder: decoder, directory: producer.directory,
-                                                             waiting: waiting)
+        let control = policy.takesControls ? serveControls(o.out, clock: clock, decoder: decoder, directory: producer.directory,
+                                                           waiting: waiting) : nil
         // The decoder goes first: freeing it ends the leases of the slots it still references.
         defer { control?.close(); publisher.close(); producer.close() }
-        guard waitForConsumers(o, producer, sayWaiting: waitsByDefault && !o.quiet) else { return 130 }
+        guard waitForConsumers(o, producer, sayWaiting: policy.waitsByDefault && !o.quiet) else { return 130 }
         let report: MediaPublishReport
         do {
-            report = try publisher.run(into: producer, live: live, clock: clock, frames: o.frames,
+            report = try publisher.run(into: producer, live: policy.liveSource, clock: clock, frames: o.frames,
                                        seekFailed: { warn("\(o.out): \($0)") }) { StopSignal.requested }
         } catch {
             producer.finish(failed: true)   // consumers get what was published, then learn the input failed

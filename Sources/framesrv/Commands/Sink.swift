@@ -86,48 +86,47 @@ enum SinkCommand: Command {
                                       mediaFileOptions: o.mediaFileOptions) { StopSignal.requested }
         let log = try SequenceLog(path: o.seqLog)
         installStopHandlers()
-        let consumer = try Consumer(stream: o.input, options: o.consumerOptions)
-        consumer.shouldStop = StopSignal.shouldStop
-        var producerGone: Int32?
-        consumer.onEvent = { event in
-            switch event {
-            case .waiting:
-                if stderrIsTerminal, !o.quiet { warn(waitingLine(o.input)) }
-            case .attached(let pid):
-                log.write("attach \(pid)")
-                producerGone = nil
-            case .producerGone(let pid):
-                log.write("gone \(pid)")
-                producerGone = pid
-                // Without reattaching, the error that ends the sink is the one line said.
-                if o.consumerOptions.reattach {
-                    warn("producer of '\(o.input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
-                }
-            }
-        }
-        var run = SinkRun(options: o, outputs: outputs, log: log)
+        let session = SinkSession(consumer: try Consumer(stream: o.input, options: o.consumerOptions), outputs: outputs,
+                                  log: log, settings: o.settings) { StopSignal.requested }
+        say(o, session)
+        var progress = Progress(enabled: stderrIsTerminal && !o.quiet)
+        if progress.enabled { session.onProgress = { progress.update(frames: $0, mediaSeconds: $1, bytes: $2) } }
+        let report: SinkReport
         do {
-            try run.consume(consumer)
+            report = try session.run()
         } catch {
-            // Keep what was written: complete the recording and the checksums before reporting.
-            try? outputs.finish()
-            run.progress.finish(frames: run.stats.received, mediaSeconds: run.clock.seconds, bytes: outputs.bytesRecorded)
+            // The outputs are complete (what was written is kept); the status line ends before the error.
+            progress.finish(frames: session.statistics.received, mediaSeconds: session.clock.seconds, bytes: outputs.bytesRecorded)
             throw error
         }
-        try outputs.finish()
-        run.progress.finish(frames: run.stats.received, mediaSeconds: run.clock.seconds, bytes: outputs.bytesRecorded)
-        run.stats.missed = consumer.missed
-        report(o, run.stats, outputs)
-        if let pid = producerGone {
+        progress.finish(frames: report.statistics.received, mediaSeconds: session.clock.seconds, bytes: outputs.bytesRecorded)
+        self.report(o, report.statistics, outputs)
+        if let pid = report.producerGone {
             // Stopped while the stream's producer was gone without ending it: the stream did not end.
             warn("error: the producer of '\(o.input)' (pid \(pid)) exited without ending the stream")
             return 1
         }
-        if consumer.sourceFailed {
-            warn("error: the producer of '\(o.input)' ended the stream after its input failed; \(run.stats.received) frames received")
+        if report.sourceFailed {
+            warn("error: the producer of '\(o.input)' ended the stream after its input failed; \(report.statistics.received) frames received")
             return 1
         }
-        return run.stats.corrupt == 0 ? 0 : 3
+        return report.statistics.corrupt == 0 ? 0 : 3
+    }
+
+    /// What the session says while it runs: waiting, a producer gone, the outputs' notes.
+    static func say(_ o: SinkOptions, _ session: SinkSession) {
+        session.onWaiting = { if stderrIsTerminal, !o.quiet { warn(waitingLine(o.input)) } }
+        session.onProducerGone = { pid in
+            // Without reattaching, the error that ends the sink is the one line said.
+            guard o.consumerOptions.reattach else { return }
+            warn("producer of '\(o.input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
+        }
+        let outputs = session.outputs
+        session.onFirstFrame = {
+            guard !o.quiet else { return }
+            for note in outputs.mediaFile?.notes ?? [] { warn("note: " + note) }
+            if let raw = o.raw, let readBack = outputs.raw?.readBackOptions { warn("raw: read it back with: ffmpeg \(readBack) -i \(raw)") }
+        }
     }
 
     /// Said once on a terminal while a consumer waits for its stream to appear.
@@ -150,129 +149,5 @@ enum SinkCommand: Command {
             guard let writer, let path, writer.convertedFrames > 0 else { continue }
             warn("\(path): \(writer.convertedFrames) frames converted to the first frame's size and format")
         }
-    }
-}
-
-/// What a sink counts: frames, sequence range, misses, corruption, latency.
-struct SinkStatistics {
-    var received = 0
-    var first: UInt64 = 0
-    var last: UInt64 = 0
-    var corrupt = 0
-    var missed: UInt64 = 0
-    /// Frames the live source upstream dropped before frames this sink received
-    /// (`fs_frame.source_dropped`), and the frames that carried the discontinuity flag.
-    var droppedAtSource: UInt64 = 0
-    var discontinuities = 0
-    var seconds = 0.0
-    /// Latency samples in ns; the first million are kept (8 MB), enough for percentiles.
-    private var latencies: [UInt64] = {
-        var a: [UInt64] = []
-        a.reserveCapacity(1 << 20)
-        return a
-    }()
-
-    mutating func record(_ frame: borrowing Frame) {
-        received += 1
-        if first == 0 { first = frame.sequence }
-        last = frame.sequence
-        if frame.header.flags.contains(.discontinuity) {
-            discontinuities += 1
-            droppedAtSource += UInt64(frame.header.sourceDropped)
-        }
-        if latencies.count < latencies.capacity { latencies.append(frame.latencyNanos) }
-    }
-
-    func percentileMicros(_ p: Double) -> Double {
-        guard !latencies.isEmpty else { return 0 }
-        let sorted = latencies.sorted()
-        let i = min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))
-        return Double(sorted[i]) / 1000
-    }
-
-    var summary: String {
-        "received \(received) frames (first \(first), last \(last)), missed \(missed), corrupt \(corrupt), "
-            + "dropped at source \(droppedAtSource) (\(discontinuities) discontinuit\(discontinuities == 1 ? "y" : "ies")), "
-            + "latency p50 \(formatDouble(percentileMicros(0.5))) us p99 \(formatDouble(percentileMicros(0.99))) us, "
-            + "\(formatDouble(Double(received) / max(seconds, 1e-9), 0)) fps"
-    }
-
-    func json(stream: String, mode: DeliveryMode) -> String {
-        "{\"stream\":\"\(stream)\",\"mode\":\"\(mode.rawValue)\",\"received\":\(received),\"first\":\(first),\"last\":\(last),"
-            + "\"missed\":\(missed),\"corrupt\":\(corrupt),\"dropped_at_source\":\(droppedAtSource),"
-            + "\"discontinuities\":\(discontinuities),\"seconds\":\(seconds),"
-            + "\"latency_p50_us\":\(percentileMicros(0.5)),\"latency_p99_us\":\(percentileMicros(0.99))}"
-    }
-}
-
-/// --seq-log FILE: one write(2) per line, so a sink killed with SIGKILL leaves a log that is
-/// complete up to its death.
-final class SequenceLog {
-    private let descriptor: FileDescriptor?
-    init(path: String?) throws {
-        guard let path else { descriptor = nil; return }
-        do { descriptor = try .open(path, O_WRONLY | O_CREAT | O_APPEND, mode: 0o644) } catch {
-            throw FrameServerError.system("open", path: path, error)
-        }
-    }
-    /// Appends `line` (built only when there is a log: the null sink pays nothing per frame).
-    func write(_ line: @autoclosure () -> String) {
-        guard descriptor != nil else { return }
-        var l = line() + "\n"
-        l.withUTF8 { bytes in _ = try? descriptor?.writeAll(UnsafeRawBufferPointer(bytes)) }
-    }
-}
-
-/// One sink's pass over its stream: every frame to the outputs, verified, logged, held and counted.
-struct SinkRun {
-    let options: SinkOptions
-    let outputs: SinkOutputs
-    let log: SequenceLog
-    var stats = SinkStatistics()
-    var clock = MediaClock()
-    var progress: Progress
-    private var frameRate: Rational?
-    private var rng = SystemRandomNumberGenerator()
-
-    init(options: SinkOptions, outputs: SinkOutputs, log: SequenceLog) {
-        self.options = options
-        self.outputs = outputs
-        self.log = log
-        progress = Progress(enabled: stderrIsTerminal && !options.quiet)
-    }
-
-    mutating func consume(_ consumer: Consumer) throws {
-        let start = monotonicNanos()
-        defer { stats.seconds = Double(monotonicNanos() - start) / 1e9 }
-        while !StopSignal.requested, options.frames.map({ stats.received < $0 }) ?? true, let frame = try consumer.next() {
-            stats.record(frame)
-            if stats.received == 1 {
-                // ffmpeg's framemd5 time base is 1/frame rate: the producer's exact nominal rate.
-                frameRate = consumer.nominalRate
-                outputs.frameRate = frameRate
-            }
-            let firstRaw = outputs.raw?.frames == 0
-            try outputs.write(frame)
-            if stats.received == 1, !options.quiet { for note in outputs.mediaFile?.notes ?? [] { warn("note: " + note) } }
-            if firstRaw, !options.quiet, let raw = options.raw, let readBack = outputs.raw?.readBackOptions {
-                warn("raw: read it back with: ffmpeg \(readBack) -i \(raw)")
-            }
-            if options.verify, !TestPattern.verify(frame) {
-                stats.corrupt += 1
-                log.write("corrupt \(frame.sequence)")
-            }
-            log.write("frame \(frame.sequence)")
-            if progress.enabled { clock.record(frame.header.description, frameRate: frameRate?.doubleValue) }
-            hold()
-            frame.release()
-            progress.update(frames: stats.received, mediaSeconds: clock.seconds, bytes: outputs.bytesRecorded)
-        }
-    }
-
-    /// --hold-us A[-B]: keeps the frame that long before releasing it.
-    private mutating func hold() {
-        guard let hold = options.hold else { return }
-        let us = hold.lowerBound == hold.upperBound ? hold.lowerBound : Int.random(in: hold, using: &rng)
-        if us > 0 { usleep(UInt32(us)) }
     }
 }

@@ -46,7 +46,9 @@ struct FilterOptions: CommandOptions {
         outputOptions.liveSource = live || liveSource
         switch (vf, preset) {
         case (nil, let preset?):
-            (graph, blendImage) = try FilterCommand.expand(preset: preset)
+            let compiled: FilterPreset
+            do { compiled = try FilterPreset(parsing: preset) } catch { throw UsageError(error.description) }
+            (graph, blendImage) = (compiled.graph, compiled.image)
         case (let vf?, nil):
             guard !vf.allSatisfy({ $0 == " " }) else { throw UsageError("--vf needs a filter graph, not an empty string") }
             graph = vf

@@ -44,22 +44,23 @@ struct ProduceOptions: CommandOptions {
     init(parsing arguments: [String]) throws(UsageError) {
         var args = Arguments(arguments, command: "produce")
         let wantsPattern = args.flag("--pattern")
-        let mediaInput = try args.value("--input", "-i")
-        let inputFormat = try args.value("-f", "--format")
-        let threads = try args.int("--threads", range: 0...256) ?? 0
+        var m = MediaArguments()
+        m.input = try args.value("--input", "-i")
+        m.format = try args.value("-f", "--format")
+        m.threads = try args.int("--threads", range: 0...256) ?? 0
         let out = try args.newStreamName("--out", "-o")
         let sizeText = try args.value("--size", "-s")
         let fmtText = try args.value("--pix-fmt", "-pix_fmt")
-        let startText = try args.value("-ss")
-        let durationText = try args.value("-t")
-        let loops = try args.int("--loop", "-stream_loop", range: -1...Int(Int32.max)) ?? 0
-        let realTime = args.flag("-re", "--re")
-        let readrate = try args.double("--readrate", range: 0.001...1000)
+        m.start = try args.value("-ss")
+        m.duration = try args.value("-t")
+        m.loops = try args.int("--loop", "-stream_loop", range: -1...Int(Int32.max)) ?? 0
+        m.realTime = args.flag("-re", "--re")
+        m.readrate = try args.double("--readrate", range: 0.001...1000)
         let rateText = try args.value("--rate", "-r")
         frames = try args.int("--frames", "-frames", range: 1...Int(Int32.max))
         slots = try args.int("--slots", range: 1...64)
         liveSource = args.flag("--live-source")
-        let copy = args.flag("--copy")
+        m.copy = args.flag("--copy")
         let waitForGiven = try args.int("--wait-for", range: 0...63)
         waitFor = waitForGiven ?? 0
         noWait = args.flag("--no-wait")
@@ -69,45 +70,68 @@ struct ProduceOptions: CommandOptions {
         stallTimeout = try args.double("--stall-timeout", range: 0.001...86_400)
         statsJSON = try args.value("--stats-json")
         quiet = args.flag("--quiet", "-q")
-        let strict = args.flag("--strict")
+        m.strict = args.flag("--strict")
         let name = try args.value("--name")
-        let paused = args.flag("--paused")
+        m.paused = args.flag("--paused")
         try args.finish()
 
-        guard wantsPattern != (mediaInput != nil) else {
+        guard wantsPattern != (m.input != nil) else {
             throw UsageError("say what to produce: -i INPUT (a media file, - for standard input) or --pattern")
         }
         guard let out else { throw UsageError("missing --out NAME: the stream to create") }
         guard !(noWait && (waitForGiven ?? 0) > 0) else { throw UsageError("--no-wait and --wait-for N are one choice: --no-wait is --wait-for 0") }
         self.out = out
-        self.name = name.map { ClientName.fit($0) } ?? ClientName.producer(input: mediaInput)
+        self.name = name.map { ClientName.fit($0) } ?? ClientName.producer(input: m.input)
         let size = try sizeText.map { t throws(UsageError) in try parseSize(t, option: "--size") }
         let pixelFormat = try fmtText.map { t throws(UsageError) in try Self.pixelFormat(t) }
-        if let mediaInput {
+        if let input = m.input {
             guard rateText == nil, fill == nil, changes.isEmpty else {
                 throw UsageError("--rate, --fill and --size-change-at go with --pattern")
             }
-            guard !(realTime && readrate != nil) else { throw UsageError("-re and --readrate X are one choice: -re is --readrate 1") }
-            var media = Media(input: mediaInput, format: inputFormat, threads: threads,
-                              inputOptions: MediaInputOptions(loops: loops, strict: strict),
-                              readrate: realTime ? 1 : readrate, pixelFormat: pixelFormat, size: size, copy: copy)
-            media.inputOptions.start = try Self.time(startText, option: "-ss", positive: false)
-            media.inputOptions.duration = try Self.time(durationText, option: "-t", positive: true)
-            media.paused = paused
-            self.media = media
+            media = try m.media(input, pixelFormat: pixelFormat, size: size)
             return
         }
-        guard inputFormat == nil else { throw UsageError("-f FMT goes with -i INPUT") }
-        guard !strict else { throw UsageError("--strict goes with -i INPUT") }
-        guard !copy else { throw UsageError("--copy goes with -i INPUT") }
-        guard !paused else { throw UsageError("--paused goes with -i INPUT") }
-        guard startText == nil, durationText == nil, loops == 0, !realTime, readrate == nil else {
-            throw UsageError("-ss, -t, --loop, -re and --readrate go with -i INPUT")
-        }
+        try m.refuseWithoutInput()
         let (w, h) = size ?? (640, 360)
         pattern = PatternPlan(pixelFormat: pixelFormat ?? .yuv420p, width: w, height: h,
                               rate: try Self.rate(rateText ?? "30"), frames: frames)
         (pattern.paintOnce, pattern.sizeChanges) = (try Self.paintOnce(fill), changes)
+    }
+
+    /// The options that go with -i INPUT only, as given.
+    struct MediaArguments {
+        var input, format: String?
+        var threads = 0
+        var start, duration: String?
+        var loops = 0
+        var realTime = false
+        var readrate: Double?
+        var copy = false
+        var strict = false
+        var paused = false
+
+        /// -i's options checked against each other, with --pix-fmt / --size for the converter.
+        func media(_ input: String, pixelFormat: PixelFormat?, size: (Int, Int)?) throws(UsageError) -> Media {
+            guard !(realTime && readrate != nil) else { throw UsageError("-re and --readrate X are one choice: -re is --readrate 1") }
+            var media = Media(input: input, format: format, threads: threads,
+                              inputOptions: MediaInputOptions(loops: loops, strict: strict),
+                              readrate: realTime ? 1 : readrate, pixelFormat: pixelFormat, size: size, copy: copy)
+            media.inputOptions.start = try ProduceOptions.time(start, option: "-ss", positive: false)
+            media.inputOptions.duration = try ProduceOptions.time(duration, option: "-t", positive: true)
+            media.paused = paused
+            return media
+        }
+
+        /// With --pattern: any of them is a usage error.
+        func refuseWithoutInput() throws(UsageError) {
+            guard format == nil else { throw UsageError("-f FMT goes with -i INPUT") }
+            guard !strict else { throw UsageError("--strict goes with -i INPUT") }
+            guard !copy else { throw UsageError("--copy goes with -i INPUT") }
+            guard !paused else { throw UsageError("--paused goes with -i INPUT") }
+            guard start == nil, duration == nil, loops == 0, !realTime, readrate == nil else {
+                throw UsageError("-ss, -t, --loop, -re and --readrate go with -i INPUT")
+            }
+        }
     }
 
     static func pixelFormat(_ text: String) throws(UsageError) -> PixelFormat {

@@ -11,9 +11,8 @@ struct SinkOptions: CommandOptions {
     var record: String?
     var mediaFileOptions = MediaFileOptions()
     var consumerOptions = ConsumerOptions()
-    var frames: Int?
-    var verify = false
-    var hold: ClosedRange<Int>?
+    /// --frames, --verify, --hold-us.
+    var settings = SinkSettings()
     var seqLog: String?
     var statsJSON = false
     var quiet = false
@@ -29,21 +28,14 @@ struct SinkOptions: CommandOptions {
         y4m = try args.value("--y4m")
         raw = try args.value("--raw")
         record = try args.value("--record")
-        let container = try args.value("-f", "--format")
-        let codec = try args.value("-c:v", "-vcodec", "--codec")
-        let bitRateText = try args.value("-b:v", "--bitrate")
-        let crf = try args.double("--crf", range: 0...63)
-        let gop = try args.int("-g", "--gop", range: 1...1_000_000)
-        let preset = try args.value("--preset")
-        let pixelFormat = try args.value("-pix_fmt", "--pix-fmt")
-        let fpsMode = try args.value("-fps_mode", "--fps-mode")
+        let recording = try RecordArguments(&args)
         let live = args.flag("--live")
         let lossless = args.flag("--lossless")
         consumerOptions.waitSeconds = try args.double("--wait", range: 0...1e9)
         consumerOptions.waitPastEnd = consumerOptions.waitSeconds != nil
-        frames = try args.int("--frames", range: 1...Int.max)
-        verify = args.flag("--verify")
-        hold = try Self.parseHold(try args.value("--hold-us"))
+        settings.frames = try args.int("--frames", range: 1...Int.max)
+        settings.verify = args.flag("--verify")
+        settings.hold = try Self.parseHold(try args.value("--hold-us"))
         seqLog = try args.value("--seq-log")
         statsJSON = args.flag("--stats-json")
         consumerOptions.reattach = !args.flag("--no-reattach")
@@ -61,29 +53,10 @@ struct SinkOptions: CommandOptions {
         guard !null || outputs.isEmpty else { throw UsageError("--null discards frames: it goes with no other output") }
         guard outputs.filter({ $0 == "-" }).count <= 1 else { throw UsageError("only one output can go to standard output (-)") }
         guard record != "-" else { throw UsageError("--record needs a file name (for a pipe: --y4m - or --raw -)") }
-        guard outputs.isEmpty || !verify else { throw UsageError("--verify goes with --null") }
+        guard outputs.isEmpty || !settings.verify else { throw UsageError("--verify goes with --null") }
         guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
         consumerOptions.mode = live ? .live : .lossless
-        if record == nil {
-            let given = [("-f", container), ("-c:v", codec), ("-b:v", bitRateText), ("--preset", preset),
-                         ("-pix_fmt", pixelFormat), ("-fps_mode", fpsMode)].filter { $0.1 != nil }.map(\.0)
-                + (crf != nil ? ["--crf"] : []) + (gop != nil ? ["-g"] : [])
-            if let first = given.first { throw UsageError("\(first) goes with --record FILE") }
-        } else {
-            mediaFileOptions.container = container
-            if let codec { mediaFileOptions.codec = codec }
-            mediaFileOptions.bitRate = try bitRateText.map { t throws(UsageError) in try Self.parseBitRate(t) }
-            mediaFileOptions.crf = crf
-            mediaFileOptions.gop = gop
-            mediaFileOptions.preset = preset
-            mediaFileOptions.pixelFormat = pixelFormat
-            if let fpsMode {
-                guard let mode = FrameRateMode(rawValue: fpsMode) else {
-                    throw UsageError("-fps_mode takes passthrough or cfr, not '\(fpsMode)'")
-                }
-                mediaFileOptions.frameRateMode = mode
-            }
-        }
+        mediaFileOptions = try recording.mediaFileOptions(recording: record != nil)
     }
 
     /// `2M`, `800k`, `1.5M`, `500000`: bits per second.
@@ -107,5 +80,50 @@ struct SinkOptions: CommandOptions {
             throw UsageError("--hold-us takes MICROSECONDS or MIN-MAX (for example 0-2000), not '\(text)'")
         }
         return a...b
+    }
+
+    /// --record's encoder settings as given (-f, -c:v, -b:v, --crf, -g, --preset, -pix_fmt, -fps_mode).
+    struct RecordArguments {
+        let container, codec, bitRate: String?
+        let crf: Double?
+        let gop: Int?
+        let preset, pixelFormat, fpsMode: String?
+
+        init(_ args: inout Arguments) throws(UsageError) {
+            container = try args.value("-f", "--format")
+            codec = try args.value("-c:v", "-vcodec", "--codec")
+            bitRate = try args.value("-b:v", "--bitrate")
+            crf = try args.double("--crf", range: 0...63)
+            gop = try args.int("-g", "--gop", range: 1...1_000_000)
+            preset = try args.value("--preset")
+            pixelFormat = try args.value("-pix_fmt", "--pix-fmt")
+            fpsMode = try args.value("-fps_mode", "--fps-mode")
+        }
+
+        /// The media file's options; without --record (`recording` false) any of them is a usage error.
+        func mediaFileOptions(recording: Bool) throws(UsageError) -> MediaFileOptions {
+            var options = MediaFileOptions()
+            guard recording else {
+                let given = [("-f", container), ("-c:v", codec), ("-b:v", bitRate), ("--preset", preset),
+                             ("-pix_fmt", pixelFormat), ("-fps_mode", fpsMode)].filter { $0.1 != nil }.map(\.0)
+                    + (crf != nil ? ["--crf"] : []) + (gop != nil ? ["-g"] : [])
+                if let first = given.first { throw UsageError("\(first) goes with --record FILE") }
+                return options
+            }
+            options.container = container
+            if let codec { options.codec = codec }
+            options.bitRate = try bitRate.map { t throws(UsageError) in try SinkOptions.parseBitRate(t) }
+            options.crf = crf
+            options.gop = gop
+            options.preset = preset
+            options.pixelFormat = pixelFormat
+            if let fpsMode {
+                guard let mode = FrameRateMode(rawValue: fpsMode) else {
+                    throw UsageError("-fps_mode takes passthrough or cfr, not '\(fpsMode)'")
+                }
+                options.frameRateMode = mode
+            }
+            return options
+        }
     }
 }
