@@ -24,21 +24,21 @@ let framesrvPath: String = {
 let repositoryRoot: URL = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-/// A private runtime directory under /dev/shm, removed with its contents at the end.
+/// A private runtime directory (a TemporaryFolder), removed with its contents at the end,
+/// after every process started in it is killed.
 final class Scratch: @unchecked Sendable {
-    let path: String
+    private let folder = TemporaryFolder("framesrv-test")
     let directory: RuntimeDirectory
     private var processes: [Proc] = []
 
+    var path: String { folder.path }
+
     init() throws {
-        var template = Array("/dev/shm/framesrv-test-XXXXXX".utf8CString)
-        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-        directory = try RuntimeDirectory(path: path)
+        directory = try RuntimeDirectory(path: folder.path)
     }
 
     deinit {
         for p in processes { p.kill() }
-        try? FileManager.default.removeItem(atPath: path)
     }
 
     /// Starts `framesrv ARGS` with FRAMESRV_DIR set to this directory (in `directory`, else the test's).
@@ -58,7 +58,7 @@ final class Scratch: @unchecked Sendable {
         return (status, p.stdout, p.stderr)
     }
 
-    func file(_ name: String) -> String { path + "/" + name }
+    func file(_ name: String) -> String { folder.file(name) }
 
     /// The stream's shared statistics, or nil if it does not exist (yet).
     func snapshot(_ stream: String) -> StreamSnapshot? { try? StreamSnapshot.read(stream, in: directory) }
