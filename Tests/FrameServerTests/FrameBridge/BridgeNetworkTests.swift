@@ -143,7 +143,7 @@ final class BridgeHosts: @unchecked Sendable {
         keys = try ThrowawayBridgeKeys(directory: a.path)
     }
 
-    private let started = Locked<[Proc]>([])
+    private let started = Locked<[Spawned]>([])
 
     /// Kills every process before the namespaces go.
     func close() {
@@ -152,34 +152,34 @@ final class BridgeHosts: @unchecked Sendable {
     }
 
     @discardableResult
-    func onA(_ args: [String]) throws -> Proc { try remember(pair.start(in: pair.namespaceA, a, args)) }
+    func onA(_ args: [String]) throws -> Spawned { try remember(pair.start(in: pair.namespaceA, a, args)) }
     @discardableResult
-    func onB(_ args: [String]) throws -> Proc { try remember(pair.start(in: pair.namespaceB, b, args)) }
+    func onB(_ args: [String]) throws -> Spawned { try remember(pair.start(in: pair.namespaceB, b, args)) }
 
-    private func remember(_ p: Proc) -> Proc {
+    private func remember(_ p: Spawned) -> Spawned {
         started.withLock { $0.append(p) }
         return p
     }
 
     /// `bridge recv --out B` on B, listening on 10.77.0.2, CURVE with the throwaway keys.
-    func receiver(_ extra: [String] = []) throws -> Proc {
+    func receiver(_ extra: [String] = []) throws -> Spawned {
         try onB(["bridge", "recv", "--out", "B", "--listen", listenB, "--stats-json"] + keys.receiverArguments + extra)
     }
 
     /// A lossless sink on B checking every byte (`sink --verify`), its figures as JSON.
-    func sink(_ extra: [String] = []) throws -> Proc {
+    func sink(_ extra: [String] = []) throws -> Spawned {
         try onB(["sink", "--in", "B", "--null", "--verify", "--wait", "30", "--stats-json", "--quiet"] + extra)
     }
 
     /// `bridge send --in A` on A, dialling B.
-    func sender(_ extra: [String]) throws -> Proc {
+    func sender(_ extra: [String]) throws -> Spawned {
         try onA(["bridge", "send", "--in", "A", "--to", listenB, "--wait", "30", "--stats-json"] + keys.senderArguments + extra)
     }
 }
 
 /// A sender whose key the receiver's allow-list lacks exits non-zero by itself (libzmq does
 /// not retry a refused handshake) with one line naming the receiver and its own key.
-func expectRefused(_ sender: Proc, key: String, receiver: String, sourceLocation: SourceLocation = #_sourceLocation) {
+func expectRefused(_ sender: Spawned, key: String, receiver: String, sourceLocation: SourceLocation = #_sourceLocation) {
     let status = sender.wait(timeout: 20)
     #expect(status != 0 && status != -1, "exit \(status): \(sender.stderr)", sourceLocation: sourceLocation)
     let lines = sender.stderr.split(separator: "\n")
@@ -189,7 +189,7 @@ func expectRefused(_ sender: Proc, key: String, receiver: String, sourceLocation
 }
 
 /// Waits for each process in turn (at most 60 s each: a hung one is killed) and expects exit 0.
-func expectExitZero(_ processes: [Proc], sourceLocation: SourceLocation = #_sourceLocation) {
+func expectExitZero(_ processes: [Spawned], sourceLocation: SourceLocation = #_sourceLocation) {
     for p in processes {
         let status = p.wait(timeout: 60)
         #expect(status == 0, "exit \(status): \(p.stderr)", sourceLocation: sourceLocation)
@@ -207,7 +207,7 @@ func lastJSONNumbers(_ output: String) -> [String: Double] {
 
 /// A slow link is not a dead one: 3 MB frames taking 0.5 s each keep both ends' liveness
 /// checks content (any message counts), so neither counts a reconnect.
-func expectNoReconnects(_ send: Proc, _ recv: Proc, sourceLocation: SourceLocation = #_sourceLocation) {
+func expectNoReconnects(_ send: Spawned, _ recv: Spawned, sourceLocation: SourceLocation = #_sourceLocation) {
     #expect(lastJSONNumbers(send.stdout)["reconnects"] == 0, "sender: \(send.stdout)", sourceLocation: sourceLocation)
     #expect(lastJSONNumbers(recv.stdout)["reconnects"] == 0, "receiver: \(recv.stdout) \(recv.stderr)", sourceLocation: sourceLocation)
 }

@@ -16,7 +16,7 @@ import Testing
     }
 
     /// Starts `produce -i CLIP --out STREAM ARGS` and waits for its control socket.
-    static func producer(_ clip: String, _ stream: String, _ args: [String], _ scratch: Scratch) throws -> Proc {
+    static func producer(_ clip: String, _ stream: String, _ args: [String], _ scratch: Scratch) throws -> Spawned {
         let p = try scratch.start(["produce", "-i", clip, "--out", stream] + args)
         guard eventually(timeout: 20, { access(scratch.directory.controlSocketPath(stream), F_OK) == 0 }) else {
             throw TestFailure("no control socket for \(stream): \(p.stderr)")

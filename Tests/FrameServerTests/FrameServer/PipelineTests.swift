@@ -204,7 +204,7 @@ import Testing
         let sink = try scratch.start(["sink", "--in", "m", "--null", "--lossless", "--verify"])
         let producer = try scratch.start(["produce", "--pattern", "--out", "m", "--size", "320x240", "--rate", "max",
                                           "--frames", "40000", "--wait-for", "1"])
-        func rss(_ p: Proc) -> Int {
+        func rss(_ p: Spawned) -> Int {
             let status = (try? String(contentsOfFile: "/proc/\(p.pid)/status", encoding: .utf8)) ?? ""
             let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
             return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
@@ -230,7 +230,7 @@ import Testing
         for name in ["sec.ctl", "sec.pool.1", "sec.lock", "sec.sock"] {
             #expect(stat(scratch.file(name), &st) == 0 && st.st_mode & 0o077 == 0, "\(name) is private")
         }
-        func poolMappings(_ p: Proc) -> [String] {
+        func poolMappings(_ p: Spawned) -> [String] {
             let maps = procFile("/proc/\(p.pid)/maps")
             return maps.split(separator: "\n").filter { $0.hasSuffix("/sec.pool.1") }.map { String($0.split(separator: " ")[1]) }
         }
