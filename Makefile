@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: demo test test-fresh build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan tour check-warnings \
+.PHONY: demo test test-timing test-fresh build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan tour check-warnings \
 	install install-bin install-man install-lib install-python
 
 ## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
@@ -16,6 +16,13 @@ test:
 	@scripts/setup --test
 	swift build --build-tests
 	swift test --no-parallel
+
+## The checks whose point is a time (Tests/FrameServerTests/Timing/: latency bounds, paces), which
+## `make test` skips: they fail for a loaded machine's sake, so run them on one left otherwise idle.
+test-timing:
+	@scripts/setup --test
+	swift build --build-tests
+	FRAMESRV_TIMING_TESTS=1 swift test --skip-build --no-parallel --filter LatencyTests
 
 ## `make test` from a fresh clone of HEAD in a clean Debian 12 root (debootstrap minbase, chroot,
 ## the toolchain bind-mounted read-only at /opt/swift, nothing else installed): what a new machine

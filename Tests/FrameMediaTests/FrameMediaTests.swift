@@ -26,8 +26,8 @@ import Testing
     @Test(arguments: [Rational(45000, 1499), Rational(2997, 125), Rational(1_000_000, 66667), Rational(30000, 1001),
                       Rational(25, 2), Rational(1, 2)])
     func exactRatesReachTheHeaders(_ rate: Rational) throws {
-        let md5Path = scratchFile(".framemd5"), y4mPath = scratchFile(".y4m")
-        defer { unlink(md5Path); unlink(y4mPath) }
+        let folder = TemporaryFolder("framesrv-media-test")
+        let md5Path = folder.file("out.framemd5"), y4mPath = folder.file("out.y4m")
         try withPatternFrame(Self.format, Self.description(rate: rate)) { frame in
             let md5 = try FrameMD5Writer(path: md5Path, frameRate: rate)
             try md5.write(frame)
@@ -62,8 +62,8 @@ import Testing
                       (.topCodedBottomShown, .bottom, "It", "C420jpeg XYSCSS=420JPEG"),
                       (.progressive, .unspecified, "Ip", "C420jpeg XYSCSS=420JPEG")])
     func y4mTagsFollowFieldOrderAndChroma(_ order: FieldOrder, _ chroma: ChromaLocation, _ i: String, _ c: String) throws {
-        let path = scratchFile(".y4m")
-        defer { unlink(path) }
+        let folder = TemporaryFolder("framesrv-media-test")
+        let path = folder.file("out.y4m")
         var d = Self.description(rate: Rational(25, 1))
         d.fieldOrder = order
         d.chromaLocation = chroma
@@ -80,8 +80,8 @@ import Testing
     /// The framemd5 writer's header is ffmpeg's, and its frame line has ffmpeg's columns
     /// and the MD5 of the tightly packed planes: the line ffmpeg writes for the same bytes.
     @Test func framemd5LineIsFFmpegsForTheSameBytes() throws {
-        let md5Path = scratchFile(".framemd5"), rawPath = scratchFile(".yuv")
-        defer { unlink(md5Path); unlink(rawPath) }
+        let folder = TemporaryFolder("framesrv-media-test")
+        let md5Path = folder.file("out.framemd5"), rawPath = folder.file("out.yuv")
         // An unknown aspect ratio (0/1), as ffmpeg's rawvideo input has.
         try withPatternFrame(Self.format, Self.description(rate: Rational(30, 1), sar: Rational(0, 1))) { frame in
             let writer = try FrameMD5Writer(path: md5Path, frameRate: Rational(30, 1))
@@ -104,8 +104,8 @@ import Testing
     /// y4m: ffmpeg's header (size, exact NTSC rate, aspect, 4:2:0 tag, range), then FRAME and
     /// the packed planes.
     @Test func y4mHeaderAndFrame() throws {
-        let path = scratchFile(".y4m")
-        defer { unlink(path) }
+        let folder = TemporaryFolder("framesrv-media-test")
+        let path = folder.file("out.y4m")
         try withPatternFrame(Self.format, Self.description(rate: Rational(30000, 1001), sar: Rational(4, 3))) { frame in
             let writer = try PackedVideoWriter(path: path, kind: .y4m)
             writer.frameRate = Rational(30000, 1001)
@@ -120,8 +120,8 @@ import Testing
 
     /// raw: the packed planes only, and the ffmpeg options that read them back.
     @Test func rawPacksPlanesAndSaysHowToReadThemBack() throws {
-        let path = scratchFile(".yuv")
-        defer { unlink(path) }
+        let folder = TemporaryFolder("framesrv-media-test")
+        let path = folder.file("out.yuv")
         try withPatternFrame(Self.format, Self.description(rate: Rational(25, 1))) { frame in
             let writer = try PackedVideoWriter(path: path, kind: .raw)
             try writer.write(frame)
@@ -132,8 +132,8 @@ import Testing
 
     /// y4m refuses a format it cannot carry, with the formats it can.
     @Test func y4mRefusesPackedRGB() throws {
-        let path = scratchFile(".y4m")
-        defer { unlink(path) }
+        let folder = TemporaryFolder("framesrv-media-test")
+        let path = folder.file("out.y4m")
         try withPatternFrame(FrameFormat(.rgb24, width: 16, height: 16), Self.description(rate: Rational(25, 1))) { frame in
             let writer = try PackedVideoWriter(path: path, kind: .y4m)
             #expect(throws: MediaOutputError.self) { try writer.write(frame) }

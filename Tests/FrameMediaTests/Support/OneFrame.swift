@@ -14,10 +14,8 @@ struct SetupFailure: Error, CustomStringConvertible {
 /// to `body`; everything is closed and removed afterwards.
 func withPatternFrame(_ format: FrameFormat, _ description: FrameDescription,
                       _ body: (borrowing Frame) throws -> Void) throws {
-    var template = Array("/dev/shm/framesrv-media-test-XXXXXX".utf8CString)
-    let path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    let directory = try RuntimeDirectory(path: path)
+    let folder = TemporaryFolder("framesrv-media-test")
+    let directory = try RuntimeDirectory(path: folder.path)
     var options = ProducerOptions()
     options.slots = 2
     let producer = try Producer(stream: "unit", options: options, directory: directory)
@@ -48,11 +46,6 @@ func packedPattern(_ format: FrameFormat) -> [UInt8] {
         }
     }
     return bytes
-}
-
-/// A private scratch file path (removed by the caller with `unlink`).
-func scratchFile(_ suffix: String) -> String {
-    "/dev/shm/framesrv-media-test-\(getpid())-\(UUID().uuidString.prefix(8))\(suffix)"
 }
 
 /// Runs a command line with /bin/sh; returns its standard output, or throws with its standard error.

@@ -26,24 +26,12 @@ enum ClientTools {
     }
 
     /// Runs `argv` in `directory` (default: the repository) to completion: status, standard
-    /// output, standard error (-1 after `timeout` seconds, the process killed). Started with
-    /// every signal at its default and none blocked (Spawned), so a test suite it runs can
-    /// stop its own children with SIGINT or SIGTERM.
+    /// output, standard error (-1 after `timeout` seconds, the process killed). A Spawned
+    /// child, so a test suite it runs can stop its own children with SIGINT or SIGTERM.
     static func run(_ argv: [String], timeout: Double = 600, environment: [String: String] = [:],
                     directory: String = repositoryRoot.path) throws(TestFailure) -> (status: Int32, stdout: String, stderr: String) {
-        let logs = TemporaryFolder("framesrv-tool")
-        let p: Spawned
-        do {
-            p = try Spawned("/usr/bin/env", ["-C", directory] + argv, environment: environment, logDirectory: logs.path)
-        } catch {
-            throw TestFailure("cannot run \(argv.joined(separator: " ")): \(error)")
-        }
-        let status: Int32 = switch p.outcome(timeout: timeout) {
-        case .exited(let code): code
-        case .signaled(let signal): 128 + signal
-        case .hung: -1
-        }
-        return (status, p.stdout, p.stderr)
+        let r = try Spawned.run(argv, timeout: timeout, environment: environment, directory: directory)
+        return (r.status, String(decoding: r.stdout, as: UTF8.self), r.stderr)
     }
 
     /// clients/c/build, after `make -C clients/c` (libframesrv and its tools).
@@ -127,7 +115,7 @@ func splitRuns(_ seqs: [UInt64]) -> [[UInt64]] {
 /// A consumer process of one language with its sequence log.
 struct ClientConsumer {
     let language: ClientLanguage
-    let process: Proc
+    let process: Spawned
     let seqLog: String
 
     /// Starts a consumer of `stream` that verifies the test pattern and logs every sequence number.
@@ -136,7 +124,7 @@ struct ClientConsumer {
     static func start(_ language: ClientLanguage, stream: String, live: Bool = false, reattach: Bool = false,
                       extra: [String] = [], _ scratch: Scratch) throws -> ClientConsumer {
         let log = scratch.file("\(language)-\(UUID().uuidString.prefix(6)).seq")
-        let process: Proc
+        let process: Spawned
         switch language {
         case .swift:
             process = try scratch.start(["sink", "--in", stream, "--null", live ? "--live" : "--lossless", "--verify",
@@ -174,7 +162,7 @@ struct ClientConsumer {
 /// Starts a producer of the test pattern in `language` (the same options for all three).
 func startPatternProducer(_ language: ClientLanguage, stream: String, size: String = "320x240", pixFmt: String = "yuv420p",
                           frames: Int, rate: String = "max", slots: Int = 4, waitFor: Int = 1,
-                          _ scratch: Scratch) throws -> Proc {
+                          _ scratch: Scratch) throws -> Spawned {
     let common = ["--out", stream, "--size", size, "--pix-fmt", pixFmt, "--frames", "\(frames)", "--rate", rate,
                   "--slots", "\(slots)", "--wait-for", "\(waitFor)"]
     switch language {
@@ -194,7 +182,7 @@ func parsePublished(_ output: String, prefix: String) -> Int? {
 
 /// Waits for a consumer, then its producer: a consumer that failed first stops the producer
 /// (which would otherwise wait for it until its timeout). Both exit statuses.
-func finishPair(producer: Proc, consumer: Proc) -> (producer: Int32, consumer: Int32) {
+func finishPair(producer: Spawned, consumer: Spawned) -> (producer: Int32, consumer: Int32) {
     let consumerStatus = consumer.wait(timeout: 90)
     if consumerStatus != 0 { producer.kill() }
     return (producer.wait(timeout: 30), consumerStatus)

@@ -9,18 +9,13 @@ import Foundation
 /// The project's venv's bin folder, made (or brought up to date) once per test run by
 /// scripts/python-env; nil, with the reason in `pythonEnvironmentFailure`, when it could not be.
 let projectPythonBin: String? = {
-    let p = Process()
-    p.executableURL = repositoryRoot.appendingPathComponent("scripts/python-env")
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    p.standardInput = FileHandle.nullDevice
-    guard (try? p.run()) != nil else { return nil }
-    let path = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        .trimmingCharacters(in: .whitespacesAndNewlines)
-    _ = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    guard p.terminationStatus == 0, FileManager.default.isExecutableFile(atPath: path) else { return nil }
+    // In the runner's own environment: childEnvironment, which every Spawned child gets, needs this first.
+    let logs = TemporaryFolder("framesrv-python-env")
+    guard let p = try? Spawned(repositoryRoot.appendingPathComponent("scripts/python-env").path, [],
+                               exactEnvironment: ProcessInfo.processInfo.environment, logDirectory: logs.path) else { return nil }
+    let status = p.wait(timeout: 600)
+    let path = p.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    guard status == 0, FileManager.default.isExecutableFile(atPath: path) else { return nil }
     return URL(fileURLWithPath: path).deletingLastPathComponent().path
 }()
 

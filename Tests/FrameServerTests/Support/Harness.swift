@@ -24,29 +24,29 @@ let framesrvPath: String = {
 let repositoryRoot: URL = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-/// A private runtime directory under /dev/shm, removed with its contents at the end.
+/// A private runtime directory (a TemporaryFolder), removed with its contents at the end,
+/// after every process started in it is killed.
 final class Scratch: @unchecked Sendable {
-    let path: String
+    private let folder = TemporaryFolder("framesrv-test")
     let directory: RuntimeDirectory
-    private var processes: [Proc] = []
+    private var processes: [Spawned] = []
+
+    var path: String { folder.path }
 
     init() throws {
-        var template = Array("/dev/shm/framesrv-test-XXXXXX".utf8CString)
-        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-        directory = try RuntimeDirectory(path: path)
+        directory = try RuntimeDirectory(path: folder.path)
     }
 
     deinit {
         for p in processes { p.kill() }
-        try? FileManager.default.removeItem(atPath: path)
     }
 
     /// Starts `framesrv ARGS` with FRAMESRV_DIR set to this directory (in `directory`, else the test's).
     @discardableResult
     func start(_ args: [String], executable: String = framesrvPath, environment: [String: String] = [:],
-               directory: String? = nil) throws -> Proc {
-        let p = try Proc(executable: executable, args: args,
-                         environment: ["FRAMESRV_DIR": path].merging(environment) { $1 }, logDirectory: path, directory: directory)
+               directory: String? = nil) throws -> Spawned {
+        let p = try Spawned(executable, args, environment: ["FRAMESRV_DIR": path].merging(environment) { $1 }, logDirectory: path,
+                            directory: directory)
         processes.append(p)
         return p
     }
@@ -58,74 +58,10 @@ final class Scratch: @unchecked Sendable {
         return (status, p.stdout, p.stderr)
     }
 
-    func file(_ name: String) -> String { path + "/" + name }
+    func file(_ name: String) -> String { folder.file(name) }
 
     /// The stream's shared statistics, or nil if it does not exist (yet).
     func snapshot(_ stream: String) -> StreamSnapshot? { try? StreamSnapshot.read(stream, in: directory) }
-}
-
-/// A child process with its output captured to files (no pipe can fill up and block it).
-final class Proc: @unchecked Sendable {
-    let process = Process()
-    private let outPath: String
-    private let errPath: String
-
-    init(executable: String, args: [String], environment: [String: String], logDirectory: String,
-         directory: String? = nil) throws {
-        let id = UUID().uuidString.prefix(8)
-        outPath = "\(logDirectory)/.out-\(id)"
-        errPath = "\(logDirectory)/.err-\(id)"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = args
-        process.environment = childEnvironment(environment)
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        process.standardInput = FileHandle.nullDevice
-        let out = FileHandle(forWritingAtPath: outPath), err = FileHandle(forWritingAtPath: errPath)
-        process.standardOutput = out
-        process.standardError = err
-        // The child has its own copies. Ours must not stay open for as long as this Proc
-        // lives: hundreds of them pile up in the test process, and past ~1,300 open
-        // descriptors Foundation's Process.run() crashes (swift-corelibs-foundation PR 5472:
-        // it reads 256 bytes of each /proc/self/fd entry, past the end of readdir's buffer).
-        defer { try? out?.close(); try? err?.close() }
-        try process.run()
-    }
-
-    var pid: Int32 { process.processIdentifier }
-    var isRunning: Bool { process.isRunning }
-    var stdout: String { (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "" }
-    var stderr: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
-
-    /// Waits for exit; SIGKILLs the process and returns -1 if it runs past `timeout` seconds.
-    @discardableResult
-    func wait(timeout: Double = 60) -> Int32 {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(5_000) }
-        if process.isRunning {
-            kill()
-            return -1
-        }
-        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-    }
-
-    func signal(_ sig: Int32) { if process.isRunning { Glibc.kill(pid, sig) } }
-
-    func kill() {
-        guard process.isRunning else { return }
-        Glibc.kill(pid, SIGKILL)
-        process.waitUntilExit()
-    }
-
-    /// CPU time (user + system) the process has used so far, in clock ticks.
-    var cpuTicks: Int64 {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return -1 }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-        return (Int64(fields[11]) ?? 0) + (Int64(fields[12]) ?? 0)
-    }
 }
 
 /// How a child process ended.
@@ -270,18 +206,5 @@ func procFile(_ path: String) -> String {
 func shell(_ command: String, _ scratch: Scratch) throws -> (status: Int32, stdout: Data, stderr: String) {
     // The oracle must be there: its absence fails with the setup step that installs it.
     if let oracle = [RequiredTool.ffmpeg, .ffprobe].first(where: { command.hasPrefix($0.name + " ") }) { _ = try oracle.path() }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/bin/sh")
-    p.arguments = ["-c", command]
-    p.environment = childEnvironment(["FRAMESRV_DIR": scratch.path])
-    let errPath = scratch.file(".sh-err-\(UUID().uuidString.prefix(8))")
-    _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-    let out = Pipe()
-    p.standardInput = FileHandle.nullDevice
-    p.standardOutput = out
-    p.standardError = FileHandle(forWritingAtPath: errPath)
-    try p.run()
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, data, (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+    return try Spawned.run(["/bin/sh", "-c", command], environment: ["FRAMESRV_DIR": scratch.path])
 }

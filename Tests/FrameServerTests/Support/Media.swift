@@ -22,16 +22,8 @@ let exactRateInputs: [MediaInput] = [("45000/1499", "45000"), ("2997/125", "2997
 
 /// The encoders `ffmpeg -encoders` lists.
 let ffmpegEncoders: Set<String> = {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    p.arguments = ["ffmpeg", "-hide_banner", "-encoders"]
-    let out = Pipe()
-    p.standardOutput = out
-    p.standardError = FileHandle.nullDevice
-    guard (try? p.run()) != nil else { return [] }
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return Set(String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { line in
+    guard let listing = try? Spawned.run(["ffmpeg", "-hide_banner", "-encoders"]) else { return [] }
+    return Set(String(decoding: listing.stdout, as: UTF8.self).split(separator: "\n").compactMap { line in
         let fields = line.split(separator: " ")
         return fields.count >= 2 && fields[0].count == 6 ? String(fields[1]) : nil
     })
@@ -70,7 +62,7 @@ func ffmpegFramemd5(_ path: String, before: String = "", after: String = "", _ s
 }
 
 /// Producer and sink as separate processes; returns the sink's framemd5 and both processes.
-func framemd5Pipeline(_ produceArgs: [String], stream: String, _ scratch: Scratch) throws -> (md5: String, producer: Proc, sink: Proc) {
+func framemd5Pipeline(_ produceArgs: [String], stream: String, _ scratch: Scratch) throws -> (md5: String, producer: Spawned, sink: Spawned) {
     let producer = try scratch.start(["produce"] + produceArgs + ["--out", stream, "--wait-for", "1"])
     let sink = try scratch.start(["sink", "--in", stream, "--framemd5", "-"])
     #expect(sink.wait(timeout: 60) == 0, "sink: \(sink.stderr)")

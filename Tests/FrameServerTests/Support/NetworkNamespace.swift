@@ -78,7 +78,7 @@ final class NetworkPair: @unchecked Sendable {
 
     /// Starts `framesrv ARGS` in `namespace` with scratch's FRAMESRV_DIR (killed with scratch).
     @discardableResult
-    func start(in namespace: String, _ scratch: Scratch, _ args: [String]) throws -> Proc {
+    func start(in namespace: String, _ scratch: Scratch, _ args: [String]) throws -> Spawned {
         try scratch.start(framesrv(in: namespace, args), executable: try RequiredTool.ip.path())
     }
 
@@ -86,19 +86,9 @@ final class NetworkPair: @unchecked Sendable {
 
     /// Runs a setup command; its error output goes into the failure.
     private func run(_ executable: String, _ args: [String]) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: executable)
-        p.arguments = args
-        p.standardInput = FileHandle.nullDevice
-        p.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        p.standardError = errors
-        try p.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        try? errors.fileHandleForReading.close()
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else {
-            throw TestFailure("\(executable) \(args.joined(separator: " ")): exit \(p.terminationStatus): \(text)")
+        let r = try Spawned.run([executable] + args, timeout: 60)
+        guard r.status == 0 else {
+            throw TestFailure("\(executable) \(args.joined(separator: " ")): exit \(r.status): \(r.stderr)")
         }
     }
 
@@ -109,12 +99,7 @@ final class NetworkPair: @unchecked Sendable {
         for name in names where name.hasPrefix(prefix) {
             guard let x = name.firstIndex(of: "x"), let pid = Int32(name[name.index(name.startIndex, offsetBy: prefix.count)..<x]),
                   pid != getpid(), Glibc.kill(pid, 0) != 0, errno == ESRCH else { continue }
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: ip)
-            p.arguments = ["netns", "delete", name]
-            p.standardError = FileHandle.nullDevice
-            try? p.run()
-            p.waitUntilExit()
+            _ = try? Spawned.run([ip, "netns", "delete", name], timeout: 60)
         }
     }
 }

@@ -138,8 +138,8 @@ import Testing
         let place = Place()
         let mine = place.directory("mine", mode: 0o755)
         let link = place.link("rt", to: mine, owner: Self.otherUID)
-        let p = try Proc(executable: framesrvPath, args: ["produce", "--pattern", "--out", "x", "--frames", "1"],
-                         environment: ["FRAMESRV_DIR": link], logDirectory: place.path)
+        let p = try Spawned(framesrvPath, ["produce", "--pattern", "--out", "x", "--frames", "1"],
+                            environment: ["FRAMESRV_DIR": link], logDirectory: place.path)
         #expect(p.wait(timeout: 60) != 0)
         let lines = p.stderr.split(separator: "\n")
         #expect(lines.count == 1, "\(p.stderr)")

@@ -20,7 +20,7 @@ import Testing
     }
 
     /// The clip looped at its rate (25 frames/s) into `stream`, converted to `pixelFormat` if given.
-    func produceBars(_ clip: String, _ stream: String, pixelFormat: String?, _ scratch: Scratch) throws -> Proc {
+    func produceBars(_ clip: String, _ stream: String, pixelFormat: String?, _ scratch: Scratch) throws -> Spawned {
         let producer = try scratch.start(["produce", "-i", clip, "--loop", "-1", "--readrate", "1", "--out", stream]
                                          + (pixelFormat.map { ["--pix-fmt", $0] } ?? []))
         guard eventually(timeout: 10, { (scratch.snapshot(stream)?.published ?? 0) > 0 }) else {

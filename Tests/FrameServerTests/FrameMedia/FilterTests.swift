@@ -32,9 +32,9 @@ import Testing
     /// produce -> filter -> ... -> sink --framemd5, every stage a process; returns the sink's
     /// output and the filter processes (all of them have exited 0).
     func chain(_ path: String, _ filters: [[String]], _ scratch: Scratch, producerArgs: [String] = [],
-               sinkArgs: [String] = ["--framemd5", "-"], timeout: Double = 120) throws -> (md5: String, filters: [Proc]) {
+               sinkArgs: [String] = ["--framemd5", "-"], timeout: Double = 120) throws -> (md5: String, filters: [Spawned]) {
         let producer = try scratch.start(["produce", "-i", path, "--out", "s0", "--wait-for", "1", "--quiet"] + producerArgs)
-        var procs: [Proc] = []
+        var procs: [Spawned] = []
         for (i, args) in filters.enumerated() {
             procs.append(try scratch.start(["filter", "--in", "s\(i)", "--out", "s\(i + 1)", "--wait-for", "1"] + args))
         }

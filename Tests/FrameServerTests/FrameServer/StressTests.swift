@@ -59,7 +59,7 @@ struct StressTests {
         try #require(Self.waitFor(timeout: 30) { (scratch.snapshot(stream)?.published ?? 0) > 0 },
                      "the producer never started publishing: \(producer.stderr)")
 
-        func startVictim() throws -> Proc {
+        func startVictim() throws -> Spawned {
             try scratch.start(["sink", "--in", stream, "--null", "--lossless", "--verify", "--hold-us", "0-300",
                                "--seq-log", victimLog, "--stats-json", "--no-reattach", "--wait", "20", "--name", "victim"])
         }

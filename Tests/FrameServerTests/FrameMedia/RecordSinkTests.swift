@@ -43,7 +43,7 @@ import Testing
     /// Two slots: the producer cannot publish these short clips whole and end the stream in the
     /// moment between the sink's attaching and its first look (which then sees "ended before
     /// it came" and waits for another producer).
-    func record(_ produceArgs: [String], _ sinkArgs: [String], _ scratch: Scratch) throws -> Proc {
+    func record(_ produceArgs: [String], _ sinkArgs: [String], _ scratch: Scratch) throws -> Spawned {
         let producer = try scratch.start(["produce"] + produceArgs + ["--out", "rec", "--wait-for", "1", "--slots", "2", "--quiet"])
         let sink = try scratch.start(["sink", "--in", "rec", "--wait", "30"] + sinkArgs)
         #expect(sink.wait(timeout: 120) == 0, "sink: \(sink.stderr.prefix(500))")

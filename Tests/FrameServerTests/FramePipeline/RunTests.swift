@@ -232,7 +232,7 @@ import Testing
         let run = try scratch.start(["run", "produce -f lavfi -i testsrc2=size=64x48:rate=25 -re name=src ! sink --null"])
         let status = #/^\d\d:\d\d:\d\d src \d+ frames [-0-9.]+ fps/#
         #expect(eventually(timeout: 30) { run.stdout.split(separator: "\n").contains { $0.firstMatch(of: status) != nil } }, "\(run.stdout)")
-        #expect(run.process.isRunning)
+        #expect(run.isRunning)
         run.signal(SIGINT)
         #expect(run.wait(timeout: 30) == 0, "\(run.stderr)")
         let out = run.stdout
@@ -288,7 +288,7 @@ import Testing
                                    + " ! filter --preset gray name=gray ! " + stuckSink, until: "gray") { $0.published > 0 }
         run.signal(SIGINT)
         #expect(eventually { run.stderr == stoppingLine }, "\(run.stderr)")
-        #expect(run.process.isRunning && FileManager.default.fileExists(atPath: scratch.path + "/gray.ctl"))
+        #expect(run.isRunning && FileManager.default.fileExists(atPath: scratch.path + "/gray.ctl"))
         run.signal(SIGINT)
         #expect(run.wait(timeout: 20) == 130, "\(run.stdout)\n\(run.stderr)")
         #expect(run.stderr == stoppingLine)
@@ -312,7 +312,7 @@ import Testing
 
     /// `framesrv run --quiet DESCRIPTION`, once stream `name` is `ready`.
     func startRun(_ scratch: Scratch, _ description: String, until name: String,
-                  _ ready: @escaping (StreamSnapshot) -> Bool) throws -> Proc {
+                  _ ready: @escaping (StreamSnapshot) -> Bool) throws -> Spawned {
         let run = try scratch.start(["run", "--quiet", description])
         let dir = try RuntimeDirectory(path: scratch.path)
         #expect(eventually(timeout: 60) { (try? StreamSnapshot.read(name, in: dir)).map(ready) == true }, "\(run.stderr)")

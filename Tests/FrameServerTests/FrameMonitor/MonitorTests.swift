@@ -77,19 +77,15 @@ import Testing
         #expect(ConsumerSnapshot.ranges([5]) == "5" && ConsumerSnapshot.ranges([]) == "")
     }
 
-    /// A consumer killed with SIGKILL is gone from the statistics top reads within 250 ms.
+    /// A consumer killed with SIGKILL is gone from what top prints: listed before, not after
+    /// the producer reclaimed it. (How soon the producer reclaims it: Timing/LatencyTests.)
     @Test func killedConsumerDisappearsFromTop() throws {
         let scratch = try Scratch()
-        let producer = try scratch.start(["produce", "--pattern", "--out", "kt", "--size", "64x48", "--rate", "200", "--slots", "4"])
-        let victim = try scratch.start(["sink", "--in", "kt", "--null", "--lossless", "--hold-us", "10000000"])
-        #expect(eventually { scratch.snapshot("kt")?.consumers.first?.held ?? 0 >= 1 })
+        let (producer, victim) = try producerAndHolder("kt", scratch)
         let before = try top(scratch, ["--json", "-n", "1"])
         #expect(before.count == 1 && consumer(victim.pid, of: "kt", in: before[0]) != nil)
-        let start = Date()
         victim.kill()
-        #expect(eventually(timeout: 2) { scratch.snapshot("kt").map { !$0.consumers.contains { $0.pid == victim.pid } } ?? false })
-        let elapsed = Date().timeIntervalSince(start)
-        #expect(elapsed < 0.25, "gone after \(elapsed) s")
+        #expect(eventually(timeout: 10) { isReclaimed(victim.pid, of: "kt", in: scratch) })
         let after = try top(scratch, ["--json", "-n", "1"])
         #expect(after.count == 1 && consumer(victim.pid, of: "kt", in: after[0]) == nil)
         #expect(streams(in: after[0]).first?["name"] as? String == "kt")

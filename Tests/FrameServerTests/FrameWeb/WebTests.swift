@@ -10,7 +10,7 @@ import Testing
     static let chain = "produce -f lavfi -i smptebars=size=320x240:rate=25 -re ! filter --preset gray ! filter --preset blur=2 ! sink --null"
 
     /// Starts `framesrv web` on a free loopback port; its port and the URL it printed.
-    func startWeb(_ scratch: Scratch, _ extra: [String] = []) throws -> (web: Proc, port: UInt16, url: String) {
+    func startWeb(_ scratch: Scratch, _ extra: [String] = []) throws -> (web: Spawned, port: UInt16, url: String) {
         let web = try scratch.start(["web", "--listen", "127.0.0.1:0"] + extra)
         var url = ""
         let printed = eventually(timeout: 20) {
@@ -23,7 +23,7 @@ import Testing
     }
 
     /// Starts `framesrv run CHAIN` and waits until its three streams run and have delivered frames.
-    func startChain(_ scratch: Scratch) throws -> Proc {
+    func startChain(_ scratch: Scratch) throws -> Spawned {
         let run = try scratch.start(["run", "--quiet", Self.chain])
         let running = eventually(timeout: 30) {
             let streams = scratch.directory.streamNames().compactMap { scratch.snapshot($0) }
@@ -33,7 +33,7 @@ import Testing
         return run
     }
 
-    func stop(_ run: Proc) {
+    func stop(_ run: Spawned) {
         run.signal(SIGINT)
         run.wait(timeout: 10)
     }
@@ -195,8 +195,8 @@ import Testing
 
     /// The page at `url` as Chromium leaves it after 4 s of its time.
     func dumpDOM(_ scratch: Scratch, _ url: String) throws -> String {
-        let dump = try Proc(executable: try RequiredTool.chromium.path(), args: chromium(scratch) + ["--dump-dom", url], environment: [:],
-                            logDirectory: scratch.path)
+        let dump = try Spawned(try RequiredTool.chromium.path(), chromium(scratch) + ["--dump-dom", url], environment: [:],
+                               logDirectory: scratch.path)
         #expect(dump.wait(timeout: 60) == 0, "chromium: \(dump.stderr.suffix(500))")
         return dump.stdout
     }
@@ -225,8 +225,8 @@ import Testing
         let rect = try #require(previewRect(dom, first), "no preview box for \(first)")
         #expect(rect.width == 320 && rect.height == 240, "\(rect)")
         let shot = scratch.path + "/page.png"
-        let screenshot = try Proc(executable: try RequiredTool.chromium.path(), args: chromium + ["--hide-scrollbars", "--screenshot=\(shot)", url],
-                                  environment: [:], logDirectory: scratch.path)
+        let screenshot = try Spawned(try RequiredTool.chromium.path(), chromium + ["--hide-scrollbars", "--screenshot=\(shot)", url],
+                                     environment: [:], logDirectory: scratch.path)
         #expect(screenshot.wait(timeout: 60) == 0)
         let shown = try rgb(scratch, ["-i", shot, "-vf", "crop=\(rect.width):\(rect.height):\(rect.x):\(rect.y)"], "shown")
         let frame = try rgb(scratch, ["-f", "lavfi", "-i", "smptebars=size=320x240", "-frames:v", "1"], "frame")
@@ -298,8 +298,8 @@ import Testing
     /// ffmpeg's decoding of INPUT ARGS as raw RGB24 bytes.
     func rgb(_ scratch: Scratch, _ input: [String], _ name: String) throws -> [UInt8] {
         let out = scratch.path + "/\(name).rgb"
-        let p = try Proc(executable: try RequiredTool.ffmpeg.path(), args: ["-v", "error", "-y"] + input + ["-f", "rawvideo", "-pix_fmt", "rgb24", out],
-                         environment: [:], logDirectory: scratch.path)
+        let p = try Spawned(try RequiredTool.ffmpeg.path(), ["-v", "error", "-y"] + input + ["-f", "rawvideo", "-pix_fmt", "rgb24", out],
+                            environment: [:], logDirectory: scratch.path)
         #expect(p.wait(timeout: 30) == 0, "ffmpeg: \(p.stderr)")
         return [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
     }

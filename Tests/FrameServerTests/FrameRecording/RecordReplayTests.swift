@@ -305,8 +305,9 @@ final class FrameCollector: @unchecked Sendable {
     }
 
     /// A recording of `produce -i` (decoded faster than real time, so its capture times span a
-    /// fraction of the clip) replays over the clip's duration, states that duration, and seeks
-    /// by pts: `ctl seek 1.5` lands on the first frame at or after 1.5 s of media time.
+    /// fraction of the clip) replays every frame at rate 1 (over the clip's duration:
+    /// Timing/LatencyTests), states that duration, and seeks by pts: `ctl seek 1.5` lands on
+    /// the first frame at or after 1.5 s of media time.
     @Test func fastDecodedRecordingReplaysAtMediaTime() throws {
         let scratch = try Scratch()
         let clip = scratch.file("clip.mp4")
@@ -316,10 +317,8 @@ final class FrameCollector: @unchecked Sendable {
         let base = original[0].description.captureNanos
         #expect(original.last!.description.captureNanos - base < 1_500_000_000, "the clip did not decode faster than real time")
 
-        let started = Date()
         let whole = try replay(rec, streams: ["cam"], scratch, rate: "1")[0]
         #expect(whole.map(\.digest) == original.map(\.digest))
-        #expect(Date().timeIntervalSince(started) >= 1.8, "a 2 s clip replayed in \(Date().timeIntervalSince(started)) s")
 
         let replay = try scratch.start(["replay", rec, "--out", "s_", "--paused"])
         let collector = try FrameCollector("s_cam", scratch)

@@ -93,28 +93,14 @@ import Testing
 
     // MARK: Property 3: crash safety
 
-    /// A consumer killed with SIGKILL while holding slots loses them within 250 ms.
-    @Test func killedConsumerIsReclaimedWithin250ms() throws {
+    /// A consumer killed with SIGKILL while holding slots loses them: its entry and its holds
+    /// are gone, and it is counted once as reclaimed. (Within 250 ms: Timing/LatencyTests.)
+    @Test func killedConsumerIsReclaimed() throws {
         let scratch = try Scratch()
-        let producer = try scratch.start(["produce", "--pattern", "--out", "k", "--size", "64x48", "--rate", "200", "--slots", "4"])
-        // Holds every frame for a very long time: the producer is stuck on it after 4 frames.
-        let holder = try scratch.start(["sink", "--in", "k", "--null", "--lossless", "--hold-us", "10000000"])
-        #expect(eventually { (scratch.snapshot("k")?.slotTable.filter { $0.holders.count > 0 }.count ?? 0) >= 1 })
+        let (producer, holder) = try producerAndHolder("k", scratch)
         let pid = holder.pid
-        let start = Date()
         holder.kill()
-        var reclaimed = false
-        while Date().timeIntervalSince(start) < 2 {
-            if let s = scratch.snapshot("k"), !s.consumers.contains(where: { $0.pid == pid }),
-               s.slotTable.allSatisfy({ $0.holders.isEmpty || $0.state == "writing" }) {
-                reclaimed = true
-                break
-            }
-            usleep(1000)
-        }
-        let elapsed = Date().timeIntervalSince(start)
-        #expect(reclaimed)
-        #expect(elapsed < 0.25, "reclaimed after \(elapsed) s")
+        #expect(eventually(timeout: 10) { isReclaimed(pid, of: "k", in: scratch) })
         #expect((scratch.snapshot("k")?.reclaimedConsumers ?? 0) == 1)
         producer.signal(SIGINT)
         #expect(producer.wait() == 0)
@@ -128,11 +114,9 @@ import Testing
         let sink = try scratch.start(["sink", "--in", "p", "--null", "--lossless", "--verify", "--seq-log", log])
         let first = try scratch.start(["produce", "--pattern", "--out", "p", "--size", "64x48", "--rate", "500"])
         #expect(eventually { readSeqLog(log).attachments.first?.count ?? 0 > 10 })
-        let killedAt = Date()
         first.kill()
-        #expect(eventually(timeout: 5) { sink.stderr.contains("exited without ending the stream") })
-        let noticed = Date().timeIntervalSince(killedAt)
-        #expect(noticed < 0.25, "the consumer noticed the dead producer after \(noticed) s")
+        // How soon it notices is Timing/LatencyTests'.
+        #expect(eventually(timeout: 10) { sink.stderr.contains("exited without ending the stream") })
         // The dead producer's files are still there; the new producer cleans them up.
         #expect(FileManager.default.fileExists(atPath: scratch.file("p.ctl")))
         let second = try scratch.start(["produce", "--pattern", "--out", "p", "--size", "64x48", "--rate", "500", "--frames", "50", "--wait-for", "1"])
@@ -204,7 +188,7 @@ import Testing
         let sink = try scratch.start(["sink", "--in", "m", "--null", "--lossless", "--verify"])
         let producer = try scratch.start(["produce", "--pattern", "--out", "m", "--size", "320x240", "--rate", "max",
                                           "--frames", "40000", "--wait-for", "1"])
-        func rss(_ p: Proc) -> Int {
+        func rss(_ p: Spawned) -> Int {
             let status = (try? String(contentsOfFile: "/proc/\(p.pid)/status", encoding: .utf8)) ?? ""
             let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
             return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
@@ -230,7 +214,7 @@ import Testing
         for name in ["sec.ctl", "sec.pool.1", "sec.lock", "sec.sock"] {
             #expect(stat(scratch.file(name), &st) == 0 && st.st_mode & 0o077 == 0, "\(name) is private")
         }
-        func poolMappings(_ p: Proc) -> [String] {
+        func poolMappings(_ p: Spawned) -> [String] {
             let maps = procFile("/proc/\(p.pid)/maps")
             return maps.split(separator: "\n").filter { $0.hasSuffix("/sec.pool.1") }.map { String($0.split(separator: " ")[1]) }
         }

@@ -45,7 +45,7 @@ import Testing
     }
 
     /// Starts the producer (`produceArgs`, waiting for `sinks` consumers) and the sinks; waits for all; returns the sinks.
-    func run(_ produceArgs: [String], sinks: [[String]], stream: String, _ scratch: Scratch) throws -> [Proc] {
+    func run(_ produceArgs: [String], sinks: [[String]], stream: String, _ scratch: Scratch) throws -> [Spawned] {
         let producer = try scratch.start(["produce"] + produceArgs + ["--out", stream, "--wait-for", String(sinks.count)])
         let procs = try sinks.map { try scratch.start(["sink", "--in", stream, "--wait", "30"] + $0) }
         for p in procs { #expect(p.wait(timeout: 120) == 0, "sink: \(p.stderr.prefix(500))") }

@@ -6,16 +6,8 @@ import Testing
 @Suite(.serialized) struct SnapshotTests {
     /// Runs a tool from PATH and returns its status and standard output as bytes.
     func tool(_ name: String, _ args: [String]) throws -> (Int32, Data) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = [name] + args
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, data)
+        let r = try Spawned.run([name] + args)
+        return (r.status, r.stdout)
     }
 
     /// An RGB stream needs no colour conversion, so the PNG must hold exactly the frame's

@@ -16,19 +16,15 @@ private let invertScratch = repositoryRoot.appendingPathComponent(".build/exampl
 /// Builds examples/swift-invert once per test run (the first build compiles FrameServer
 /// again: about a minute) and returns its executable.
 private let swiftInvert: Result<String, TestFailure> = {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     // The swift on PATH (as `swift test` was run), else the one scripts/setup expects.
     let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin") + ":/opt/swift/usr/bin"
-    p.arguments = ["PATH=" + path, "swift", "build", "--package-path", invertPackage, "--scratch-path", invertScratch]
-    let log = Pipe()
-    p.standardOutput = log
-    p.standardError = log
-    p.standardInput = FileHandle.nullDevice
-    do { try p.run() } catch { return .failure(TestFailure("cannot run swift build: \(error)")) }
-    let output = String(decoding: log.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    p.waitUntilExit()
-    guard p.terminationStatus == 0 else { return .failure(TestFailure("swift build of swift-invert failed:\n\(output)")) }
+    let build: (status: Int32, stdout: Data, stderr: String)
+    do throws(TestFailure) {
+        build = try Spawned.run(["PATH=" + path, "swift", "build", "--package-path", invertPackage, "--scratch-path", invertScratch])
+    } catch { return .failure(error) }
+    guard build.status == 0 else {
+        return .failure(TestFailure("swift build of swift-invert failed:\n\(String(decoding: build.stdout, as: UTF8.self))\(build.stderr)"))
+    }
     return .success(invertScratch + "/debug/swift-invert")
 }()
 

@@ -1,0 +1,1 @@
+../../FrameServerTests/Support/TemporaryFolder.swift
