@@ -62,9 +62,7 @@ do {
     status = try command.run(arguments)
 } catch let e as UsageError {
     fail(e.description, status: 2)
-} catch let e as FrameServerError {
-    fail(e.description, status: 1)
 } catch {
-    fail("\(error)", status: 1)
+    fail("\(error)", status: 1)   // each operation's error says what to do in its description
 }
 exit(status)

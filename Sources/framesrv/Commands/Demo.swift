@@ -51,7 +51,7 @@ enum DemoCommand: Command {
             stages.stopAll()
             let (code, _, err) = failed.finishWithErrors()
             let why = err.split(separator: "\n").last.map(String.init) ?? "exit status \(code)"
-            throw FrameServerError.invalidArgument("the \(failed.label) stage failed: \(why)")
+            throw CommandError.demoStageFailed(stage: failed.label, why: why)
         }
         if StopSignal.requested {
             // Stop the decoder only: its end of stream drains the chain, and the recorder

@@ -76,18 +76,12 @@ enum InspectCommand: Command {
         if let snapshot = o.snapshot {
             return try writeSnapshot(of: name, to: snapshot, waitSeconds: o.wait)
         }
-        let noStream = FrameServerError.invalidArgument("no stream named '\(name)' in \(RuntimeDirectory.defaultPath) (see 'framesrv ls')")
-        guard let dir = try RuntimeDirectory.existing() else { throw noStream }   // not created by looking
-        let s: StreamSnapshot
-        do {
-            let (snapshot, problems) = try StreamSnapshot.inspect(name, in: dir)
-            s = snapshot
-            var warnings = WarningLog()
-            warnings.report(problems)
-        } catch {
-            if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { throw noStream }
-            throw error
+        guard let dir = try RuntimeDirectory.existing() else {   // not created by looking
+            throw InspectionError.noStream(name, directory: RuntimeDirectory.defaultPath)
         }
+        let (s, problems) = try StreamSnapshot.inspect(name, in: dir)
+        var warnings = WarningLog()
+        warnings.report(problems)
         if json {
             print(try encodeJSON(s))
             return 0
@@ -137,7 +131,7 @@ extension InspectCommand {
         let deadline = monotonicNanos() + UInt64(waitSeconds * 1e9)
         consumer.shouldStop = { monotonicNanos() > deadline }
         guard let frame = try consumer.next() else {
-            throw FrameServerError.invalidArgument("no frame from stream '\(stream)' within \(formatDouble(waitSeconds)) s (is it running? see 'framesrv ls')")
+            throw InspectionError.noFrame(stream, waitedSeconds: waitSeconds)
         }
         let h = frame.header
         let what = "frame \(frame.sequence) (\(h.width)x\(h.height) \(h.pixelFormatName))"

@@ -188,7 +188,7 @@ enum ProduceCommand: Command {
             + "\"zero_copy\":\(report.inPlace),\"copied\":\(report.copied),\"converted\":\(report.converted),"
             + "\"decode_errors\":\(decodeErrors),\"seconds\":\(report.seconds)}\n"
         guard FileManager.default.createFile(atPath: path, contents: Data(json.utf8)) else {
-            throw FrameServerError.invalidArgument("cannot write the statistics to '\(path)'")
+            throw CommandError.statisticsNotWritten(path: path)
         }
     }
 

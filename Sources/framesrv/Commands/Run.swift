@@ -74,8 +74,7 @@ enum RunCommand: Command {
         let dir = try RuntimeDirectory()
         Interrupts.install()
         signal(SIGPIPE, SIG_IGN)
-        let run: PipelineRun
-        do { run = try PipelineRun(pipeline, directory: dir) } catch { throw FrameServerError.invalidArgument(error.description) }
+        let run = try PipelineRun(pipeline, directory: dir)
         run.notice = { warn($0) }
         let going = { run.poll(interrupts: Interrupts.count) }
         if o.quiet {

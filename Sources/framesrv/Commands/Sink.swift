@@ -212,7 +212,7 @@ final class SequenceLog {
     init(path: String?) throws {
         guard let path else { descriptor = nil; return }
         do { descriptor = try .open(path, O_WRONLY | O_CREAT | O_APPEND, mode: 0o644) } catch {
-            throw FrameServerError.system("open", path: path, error)
+            throw SystemCallError("open", path: path, error)
         }
     }
     /// Appends `line` (built only when there is a log: the null sink pays nothing per frame).
