@@ -69,7 +69,7 @@ enum RunCommand: Command {
       --quiet      no live view
     """
 
-    static func run(_ o: RunOptions) throws -> Int32 {
+    static func run(_ o: RunOptions) throws -> ExitStatus {
         let pipeline = try parse(o.description)
         let dir = try RuntimeDirectory()
         Interrupts.install()
@@ -83,8 +83,8 @@ enum RunCommand: Command {
             LiveView(directory: dir, streams: pipeline.streamOrder.map { pipeline.streams[$0].name }).run(while: going)
         }
         let outcome = run.finish()
-        if let error = outcome.error { warn("error: " + error) }
-        return outcome.status
+        if let error = outcome.error { throw CommandError.pipelineFailed(line: error, status: outcome.status) }
+        return ExitStatus(passingOn: outcome.status)
     }
 
     static func parse(_ description: RunOptions.Description) throws(UsageError) -> Pipeline {
