@@ -77,7 +77,7 @@ extension Bench {
         var last = start, frames = 0
         while budget.frames.map({ frames < $0 }) ?? (last - start < UInt64(budget.seconds * 1e9)) {
             do { try writeAll(fd, UnsafeRawBufferPointer(buffer)) } catch {
-                throw FrameServerError.system("write to pipe", path: nil, error)
+                throw SystemCallError("write to pipe", path: nil, error)
             }
             frames += 1
             last = monotonicNanos()

@@ -193,7 +193,7 @@ public enum PatternPublisher {
     /// Publishes `plan` into `producer`; returns the last frame format.
     @discardableResult
     public static func run(_ plan: PatternPlan, into producer: Producer,
-                           shouldStop: () -> Bool) throws(FrameServerError) -> FrameFormat {
+                           shouldStop: () -> Bool) throws(ProducerError) -> FrameFormat {
         var format = FrameFormat(plan.pixelFormat, width: plan.width, height: plan.height)
         var painted = Set<UInt32>()
         let start = monotonicNanos()

@@ -68,7 +68,7 @@ public final class SequenceLog {
     public init(path: String?) throws {
         guard let path else { descriptor = nil; return }
         do { descriptor = try .open(path, O_WRONLY | O_CREAT | O_APPEND, mode: 0o644) } catch {
-            throw FrameServerError.system("open", path: path, error)
+            throw SystemCallError("open", path: path, error)
         }
     }
 

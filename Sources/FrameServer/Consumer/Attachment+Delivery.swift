@@ -9,13 +9,13 @@ extension Attachment {
     /// Hands out a held slot as a Frame, mapping its pool epoch (read-only) if needed.
     /// A header that fails validation, or a segment truncated under us, releases the slot
     /// before the error is thrown.
-    func deliver(slot: UInt32, seq: UInt64) throws(FrameServerError) -> Frame {
+    func deliver(slot: UInt32, seq: UInt64) throws(ConsumerError) -> Frame {
         let epoch = control.slot(slot).pointee.epoch
         let mapped: PoolMapping
         if let m = mapping(epoch) { mapped = m } else {
             do { mapped = addMapping(epoch, try openPool(epoch: epoch)) } catch {
                 release(slot: slot, epoch: epoch, mapped: false)
-                throw FrameServerError(error)
+                throw .segment(error)
             }
         }
         // Each epoch's pool has its own slot size: derive it from the mapping, not the header.

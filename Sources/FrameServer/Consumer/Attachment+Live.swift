@@ -6,7 +6,7 @@ import Synchronization
 
 extension Attachment {
     /// Live: the newest published frame, if newer than the last one delivered.
-    func nextLive() throws(FrameServerError) -> Look {
+    func nextLive() throws(ConsumerError) -> Look {
         guard heldCount < liveMaxHeld + heldAtDemotion else { throw .holdLimit(max: liveMaxHeld) }
         while true {
             let word = control.latestWord

@@ -7,7 +7,7 @@ import Synchronization
 
 extension Attachment {
     /// Lossless: the frame with sequence `expected`, reserved for us by the producer.
-    func nextLossless() throws(FrameServerError) -> Look {
+    func nextLossless() throws(ConsumerError) -> Look {
         if control.consumerMode(index) == .live {
             // The producer's stall timeout demoted us (PROTOCOL.md 12.6): newest frames from
             // now on; what we did not take is counted as missed.

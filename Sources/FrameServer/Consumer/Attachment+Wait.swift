@@ -12,7 +12,7 @@ extension Attachment {
 
     /// The next frame, the end, or the producer's exit. Sleeps on `frame_wake` (design 1.3):
     /// look; spin up to `pollMicros`; announce the sleep; look again; sleep.
-    func nextFrame(stop: () -> Bool) throws(FrameServerError) -> Outcome {
+    func nextFrame(stop: () -> Bool) throws(ConsumerError) -> Outcome {
         var spun = false
         while true {
             settleReleases()
@@ -57,7 +57,7 @@ extension Attachment {
 
     /// One look at shared memory: a frame, the end, the producer gone, or nil (nothing yet).
     @inline(__always)
-    private func look() throws(FrameServerError) -> Outcome? {
+    private func look() throws(ConsumerError) -> Outcome? {
         do { try control.segment.checkIntact() } catch { throw .segment(error) }
         mapCurrentPool()
         switch try mode == .lossless ? nextLossless() : nextLive() {

@@ -73,13 +73,13 @@ final class Attachment {
 
     /// Opens and validates the control segment and claims a consumer entry; nil when
     /// there is no stream yet or only a dead producer's leftovers.
-    static func open(stream: String, directory: RuntimeDirectory, options: ConsumerOptions) throws(FrameServerError) -> Attachment? {
+    static func open(stream: String, directory: RuntimeDirectory, options: ConsumerOptions) throws(ConsumerError) -> Attachment? {
         let opened: ControlSegment?
         // Another version's segment: its producer, if alive, will not change version (one
         // line, no retry); a dead one's file is a leftover to wait past (design 4).
         do { opened = try ControlSegment.open(directory.controlPath(stream), writable: true, passingLeftovers: true) } catch {
             if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { return nil }
-            throw FrameServerError(error)
+            throw .segment(error)
         }
         guard let control = opened else { return nil }
         let producer = control.producer
@@ -93,8 +93,8 @@ final class Attachment {
         if options.mode == .live, !control.admitsLiveConsumer(index) {
             let live = control.liveConsumerCount(except: index)
             control.unclaimConsumer(index)
-            throw .attach(.poolTooSmallForLive(stream: stream, slots: Int(control.slotCount), liveConsumers: live,
-                                               holdLimit: control.liveMaxHeld))
+            throw .poolTooSmallForLive(stream: stream, slots: Int(control.slotCount), liveConsumers: live,
+                                       holdLimit: control.liveMaxHeld)
         }
         control.activateConsumer(index, identity: me, mode: options.mode == .live ? .live : .lossless, name: options.name)
         return Attachment(stream: stream, options: options, control: control, index: index, producerPID: producer.pid,
@@ -137,12 +137,13 @@ final class Attachment {
 
     /// Connects the doorbell (once) and returns its ZMQ_FD: readable (edge-triggered, as
     /// libzmq's) when announcements may be waiting. For event loops; `nextFrame` drains it.
-    func doorbellDescriptor() throws(FrameServerError) -> Int32 {
+    func doorbellDescriptor() throws(ConsumerError) -> Int32 {
         if let socket { return socket.descriptor }
-        let s = try ZMQSocket(type: ZMQ_SUB)
+        let s: ZMQSocket
+        do { s = try ZMQSocket(type: ZMQ_SUB) } catch { throw .transport(error) }
         s.setOption(ZMQ_RCVHWM, receiveHighWaterMark)
         s.subscribeAll()
-        try s.connect(directory.endpoint(stream))
+        do { try s.connect(directory.endpoint(stream)) } catch { throw .transport(error) }
         socket = s
         return s.descriptor
     }

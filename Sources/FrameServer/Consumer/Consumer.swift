@@ -79,13 +79,15 @@ public final class Consumer {
     private let directoryWatch: FileDescriptor
 
     public init(stream: String, options: ConsumerOptions = ConsumerOptions(),
-                directory: RuntimeDirectory? = nil) throws(FrameServerError) {
-        try validateStreamName(stream)
+                directory: RuntimeDirectory? = nil) throws(ConsumerError) {
+        do { try validateStreamName(stream) } catch { throw .invalidStreamName(stream) }
         self.stream = stream
         self.options = options
-        if let directory { self.directory = directory } else { self.directory = try RuntimeDirectory() }
+        if let directory { self.directory = directory } else {
+            do { self.directory = try RuntimeDirectory() } catch { throw .directory(error) }
+        }
         do { directoryWatch = try watchDirectory(self.directory.path) } catch {
-            throw .system("watch directory", path: self.directory.path, error)
+            throw .system(SystemCallError("watch directory", path: self.directory.path, error))
         }
     }
 
@@ -130,7 +132,7 @@ public final class Consumer {
     /// polls readable, call `next()` until it would block. libzmq's descriptor is
     /// edge-triggered, and ZeroMQ may drop an announcement: poll it with a timeout.
     public var descriptor: Int32 {
-        get throws(FrameServerError) {
+        get throws(ConsumerError) {
             try attach()
             guard let a = attachment else { throw .producerGone(stream) }
             return try a.doorbellDescriptor()
@@ -140,7 +142,7 @@ public final class Consumer {
     public var consumerIndex: Int? { attachment?.index }
 
     /// Attaches now (waiting for the stream as `waitSeconds` says) instead of at the first `next()`.
-    public func attach() throws(FrameServerError) {
+    public func attach() throws(ConsumerError) {
         if attachment == nil { attachment = try waitAndAttach() }
     }
 
@@ -150,7 +152,7 @@ public final class Consumer {
     ///
     /// Blocks without using CPU: on the stream's `frame_wake` futex (after spinning up to
     /// `ConsumerOptions.pollMicros`), at most 500 ms at a time.
-    public func next() throws(FrameServerError) -> Frame? {
+    public func next() throws(ConsumerError) -> Frame? {
         while true {
             if attachment == nil { attachment = try waitAndAttach() }
             guard let a = attachment else { return nil }   // stopped while waiting
@@ -190,7 +192,7 @@ public final class Consumer {
     }
 
     /// Waits until the stream's control segment exists and belongs to a live producer, then attaches.
-    private func waitAndAttach() throws(FrameServerError) -> Attachment? {
+    private func waitAndAttach() throws(ConsumerError) -> Attachment? {
         let start = monotonicNanos()
         let deadline = options.waitSeconds.map { start + UInt64(min(max(0, $0), 1e9) * 1e9) }
         while true {

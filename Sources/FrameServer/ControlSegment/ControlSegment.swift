@@ -137,7 +137,7 @@ public final class ControlSegment: @unchecked Sendable {
 
     /// Creates and initialises a control segment at `path` (the producer, before it renames
     /// the file into place: nobody else sees it yet, so plain stores suffice).
-    static func create(_ path: String, _ s: Setup) throws(FrameServerError) -> ControlSegment {
+    static func create(_ path: String, _ s: Setup) throws(SegmentError) -> ControlSegment {
         let slots = UInt32(s.slots)
         let control = ControlSegment(try Segment.create(path, size: requiredSize(slotCount: slots)), slotCount: slots)
         let me = ProcessIdentity.current

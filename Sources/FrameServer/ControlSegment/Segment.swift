@@ -24,7 +24,7 @@ final class Segment: @unchecked Sendable {
     }
 
     /// Creates a new file of `size` zero bytes (mode 0600, fails if it exists), mapped read-write.
-    static func create(_ path: String, size: Int) throws(FrameServerError) -> Segment {
+    static func create(_ path: String, size: Int) throws(SegmentError) -> Segment {
         let file = try MappedFile.create(path, size: size)
         return Segment(path: path, base: file.base, size: file.size, writable: true, created: file, descriptor: nil)
     }

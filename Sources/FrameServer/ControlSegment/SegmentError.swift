@@ -41,6 +41,27 @@ public enum SegmentError: Error, Equatable, Sendable, CustomStringConvertible {
 
     /// One line: the file, then what is wrong with it.
     public var description: String { "\(path): \(reason)" }
+
+    /// The one line a producer, consumer or monitor reports for it, with what to do: a
+    /// wrong magic or version names both sides, a failed call names the file, the rest
+    /// points at `framesrv clean`.
+    public var userMessage: String {
+        switch self {
+        case .versionMismatch(let path, let found):
+            versionMismatchLine("control segment \(path)", found: found)
+        case .badMagic(let path, let found):
+            "control segment \(path) is not a framesrv control segment \(path) (magic 0x\(String(found, radix: 16))); is something else using this path?"
+        case .system(let op, let path, let e):
+            SystemCallError(op, path: path, e).description
+        default:
+            "shared-memory segment \(path) is unusable: \(reason); run 'framesrv clean' to remove leftovers"
+        }
+    }
+}
+
+/// What is said when a segment or message speaks another protocol version: both versions, and what to do.
+func versionMismatchLine(_ what: String, found: UInt32) -> String {
+    "\(what) speaks framesrv protocol version \(found), but this program speaks version \(FS_PROTOCOL_VERSION); run the same framesrv version on both sides"
 }
 
 /// Why a frame header in a pool slot cannot be trusted. The reader adds the file and slot.

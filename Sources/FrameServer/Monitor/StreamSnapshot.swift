@@ -138,7 +138,7 @@ public struct StreamSnapshot: Sendable, Encodable {
     public var vanished = false
 
     /// Reads stream `name` from `directory`.
-    public static func read(_ name: String, in directory: RuntimeDirectory) throws(FrameServerError) -> StreamSnapshot {
+    public static func read(_ name: String, in directory: RuntimeDirectory) throws(InspectionError) -> StreamSnapshot {
         try inspect(name, in: directory).snapshot
     }
 
@@ -148,11 +148,14 @@ public struct StreamSnapshot: Sendable, Encodable {
     /// Maps the control segment read-only through `ControlSegment` (validated counts and
     /// offsets, checked slot indices) and guarded against truncation: a segment truncated
     /// while it is read throws `.segment(.truncated)` instead of killing the monitor.
-    public static func inspect(_ name: String, in directory: RuntimeDirectory) throws(FrameServerError)
+    public static func inspect(_ name: String, in directory: RuntimeDirectory) throws(InspectionError)
         -> (snapshot: StreamSnapshot, warnings: [String]) {
         let control: ControlSegment
         do { control = try ControlSegment.open(directory.controlPath(name), writable: false) } catch {
-            throw FrameServerError(error)
+            if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory {
+                throw .noStream(name, directory: directory.path)
+            }
+            throw .segment(error)
         }
         let c = control.header
         let stats = control.statistics
@@ -259,9 +262,9 @@ public struct StreamSnapshot: Sendable, Encodable {
                 warnings += w
             } catch {
                 // A stream whose producer removed its files between listing and reading is not an error.
-                if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { continue }
-                if case .versionMismatch(_, let found, let ours) = error {
-                    warnings.append("\(name)  protocol v\(found) (this framesrv speaks v\(ours))")
+                if case .noStream = error { continue }
+                if case .segment(.versionMismatch(_, let found)) = error {
+                    warnings.append("\(name)  protocol v\(found) (this framesrv speaks v\(FS_PROTOCOL_VERSION))")
                     continue
                 }
                 warnings.append("skipping stream '\(name)': \(error)")

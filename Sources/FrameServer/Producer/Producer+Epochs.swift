@@ -15,7 +15,7 @@ extension Producer {
     /// new epoch (`retired`), so consumers can still map it by the frame's epoch. Waiting for
     /// those slots instead could wait forever: a filter whose graph keeps the last frames
     /// until the next one arrives holds them across the change.
-    func startEpoch(bytes: Int) throws(FrameServerError) {
+    func startEpoch(bytes: Int) throws(ProducerError) {
         let n = control.slotCount
         var reserved: [UInt32] = []
         var kept: UInt64 = 0
@@ -32,7 +32,7 @@ extension Producer {
             newPool = try Segment.create(directory.poolPath(stream, epoch: newEpoch), size: stride * Int(n))
         } catch {
             for i in reserved { fs_slot_abandon(slotCtl(i)) }   // the old epoch goes on
-            throw error
+            throw .segment(error)
         }
         if epoch > 0 {
             if kept != 0 { retired.append((epoch, kept)) } else { try? removeFile(directory.poolPath(stream, epoch: epoch)) }

@@ -14,13 +14,13 @@ extension Producer {
     /// then it returns nil and counts a drop. Also nil when `shouldStop` says so during the
     /// wait. A format larger than the current slots starts a new pool epoch at once (frames
     /// consumers still hold stay in the old pool).
-    public func reserve(_ format: FrameFormat) throws(FrameServerError) -> WritableFrame? {
+    public func reserve(_ format: FrameFormat) throws(ProducerError) -> WritableFrame? {
         try format.validate()
         try checkSegmentsIntact()
-        return try slotLock.withLock { () throws(FrameServerError) -> WritableFrame? in
+        return try slotLock.withLock { () throws(ProducerError) -> WritableFrame? in
             if pool == nil || format.slotBytes > slotStride {
                 guard outstanding == 0 else {
-                    throw .produce(.framesOutstanding(outstanding, format))
+                    throw .framesOutstanding(outstanding, format)
                 }
                 try startEpoch(bytes: max(format.slotBytes, leaseBytesWanted))
             } else if leaseBytesWanted > slotStride, outstanding == 0 {
@@ -56,9 +56,9 @@ extension Producer {
     /// no consumer holds a slot (waiting would then wait for the caller itself).
     /// Starts the first epoch when there is no pool yet. Free the decoder (ending its
     /// leases) before `close()`: a slot still leased at close keeps its pool file.
-    public func lease(bytes: Int, wait: Bool) throws(FrameServerError) -> SlotLease? {
+    public func lease(bytes: Int, wait: Bool) throws(ProducerError) -> SlotLease? {
         while true {
-            let attempt = try slotLock.withLock { () throws(FrameServerError) -> LeaseAttempt in
+            let attempt = try slotLock.withLock { () throws(ProducerError) -> LeaseAttempt in
                 if pool == nil { try startEpoch(bytes: bytes) }
                 let n = Int(control.slotCount)
                 if bytes > slotStride { leaseBytesWanted = max(leaseBytesWanted, bytes) }

@@ -139,13 +139,15 @@ public final class Producer: @unchecked Sendable {
     ///
     /// Throws `.streamBusy` when a live producer already owns the name.
     public init(stream: String, options: ProducerOptions = ProducerOptions(),
-                directory: RuntimeDirectory? = nil) throws(FrameServerError) {
-        try validateStreamName(stream)
+                directory: RuntimeDirectory? = nil) throws(ProducerError) {
+        do { try validateStreamName(stream) } catch { throw .invalidStreamName(stream) }
         guard (1...Int(FS_MAX_SLOTS)).contains(options.slots) else {
-            throw .produce(.slotCount(options.slots))
+            throw .slotCount(options.slots)
         }
         let dir: RuntimeDirectory
-        if let directory { dir = directory } else { dir = try RuntimeDirectory() }
+        if let directory { dir = directory } else {
+            do { dir = try RuntimeDirectory() } catch { throw .directory(error) }
+        }
         self.stream = stream
         self.directory = dir
         self.options = options
@@ -155,27 +157,29 @@ public final class Producer: @unchecked Sendable {
         for f in dir.files(of: stream) where f != dir.lockPath(stream) { try? removeFile(f) }
 
         let tmp = dir.controlPath(stream) + ".tmp.\(getpid())"
-        control = try ControlSegment.create(tmp, .init(stream: stream, slots: options.slots, liveSource: options.liveSource,
-                                                       liveMaxHeld: options.liveMaxHeld, nominalRate: options.nominalRate,
-                                                       producerName: options.name))
+        do {
+            control = try ControlSegment.create(tmp, .init(stream: stream, slots: options.slots, liveSource: options.liveSource,
+                                                           liveMaxHeld: options.liveMaxHeld, nominalRate: options.nominalRate,
+                                                           producerName: options.name))
+        } catch { throw .segment(error) }
 
-        socket = try ZMQSocket(type: ZMQ_XPUB)
+        do { socket = try ZMQSocket(type: ZMQ_XPUB) } catch { throw .transport(error) }
         socket.setOption(ZMQ_SNDHWM, options.sendHighWaterMark)
         do {
             try socket.bind(dir.endpoint(stream))
         } catch {
             try? removeFile(tmp)
-            throw error
+            throw .transport(error)
         }
         try? changeMode(dir.socketPath(stream), 0o600)   // a failure is harmless: the directory is 0700 anyway
         do { wakeFD = try makeEventDescriptor() } catch {
             try? removeFile(tmp)
-            throw .system("create the reaper's eventfd", path: nil, error)
+            throw .system(SystemCallError("create the reaper's eventfd", path: nil, error))
         }
         // Publishing the control segment under its real name is the moment the stream exists.
         do { try renameFile(tmp, to: dir.controlPath(stream)) } catch {
             try? removeFile(tmp)
-            throw .system("publish control segment", path: dir.controlPath(stream), error)
+            throw .system(SystemCallError("publish control segment", path: dir.controlPath(stream), error))
         }
         // The watcher threads hold the producer until close() stops them.
         threads.append(spawnThread { self.watchAttachments() })
@@ -189,10 +193,10 @@ public final class Producer: @unchecked Sendable {
 
     /// The stream's lock proves this process is its only producer. When it is taken but
     /// no live producer is behind it, `framesrv clean` holds it for a moment: retry for 1 s.
-    private static func takeStreamLock(_ stream: String, in dir: RuntimeDirectory) throws(FrameServerError) -> FileLock {
+    private static func takeStreamLock(_ stream: String, in dir: RuntimeDirectory) throws(ProducerError) -> FileLock {
         let deadline = monotonicNanos() + 1_000_000_000
         while true {
-            if let lock = try FileLock.tryExclusive(dir.lockPath(stream)) { return lock }
+            do { if let lock = try FileLock.tryExclusive(dir.lockPath(stream)) { return lock } } catch { throw .system(error) }
             let snapshot = try? StreamSnapshot.read(stream, in: dir)
             if let snapshot, snapshot.state != "dead" || monotonicNanos() > deadline {
                 throw .streamBusy(stream, producerPID: snapshot.producerPID)
@@ -254,7 +258,7 @@ public final class Producer: @unchecked Sendable {
 
     /// Throws when the control segment or the current pool was truncated under this
     /// producer (the SIGBUS guard caught it): the stream cannot go on.
-    func checkSegmentsIntact() throws(FrameServerError) {
+    func checkSegmentsIntact() throws(ProducerError) {
         do {
             try control.segment.checkIntact()
             try slotLock.withLock { () throws(SegmentError) in try pool?.checkIntact() }

@@ -63,32 +63,32 @@ public struct Announcement: Sendable, Equatable {
 
     /// Parses a message, checking magic, version, kind, name length (1...48) and length.
     /// Only the version error (`.versionMismatch`, naming both versions) is fatal to a receiver.
-    public init(decoding bytes: UnsafeRawBufferPointer) throws(FrameServerError) {
+    public init(decoding bytes: UnsafeRawBufferPointer) throws(AnnouncementError) {
         guard bytes.count >= Self.fixedSize else {
-            throw .invalidArgument("announcement of \(bytes.count) bytes is shorter than the 64-byte header")
+            throw .tooShort(bytes: bytes.count)
         }
         let magic = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
-        guard magic == FS_MAGIC_ANNOUNCE else { throw .badMagic(what: "announcement", found: magic) }
+        guard magic == FS_MAGIC_ANNOUNCE else { throw .badMagic(found: magic) }
         let version = UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 4, as: UInt16.self))
         guard UInt32(version) == FS_PROTOCOL_VERSION else {
-            throw .versionMismatch(what: "announcement", found: UInt32(version), expected: FS_PROTOCOL_VERSION)
+            throw .versionMismatch(found: UInt32(version))
         }
         let rawKind = UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 6, as: UInt16.self))
         guard let kind = Kind(rawValue: rawKind) else {
-            throw .invalidArgument("announcement of unknown kind \(rawKind)")
+            throw .unknownKind(rawKind)
         }
         func u64(_ o: Int) -> UInt64 { UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: o, as: UInt64.self)) }
         func u32(_ o: Int) -> UInt32 { UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: o, as: UInt32.self)) }
         let nameLen = Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 56, as: UInt16.self)))
         guard (1...48).contains(nameLen) else {
-            throw .invalidArgument("announcement name-len \(nameLen) is outside 1...48")
+            throw .nameLength(nameLen)
         }
         guard bytes.count == Self.fixedSize + nameLen else {
-            throw .invalidArgument("announcement length \(bytes.count) does not match its name length \(nameLen)")
+            throw .lengthMismatch(length: bytes.count, nameLength: nameLen)
         }
         let name = bytes[Self.fixedSize...]
         guard name.allSatisfy(Self.isNameByte) else {
-            throw .invalidArgument("announcement name has a byte outside [A-Za-z0-9._-]")
+            throw .badNameByte
         }
         let pts = Int64(bitPattern: u64(40))
         self.init(kind: kind,
@@ -107,11 +107,44 @@ public struct Announcement: Sendable, Equatable {
         }
     }
 
-    public init(decoding bytes: [UInt8]) throws(FrameServerError) {
-        var result: Result<Announcement, FrameServerError>
+    public init(decoding bytes: [UInt8]) throws(AnnouncementError) {
+        var result: Result<Announcement, AnnouncementError>
         result = bytes.withUnsafeBytes { raw in
-            do throws(FrameServerError) { return .success(try Announcement(decoding: raw)) } catch { return .failure(error) }
+            do throws(AnnouncementError) { return .success(try Announcement(decoding: raw)) } catch { return .failure(error) }
         }
         self = try result.get()
+    }
+}
+
+/// Why received bytes are not an announcement (PROTOCOL.md 3.1). Only `.versionMismatch`
+/// is fatal to a receiver: run the same framesrv version on both sides. The others are a
+/// peer's bad message: the receiver drops it and looks at shared memory again.
+public enum AnnouncementError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// Fewer bytes than the 64-byte header.
+    case tooShort(bytes: Int)
+    /// Not `FS_MAGIC_ANNOUNCE`: something else is sending on this socket.
+    case badMagic(found: UInt32)
+    /// Another protocol version: run the same framesrv version on both sides.
+    case versionMismatch(found: UInt32)
+    /// A kind the protocol does not define.
+    case unknownKind(UInt16)
+    /// A name length outside 1...48.
+    case nameLength(Int)
+    /// The message's length is not the header's plus its name's.
+    case lengthMismatch(length: Int, nameLength: Int)
+    /// The name has a byte a stream name may not have.
+    case badNameByte
+
+    public var description: String {
+        switch self {
+        case .tooShort(let n): "announcement of \(n) bytes is shorter than the 64-byte header"
+        case .badMagic(let found):
+            "announcement is not a framesrv announcement (magic 0x\(String(found, radix: 16))); is something else using this path?"
+        case .versionMismatch(let found): versionMismatchLine("announcement", found: found)
+        case .unknownKind(let kind): "announcement of unknown kind \(kind)"
+        case .nameLength(let n): "announcement name-len \(n) is outside 1...48"
+        case .lengthMismatch(let length, let n): "announcement length \(length) does not match its name length \(n)"
+        case .badNameByte: "announcement name has a byte outside [A-Za-z0-9._-]"
+        }
     }
 }

@@ -132,9 +132,9 @@ public struct FrameFormat: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Checks the dimensions are something a pool can hold.
-    public func validate() throws(FrameServerError) {
+    public func validate() throws(ProducerError) {
         guard width > 0, height > 0, width <= 16384, height <= 16384 else {
-            throw .produce(.frameSize(width: width, height: height))
+            throw .frameSize(width: width, height: height)
         }
     }
 }

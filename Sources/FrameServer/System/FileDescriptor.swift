@@ -2,7 +2,7 @@ import Glibc
 
 // The one layer that calls the C library for descriptors and paths. Every wrapper reads
 // errno right after its call and names the C function it wraps; callers add the context
-// (which file, which operation) when they turn an Errno into a FrameServerError.
+// (which file, which operation) when they turn an Errno into an operation's error.
 
 /// Calls `call` again for as long as it fails with `EINTR`; returns its result, or throws
 /// the error number it failed with (`call` returns -1 and sets errno on failure).

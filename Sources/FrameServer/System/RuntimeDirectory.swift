@@ -21,9 +21,9 @@ public struct RuntimeDirectory: Sendable, Hashable {
     }
 
     /// Opens (and creates, with mode 0700) the runtime directory at `path`.
-    public init(path: String = RuntimeDirectory.defaultPath) throws(FrameServerError) {
+    public init(path: String = RuntimeDirectory.defaultPath) throws(RuntimeDirectoryError) {
         do { _ = try makeDirectory(path, mode: 0o700) } catch {
-            throw .system("create runtime directory", path: path, error)
+            throw .system(SystemCallError("create runtime directory", path: path, error))
         }
         try self.init(checking: path)
     }
@@ -31,10 +31,10 @@ public struct RuntimeDirectory: Sendable, Hashable {
     /// Opens the runtime directory at `path` if it exists, without creating it (for
     /// monitors: listing streams must not leave a directory behind). Nil when there is
     /// nothing at `path`; the same checks as `init(path:)` otherwise.
-    public static func existing(path: String = RuntimeDirectory.defaultPath) throws(FrameServerError) -> RuntimeDirectory? {
+    public static func existing(path: String = RuntimeDirectory.defaultPath) throws(RuntimeDirectoryError) -> RuntimeDirectory? {
         do { _ = try linkStatus(path) } catch {
             if error == .noSuchFileOrDirectory { return nil }
-            throw .system("stat runtime directory", path: path, error)
+            throw .system(SystemCallError("stat runtime directory", path: path, error))
         }
         return try RuntimeDirectory(checking: path)
     }
@@ -44,38 +44,38 @@ public struct RuntimeDirectory: Sendable, Hashable {
     /// The directory is opened once (`O_NOFOLLOW` unless the link was vetted) and checked
     /// and tightened through that descriptor (`fstat`, `fchmod`), so nothing reached
     /// through another user's link is ever changed.
-    private init(checking path: String) throws(FrameServerError) {
+    private init(checking path: String) throws(RuntimeDirectoryError) {
         self.path = path
         let uid = getuid()
         let entry: stat
-        do { entry = try linkStatus(path) } catch { throw .system("stat runtime directory", path: path, error) }
+        do { entry = try linkStatus(path) } catch { throw .system(SystemCallError("stat runtime directory", path: path, error)) }
         let isLink = (entry.st_mode & S_IFMT) == S_IFLNK
         if isLink, entry.st_uid != uid {
-            throw .insecureDirectory(path, "it is a symbolic link owned by uid \(entry.st_uid), not by you (uid \(uid))")
+            throw .notPrivate(path: path, why: "it is a symbolic link owned by uid \(entry.st_uid), not by you (uid \(uid))")
         }
         let dir: FileDescriptor
         do { dir = try .open(path, O_RDONLY | O_DIRECTORY | O_NONBLOCK | (isLink ? 0 : O_NOFOLLOW)) } catch {
             if error == .notDirectory || error == .tooManySymbolicLinks {
-                throw .invalidArgument("runtime directory \(path) is not a directory")
+                throw .notDirectory(path: path)
             }
-            throw .system(isLink ? "open the directory the runtime directory links to" : "open runtime directory",
-                          path: path, error)
+            throw .system(SystemCallError(isLink ? "open the directory the runtime directory links to" : "open runtime directory",
+                                          path: path, error))
         }
         let st: stat
-        do { st = try dir.status() } catch { throw .system("stat runtime directory", path: path, error) }
+        do { st = try dir.status() } catch { throw .system(SystemCallError("stat runtime directory", path: path, error)) }
         guard (st.st_mode & S_IFMT) == S_IFDIR else {
-            throw .invalidArgument("runtime directory \(path) is not a directory")
+            throw .notDirectory(path: path)
         }
         if !isLink, st.st_dev != entry.st_dev || st.st_ino != entry.st_ino {
-            throw .insecureDirectory(path, "it was replaced while being checked")
+            throw .notPrivate(path: path, why: "it was replaced while being checked")
         }
         guard st.st_uid == uid else {
             let what = isLink ? "the directory it links to belongs" : "it belongs"
-            throw .insecureDirectory(path, "\(what) to uid \(st.st_uid), not to you (uid \(uid))")
+            throw .notPrivate(path: path, why: "\(what) to uid \(st.st_uid), not to you (uid \(uid))")
         }
         if st.st_mode & 0o077 != 0 {
             do { try dir.changeMode(0o700) } catch {
-                throw .system("restrict runtime directory to mode 0700", path: path, error)
+                throw .system(SystemCallError("restrict runtime directory to mode 0700", path: path, error))
             }
         }
     }
@@ -139,11 +139,42 @@ public struct RuntimeDirectory: Sendable, Hashable {
 }
 
 /// Stream names are file-name safe: 1 to 48 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
-public func validateStreamName(_ name: String) throws(FrameServerError) {
+public func validateStreamName(_ name: String) throws(StreamNameError) {
     let ok = !name.isEmpty && name.utf8.count <= 48 && !name.hasPrefix(".")
         && name.utf8.allSatisfy { c in
             (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
                 || c == 0x2E || c == 0x5F || c == 0x2D
         }
-    if !ok { throw .invalidStreamName(name) }
+    if !ok { throw .invalid(name) }
+}
+
+/// Why the runtime directory (`FRAMESRV_DIR`) cannot be used.
+public enum RuntimeDirectoryError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// Another user owns it (or the link to it), or it was swapped while checked: set
+    /// FRAMESRV_DIR to a private directory.
+    case notPrivate(path: String, why: String)
+    /// Something other than a directory is at its path: remove it or set FRAMESRV_DIR.
+    case notDirectory(path: String)
+    /// Creating, opening, checking or restricting it failed.
+    case system(SystemCallError)
+
+    public var description: String {
+        switch self {
+        case .notPrivate(let path, let why): "refusing runtime directory \(path): \(why); set FRAMESRV_DIR to a private directory"
+        case .notDirectory(let path): "runtime directory \(path) is not a directory"
+        case .system(let e): e.description
+        }
+    }
+}
+
+/// Why a stream name was refused (`validateStreamName`).
+public enum StreamNameError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// Not a file-name-safe name: use 1 to 48 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
+    case invalid(String)
+
+    public var description: String {
+        switch self {
+        case .invalid(let n): "invalid stream name '\(n)': use 1 to 48 letters, digits, '.', '_' or '-', not starting with '.'"
+        }
+    }
 }

@@ -2,7 +2,7 @@ import CFrameServer
 import Glibc
 
 // The one internal layer that talks to the C library for files, mappings, locks and
-// futexes. Everything above it speaks Swift and FrameServerError.
+// futexes. Everything above it speaks Swift and SystemCallError/SegmentError.
 
 /// A file mapped into this process with `mmap(MAP_SHARED)`; unmapped on deinit.
 ///
@@ -25,16 +25,16 @@ final class MappedFile: @unchecked Sendable {
     }
 
     /// Creates a new file of `size` zero bytes with mode 0600 (fails if it exists) and maps it read-write.
-    static func create(_ path: String, size: Int) throws(FrameServerError) -> MappedFile {
+    static func create(_ path: String, size: Int) throws(SegmentError) -> MappedFile {
         let fd: FileDescriptor
         do { fd = try .open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600) } catch {
-            throw .system("create", path: path, error)
+            throw .system(operation: "create", path: path, error)
         }
         // posix_fallocate, not just ftruncate: on tmpfs the memory is then really there, and a
         // pool that does not fit fails here with ENOSPC instead of SIGBUS at first touch.
         do { try fd.allocate(size) } catch {
             try? removeFile(path)
-            throw .system("allocate \(size) bytes for", path: path, error)
+            throw .system(operation: "allocate \(size) bytes for", path: path, error)
         }
         // MAP_POPULATE: the creator (the producer) writes every page; mapping them all now
         // costs one call instead of a page fault per 4 KiB in the middle of the stream.
@@ -42,11 +42,11 @@ final class MappedFile: @unchecked Sendable {
     }
 
     private static func map(_ path: String, _ fd: consuming FileDescriptor, size: Int, writable: Bool,
-                            populate: Bool = false) throws(FrameServerError) -> MappedFile {
-        guard size > 0 else { throw .corruptSegment(path, "it is empty") }
+                            populate: Bool = false) throws(SegmentError) -> MappedFile {
+        guard size > 0 else { throw .tooSmall(path: path, size: 0, needed: 1) }
         let p: UnsafeMutableRawPointer
         do { p = try fd.map(size: size, writable: writable, populate: populate) } catch {
-            throw .system("map", path: path, error)
+            throw .system(operation: "map", path: path, error)
         }
         return MappedFile(path: path, descriptor: fd, base: p, size: size, writable: writable)
     }
@@ -69,13 +69,13 @@ final class FileLock {
     ///
     /// After locking it checks that `path` still names the locked file: `framesrv clean`
     /// may have unlinked it in between, and a lock on an unlinked file protects nothing.
-    static func tryExclusive(_ path: String) throws(FrameServerError) -> FileLock? {
+    static func tryExclusive(_ path: String) throws(SystemCallError) -> FileLock? {
         while true {
             let fd: FileDescriptor
             do { fd = try .open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, mode: 0o600) } catch {
-                throw .system("open lock", path: path, error)
+                throw SystemCallError("open lock", path: path, error)
             }
-            do { guard try fd.tryLockExclusive() else { return nil } } catch { throw .system("lock", path: path, error) }
+            do { guard try fd.tryLockExclusive() else { return nil } } catch { throw SystemCallError("lock", path: path, error) }
             if let held = try? fd.status(), let named = try? linkStatus(path),
                held.st_ino == named.st_ino, held.st_dev == named.st_dev {
                 return FileLock(descriptor: fd, path: path)
@@ -267,9 +267,9 @@ func futexWake(_ word: UnsafeMutablePointer<UInt32>) -> Int { Int(fs_sys_futex_w
 ///
 /// The corresponding C functions are `getrlimit` and `setrlimit`.
 @discardableResult
-public func raiseFileDescriptorLimit() throws(FrameServerError) -> Int {
+public func raiseFileDescriptorLimit() throws(SystemCallError) -> Int {
     let n = fs_sys_raise_nofile_limit()
-    guard n >= 0 else { throw .system("raise the open-file limit (RLIMIT_NOFILE)", path: nil, .current) }
+    guard n >= 0 else { throw SystemCallError("raise the open-file limit (RLIMIT_NOFILE)", path: nil, .current) }
     return Int(clamping: n)
 }
 

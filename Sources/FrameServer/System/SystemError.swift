@@ -44,3 +44,23 @@ public struct Errno: RawRepresentable, Hashable, Sendable, Error, CustomStringCo
 
     public var description: String { String(cString: strerror(rawValue)) }
 }
+
+/// A system call that failed: what it was doing, on which file, and the error number.
+/// The building block of the operations' errors (`ProducerError.system`, ...), which add
+/// what the caller can do about it.
+public struct SystemCallError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What the call was doing, as a verb phrase ("create", "watch directory").
+    public let operation: String
+    /// The file it was done on, if any.
+    public let path: String?
+    public let errno: Errno
+
+    public init(_ operation: String, path: String?, _ errno: Errno) {
+        self.operation = operation; self.path = path; self.errno = errno
+    }
+
+    public var description: String {
+        if let path { return "cannot \(operation) \(path): \(errno)" }
+        return "cannot \(operation): \(errno)"
+    }
+}

@@ -56,8 +56,8 @@ package final class ZMQSocket {
     }
 
     /// A socket of `type` in the shared context (the transport's).
-    package convenience init(type: Int32) throws(FrameServerError) {
-        try self.init(type: type) { FrameServerError.zeromq("create a socket", $0) }
+    package convenience init(type: Int32) throws(TransportError) {
+        try self.init(type: type) { TransportError.zeromq("create a socket", $0) }
     }
 
     deinit { close() }
@@ -102,11 +102,11 @@ package final class ZMQSocket {
     /// libzmq see ECONNABORTED, which it ignores.
     ///
     /// The corresponding C function is `zmq_bind`.
-    package func bind(_ endpoint: String) throws(FrameServerError) {
+    package func bind(_ endpoint: String) throws(TransportError) {
         do { try armConnectionGuard() } catch {
-            throw .system("reserve a descriptor for the connection guard", path: nil, error)
+            throw .system(SystemCallError("reserve a descriptor for the connection guard", path: nil, error))
         }
-        try bind(endpoint) { FrameServerError.zeromq("bind \(endpoint)", $0) }
+        try bind(endpoint) { TransportError.zeromq("bind \(endpoint)", $0) }
     }
 
     /// Binds to `endpoint` as it is (no accept guard); `failure` makes the error from libzmq's message.
@@ -117,8 +117,8 @@ package final class ZMQSocket {
     }
 
     /// Connects to `endpoint` (the transport's error).
-    package func connect(_ endpoint: String) throws(FrameServerError) {
-        try connect(endpoint) { FrameServerError.zeromq("connect to \(endpoint)", $0) }
+    package func connect(_ endpoint: String) throws(TransportError) {
+        try connect(endpoint) { TransportError.zeromq("connect to \(endpoint)", $0) }
     }
 
     /// Connects to `endpoint`; `failure` makes the error from libzmq's message.
@@ -176,4 +176,21 @@ package final class ZMQMessage {
     deinit { zmq_msg_close(msg); msg.deallocate() }
     /// The part's bytes (valid while the message lives).
     package var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: zmq_msg_data(msg), count: zmq_msg_size(msg)) }
+}
+
+/// Why a stream's doorbell socket (the producer's XPUB, a consumer's SUB) could not be
+/// made, bound or connected.
+public enum TransportError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// libzmq refused: what it was asked, and its message.
+    case zeromq(String, String)
+    /// The descriptor the accept guard keeps in reserve could not be opened: raise the
+    /// open-file limit (`ulimit -n`).
+    case system(SystemCallError)
+
+    public var description: String {
+        switch self {
+        case .zeromq(let op, let msg): "ZeroMQ could not \(op): \(msg)"
+        case .system(let e): e.description
+        }
+    }
 }

@@ -124,8 +124,8 @@ protocol Command {
     static var name: String { get }
     static var summary: String { get }
     static var help: String { get }
-    /// Runs the command; returns the exit status.
-    static func run(_ options: Options) throws -> Int32
+    /// Runs the command; returns the exit status (a failure it throws is main's one error line).
+    static func run(_ options: Options) throws -> ExitStatus
 }
 
 /// Parses `WxH`.
@@ -143,7 +143,7 @@ struct CommandEntry {
     let summary: String
     let help: String
     /// Parses the arguments (a usage error before any work) and runs the command.
-    let run: ([String]) throws -> Int32
+    let run: ([String]) throws -> ExitStatus
 }
 
 extension Command {

@@ -2,9 +2,10 @@ import FrameServer
 import Glibc
 
 /// Prints one error line to standard error and exits.
-func fail(_ message: String, status: Int32) -> Never {
+/// The one place that prints `framesrv: error:`: main.swift, for what a command threw.
+func fail(_ message: String, status: ExitStatus) -> Never {
     warn("error: " + message)
-    exit(status)
+    exit(status.rawValue)
 }
 
 /// One line to standard error, prefixed with the program name.

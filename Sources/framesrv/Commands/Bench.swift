@@ -93,8 +93,8 @@ enum BenchCommand: Command {
       2. added latency at 30 fps: A's publish to B's publish (one host, one clock), p50 and p99
     """
 
-    static func run(_ o: BenchOptions) throws -> Int32 {
+    static func run(_ o: BenchOptions) throws -> ExitStatus {
         try Bench.run(o.benchmark, settings: o.settings) { print($0) }
-        return 0
+        return .success
     }
 }

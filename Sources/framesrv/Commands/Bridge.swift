@@ -59,7 +59,7 @@ enum BridgeCommand {
         CommandEntry(name: name, summary: summary, help: help) { arguments in try run(arguments) }
     }
 
-    static func run(_ arguments: [String]) throws -> Int32 {
+    static func run(_ arguments: [String]) throws -> ExitStatus {
         guard let role = arguments.first else { throw UsageError("say what to do: framesrv bridge send|recv|keygen (see --help)") }
         if role == "keygen" { return try BridgeKeygenCommand.run(Array(arguments.dropFirst())) }
         let o = try BridgeOptions(role: role, parsing: Array(arguments.dropFirst()))
@@ -77,7 +77,7 @@ enum BridgeCommand {
         return { socket, context in try security.apply(to: socket, context: context) }
     }
 
-    static func send(_ o: BridgeOptions) throws -> Int32 {
+    static func send(_ o: BridgeOptions) throws -> ExitStatus {
         var settings = BridgeSendSettings(stream: o.stream, endpoint: o.endpoint)
         settings.bind = o.bind
         settings.mode = o.mode
@@ -100,11 +100,11 @@ enum BridgeCommand {
             print("bridge send: \(o.stream) -> \(o.endpoint.text): \(report.frames) frames, \(report.bytes) bytes, "
                   + "\(report.resent) resent, \(report.skipped) skipped, \(report.reconnects) reconnects")
         }
-        if StopSignal.requested, !report.ended { return 0 }
-        return report.failed ? 1 : 0
+        if StopSignal.requested, !report.ended { return .success }
+        return report.failed ? .failed : .success
     }
 
-    static func receive(_ o: BridgeOptions) throws -> Int32 {
+    static func receive(_ o: BridgeOptions) throws -> ExitStatus {
         var settings = BridgeReceiveSettings(stream: o.stream, endpoint: o.endpoint)
         settings.bind = o.bind
         settings.window = o.window
@@ -117,6 +117,6 @@ enum BridgeCommand {
             print("bridge recv: \(o.endpoint.text) -> \(o.stream): \(report.frames) frames, \(report.bytes) bytes, "
                   + "\(report.duplicates) duplicates, \(report.malformed) malformed, \(report.sessions) sessions")
         }
-        return report.failed ? 1 : 0
+        return report.failed ? .failed : .success
     }
 }

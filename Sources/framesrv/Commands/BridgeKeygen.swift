@@ -17,15 +17,15 @@ enum BridgeKeygenCommand {
     """
 
     /// Parses, writes the key files and prints where they are; returns the exit status.
-    static func run(_ arguments: [String]) throws -> Int32 {
+    static func run(_ arguments: [String]) throws -> ExitStatus {
         if Arguments(arguments, command: "bridge keygen").wantsHelp {
             print(help)
-            return 0
+            return .success
         }
         let options = try BridgeKeygenOptions(parsing: arguments)
         let (cert, paths) = try CurveCertificate.generate(basename: options.basename)
         print("\(cert.publicKey.z85)")
         warn("bridge keygen: wrote \(paths.publicFile) (public) and \(paths.secretFile) (secret, 0600)")
-        return 0
+        return .success
     }
 }

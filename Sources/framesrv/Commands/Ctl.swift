@@ -34,21 +34,20 @@ enum CtlCommand: Command {
     rate 0, ...). A refused control changes nothing: the producer keeps running.
     """
 
-    static func run(_ o: CtlOptions) throws -> Int32 {
+    static func run(_ o: CtlOptions) throws -> ExitStatus {
         guard let directory = try RuntimeDirectory.existing() else { throw ControlSocketError.noStream(o.stream) }
         let reply = try ControlClient.send(o.request, to: o.stream, directory: directory)
         switch reply {
         case .ok:
             print(reply.text)
         case .error(let message):
-            warn("error: \(o.stream): \(message)")
-            return 1
+            throw CommandError.controlRefused(stream: o.stream, message: message)
         case .json(let text):
-            guard !o.json else { print(text); return 0 }
-            if let link = LinkStatus(json: text) { print("\(o.stream): \(link.line)"); return 0 }
-            guard let status = PlaybackStatus(json: text) else { print(text); return 0 }
+            guard !o.json else { print(text); return .success }
+            if let link = LinkStatus(json: text) { print("\(o.stream): \(link.line)"); return .success }
+            guard let status = PlaybackStatus(json: text) else { print(text); return .success }
             print("\(o.stream): \(status.line), \(status.frames) frames")
         }
-        return 0
+        return .success
     }
 }

@@ -29,7 +29,7 @@ enum DemoCommand: Command {
       --sigma S       blur strength (default 4)
     """
 
-    static func run(_ o: DemoOptions) throws -> Int32 {
+    static func run(_ o: DemoOptions) throws -> ExitStatus {
         if let input = o.input, !FileManager.default.isReadableFile(atPath: input) {
             throw UsageError("cannot read '\(input)'")
         }
@@ -51,7 +51,7 @@ enum DemoCommand: Command {
             stages.stopAll()
             let (code, _, err) = failed.finishWithErrors()
             let why = err.split(separator: "\n").last.map(String.init) ?? "exit status \(code)"
-            throw FrameServerError.invalidArgument("the \(failed.label) stage failed: \(why)")
+            throw CommandError.demoStageFailed(stage: failed.label, why: why)
         }
         if StopSignal.requested {
             // Stop the decoder only: its end of stream drains the chain, and the recorder
@@ -59,7 +59,7 @@ enum DemoCommand: Command {
             stages.last?.interrupt()
             stages.stopAll(waitSeconds: 10)
         }
-        return report(stages, output: o.output, seconds: Double(monotonicNanos() - start) / 1e9)
+        return try report(stages, output: o.output, seconds: Double(monotonicNanos() - start) / 1e9)
     }
 
     /// Downstream first, each producer waiting for its consumer, so no frame is published
@@ -85,7 +85,7 @@ enum DemoCommand: Command {
     }
 
     /// Each stage's summary line, and where the recording is.
-    static func report(_ stages: [Child], output: String, seconds: Double) -> Int32 {
+    static func report(_ stages: [Child], output: String, seconds: Double) throws(CommandError) -> ExitStatus {
         var failed = false
         for child in stages.reversed() {
             let (code, out, err) = child.finishWithErrors()
@@ -96,14 +96,11 @@ enum DemoCommand: Command {
                 if !err.isEmpty { print(err.trimmingCharacters(in: .whitespacesAndNewlines)) }
             }
         }
-        guard !failed else {
-            warn("error: a stage failed (see above)")
-            return 1
-        }
+        guard !failed else { throw .demoStagesFailed }
         let path = output.hasPrefix("/") ? output : FileManager.default.currentDirectoryPath + "/" + output
         print("demo: done in \(formatDouble(seconds, 1)) s; the recording is \(path)")
         print("demo: play it with: ffplay '\(path)'")
-        return 0
+        return .success
     }
 }
 

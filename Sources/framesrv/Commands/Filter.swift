@@ -59,7 +59,7 @@ enum FilterCommand: Command {
     cannot take A's frames, an unreadable blend image) is exit status 1.
     """
 
-    static func run(_ o: FilterOptions) throws -> Int32 {
+    static func run(_ o: FilterOptions) throws -> ExitStatus {
         if let image = o.blendImage { try BlendImageError.check(image) }
         let graph: FilterGraph
         do {
@@ -95,10 +95,9 @@ enum FilterCommand: Command {
         progress.finish(frames: clock.frames, mediaSeconds: clock.seconds)
         if !o.quiet { print(summary(pipeline, seconds: Double(monotonicNanos() - start) / 1e9)) }
         if pipeline.consumer.sourceFailed {
-            warn("error: the producer of '\(o.input)' ended the stream after its input failed; '\(o.out)' ends failed too")
-            return 1
+            throw CommandError.filterInputFailed(input: o.input, output: o.out)
         }
-        return 0
+        return .success
     }
 
     static func summary(_ p: FilterPipeline, seconds secs: Double) -> String {

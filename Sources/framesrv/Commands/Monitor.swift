@@ -19,18 +19,18 @@ enum ListCommand: Command {
       --json       one JSON array of stream snapshots, each with its measured "fps"
     """
 
-    static func run(_ o: ListOptions) throws -> Int32 {
+    static func run(_ o: ListOptions) throws -> ExitStatus {
         let json = o.json
         // Listing must not create the directory: none is a directory without streams.
         let dir = try RuntimeDirectory.existing()
         let streams = measure(dir)
         if json {
             print(try encodeJSON(streams))
-            return 0
+            return .success
         }
         if streams.isEmpty {
             print("no streams in \(dir?.path ?? RuntimeDirectory.defaultPath)")
-            return 0
+            return .success
         }
         var table = MonitorTable([.name, .state, .playback, .link, .pid, .fps, .frames, .slots, .consumers, .drop, .rate, .format, .colour])
         for m in streams {
@@ -39,7 +39,7 @@ enum ListCommand: Command {
                        "\(s.consumers.count)", "\(s.dropped)", s.nominalRate.map { "\($0)" } ?? "max"] + MonitorTable.formatCells(s.format))
         }
         for line in table.lines(width: MonitorTable.outputWidth(o.width, terminal: isatty(1) != 0)) { print(line) }
-        return 0
+        return .success
     }
 
     /// Every stream read twice, 250 ms apart (FrameMonitor's rows), its warnings on standard error.
@@ -70,27 +70,21 @@ enum InspectCommand: Command {
       --wait SECONDS     with --snapshot: how long to wait for a frame (default 5)
     """
 
-    static func run(_ o: InspectOptions) throws -> Int32 {
+    static func run(_ o: InspectOptions) throws -> ExitStatus {
         let (json, name) = (o.json, o.stream)
         try validateStreamName(name)
         if let snapshot = o.snapshot {
             return try writeSnapshot(of: name, to: snapshot, waitSeconds: o.wait)
         }
-        let noStream = FrameServerError.invalidArgument("no stream named '\(name)' in \(RuntimeDirectory.defaultPath) (see 'framesrv ls')")
-        guard let dir = try RuntimeDirectory.existing() else { throw noStream }   // not created by looking
-        let s: StreamSnapshot
-        do {
-            let (snapshot, problems) = try StreamSnapshot.inspect(name, in: dir)
-            s = snapshot
-            var warnings = WarningLog()
-            warnings.report(problems)
-        } catch {
-            if case .system(_, _, let e) = error, e == .noSuchFileOrDirectory { throw noStream }
-            throw error
+        guard let dir = try RuntimeDirectory.existing() else {   // not created by looking
+            throw InspectionError.noStream(name, directory: RuntimeDirectory.defaultPath)
         }
+        let (s, problems) = try StreamSnapshot.inspect(name, in: dir)
+        var warnings = WarningLog()
+        warnings.report(problems)
         if json {
             print(try encodeJSON(s))
-            return 0
+            return .success
         }
         print("stream \(s.name): \(s.state), producer '\(s.producerName)' pid \(s.producerPID)\(s.liveSource ? ", live source" : "")")
         print("  format \(s.format ?? "-"), epoch \(s.epoch), \(s.slots) slots of \(s.slotBytes) bytes")
@@ -111,7 +105,7 @@ enum InspectCommand: Command {
         print("  consumers:")
         if s.consumers.isEmpty { print("    none") }
         for c in s.consumers { print(describe(c)) }
-        return 0
+        return .success
     }
 }
 
@@ -128,7 +122,7 @@ extension InspectCommand {
 
     /// Takes the newest frame as a live consumer (one slot, for as long as the encode takes)
     /// and writes it as a PNG.
-    static func writeSnapshot(of stream: String, to path: String, waitSeconds: Double) throws -> Int32 {
+    static func writeSnapshot(of stream: String, to path: String, waitSeconds: Double) throws -> ExitStatus {
         var options = ConsumerOptions(mode: .live)
         options.waitSeconds = waitSeconds
         options.reattach = false
@@ -137,14 +131,14 @@ extension InspectCommand {
         let deadline = monotonicNanos() + UInt64(waitSeconds * 1e9)
         consumer.shouldStop = { monotonicNanos() > deadline }
         guard let frame = try consumer.next() else {
-            throw FrameServerError.invalidArgument("no frame from stream '\(stream)' within \(formatDouble(waitSeconds)) s (is it running? see 'framesrv ls')")
+            throw InspectionError.noFrame(stream, waitedSeconds: waitSeconds)
         }
         let h = frame.header
         let what = "frame \(frame.sequence) (\(h.width)x\(h.height) \(h.pixelFormatName))"
         try StillImage.writePNG(frame, to: path)
         frame.release()
         print("inspect: wrote \(what) of '\(stream)' to \(path)")
-        return 0
+        return .success
     }
 }
 
@@ -159,11 +153,11 @@ enum CleanCommand: Command {
     runtime directory whose producer no longer runs. Running streams are untouched.
     """
 
-    static func run(_ o: CleanOptions) throws -> Int32 {
+    static func run(_ o: CleanOptions) throws -> ExitStatus {
         let dir = try RuntimeDirectory.existing()   // not created: none is nothing to clean
         let removed = dir?.removeOrphans() ?? []
         for f in removed { print("removed \(f)") }
         if removed.isEmpty { print("nothing to clean in \(dir?.path ?? RuntimeDirectory.defaultPath)") }
-        return 0
+        return .success
     }
 }

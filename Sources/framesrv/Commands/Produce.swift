@@ -88,7 +88,7 @@ enum ProduceCommand: Command {
     -max_error_rate allows (2/3 of the attempts), as ffmpeg exits then.
     """
 
-    static func run(_ o: ProduceOptions) throws -> Int32 {
+    static func run(_ o: ProduceOptions) throws -> ExitStatus {
         guard let media = o.media else { return try producePattern(o) }
         let publisher = try MediaPublisher(input: media.input, formatName: media.format, threads: media.threads,
                                            options: media.inputOptions, converter: media.converter, copy: media.copy)
@@ -117,7 +117,7 @@ enum ProduceCommand: Command {
                                                            waiting: waiting) : nil
         // The decoder goes first: freeing it ends the leases of the slots it still references.
         defer { control?.close(); publisher.close(); producer.close() }
-        guard waitForConsumers(o, producer, sayWaiting: policy.waitsByDefault && !o.quiet) else { return 130 }
+        guard waitForConsumers(o, producer, sayWaiting: policy.waitsByDefault && !o.quiet) else { return .interrupted }
         let report: MediaPublishReport
         do {
             report = try publisher.run(into: producer, live: policy.liveSource, clock: clock, frames: o.frames,
@@ -131,7 +131,7 @@ enum ProduceCommand: Command {
 
     /// Ends the stream (or not, when the input failed), reports, and says the exit status.
     static func finishMedia(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ publisher: MediaPublisher,
-                            _ producer: Producer, _ report: MediaPublishReport) throws -> Int32 {
+                            _ producer: Producer, _ report: MediaPublishReport) throws -> ExitStatus {
         let decoder = publisher.decoder
         // A failed input (the first decode error under --strict, more errors than ffmpeg
         // allows) ends the stream as failed: its sinks and filters then exit non-zero too.
@@ -151,9 +151,7 @@ enum ProduceCommand: Command {
                   + " dropped \(producer.droppedCount), decode errors \(decoder.decodeErrors)")
         }
         if decoder.tooManyErrors() {
-            warn("error: '\(media.input)': \(decoder.framesDecoded) frames decoded, \(decoder.decodeFailures) decoding errors:"
-                 + " more than ffmpeg's -max_error_rate (2/3) allows; exit status 69, as ffmpeg's")
-            return 69
+            throw CommandError.tooManyDecodeErrors(input: media.input, decoded: decoder.framesDecoded, failures: decoder.decodeFailures)
         }
         if decoder.decodeErrors > 0 {
             warn("\(decoder.decodeErrors) decode error\(decoder.decodeErrors == 1 ? "" : "s") in '\(media.input)' (decoding went on, as ffmpeg does)")
@@ -161,11 +159,11 @@ enum ProduceCommand: Command {
         if report.decoded == 0, !StopSignal.requested {
             warn("'\(media.input)': no frame decoded; the stream ended empty (ffmpeg: \"Output file is empty\")")
         }
-        return 0
+        return .success
     }
 
-    static func producePattern(_ o: ProduceOptions) throws -> Int32 {
-        guard let producer = try openStream(o, slots: o.slots ?? 8, liveSource: o.liveSource, rate: o.pattern.rate) else { return 130 }
+    static func producePattern(_ o: ProduceOptions) throws -> ExitStatus {
+        guard let producer = try openStream(o, slots: o.slots ?? 8, liveSource: o.liveSource, rate: o.pattern.rate) else { return .interrupted }
         defer { producer.close() }
         let start = monotonicNanos()
         let format = try PatternPublisher.run(o.pattern, into: producer) { StopSignal.requested }
@@ -176,7 +174,7 @@ enum ProduceCommand: Command {
             print("produce: \(o.out): published \(producer.publishedCount) frames of \(format) in \(formatDouble(secs, 2)) s"
                   + " (\(formatDouble(Double(producer.publishedCount) / max(secs, 1e-9), 0)) fps), dropped \(producer.droppedCount)")
         }
-        return 0
+        return .success
     }
 
     /// --stats-json FILE: the figures of the summary line, for programs.
@@ -186,7 +184,7 @@ enum ProduceCommand: Command {
             + "\"zero_copy\":\(report.inPlace),\"copied\":\(report.copied),\"converted\":\(report.converted),"
             + "\"decode_errors\":\(decodeErrors),\"seconds\":\(report.seconds)}\n"
         guard FileManager.default.createFile(atPath: path, contents: Data(json.utf8)) else {
-            throw FrameServerError.invalidArgument("cannot write the statistics to '\(path)'")
+            throw CommandError.statisticsNotWritten(path: path)
         }
     }
 

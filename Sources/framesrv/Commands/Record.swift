@@ -43,13 +43,13 @@ enum RecordCommand: Command {
     every stream complete the file (index written).
     """
 
-    static func run(_ o: RecordCommandOptions) throws -> Int32 {
+    static func run(_ o: RecordCommandOptions) throws -> ExitStatus {
         installStopHandlers()
         if let micros = o.snapshotMicros { return try runSnapshots(o, windowNanos: micros * 1000) }
         let recorder = StreamRecorder(settings: o.settings, stop: StopSignal.shouldStop)
-        guard let report = try recorder.run() else { return 130 }   // stopped before the first frames: nothing written
+        guard let report = try recorder.run() else { return .interrupted }   // stopped before the first frames: nothing written
         if !o.quiet { summarise(o.settings.path, report) }
-        return 0
+        return .success
     }
 
     static func summarise(_ path: String, _ report: RecordReport) {
@@ -61,7 +61,7 @@ enum RecordCommand: Command {
     }
 
     /// --snapshot: the ring, written at each SIGUSR1, until the streams end or a stop.
-    static func runSnapshots(_ o: RecordCommandOptions, windowNanos: Int64) throws -> Int32 {
+    static func runSnapshots(_ o: RecordCommandOptions, windowNanos: Int64) throws -> ExitStatus {
         SnapshotTrigger.install()
         var control: ControlServer?
         if let name = o.controlName {
@@ -87,6 +87,6 @@ enum RecordCommand: Command {
             }
         })
         if !o.quiet { print("record: \(written) snapshot\(written == 1 ? "" : "s") written") }
-        return 0
+        return .success
     }
 }

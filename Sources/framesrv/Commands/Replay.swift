@@ -47,7 +47,7 @@ enum ReplayCommand: Command {
     it can be read; what was skipped is said.
     """
 
-    static func run(_ o: ReplayCommandOptions) throws -> Int32 {
+    static func run(_ o: ReplayCommandOptions) throws -> ExitStatus {
         installStopHandlers()
         let replayer = try Replayer(settings: o.settings, stop: StopSignal.shouldStop)
         try replayer.createStreams()
@@ -56,7 +56,7 @@ enum ReplayCommand: Command {
         let waited = replayer.waitForConsumers { name in
             if !o.quiet { warn("'\(name)': waiting for its first lossless consumer before publishing (--no-wait: publish at once; Ctrl-C to stop)") }
         }
-        guard waited else { replayer.abort(); return 130 }
+        guard waited else { replayer.abort(); return .interrupted }
         let status = replayer.statusReporter(stream: replayer.streamNames[0])
         let keys = o.quiet ? nil : PlaybackKeys(clock: replayer.clock, duration: replayer.duration, status: status)
         let report: ReplayReport
@@ -67,7 +67,7 @@ enum ReplayCommand: Command {
         }
         keys?.stop()
         say(o, report)
-        return 0
+        return .success
     }
 
     static func say(_ o: ReplayCommandOptions, _ r: ReplayReport) {

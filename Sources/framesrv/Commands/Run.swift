@@ -69,13 +69,12 @@ enum RunCommand: Command {
       --quiet      no live view
     """
 
-    static func run(_ o: RunOptions) throws -> Int32 {
+    static func run(_ o: RunOptions) throws -> ExitStatus {
         let pipeline = try parse(o.description)
         let dir = try RuntimeDirectory()
         Interrupts.install()
         signal(SIGPIPE, SIG_IGN)
-        let run: PipelineRun
-        do { run = try PipelineRun(pipeline, directory: dir) } catch { throw FrameServerError.invalidArgument(error.description) }
+        let run = try PipelineRun(pipeline, directory: dir)
         run.notice = { warn($0) }
         let going = { run.poll(interrupts: Interrupts.count) }
         if o.quiet {
@@ -84,8 +83,8 @@ enum RunCommand: Command {
             LiveView(directory: dir, streams: pipeline.streamOrder.map { pipeline.streams[$0].name }).run(while: going)
         }
         let outcome = run.finish()
-        if let error = outcome.error { warn("error: " + error) }
-        return outcome.status
+        if let error = outcome.error { throw CommandError.pipelineFailed(line: error, status: outcome.status) }
+        return ExitStatus(passingOn: outcome.status)
     }
 
     static func parse(_ description: RunOptions.Description) throws(UsageError) -> Pipeline {

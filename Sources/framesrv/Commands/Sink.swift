@@ -80,7 +80,7 @@ enum SinkCommand: Command {
     on stderr twice a second, as ffmpeg does.
     """
 
-    static func run(_ o: SinkOptions) throws -> Int32 {
+    static func run(_ o: SinkOptions) throws -> ExitStatus {
         // The media file first: its checks (container, encoder, settings, path) fail before any other file is truncated.
         let outputs = try SinkOutputs(framemd5: o.framemd5, y4m: o.y4m, raw: o.raw, record: o.record,
                                       mediaFileOptions: o.mediaFileOptions) { StopSignal.requested }
@@ -103,14 +103,12 @@ enum SinkCommand: Command {
         self.report(o, report.statistics, outputs)
         if let pid = report.producerGone {
             // Stopped while the stream's producer was gone without ending it: the stream did not end.
-            warn("error: the producer of '\(o.input)' (pid \(pid)) exited without ending the stream")
-            return 1
+            throw CommandError.producerExited(stream: o.input, pid: pid)
         }
         if report.sourceFailed {
-            warn("error: the producer of '\(o.input)' ended the stream after its input failed; \(report.statistics.received) frames received")
-            return 1
+            throw CommandError.sinkInputFailed(stream: o.input, received: report.statistics.received)
         }
-        return report.statistics.corrupt == 0 ? 0 : 3
+        return report.statistics.corrupt == 0 ? .success : .corruptFrames
     }
 
     /// What the session says while it runs: waiting, a producer gone, the outputs' notes.

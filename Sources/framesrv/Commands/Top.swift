@@ -32,7 +32,7 @@ enum TopCommand: Command {
     /// How a refresh is shown.
     enum Output { case terminal, text, json }
 
-    static func run(_ o: TopOptions) throws -> Int32 {
+    static func run(_ o: TopOptions) throws -> ExitStatus {
         let (interval, count, batch, json) = (o.interval, o.count, o.batch, o.json)
         // Watching must not create the directory: until it appears, there are no streams.
         var dir = try RuntimeDirectory.existing()
@@ -59,7 +59,7 @@ enum TopCommand: Command {
             if let count, refreshes >= count { break }
             pause(seconds: interval)
         }
-        return 0
+        return .success
     }
 
     static let clearScreen = "\u{1B}[H\u{1B}[2J"

@@ -25,7 +25,7 @@ enum WebCommand: Command {
     a POST whose Origin is another site is refused. Stops on SIGINT/SIGTERM.
     """
 
-    static func run(_ o: WebOptions) throws -> Int32 {
+    static func run(_ o: WebOptions) throws -> ExitStatus {
         let token: WebToken? = switch o.token {
         case .random: WebToken.random()
         case .given(let t): WebToken(t)
@@ -49,6 +49,6 @@ enum WebCommand: Command {
         }
         fflush(nil)   // a test or a log reads the URL while the server runs (nil: every output stream)
         while !StopSignal.requested { usleep(100_000) }
-        return 0
+        return .success
     }
 }

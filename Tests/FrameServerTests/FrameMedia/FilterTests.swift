@@ -450,7 +450,7 @@ import Testing
         #expect(consumer.heldFrames == 2)
         #expect(consumer.liveHoldLimit == 2)
         try reserve(producer, format).publish()
-        #expect(throws: FrameServerError.self) { _ = try consumer.next() }
+        #expect(throws: ConsumerError.self) { _ = try consumer.next() }
         let slot = Int(box.frames[0].slot)
         #expect(scratch.snapshot("s")?.slotTable[slot].holders == [consumer.consumerIndex!])
         let done = DispatchSemaphore(value: 0)

@@ -230,7 +230,7 @@ import Testing
         let other = scratch.file("other")
         #expect(mkdir(other, 0o700) == 0)
         #expect(chown(other, 65534, 65534) == 0)
-        #expect(throws: FrameServerError.self) { _ = try RuntimeDirectory(path: other) }
+        #expect(throws: RuntimeDirectoryError.self) { _ = try RuntimeDirectory(path: other) }
         let loose = scratch.file("loose")
         #expect(mkdir(loose, 0o755) == 0 && chmod(loose, 0o755) == 0)
         _ = try RuntimeDirectory(path: loose)

@@ -179,12 +179,11 @@ import Testing
         let producer = try Producer(stream: "ver", directory: scratch.directory)
         producer.ctl.pointee.version = 99
         let consumer = try Consumer(stream: "ver", directory: scratch.directory)
-        #expect(throws: FrameServerError.versionMismatch(what: "control segment \(scratch.file("ver.ctl"))", found: 99,
-                                                         expected: FS_PROTOCOL_VERSION)) {
+        #expect(throws: ConsumerError.segment(.versionMismatch(path: scratch.file("ver.ctl"), found: 99))) {
             try consumer.attach()
         }
-        let message = FrameServerError.versionMismatch(what: "x", found: 99, expected: 2).description
-        #expect(message.contains("version 99") && message.contains("version 2"))
+        let message = ConsumerError.segment(.versionMismatch(path: "x", found: 99)).description
+        #expect(message.contains("version 99") && message.contains("version \(FS_PROTOCOL_VERSION)"))
         producer.ctl.pointee.version = FS_PROTOCOL_VERSION
         producer.close()
     }
@@ -255,7 +254,7 @@ import Testing
     @Test func secondProducerIsRefused() throws {
         let scratch = try Scratch()
         let producer = try Producer(stream: "one", directory: scratch.directory)
-        #expect(throws: FrameServerError.streamBusy("one", producerPID: getpid())) {
+        #expect(throws: ProducerError.streamBusy("one", producerPID: getpid())) {
             _ = try Producer(stream: "one", directory: scratch.directory)
         }
         producer.close()
@@ -266,7 +265,7 @@ import Testing
 
     @Test(arguments: ["", ".hidden", "a/b", "x y", String(repeating: "n", count: 49)])
     func invalidStreamNamesAreRefused(_ name: String) {
-        #expect(throws: FrameServerError.invalidStreamName(name)) { try validateStreamName(name) }
+        #expect(throws: StreamNameError.invalid(name)) { try validateStreamName(name) }
     }
 
     @Test func fileNamesMapToTheirStreamExactly() {

@@ -41,10 +41,10 @@ import Testing
         let first = try Consumer(stream: "small", options: ConsumerOptions(mode: .live), directory: scratch.directory)
         try first.attach()
         let second = try Consumer(stream: "small", options: ConsumerOptions(mode: .live), directory: scratch.directory)
-        #expect(throws: FrameServerError.attach(.poolTooSmallForLive(stream: "small", slots: 4, liveConsumers: 1, holdLimit: 2))) {
+        #expect(throws: ConsumerError.poolTooSmallForLive(stream: "small", slots: 4, liveConsumers: 1, holdLimit: 2)) {
             try second.attach()
         }
-        let message = FrameServerError.attach(.poolTooSmallForLive(stream: "small", slots: 4, liveConsumers: 1, holdLimit: 2)).description
+        let message = ConsumerError.poolTooSmallForLive(stream: "small", slots: 4, liveConsumers: 1, holdLimit: 2).description
         #expect(message.contains("--slots") && !message.contains("\n"))
         // A lossless consumer is still welcome, and the refused one left no entry behind.
         let lossless = try Consumer(stream: "small", directory: scratch.directory)

@@ -31,7 +31,7 @@ import Testing
             #expect(error == .segment(.truncated(path: scratch.file("trunc.pool.1"))), "\(error)")
             #expect(error.description.contains("truncated") && !error.description.contains("\n"))
         }
-        #expect(throws: FrameServerError.segment(.truncated(path: scratch.file("trunc.pool.1")))) {
+        #expect(throws: ProducerError.segment(.truncated(path: scratch.file("trunc.pool.1")))) {
             _ = try producer.reserve(format)
         }
         producer.close()

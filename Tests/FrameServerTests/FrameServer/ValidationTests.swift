@@ -37,7 +37,7 @@ import Testing
             switch check(bytes) {
             case .success: Issue.record("\(field) = \(bad) was accepted")
             case .failure(let error):
-                let line = FrameServerError(error).description
+                let line = ConsumerError.segment(error).description
                 #expect(!line.contains("\n"))
                 #expect(line.contains("x.ctl"))
                 // A slot count that is in range but disagrees with the offsets names the offset.
@@ -110,7 +110,7 @@ import Testing
         #expect(streams.isEmpty)
         #expect(warnings.count == 1 && warnings[0].contains("not a regular file"), "\(warnings)")
         let consumer = try Consumer(stream: "pipe", directory: scratch.directory)
-        #expect(throws: FrameServerError.segment(.notRegularFile(path: scratch.file("pipe.ctl")))) { try consumer.attach() }
+        #expect(throws: ConsumerError.segment(.notRegularFile(path: scratch.file("pipe.ctl")))) { try consumer.attach() }
         let (status, _, _) = try scratch.run(["inspect", "pipe"], timeout: 30)
         #expect(status != 0 && status < 128, "inspect exits with an error, not a signal or a hang")
     }

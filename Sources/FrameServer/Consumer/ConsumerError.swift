@@ -1,0 +1,57 @@
+import CFrameServer
+
+/// Why a consumer could not attach to a stream or read its next frame.
+public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The stream name cannot be a file name: check the --in name.
+    case invalidStreamName(String)
+    /// The runtime directory cannot be used (see the case inside).
+    case directory(RuntimeDirectoryError)
+    /// No producer appeared for the stream within the wait time: start one, or check FRAMESRV_DIR.
+    case streamNotFound(String, directory: String, waitedSeconds: Double)
+    /// The stream ended before this consumer attached (its frames went to no consumer):
+    /// start consumers first, or wait for the next producer.
+    case streamEnded(String, frames: UInt64)
+    /// All consumer entries of the stream are taken: stop one first.
+    case tooManyConsumers(String, max: Int)
+    /// The pool cannot give one more live consumer its hold limit without stalling the
+    /// producer (`ControlSegment.admitsLiveConsumer`): more --slots, or attach lossless.
+    case poolTooSmallForLive(stream: String, slots: Int, liveConsumers: Int, holdLimit: Int)
+    /// A live consumer tried to hold more frames than the stream allows at once: release one first.
+    case holdLimit(max: Int)
+    /// The producer is gone and the stream cannot continue.
+    case producerGone(String)
+    /// The control segment or a pool failed validation or was truncated while mapped
+    /// (another protocol version, a foreign file, a bad field).
+    case segment(SegmentError)
+    /// A frame header in a pool slot failed validation: the frame was released and
+    /// skipped (`Consumer.badFrames` counts it); the next `next()` goes on after it.
+    case badFrame(path: String, slot: UInt32, FrameHeaderError)
+    /// Watching the runtime directory for the stream failed.
+    case system(SystemCallError)
+    /// The doorbell socket (`Consumer.descriptor`) could not be made or connected.
+    case transport(TransportError)
+
+    public var description: String {
+        switch self {
+        case .invalidStreamName(let n): StreamNameError.invalid(n).description
+        case .directory(let e): e.description
+        case .streamNotFound(let n, let dir, let s):
+            "no stream named '\(n)' appeared in \(dir) within \(s) s; start a producer with --out \(n) (or check FRAMESRV_DIR)"
+        case .streamEnded(let n, let frames):
+            "stream '\(n)' ended before this consumer attached (\(frames) frames published to no consumer);"
+                + " start consumers first (the producer waits for one unless --no-wait), or --wait S for its next producer"
+        case .tooManyConsumers(let n, let max):
+            "stream '\(n)' already has \(max) consumers, the most one stream supports; stop one first"
+        case .poolTooSmallForLive(let stream, let slots, let live, let limit):
+            "stream '\(stream)' has \(slots) slots and \(live) live consumer(s) holding up to \(limit) frames each; "
+                + "one more would stall the producer: start it with more --slots or attach --lossless"
+        case .holdLimit(let max):
+            "a live consumer may hold at most \(max) frames at once; release a frame before taking the next"
+        case .producerGone(let n): "the producer of stream '\(n)' exited"
+        case .segment(let e): e.userMessage
+        case .badFrame(let path, let slot, let e): "bad frame header in \(path) slot \(slot): \(e); frame skipped"
+        case .system(let e): e.description
+        case .transport(let e): e.description
+        }
+    }
+}
