@@ -31,6 +31,8 @@ final class Attachment {
     /// Lossless until the producer's stall timeout demotes this consumer to live.
     var mode: DeliveryMode
     let control: ControlSegment
+    /// The stream had ended when this attachment opened it (a consumer that came too late).
+    let endedBeforeAttach: Bool
     let index: Int
     let bit: UInt64
     let producerPID: Int32
@@ -82,6 +84,9 @@ final class Attachment {
             throw .segment(error)
         }
         guard let control = opened else { return nil }
+        // Read before the claim: a stream that ends while we claim and activate was still
+        // running when we came, and its end is a normal end for us, not a late start's.
+        let endedBeforeAttach = control.ended
         let producer = control.producer
         guard let pidfd = producer.openExitDescriptor() else { return nil }   // a dead producer's leftover
         let producerFD = FileDescriptor(adopting: pidfd)
@@ -98,12 +103,13 @@ final class Attachment {
         }
         control.activateConsumer(index, identity: me, mode: options.mode == .live ? .live : .lossless, name: options.name)
         return Attachment(stream: stream, options: options, control: control, index: index, producerPID: producer.pid,
-                          producerFD: producerFD, directory: directory)
+                          producerFD: producerFD, directory: directory, endedBeforeAttach: endedBeforeAttach)
     }
 
     private init(stream: String, options: ConsumerOptions, control: ControlSegment, index: Int, producerPID: Int32,
-                 producerFD: consuming FileDescriptor, directory: RuntimeDirectory) {
+                 producerFD: consuming FileDescriptor, directory: RuntimeDirectory, endedBeforeAttach: Bool) {
         self.stream = stream; self.mode = options.mode; self.control = control
+        self.endedBeforeAttach = endedBeforeAttach
         self.index = index; self.bit = 1 << UInt64(index)
         self.producerPID = producerPID; self.producerFD = producerFD; self.directory = directory
         self.liveMaxHeld = control.liveMaxHeld

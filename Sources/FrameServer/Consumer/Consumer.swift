@@ -198,7 +198,7 @@ public final class Consumer {
         while true {
             drainDirectoryEvents(directoryWatch.rawValue)
             if let a = try Attachment.open(stream: stream, directory: directory, options: options) {
-                if !everAttached, a.control.ended, !a.control.endedAfterFailure, !a.owedFramesAfterEnd {
+                if !everAttached, a.endedBeforeAttach, !a.control.endedAfterFailure, !a.owedFramesAfterEnd {
                     // Ended before we came: nothing is owed to us. Say so, or wait for the next producer.
                     // (A failed end is reported as such by `next()`: its reason matters more.)
                     let frames = a.control.statistics.published
