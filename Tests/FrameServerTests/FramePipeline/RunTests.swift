@@ -159,7 +159,8 @@ import Testing
         let input = try clip(scratch, frames: 60)
         let (all, live) = (scratch.file("all.md5"), scratch.file("live.md5"))
         let reader = "exec --live sh -c '\"$0\" sink --in \"$1\" --live --framemd5 \"$2\"' '\(framesrvPath)' {in} '\(live)'"
-        let out = try runSucceeding(scratch, "produce -i '\(input)' ! tee name=t  t. ! sink --framemd5 '\(all)'  t. ! " + reader)
+        // -re: the stream lasts 2.4 s, so the live reader (whom nobody waits for) surely comes while it runs.
+        let out = try runSucceeding(scratch, "produce -re -i '\(input)' ! tee name=t  t. ! sink --framemd5 '\(all)'  t. ! " + reader)
         #expect(try String(contentsOfFile: all, encoding: .utf8) == ffmpegFramemd5(input, scratch))
         #expect(frameLines((try? String(contentsOfFile: live, encoding: .utf8)) ?? "").count >= 1, "the live reader got no frame")
         try expectNothingLeft(scratch, out)
