@@ -56,7 +56,7 @@ mapfile -t WEB < <(find Sources/FrameWeb -name '*.swift' | sort)
 mapfile -t BRIDGE < <(find Sources/FrameBridge -name '*.swift' | sort)
 mapfile -t BENCH < <(find Sources/FrameBench -name '*.swift' | sort)
 mapfile -t CLI < <(find Sources/framesrv -name '*.swift' ! -name main.swift | sort)
-mapfile -t ARGS < <(echo Sources/framesrv/CommandLine/Arguments.swift)
+mapfile -t ARGS < <(printf "%s\n" Sources/framesrv/CommandLine/Arguments.swift Sources/framesrv/CommandLine/ExitStatus.swift)
 
 target() { # name (links against FrameServer)
     local name=$1 src=Fuzz/Targets/$1.swift
