@@ -97,9 +97,10 @@ public enum ControlRequest: Equatable, Sendable {
     private static func seekTarget(_ text: String) throws(ControlRequestError) -> SeekTarget {
         let sign = text.first
         let body = sign == "+" || sign == "-" ? String(text.dropFirst()) : text
-        guard !body.hasPrefix("-"), !body.hasPrefix("+"), let us = parseDuration(body) else {
+        guard !body.hasPrefix("-"), !body.hasPrefix("+"), let parsed = parseDuration(body) else {
             throw .badArgument(.seek, text)
         }
+        guard let us = TimeBound.checked(parsed) else { throw .outOfRange(.seek, text) }
         let seconds = Double(us) / 1e6
         switch sign {
         case "+": return .relative(seconds)
@@ -115,6 +116,8 @@ public enum ControlRequestError: Error, Equatable, Sendable, CustomStringConvert
     case unknownVerb(String)
     case missingArgument(ControlVerb)
     case badArgument(ControlVerb, String)
+    /// A time past `TimeBound` (seek 9223372036854).
+    case outOfRange(ControlVerb, String)
 
     /// The refusal's one line (what the reply says after `error`).
     public var description: String {
@@ -124,6 +127,7 @@ public enum ControlRequestError: Error, Equatable, Sendable, CustomStringConvert
             return "unknown control '\(v)'; verbs: \(ControlVerb.allCases.map(\.rawValue).joined(separator: ", "))"
         case .missingArgument(let verb): return "\(verb.rawValue) needs \(Self.usage(verb))"
         case .badArgument(let verb, let a): return "\(verb.rawValue) takes \(Self.usage(verb)), not '\(a)'"
+        case .outOfRange(let verb, let a): return "\(verb.rawValue) \(a): \(TimeBound.refusal)"
         }
     }
 

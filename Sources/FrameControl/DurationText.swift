@@ -93,3 +93,18 @@ private struct DurationScanner {
         return micro
     }
 }
+
+/// The one bound on a time that arrives from outside (a command line's -ss, -t, --snapshot, a
+/// control socket's `seek T`): at most a year either way. In microseconds that leaves every
+/// later conversion (to nanoseconds, plus a file's start or a recording's offsets, times a
+/// time base) far inside Int64, so no arithmetic on it can trap.
+public enum TimeBound {
+    /// 365 days, in microseconds.
+    public static let maxMicros: Int64 = 365 * 86_400 * 1_000_000
+
+    /// `micros` when it is within the bound, else nil.
+    public static func checked(_ micros: Int64) -> Int64? { micros.magnitude <= UInt64(maxMicros) ? micros : nil }
+
+    /// What a refusal says after the value: "out of range (at most 365 days, 8760:00:00)".
+    public static let refusal = "out of range (a time is at most 365 days, 8760:00:00)"
+}

@@ -1,6 +1,7 @@
 // MediaDecoder's timestamps: the loops of `-stream_loop`, a run-time seek, a frame's place in the file.
 
 import CFFmpeg
+import FrameControl
 import FrameServer
 import Glibc
 
@@ -33,7 +34,10 @@ extension MediaDecoder {
     public func seek(to seconds: Double) throws(MediaInputError) {
         guard let format, let codec else { throw .ffmpeg("avformat_seek_file", "the input is closed") }
         let start = format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time
-        let timestamp = Int64((seconds * 1e6).rounded()) + start
+        guard seconds.isFinite, let micros = TimeBound.checked(Int64(max(-1e15, min(1e15, seconds * 1e6)).rounded())) else {
+            throw .ffmpeg("avformat_seek_file", "\(seconds) s is \(TimeBound.refusal)")
+        }
+        let timestamp = micros + start
         let r = Self.seekFile(format, streamIndex: streamIndex, to: timestamp)
         guard r >= 0 else { throw .ffmpeg("avformat_seek_file", ffmpegMessage(r)) }
         avcodec_flush_buffers(codec)

@@ -1,3 +1,4 @@
+import FrameControl
 import FrameMedia
 import FrameServer
 
@@ -172,6 +173,7 @@ struct ProduceOptions: CommandOptions {
         guard let t = MediaInputOptions.parseTime(text), positive ? t > 0 : t >= 0 else {
             throw UsageError("\(option) must be a\(positive ? " positive" : "") time (seconds, or [HH:]MM:SS[.xxx]), not '\(text)'")
         }
+        guard TimeBound.checked(t) != nil else { throw UsageError("\(option) \(text): \(TimeBound.refusal)") }
         return t
     }
 

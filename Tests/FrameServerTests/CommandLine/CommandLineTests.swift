@@ -1,4 +1,5 @@
 import Foundation
+import FrameControl
 import FrameServer
 @testable import framesrv
 import Glibc
@@ -36,6 +37,26 @@ import Testing
     ])
     func produceUsageErrors(_ arguments: [String]) {
         #expect(throws: UsageError.self) { try ProduceOptions(parsing: arguments) }
+    }
+
+    /// Times from a command line are bounded in one place (TimeBound): what trapped on an
+    /// arithmetic overflow (SIGILL) is one usage line.
+    @Test func hugeTimesAreOneUsageLine() throws {
+        let huge = "9223372036854"
+        func refusal(_ parse: () throws -> Void) -> String {
+            do { try parse(); return "parsed" } catch { return "\(error)" }
+        }
+        for (what, text) in [
+            ("replay -ss", refusal { _ = try ReplayCommandOptions(parsing: ["rec.nut", "-ss", huge]) }),
+            ("replay -t", refusal { _ = try ReplayCommandOptions(parsing: ["rec.nut", "-t", "9300000000"]) }),
+            ("produce -ss", refusal { _ = try ProduceOptions(parsing: ["-i", "a.mp4", "--out", "a", "-ss", huge]) }),
+            ("record --snapshot", refusal { _ = try RecordCommandOptions(parsing: ["--in", "a", "-o", "x.nut", "--snapshot", "9300000000"]) }),
+        ] {
+            #expect(text.contains("out of range (a time is at most 365 days"), "\(what): \(text)")
+        }
+        #expect(throws: ControlRequestError.outOfRange(.seek, huge)) { try ControlRequest.parse("seek \(huge)") }
+        #expect(throws: ControlRequestError.outOfRange(.seek, "+" + huge)) { try ControlRequest.parse("seek +\(huge)") }
+        #expect(try ControlRequest.parse("seek 8760:00:00") == .seek(.absolute(365 * 86_400)))
     }
 
     @Test func everyParserRejectsGarbageWithAUsageError() {

@@ -182,6 +182,7 @@ import Testing
             (["s", "frobnicate"], 2, "unknown control 'frobnicate'"),
             (["s", "seek", "99"], 1, "past the end"),
             (["s", "step", "0"], 2, "step takes a frame count"),
+            (["s", "seek", "9223372036854"], 2, "out of range (a time is at most 365 days"),
             (["pat", "pause"], 1, "'pat' has no control socket"),
             (["nosuch", "pause"], 1, "no stream 'nosuch'"),
         ]
