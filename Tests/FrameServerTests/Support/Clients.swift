@@ -67,16 +67,7 @@ enum ClientTools {
     }
 
     /// The venv's python with the framesrv package installed (scripts/python-env).
-    static func python() throws -> String {
-        try once("python") { () throws(TestFailure) -> String in
-            let env = try run([repositoryRoot.appendingPathComponent("scripts/python-env").path])
-            let path = env.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard env.status == 0, FileManager.default.isExecutableFile(atPath: path) else {
-                throw TestFailure("scripts/python-env failed (status \(env.status)):\n\(env.stderr)")
-            }
-            return path
-        }
-    }
+    static func python() throws -> String { try projectPython.get() }
 }
 
 /// What a consumer reported: its summary and the sequence numbers it logged, in order.

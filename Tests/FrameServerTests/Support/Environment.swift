@@ -6,18 +6,25 @@ import Foundation
 // shell line, an `exec python3 ...` stage of `framesrv run`, pytest and the examples all run
 // the venv's Python: a missing dependency fails here as it would on a new machine.
 
-/// The project's venv's bin folder, made (or brought up to date) once per test run by
-/// scripts/python-env; nil, with the reason in `pythonEnvironmentFailure`, when it could not be.
-let projectPythonBin: String? = {
+/// The project's Python (.build/python-venv/bin/python), made or brought up to date once per
+/// test run by scripts/python-env, or why it could not be (`ClientTools.python()` throws that).
+let projectPython: Result<String, TestFailure> = {
     // In the runner's own environment: childEnvironment, which every Spawned child gets, needs this first.
     let logs = TemporaryFolder("framesrv-python-env")
-    guard let p = try? Spawned(repositoryRoot.appendingPathComponent("scripts/python-env").path, [],
-                               exactEnvironment: ProcessInfo.processInfo.environment, logDirectory: logs.path) else { return nil }
+    let script = repositoryRoot.appendingPathComponent("scripts/python-env").path
+    guard let p = try? Spawned(script, [], exactEnvironment: ProcessInfo.processInfo.environment, logDirectory: logs.path) else {
+        return .failure(TestFailure("cannot run \(script)"))
+    }
     let status = p.wait(timeout: 600)
     let path = p.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    guard status == 0, FileManager.default.isExecutableFile(atPath: path) else { return nil }
-    return URL(fileURLWithPath: path).deletingLastPathComponent().path
+    guard status == 0, FileManager.default.isExecutableFile(atPath: path) else {
+        return .failure(TestFailure("scripts/python-env failed (status \(status)):\n\(p.stderr)"))
+    }
+    return .success(path)
 }()
+
+/// The venv's bin folder, when the venv could be made.
+let projectPythonBin: String? = (try? projectPython.get()).map { URL(fileURLWithPath: $0).deletingLastPathComponent().path }
 
 /// The environment of a child process: the runner's, the venv's bin first on PATH, then `extra`.
 func childEnvironment(_ extra: [String: String] = [:]) -> [String: String] {
