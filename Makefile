@@ -15,7 +15,7 @@ demo:
 test:
 	@scripts/setup --test
 	swift build --build-tests
-	swift test --no-parallel
+	@scripts/test-log swift test --no-parallel
 
 ## The checks whose point is a time (Tests/FrameServerTests/Timing/: latency bounds, paces), which
 ## `make test` skips: they fail for a loaded machine's sake, so run them on one left otherwise idle.

@@ -84,7 +84,9 @@ struct InstallTests {
         }
         // The PYTHONPATH it names is the one `import framesrv` needs.
         let line = try #require(made.stdout.split(separator: "\n").first { $0.contains("export PYTHONPATH=") })
-        let site = String(line.split(separator: "=")[1].split(separator: "$")[0])
+        let value = try #require(line.split(separator: "=", maxSplits: 1).dropFirst().first, "no value in '\(line)'")
+        let site = String(value.prefix { $0 != "$" })
+        try #require(!site.isEmpty, "an empty PYTHONPATH in '\(line)'")
         let py = try ClientTools.run([python, "-c", "import framesrv; print(framesrv.__file__)"], timeout: 60,
                                      environment: ["PYTHONPATH": site], directory: folder.path)
         #expect(py.status == 0 && py.stdout.hasPrefix(site), "import framesrv with PYTHONPATH=\(site): \(py.stdout)\(py.stderr)")

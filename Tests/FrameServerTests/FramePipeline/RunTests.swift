@@ -26,7 +26,8 @@ import Testing
         #expect(j.streams.map(\.name) == ["a", "b", "run1-3"] && j.streams.map(\.waitFor) == [2, 1, 1])
         #expect(j.stages[3].joins == [0, 1] && j.stages[3].inputs == [0, 1] && j.sources == [0, 2])
         #expect(j.commandLine(3) == (false, ["avg", "a", "--b=b", "--out", "run1-3"]))
-        #expect(j.startOrder.firstIndex(of: 3)! < j.startOrder.firstIndex(of: 0)! && j.startOrder.firstIndex(of: 3)! < j.startOrder.firstIndex(of: 2)!)
+        let join = try #require(j.startOrder.firstIndex(of: 3)), sources = try [0, 2].map { try #require(j.startOrder.firstIndex(of: $0)) }
+        #expect(sources.allSatisfy { join < $0 }, "the join starts before both its sources: \(j.startOrder)")
         // exec --live reads live: its producer does not wait for it; a queue is a null filter with its own slots.
         let live = try Pipeline(parsing: "produce -i a.mp4 ! tee name=t  t. ! sink --null  t. ! exec --live py --in {in}"
                                 + "  t. ! queue size=5 ! sink --null", base: "run1")
