@@ -1,5 +1,5 @@
 /*
- * CFrameServer.h: the framesrv shared-memory layout and wire format, protocol version 3.
+ * CFrameServer.h: the framesrv shared-memory layout and wire format, protocol version 4.
  *
  * This header is the single source of truth for every byte that crosses a process
  * boundary: for offsets, sizes and constants it wins. For what a field means, the
@@ -41,12 +41,13 @@ extern "C" {
 /* Constants                                                                  */
 /* ------------------------------------------------------------------------- */
 
-#define FS_PROTOCOL_VERSION 3u
+#define FS_PROTOCOL_VERSION 4u
 
 /* Magics are four ASCII bytes, stored little-endian: "FSCT" reads as F,S,C,T. */
 #define FS_MAGIC_CONTROL  0x54435346u /* "FSCT": control segment            */
 #define FS_MAGIC_FRAME    0x52465346u /* "FSFR": frame header in a pool slot */
 #define FS_MAGIC_ANNOUNCE 0x4E415346u /* "FSAN": ZeroMQ announcement        */
+#define FS_MAGIC_CUDA     0x55435346u /* "FSCU": NAME.cuda request and reply */
 
 #define FS_MAX_CONSUMERS 63u          /* holder bits 0..62                        */
 #define FS_MAX_SLOTS     64u
@@ -63,6 +64,16 @@ extern "C" {
 /* fs_control.flags */
 #define FS_CONTROL_LIVE_SOURCE 1u     /* producer drops at the source instead of waiting */
 #define FS_CONTROL_END_FAILED  2u     /* set with state ENDED: the source failed (decode errors, a read error) */
+
+/* fs_control.memory: where a stream's planes live (PROTOCOL.md 4.5) */
+#define FS_MEMORY_HOST 0u             /* in the pool file, after each slot's fs_frame          */
+#define FS_MEMORY_CUDA 1u             /* in one CUDA allocation per epoch, passed over NAME.cuda */
+#define FS_CUDA_HEADER_SLOT 4096u     /* a CUDA stream's pool file: one page per slot, headers only */
+
+/* fs_cuda_reply.status */
+#define FS_CUDA_OK       0
+#define FS_CUDA_REFUSED  1            /* the peer is not that entry's process */
+#define FS_CUDA_NO_EPOCH 2            /* no allocation of that epoch is kept */
 
 /* fs_consumer.state */
 #define FS_CONSUMER_FREE    0u
@@ -193,7 +204,17 @@ typedef struct fs_control {
                                    *     after every publish, admission, demotion, epoch, end */
     uint32_t reserved_324;        /* 324 zero                                          */
     uint64_t sleepers;            /* 328 bit i: consumer entry i sleeps on frame_wake (seq_cst) */
-    uint8_t  reserved2[176];      /* 336 .. 512 zero (336..384 keeps the futex line private) */
+    uint8_t  reserved2[48];       /* 336 .. 384 zero: keeps the futex line private     */
+    uint32_t memory;              /* 384 FS_MEMORY_* (const)                           */
+    uint32_t fence_offset;        /* 388 CUDA: offset of fs_slot_fence[slot_count] in this
+                                   *     segment, = consumer_offset + 1280 * 63; host: 0 (const) */
+    uint8_t  device_uuid[16];     /* 392 CUDA: cuDeviceGetUuid of the device (const)  */
+    uint32_t device_ordinal;      /* 408 CUDA: the producer's ordinal, informative (const) */
+    uint32_t reserved_412;        /* 412 zero                                          */
+    uint64_t device_slot_stride;  /* 416 CUDA: bytes per slot of the current allocation
+                                   *     (published by epoch)                          */
+    uint64_t device_pool_size;    /* 424 CUDA: bytes of the current allocation (published by epoch) */
+    uint8_t  reserved3[80];       /* 432 .. 512 zero                                   */
 } fs_control;
 
 typedef struct fs_slot_ctl {
@@ -204,8 +225,19 @@ typedef struct fs_slot_ctl {
     uint64_t producer_hold;       /*  32 1 while the producer itself still references the
                                    *     published frame (its decoder keeps it as a reference
                                    *     picture): not reused until 0. Consumers ignore it. (atomic) */
-    uint64_t reserved[3];         /*  40 .. 64                                       */
+    uint64_t readers;             /*  40 CUDA: bit i set by consumer i when it takes the frame,
+                                   *     cleared by the producer's next reservation: whose
+                                   *     release fence the next writer waits for (atomic) */
+    uint64_t reserved[2];         /*  48 .. 64                                       */
 } fs_slot_ctl;
+
+/* CUDA streams only: at fence_offset, one per slot (PROTOCOL.md 4.5). Every word only grows
+ * within an epoch; written by a GPU stream (cuStreamWriteValue64) or a CPU (store-release),
+ * waited for by a stream (cuStreamWaitValue64 GEQ) or a CPU (load-acquire). */
+typedef struct fs_slot_fence {
+    uint64_t release[FS_MAX_CONSUMERS]; /*   0 newest seq of the slot consumer i released on its stream */
+    uint64_t ready;                     /* 504 newest seq of the slot whose planes are written */
+} fs_slot_fence;
 
 typedef struct fs_consumer {
     int32_t  pid;                 /*   0 claim word: 0 = free; CAS 0 -> pid claims (atomic) */
@@ -292,6 +324,26 @@ typedef struct fs_announce {
     uint32_t reserved1;           /*  60 0                               */
 } fs_announce;
 
+/* NAME.cuda (SOCK_SEQPACKET): one request, one reply with the allocation's descriptor
+ * (SCM_RIGHTS) when status is FS_CUDA_OK (PROTOCOL.md 4.5). */
+typedef struct fs_cuda_request {
+    uint32_t magic;               /*   0 FS_MAGIC_CUDA                   */
+    uint32_t version;             /*   4 FS_PROTOCOL_VERSION             */
+    uint32_t entry;               /*   8 the asking consumer's entry     */
+    uint32_t reserved0;           /*  12 0                               */
+    uint64_t epoch;               /*  16 the epoch whose allocation it wants */
+    uint64_t reserved1;           /*  24 0                               */
+} fs_cuda_request;
+
+typedef struct fs_cuda_reply {
+    uint32_t magic;               /*   0 FS_MAGIC_CUDA                   */
+    uint32_t version;             /*   4 FS_PROTOCOL_VERSION             */
+    int32_t  status;              /*   8 FS_CUDA_*                       */
+    uint32_t reserved0;           /*  12 0                               */
+    uint64_t epoch;               /*  16 the epoch asked for             */
+    uint64_t device_pool_size;    /*  24 bytes of that epoch's allocation */
+} fs_cuda_reply;
+
 /* Offsets the Python client and the spec check against. */
 #define FS_OFF_CONTROL_EPOCH        56
 #define FS_OFF_CONTROL_LATEST       72
@@ -308,6 +360,9 @@ typedef struct fs_announce {
 #define FS_OFF_FRAME_FIELD_ORDER   184
 #define FS_OFF_FRAME_CHROMA_LOCATION 188
 #define FS_OFF_FRAME_SOURCE_DROPPED 192
+#define FS_OFF_CONTROL_MEMORY      384
+#define FS_OFF_CONTROL_FENCE_OFFSET 388
+#define FS_OFF_SLOT_READERS         40
 
 _Static_assert(sizeof(fs_control) == 512, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_control, epoch) == FS_OFF_CONTROL_EPOCH, "layout");
@@ -326,7 +381,14 @@ _Static_assert(offsetof(fs_control, frame_wake) % 64 == 0, "frame_wake starts it
 _Static_assert(offsetof(fs_control, sleepers) == FS_OFF_CONTROL_SLEEPERS, "layout");
 _Static_assert(offsetof(fs_control, producer_pid) == 36 && offsetof(fs_control, producer_start_time) == 40,
                "identity prefix: fixed in every protocol version (PROTOCOL.md 16)");
+_Static_assert(offsetof(fs_control, memory) == FS_OFF_CONTROL_MEMORY, "layout");
+_Static_assert(offsetof(fs_control, fence_offset) == FS_OFF_CONTROL_FENCE_OFFSET, "layout");
+_Static_assert(offsetof(fs_control, device_uuid) == 392 && offsetof(fs_control, device_pool_size) == 424, "layout");
+_Static_assert(offsetof(fs_control, reserved3) == 432, "layout");
 _Static_assert(sizeof(fs_slot_ctl) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
+_Static_assert(offsetof(fs_slot_ctl, readers) == FS_OFF_SLOT_READERS, "layout");
+_Static_assert(sizeof(fs_slot_fence) == 512 && offsetof(fs_slot_fence, ready) == 504, "layout");
+_Static_assert(sizeof(fs_cuda_request) == 32 && sizeof(fs_cuda_reply) == 32, "layout");
 _Static_assert(offsetof(fs_slot_ctl, producer_hold) == 32, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(sizeof(fs_consumer) == 1280, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_consumer, first_seq) == FS_OFF_CONSUMER_FIRST_SEQ, "layout");
@@ -379,6 +441,15 @@ static inline fs_consumer *fs_control_consumer(fs_control *c, uint32_t i)
 
 static inline size_t fs_control_size(uint32_t slot_count)
 { return sizeof(fs_control) + (size_t)slot_count * sizeof(fs_slot_ctl) + FS_MAX_CONSUMERS * sizeof(fs_consumer); }
+
+/* A CUDA stream's segment: the host layout, then the fence table at fence_offset (4.5). */
+static inline size_t fs_control_fence_offset(uint32_t slot_count) { return fs_control_size(slot_count); }
+static inline size_t fs_control_size_cuda(uint32_t slot_count)
+{ return fs_control_fence_offset(slot_count) + (size_t)slot_count * sizeof(fs_slot_fence); }
+
+/* Only for a CUDA segment already validated (fence_offset checked, 4.5). */
+static inline fs_slot_fence *fs_control_fence(fs_control *c, uint32_t i)
+{ return (fs_slot_fence *)((uint8_t *)c + c->fence_offset + (size_t)i * sizeof(fs_slot_fence)); }
 
 /* ------------------------------------------------------------------------- */
 /* Atomic accessors. Every cross-process access goes through one of these.   */
@@ -553,6 +624,19 @@ static inline void fs_consumer_free(fs_consumer *e)
     __atomic_store_n(&e->state, FS_CONSUMER_FREE, __ATOMIC_RELAXED);
     __atomic_store_n(&e->pid, 0, __ATOMIC_RELEASE);
 }
+
+/* --- CUDA fences (PROTOCOL.md 4.5) ------------------------------------------------ */
+/* A consumer marks itself a reader of the slot's frame before its first use of the planes.
+ * SYNC: release; the producer's acquire exchange in fs_slot_take_readers (after it saw the
+ * slot free, which this consumer's later release made so) sees the bit. */
+static inline void fs_slot_add_reader(fs_slot_ctl *s, uint64_t bit)
+{ __atomic_fetch_or(&s->readers, bit, __ATOMIC_RELEASE); }
+/* The producer, holding bit 63 of a slot it just reserved: whose release fences to wait for. */
+static inline uint64_t fs_slot_take_readers(fs_slot_ctl *s)
+{ return __atomic_exchange_n(&s->readers, 0, __ATOMIC_ACQ_REL); }
+/* A CPU's write and read of a fence word (the no-stream-memory-operations path, reclaim). */
+static inline void fs_fence_store(uint64_t *word, uint64_t seq) { __atomic_store_n(word, seq, __ATOMIC_RELEASE); }
+static inline uint64_t fs_fence_load(const uint64_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 
 /* Clear consumer `bit` from one slot (reclaim or detach); returns whether it was set.
  * SYNC: seq_cst, like fs_slot_release (a waiting producer rescans after it). */
