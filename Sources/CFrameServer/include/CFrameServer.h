@@ -362,6 +362,7 @@ typedef struct fs_cuda_reply {
 #define FS_OFF_FRAME_SOURCE_DROPPED 192
 #define FS_OFF_CONTROL_MEMORY      384
 #define FS_OFF_CONTROL_FENCE_OFFSET 388
+#define FS_OFF_CONTROL_DEVICE_UUID 392
 #define FS_OFF_SLOT_READERS         40
 
 _Static_assert(sizeof(fs_control) == 512, "wire layout changed: bump FS_PROTOCOL_VERSION");
@@ -383,7 +384,7 @@ _Static_assert(offsetof(fs_control, producer_pid) == 36 && offsetof(fs_control, 
                "identity prefix: fixed in every protocol version (PROTOCOL.md 16)");
 _Static_assert(offsetof(fs_control, memory) == FS_OFF_CONTROL_MEMORY, "layout");
 _Static_assert(offsetof(fs_control, fence_offset) == FS_OFF_CONTROL_FENCE_OFFSET, "layout");
-_Static_assert(offsetof(fs_control, device_uuid) == 392 && offsetof(fs_control, device_pool_size) == 424, "layout");
+_Static_assert(offsetof(fs_control, device_uuid) == FS_OFF_CONTROL_DEVICE_UUID && offsetof(fs_control, device_pool_size) == 424, "layout");
 _Static_assert(offsetof(fs_control, reserved3) == 432, "layout");
 _Static_assert(sizeof(fs_slot_ctl) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_slot_ctl, readers) == FS_OFF_SLOT_READERS, "layout");

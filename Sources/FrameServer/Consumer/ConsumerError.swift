@@ -18,6 +18,9 @@ public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
     case poolTooSmallForLive(stream: String, slots: Int, liveConsumers: Int, holdLimit: Int)
     /// A live consumer tried to hold more frames than the stream allows at once: release one first.
     case holdLimit(max: Int)
+    /// The stream's frames are in device memory (PROTOCOL.md 4.5), which this host-memory
+    /// consumer never maps as bytes: read it with a CUDA consumer.
+    case deviceMemory(stream: String, StreamMemory)
     /// The producer is gone and the stream cannot continue.
     case producerGone(String)
     /// The control segment or a pool failed validation or was truncated while mapped
@@ -47,6 +50,9 @@ public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
                 + "one more would stall the producer: start it with more --slots or attach --lossless"
         case .holdLimit(let max):
             "a live consumer may hold at most \(max) frames at once; release a frame before taking the next"
+        case .deviceMemory(let stream, let memory):
+            "stream '\(stream)' holds its frames in \(memory), which this consumer (host memory) cannot map; "
+                + "read it with a CUDA consumer (libframesrv with FRAMESRV_MEMORY_CUDA)"
         case .producerGone(let n): "the producer of stream '\(n)' exited"
         case .segment(let e): e.userMessage
         case .badFrame(let path, let slot, let e): "bad frame header in \(path) slot \(slot): \(e); frame skipped"

@@ -35,15 +35,18 @@ public final class ControlSegment: @unchecked Sendable {
     let header: UnsafeMutablePointer<fs_control>
     /// Slots of the pool (validated at open, or the producer's own count).
     let slotCount: UInt32
+    /// Where the planes live (validated at open; a producer's own: host).
+    let memory: StreamMemory
     private let slotTable: UnsafeMutablePointer<fs_slot_ctl>
     private let consumerTable: UnsafeMutablePointer<fs_consumer>
 
     /// The file's path.
     var path: String { segment.path }
 
-    private init(_ segment: Segment, slotCount: UInt32) {
+    private init(_ segment: Segment, slotCount: UInt32, memory: StreamMemory = .host) {
         self.segment = segment
         self.slotCount = slotCount
+        self.memory = memory
         header = segment.base.assumingMemoryBound(to: fs_control.self)
         let slotsAt = MemoryLayout<fs_control>.size
         slotTable = (segment.base + slotsAt).assumingMemoryBound(to: fs_slot_ctl.self)
@@ -57,10 +60,16 @@ public final class ControlSegment: @unchecked Sendable {
     static func requiredSize(slotCount: UInt32) -> Int { fs_control_size(slotCount) }
 
     /// Checks every header field PROTOCOL.md 4.1 fixes, the rate pair (0/0 or both >= 1),
-    /// and that the records lie inside `bytes` (the whole file). Returns the validated slot count.
+    /// the memory kind with its fence table (4.5), and that the records lie inside `bytes`
+    /// (the whole file). Returns the validated slot count.
     ///
     /// Pure: reads only `bytes` (unaligned loads), so a fuzz target can call it on any input.
     public static func validate(_ bytes: UnsafeRawBufferPointer, path: String) throws(SegmentError) -> Int {
+        try validateLayout(bytes, path: path).slots
+    }
+
+    /// `validate`, with the memory kind it validated.
+    static func validateLayout(_ bytes: UnsafeRawBufferPointer, path: String) throws(SegmentError) -> (slots: Int, memory: StreamMemory) {
         let headerSize = MemoryLayout<fs_control>.size
         guard bytes.count >= headerSize else { throw .tooSmall(path: path, size: bytes.count, needed: headerSize) }
         func u32(_ offset: Int) -> UInt32 { bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self) }
@@ -88,9 +97,33 @@ public final class ControlSegment: @unchecked Sendable {
             throw .badField(path: path, field: rateNum == 0 ? "rate_num" : "rate_den", value: 0,
                             expected: ">= 1 (the rate pair is 0/0 or both >= 1)")
         }
-        let needed = requiredSize(slotCount: slots)
+        let memory = try validateMemory(bytes, slots: slots, path: path)
+        let needed = memory == .host ? requiredSize(slotCount: slots) : fs_control_size_cuda(slots)
         guard bytes.count >= needed else { throw .tooSmall(path: path, size: bytes.count, needed: needed) }
-        return Int(slots)
+        return (Int(slots), memory)
+    }
+
+    /// `memory` and `fence_offset` (PROTOCOL.md 4.5): host with no fence table, or CUDA with
+    /// its fence table right after the consumer table.
+    private static func validateMemory(_ bytes: UnsafeRawBufferPointer, slots: UInt32, path: String) throws(SegmentError) -> StreamMemory {
+        let kind = bytes.loadUnaligned(fromByteOffset: Int(FS_OFF_CONTROL_MEMORY), as: UInt32.self)
+        let fenceOffset = bytes.loadUnaligned(fromByteOffset: Int(FS_OFF_CONTROL_FENCE_OFFSET), as: UInt32.self)
+        switch kind {
+        case FS_MEMORY_HOST:
+            guard fenceOffset == 0 else {
+                throw .badField(path: path, field: "fence_offset", value: UInt64(fenceOffset), expected: "0 (a host stream has no fence table)")
+            }
+            return .host
+        case FS_MEMORY_CUDA:
+            let expected = fs_control_fence_offset(slots)
+            guard Int(fenceOffset) == expected else {
+                throw .badField(path: path, field: "fence_offset", value: UInt64(fenceOffset), expected: "\(expected), after the consumer table")
+            }
+            let uuid = (0..<16).map { bytes.loadUnaligned(fromByteOffset: Int(FS_OFF_CONTROL_DEVICE_UUID) + $0, as: UInt8.self) }
+            return .cuda(device: StreamMemory.deviceName(uuid))
+        default:
+            throw .badField(path: path, field: "memory", value: UInt64(kind), expected: "\(FS_MEMORY_HOST) (host) or \(FS_MEMORY_CUDA) (cuda)")
+        }
     }
 
     /// Maps and validates the control segment at `path` (a reader: consumer or monitor).
@@ -104,13 +137,13 @@ public final class ControlSegment: @unchecked Sendable {
     /// replaced meanwhile cannot lend it another producer.
     static func open(_ path: String, writable: Bool, passingLeftovers: Bool) throws(SegmentError) -> ControlSegment? {
         let segment = try Segment.open(path, writable: writable, minimumSize: MemoryLayout<fs_control>.size)
-        let slots: Int
-        do { slots = try validate(segment.bytes, path: path) } catch {
+        let layout: (slots: Int, memory: StreamMemory)
+        do { layout = try validateLayout(segment.bytes, path: path) } catch {
             if passingLeftovers, case .versionMismatch = error, !prefixProducerAlive(segment.bytes) { return nil }
             throw error
         }
         try segment.checkIntact()
-        return ControlSegment(segment, slotCount: UInt32(slots))
+        return ControlSegment(segment, slotCount: UInt32(layout.slots), memory: layout.memory)
     }
 
     /// Whether the producer named by the fixed identity prefix of a control segment's

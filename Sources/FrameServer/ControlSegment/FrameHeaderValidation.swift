@@ -10,8 +10,9 @@ extension FrameHeader {
     /// Checks everything a reader of this header relies on, before anyone reads through it.
     ///
     /// - magic, version, `seq` (equal to the slot's `sequence`), width and height (1..16384);
-    /// - `plane_count` 1..4, each plane at `offset >= 256` and `offset + size <= slotBytes`
-    ///   (overflow-checked);
+    /// - `plane_count` 1..4, each plane at `offset >= planesFrom` and `offset + size <= slotBytes`
+    ///   (overflow-checked); `planesFrom` is 256 (after the header) in a host pool, 0 in a
+    ///   CUDA slot, whose planes are in the device allocation (PROTOCOL.md 4.5);
     /// - `pix_fmt` and `pix_fmt_name`: a known code's name must match it (or be empty); code
     ///   0 with a name of the format table is invalid (the producer must write its code). For a known format,
     ///   `plane_count` is its plane count and every plane's `stride >= row bytes` and
@@ -24,7 +25,8 @@ extension FrameHeader {
     ///   `chroma_location` <= FS_CHROMA_MAX.
     ///
     /// Pure (no shared memory), so a fuzz target can call it with any header.
-    public static func validate(_ h: fs_frame, sequence: UInt64, slotBytes: Int) throws(FrameHeaderError) {
+    public static func validate(_ h: fs_frame, sequence: UInt64, slotBytes: Int,
+                                planesFrom: Int = FrameFormat.headerSize) throws(FrameHeaderError) {
         guard h.magic == FS_MAGIC_FRAME else { throw .badMagic(found: h.magic) }
         guard h.version == FS_PROTOCOL_VERSION else { throw .versionMismatch(found: h.version) }
         guard h.seq == sequence else { throw .badField(field: "seq", value: Int64(bitPattern: h.seq), expected: "\(sequence), the slot's") }
@@ -34,8 +36,8 @@ extension FrameHeader {
         let header = FrameHeader(h)
         for i in 0..<header.planeCount {
             let offset = header.offset(plane: i), size = header.size(plane: i)
-            guard offset >= FrameFormat.headerSize else {
-                throw .badField(field: "plane_offset[\(i)]", value: Int64(offset), expected: ">= \(FrameFormat.headerSize)")
+            guard offset >= planesFrom else {
+                throw .badField(field: "plane_offset[\(i)]", value: Int64(offset), expected: ">= \(planesFrom)")
             }
             let (end, overflow) = offset.addingReportingOverflow(size)
             guard !overflow, end <= slotBytes else {

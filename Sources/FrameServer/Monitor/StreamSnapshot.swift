@@ -118,7 +118,12 @@ public struct StreamSnapshot: Sendable, Encodable {
     /// running, ended, or dead (the producer is gone and left its files).
     public let state: String
     public let liveSource: Bool
+    /// Where the planes live: "host" or "cuda" (PROTOCOL.md 4.5).
+    public let memory: String
+    /// The CUDA device (nvidia-smi's UUID) of a CUDA stream.
+    public let device: String?
     public let slots: Int
+    /// Bytes per slot: in the pool file (host), or in the device allocation (cuda).
     public let slotBytes: UInt64
     public let epoch: UInt64
     public let published: UInt64
@@ -180,8 +185,8 @@ public struct StreamSnapshot: Sendable, Encodable {
         let snapshot = StreamSnapshot(
             name: control.streamName, producerPID: c.pointee.producer_pid, producerName: readCString(c.pointee.producer_name),
             state: (!alive ? StreamState.dead : control.ended ? .ended : .running).rawValue,
-            liveSource: control.liveSource, slots: Int(control.slotCount),
-            slotBytes: c.pointee.slot_stride, epoch: control.epoch,
+            liveSource: control.liveSource, memory: control.memory.kind, device: control.memory.device, slots: Int(control.slotCount),
+            slotBytes: control.memory == .host ? c.pointee.slot_stride : c.pointee.device_slot_stride, epoch: control.epoch,
             published: stats.published, dropped: stats.dropped, minFreeSlots: stats.minFree, freeSlots: free,
             reclaimedConsumers: stats.reclaimed, demotedConsumers: stats.demoted, blockedMillis: Double(stats.blockedNanos) / 1e6,
             nominalRate: control.nominalRate, format: format, lastSequence: lastSeq,
@@ -239,10 +244,17 @@ public struct StreamSnapshot: Sendable, Encodable {
         let epoch = control.slot(slot).pointee.epoch
         let (pool, slotBytes) = try Segment.openPool(directory.poolPath(stream, epoch: epoch), slotCount: control.slotCount)
         let raw = pool.frameHeader(slot: slot, slotBytes: slotBytes)
-        guard !pool.truncated, (try? FrameHeader.validate(raw, sequence: seq, slotBytes: slotBytes)) != nil else { return nil }
+        // A CUDA slot's planes are in the device allocation: bounded by its stride, from byte 0 (4.5).
+        let cuda = control.memory != .host
+        guard !cuda || epoch == control.epoch else { return nil }   // an older epoch's device stride is not known
+        let planeBytes = cuda ? Int(clamping: control.header.pointee.device_slot_stride) : slotBytes
+        guard !pool.truncated, (try? FrameHeader.validate(raw, sequence: seq, slotBytes: planeBytes, planesFrom: cuda ? 0 : FrameFormat.headerSize)) != nil
+        else { return nil }
         let h = FrameHeader(raw)
         let c = h.description.color
-        return "\(h.width)x\(h.height) \(h.pixelFormatName) \(c.matrixName)/\(c.rangeName)"
+        // As ffmpeg names a hardware frame's format: cuda(nv12).
+        let format = cuda ? "\(control.memory.kind)(\(h.pixelFormatName))" : h.pixelFormatName
+        return "\(h.width)x\(h.height) \(format) \(c.matrixName)/\(c.rangeName)"
     }
 
     /// Snapshots of every stream in `directory` (unreadable ones are skipped: see `scan`).

@@ -113,11 +113,11 @@ public struct RuntimeDirectory: Sendable, Hashable {
         return out
     }
 
-    /// The stream a file of this directory belongs to: `NAME.ctl`, `NAME.sock`, `NAME.lock`, `NAME.ended`, `NAME.control`,
-    /// `NAME.pool.<digits>` or `NAME.ctl.tmp.<digits>`; nil for anything else. Names may
+    /// The stream a file of this directory belongs to: `NAME.ctl`, `NAME.sock`, `NAME.cuda`, `NAME.lock`, `NAME.ended`,
+    /// `NAME.control`, `NAME.pool.<digits>` or `NAME.ctl.tmp.<digits>`; nil for anything else. Names may
     /// contain dots, so the suffix is matched exactly from the end.
     static func stream(ofFile file: String) -> String? {
-        for suffix in [".ctl", ".sock", ".lock", ".ended", ".control"] where file.hasSuffix(suffix) {
+        for suffix in [".ctl", ".sock", ".cuda", ".lock", ".ended", ".control"] where file.hasSuffix(suffix) {
             let s = String(file.dropLast(suffix.count))
             return s.isEmpty ? nil : s
         }

@@ -87,7 +87,8 @@ enum InspectCommand: Command {
             return .success
         }
         print("stream \(s.name): \(s.state), producer '\(s.producerName)' pid \(s.producerPID)\(s.liveSource ? ", live source" : "")")
-        print("  format \(s.format ?? "-"), epoch \(s.epoch), \(s.slots) slots of \(s.slotBytes) bytes")
+        print("  format \(s.format ?? "-"), epoch \(s.epoch), \(s.slots) slots of \(s.slotBytes) bytes"
+              + (s.device.map { " on CUDA device \($0)" } ?? ""))
         print("  frames \(s.published) published (last seq \(s.lastSequence)), drop \(s.dropped), "
               + "slots \(s.slots - s.freeSlots)/\(s.slots) in use (min free ever \(s.minFreeSlots)), waited \(formatDouble(s.blockedMillis)) ms, "
               + "reclaimed consumers \(s.reclaimedConsumers)")

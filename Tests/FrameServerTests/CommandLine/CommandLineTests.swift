@@ -90,7 +90,7 @@ import Testing
         let scratch = try Scratch()
         let r = try scratch.run(["--version"])
         #expect(r.status == 0 && r.stderr.isEmpty, "\(r.stderr)")
-        #expect(r.stdout == "framesrv \(FrameServerVersion.release) (protocol version 3)\n")
+        #expect(r.stdout == "framesrv \(FrameServerVersion.release) (protocol version \(FrameServerVersion.protocolVersion))\n")
         let pyproject = try String(contentsOf: repositoryRoot.appendingPathComponent("clients/python/pyproject.toml"), encoding: .utf8)
         #expect(pyproject.contains("version = \"\(FrameServerVersion.release)\""), "the Python package's version differs from framesrv's")
     }

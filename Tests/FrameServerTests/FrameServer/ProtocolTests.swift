@@ -274,6 +274,7 @@ import Testing
         #expect(RuntimeDirectory.stream(ofFile: "a.pool.x") == nil)
         #expect(RuntimeDirectory.stream(ofFile: "cam.ctl.tmp.4242") == "cam")
         #expect(RuntimeDirectory.stream(ofFile: "cam.lock") == "cam")
+        #expect(RuntimeDirectory.stream(ofFile: "cam.cuda") == "cam" && RuntimeDirectory.stream(ofFile: ".cuda") == nil)
         #expect(RuntimeDirectory.stream(ofFile: ".out-1234") == nil)
     }
 }
