@@ -42,7 +42,7 @@ public final class PacketDecoder {
     public private(set) var errors = 0
 
     public init(codec: RecordingCodec) {
-        decoder = TrackDecoder(codecID: codec.codecID, extradata: [])
+        decoder = TrackDecoder(codecID: codec.codecID, extradata: [], threads: 0)
     }
 
     /// Decodes one packet; the frames that came out (each copied into a slot with `copy(into:)`).

@@ -83,21 +83,47 @@ public final class RecordingReader {
             avformat_close_input(&context)
             throw .cannotRead(path, "not a framesrv recording (no '\(RecordingKeys.recording)' tag; record it with 'framesrv record')")
         }
+        // Before anything decodes: every track is a stream of its own, and each decoder its threads.
+        let count = Int(ic.pointee.nb_streams)
+        guard count <= Self.maxTracks else {
+            avformat_close_input(&context)
+            throw .cannotRead(path, "it has \(count) tracks, and a replay publishes at most \(Self.maxTracks) streams")
+        }
         r = avformat_find_stream_info(ic, nil)
-        var tracks: [RecordedTrack] = []
-        var decoders: [TrackDecoder] = []
-        for i in 0..<Int(ic.pointee.nb_streams) {
-            let st = ic.pointee.streams[i]!
-            let name = Self.tag(st.pointee.metadata, RecordingKeys.stream) ?? "stream\(i)"
-            let rate = Self.tag(st.pointee.metadata, RecordingKeys.rate).flatMap(Self.rational)
-            tracks.append(RecordedTrack(name: name, rate: rate))
-            let par = st.pointee.codecpar.pointee
-            let extradata = par.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.extradata_size))) } ?? []
-            decoders.append(TrackDecoder(codecID: par.codec_id, extradata: extradata))
+        let (tracks, decoders) = Self.tracks(of: ic)
+        if let twice = Self.firstRepeatedName(tracks.map(\.name)) {
+            avformat_close_input(&context)
+            throw .cannotRead(path, "two of its tracks are named '\(twice)', and a stream name can be published only once")
         }
         self.tracks = tracks
         self.decoders = decoders
         complete = Self.endsWithIndex(path)
+    }
+
+    /// The most tracks a recording may have to be replayed: one producer each, and the
+    /// decoders share the machine's cores between them (`TrackDecoder.threads`).
+    public static let maxTracks = 64
+
+    /// Each stream's name, rate and decoder.
+    private static func tracks(of ic: UnsafeMutablePointer<AVFormatContext>) -> ([RecordedTrack], [TrackDecoder]) {
+        var tracks: [RecordedTrack] = []
+        var decoders: [TrackDecoder] = []
+        let count = Int(ic.pointee.nb_streams)
+        for i in 0..<count {
+            let st = ic.pointee.streams[i]!
+            let name = tag(st.pointee.metadata, RecordingKeys.stream) ?? "stream\(i)"
+            let rate = tag(st.pointee.metadata, RecordingKeys.rate).flatMap(rational)
+            tracks.append(RecordedTrack(name: name, rate: rate))
+            let par = st.pointee.codecpar.pointee
+            let extradata = par.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.extradata_size))) } ?? []
+            decoders.append(TrackDecoder(codecID: par.codec_id, extradata: extradata, threads: TrackDecoder.threads(sharing: count)))
+        }
+        return (tracks, decoders)
+    }
+
+    static func firstRepeatedName(_ names: [String]) -> String? {
+        var seen = Set<String>()
+        return names.first { !seen.insert($0).inserted }
     }
 
     /// Whether the file ends with NUT's index, as a recording that finished does (one killed
@@ -246,10 +272,21 @@ final class TrackDecoder {
     private var extradata: [UInt8]
     private let headerExtradata: [UInt8]
 
-    init(codecID: AVCodecID, extradata: [UInt8]) {
+    /// Slice threads this decoder may use (0: as many as FFmpeg likes).
+    let threads: Int32
+
+    init(codecID: AVCodecID, extradata: [UInt8], threads: Int32) {
         self.codecID = codecID
         self.extradata = extradata
+        self.threads = threads
         headerExtradata = extradata
+    }
+
+    /// One decoder's share of the cores when `tracks` decoders run in one process: every core
+    /// for a single track (FFmpeg's choice), else the cores divided between them, at least one,
+    /// so the threads of a replay stay near the core count however many tracks it has.
+    static func threads(sharing tracks: Int) -> Int32 {
+        tracks <= 1 ? 0 : Int32(max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) / tracks))
     }
     deinit { avcodec_free_context(&context) }
 
@@ -329,8 +366,8 @@ final class TrackDecoder {
         c.pointee.width = Int32(format.width)
         c.pointee.height = Int32(format.height)
         c.pointee.pix_fmt = av_get_pix_fmt(format.pixelFormat.name)
-        c.pointee.thread_count = 0
-        c.pointee.thread_type = FF_THREAD_SLICE   // slices on every core, no frame delay
+        c.pointee.thread_count = threads
+        c.pointee.thread_type = FF_THREAD_SLICE   // slices, no frame delay
         c.pointee.pkt_timebase = AVRational(num: 1, den: 1)
         if !extradata.isEmpty, let d = av_mallocz(extradata.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) {
             extradata.withUnsafeBytes { d.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }

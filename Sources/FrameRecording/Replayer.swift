@@ -119,16 +119,24 @@ public final class Replayer {
     /// The stream names the replay publishes.
     public var streamNames: [String] { reader.tracks.map { settings.prefix + $0.name } }
 
-    /// Creates the streams (each with the recorded nominal rate).
+    /// Creates the streams (each with the recorded nominal rate). All or none: when one
+    /// cannot be made (a name another producer has), those made before it are closed again,
+    /// so a failed replay leaves no stream behind.
     public func createStreams() throws {
-        for (track, name) in zip(reader.tracks, streamNames) {
-            var options = ProducerOptions()
-            options.slots = settings.slots
-            options.nominalRate = track.rate
-            options.name = ClientName.fit("replay \(settings.path)")
-            let producer = try Producer(stream: name, options: options)
-            producer.shouldStop = stop
-            producers.append(producer)
+        do {
+            for (track, name) in zip(reader.tracks, streamNames) {
+                var options = ProducerOptions()
+                options.slots = settings.slots
+                options.nominalRate = track.rate
+                options.name = ClientName.fit("replay \(settings.path)")
+                let producer = try Producer(stream: name, options: options)
+                producer.shouldStop = stop
+                producers.append(producer)
+            }
+        } catch {
+            for p in producers { p.close() }
+            producers = []
+            throw error
         }
     }
 
