@@ -15,15 +15,27 @@ public enum ReplayPace: String, Sendable, CaseIterable {
 /// capture offset of that track's first frame: each track runs by its own pts and the tracks
 /// start as they were captured, so they stay in sync. A frame without a pts is at its capture
 /// offset. All in nanoseconds; a pts whose nanoseconds overflow counts as none.
+///
+/// **The span.** A recorder writes frames in the order they arrive, so the last readable frame
+/// record says how long the recording is, whether or not the file was finished: a record more
+/// than `spanSlack` past the last one (on either timeline) is damage, not a frame, and a replay
+/// skips and counts it (`isBeyondSpan`) instead of waiting for it.
 public struct MediaTimeline: Sendable {
     /// A track's first frame: its pts in nanoseconds and its capture offset.
     struct Origin: Sendable { var ptsNanos: Int64; var offset: Int64 }
 
+    /// How far past the last frame record another may lie (tracks interleave in the file).
+    public static let spanSlack: Int64 = 60_000_000_000
+
     private var origins: [Int: Origin] = [:]
-    /// Every frame's media time and capture offset, in file order.
-    private var frames: [(media: Int64, offset: Int64)] = []
-    /// The end of the last frame (its media time plus its duration), nanoseconds.
+    /// Every frame's media time, capture offset and length, in file order.
+    private var frames: [(media: Int64, offset: Int64, length: Int64)] = []
+    /// The latest media time and capture offset a frame of the recording can have.
+    private var mediaLimit: Int64 = .max, offsetLimit: Int64 = .max
+    /// The end of the last frame in the span (its media time plus its duration), nanoseconds.
     public private(set) var durationNanos: Int64 = 0
+    /// The capture offset of the last frame in the span.
+    public private(set) var lastOffsetNanos: Int64 = 0
 
     /// Builds the timeline from every frame record, in file order.
     init(records: (_ body: (Int, FrameRecord) -> Void) -> Void) {
@@ -31,12 +43,22 @@ public struct MediaTimeline: Sendable {
             if origins[track] == nil, let pts = Self.nanos(record.description.pts, record.description.timeBase) {
                 origins[track] = Origin(ptsNanos: pts, offset: record.captureOffsetNanos)
             }
-            let media = mediaNanos(of: record, track: track)
-            frames.append((media, record.captureOffsetNanos))
             let length = Self.nanos(record.description.duration, record.description.timeBase) ?? 0
-            durationNanos = max(durationNanos, media.addingReportingOverflow(max(0, length)).partialValue)
+            frames.append((mediaNanos(of: record, track: track), record.captureOffsetNanos, max(0, length)))
+        }
+        guard let last = frames.last else { return }
+        mediaLimit = last.media.addingReportingOverflow(Self.spanSlack).partialValue
+        offsetLimit = last.offset.addingReportingOverflow(Self.spanSlack).partialValue
+        frames.removeAll { $0.media > mediaLimit || $0.offset > offsetLimit }
+        for f in frames {
+            durationNanos = max(durationNanos, f.media.addingReportingOverflow(f.length).partialValue)
+            lastOffsetNanos = max(lastOffsetNanos, f.offset)
         }
     }
+
+    /// Whether a frame at this media time and capture offset lies past the recording's span
+    /// (a damaged record: skip it).
+    public func isBeyondSpan(media: Int64, offset: Int64) -> Bool { media > mediaLimit || offset > offsetLimit }
 
     /// The frame's media time, nanoseconds.
     public func mediaNanos(of record: FrameRecord, track: Int) -> Int64 {

@@ -159,12 +159,6 @@ public final class RecordingReader {
         return Rational(n, d)
     }
 
-    /// The recording's length in seconds, as libavformat reads it (nil when unknown).
-    public var duration: Double? {
-        guard let d = context?.pointee.duration, d != cffmpeg_nopts(), d > 0 else { return nil }
-        return Double(d) / Double(AV_TIME_BASE)
-    }
-
     /// The next frame in file order; nil at the end (or where the file stops being readable).
     public func next() -> ReadFrame? {
         while ready.isEmpty {

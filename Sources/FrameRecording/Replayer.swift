@@ -33,6 +33,8 @@ public struct ReplayReport: Sendable {
     public var streams: [String] = []
     public var frames: [Int] = []
     public var skippedPackets = 0
+    /// Frame records past the recording's span (damage: `MediaTimeline.isBeyondSpan`), skipped.
+    public var beyondSpan = 0
     public var decodeErrors = 0
     public var readError: String?
     /// The file ends without its index: the recorder was killed, or the file was cut.
@@ -61,9 +63,11 @@ public final class Replayer {
     public let clock: PlaybackClock
     private var controls: [ControlServer] = []
     private let stop: () -> Bool
-    /// The recording on the media timeline; nil when paced by capture time (media time is then
-    /// the capture offset).
-    private let timeline: MediaTimeline?
+    /// The recording on the media timeline, and its span (both paces).
+    private let span: MediaTimeline
+    /// The timeline replay paces by; nil when paced by capture time (media time is then the
+    /// capture offset).
+    private var timeline: MediaTimeline? { settings.pace == .pts ? span : nil }
     /// The recording's length in seconds on the pace's timeline (nil: not known, a capture-paced
     /// file that did not finish).
     public let duration: Double?
@@ -73,18 +77,19 @@ public final class Replayer {
         self.stop = stop
         reader = try RecordingReader(path: settings.path)
         clock = PlaybackClock(rate: settings.rate, paused: settings.paused, position: Double(settings.start) / 1e9)
-        timeline = settings.pace == .pts ? reader.mediaTimeline() : nil
-        if let timeline {
-            duration = timeline.durationNanos > 0 ? Double(timeline.durationNanos) / 1e9 : nil
-        } else {
-            duration = reader.duration
-        }
+        span = reader.mediaTimeline()
+        // From the last readable frame record, not the container's estimate (a killed
+        // recording has no index, and libavformat guesses).
+        let length = settings.pace == .pts ? span.durationNanos : span.lastOffsetNanos
+        duration = length > 0 ? Double(length) / 1e9 : nil
     }
 
     /// The frame's time on the pace's timeline, nanoseconds.
     private func mediaNanos(of f: ReadFrame) -> Int64 {
         timeline?.mediaNanos(of: f.record, track: f.track) ?? f.record.captureOffsetNanos
     }
+
+    private func mediaNanos(of f: ReadFrame, on t: MediaTimeline) -> Int64 { t.mediaNanos(of: f.record, track: f.track) }
 
     /// The capture offset to seek the file to for the pace's time `media`.
     private func captureOffset(for media: Int64) -> Int64 {
@@ -189,6 +194,7 @@ public final class Replayer {
         if settings.start > 0 { _ = reader.seek(toOffsetNanos: reader.skipBefore) }
         while !stop(), let f = reader.next() {
             let offset = f.record.captureOffsetNanos, media = mediaNanos(of: f)
+            if span.isBeyondSpan(media: mediaNanos(of: f, on: span), offset: offset) { report.beyondSpan += 1; continue }
             if media < (seekTo ?? settings.start) { continue }   // before -ss, or before a seek's target
             seekTo = nil
             if let d = settings.duration, media >= settings.start + d { return true }

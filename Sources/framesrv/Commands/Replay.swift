@@ -77,8 +77,8 @@ enum ReplayCommand: Command {
         if let why = r.readError {
             warn("replay: \(o.settings.path): reading stopped early (\(why)): the file is truncated or damaged; played what came before")
         }
-        if r.skippedPackets > 0 || r.decodeErrors > 0 {
-            warn("replay: \(o.settings.path): skipped \(r.skippedPackets) packets without a frame record and \(r.decodeErrors) frames that did not decode")
+        if r.skippedPackets > 0 || r.decodeErrors > 0 || r.beyondSpan > 0 {
+            warn("replay: \(o.settings.path): skipped \(r.skippedPackets) packets without a frame record, \(r.beyondSpan) whose record lies past the recording's end, and \(r.decodeErrors) frames that did not decode")
         }
         guard !o.quiet else { return }
         let what = zip(r.streams, r.frames).map { "\($0) \($1)" }.joined(separator: ", ")

@@ -57,4 +57,38 @@ import Testing
         #expect(lines.count == 1 && lines[0].contains("it has \(RecordingReader.maxTracks + 1) tracks"), "\(r.stderr)")
         #expect(streamFiles(scratch).isEmpty)
     }
+
+    /// A frame record whose capture offset was damaged to 10^15 ns (11.6 days) in the middle
+    /// of a recording: the replay skips and counts it instead of waiting for it, and its
+    /// duration is the last frame's (issue 27 item 1, issue 26 item 6).
+    @Test func aRecordPastTheEndIsSkippedNotWaitedFor() throws {
+        let scratch = try Scratch()
+        let rec = scratch.file("rec.nut")
+        let producer = try scratch.start(["produce", "--pattern", "--frames", "25", "--size", "64x48", "--rate", "25",
+                                          "--out", "cam", "--wait-for", "1"])
+        #expect(try scratch.run(["record", "--in", "cam", "-o", rec, "--wait", "30"], timeout: 60).status == 0)
+        #expect(producer.wait(timeout: 30) == 0)
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: rec)))
+        let magic = Array("FSRF".utf8)
+        let records = bytes.indices.dropLast(FrameRecord.size).filter { i in bytes[i..<i + 4].elementsEqual(magic) }
+        try #require(records.count == 25, "found \(records.count) frame records")
+        withUnsafeBytes(of: Int64(1_000_000_000_000_000).littleEndian) { bytes.replaceSubrange(records[12] + 32..<records[12] + 40, with: $0) }
+        try Data(bytes).write(to: URL(fileURLWithPath: rec))
+
+        let paused = try scratch.start(["replay", rec, "--paused", "--quiet"])
+        defer { paused.signal(SIGINT); _ = paused.wait(timeout: 10) }
+        #expect(eventually { FileManager.default.fileExists(atPath: scratch.file("cam.control")) })
+        let status = try scratch.run(["ctl", "cam", "status"])
+        // "cam: 0.000/0.960 s paused 1.00x, 0 frames": the last frame's end, not the damaged one's.
+        let duration = status.stdout.split(separator: "/").dropFirst().first.flatMap { Double($0.prefix { $0 != " " }) }
+        #expect(duration.map { $0 > 0.5 && $0 < 2 } == true, "the duration: \(status.stdout)\(status.stderr)")
+        paused.signal(SIGINT)
+        _ = paused.wait(timeout: 10)
+
+        let replay = try scratch.start(["replay", rec, "--rate", "1"])
+        let sink = try scratch.run(["sink", "--in", "cam", "--null", "--wait", "30"], timeout: 60)
+        #expect(replay.wait(timeout: 60) == 0, "the replay waited for the damaged frame: \(replay.stderr)")
+        #expect(replay.stderr.contains("1 whose record lies past the recording's end"), "\(replay.stderr)")
+        #expect(sink.stdout.contains("24 frames") || sink.stderr.contains("24 frames"), "\(sink.stdout)\(sink.stderr)")
+    }
 }
