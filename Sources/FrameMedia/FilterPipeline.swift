@@ -127,6 +127,7 @@ public final class FilterPipeline {
         o.slots = outputOptions.slots
         o.liveSource = outputOptions.liveSource
         o.name = outputOptions.name
+        o.waitsWhenDeserted = outputOptions.waitFor > 0   // and again once its consumers have all left
         let rate = graph.outputFrameRate ?? inputRate
         o.nominalRate = rate.flatMap { $0.num > 0 && $0.den > 0 ? $0 : nil }
         let p = try Producer(stream: output, options: o)

@@ -17,6 +17,7 @@ extension Producer {
     public func reserve(_ format: FrameFormat) throws(ProducerError) -> WritableFrame? {
         try format.validate()
         try checkSegmentsIntact()
+        guard waitWhileDeserted() else { return nil }
         return try slotLock.withLock { () throws(ProducerError) -> WritableFrame? in
             if pool == nil || format.slotBytes > slotStride {
                 guard outstanding == 0 else {

@@ -17,6 +17,21 @@ extension Producer {
         } ?? false
     }
 
+    /// With `waitsWhenDeserted`: when lossless consumers were admitted and every one has left,
+    /// with no other consumer attached, waits for one to attach (or for `shouldStop`), saying
+    /// so once through `onDeserted`. Returns false when stopped. A producer spends nothing on
+    /// a stream nobody reads (issue 27 item 4).
+    func waitWhileDeserted() -> Bool {
+        guard options.waitsWhenDeserted else { return true }
+        func deserted() -> Bool { shared.withLock { $0.everAdmitted && $0.losslessMask == 0 && $0.watched.isEmpty } }
+        guard deserted() else { return true }
+        onDeserted?("every consumer left; waiting for one before publishing on (Ctrl-C to stop)")
+        return sleepOnWake(until: nil) {
+            if !deserted() { return true }
+            return shouldStop?() == true ? false : nil
+        } ?? false
+    }
+
     /// Gives consumers up to `timeoutSeconds` to release what they hold (the last frames
     /// of an ended stream), so the pool can be removed with the stream. Sleeps on `wake`.
     func waitForReleases(timeoutSeconds: Double) {

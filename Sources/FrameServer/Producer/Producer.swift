@@ -32,6 +32,10 @@ public struct ProducerOptions: Sendable {
     /// What monitors show for this producer (`fs_control.producer_name`, at most 31 bytes:
     /// see `ClientName.fit`), by role: `produce in.mp4`, `filter blur=4 -> soft`.
     public var name = "producer"
+    /// Once every lossless consumer it admitted has left and no consumer at all is attached,
+    /// `reserve` waits for a consumer again, as a producer that waits for its first does,
+    /// instead of publishing to nobody (`onDeserted` hears it). What `--wait-for` asks for.
+    public var waitsWhenDeserted = false
 
     public init() {}
 }
@@ -120,6 +124,8 @@ public final class Producer: @unchecked Sendable {
     /// `dropped 12 frames (no free slot): consumer 'slow' (pid 123) holds 7 of 8 slots`.
     /// Called with the slot lock held (from `reserve`): it must not call back into the producer.
     public var onDropped: ((String) -> Void)?
+    /// Told once each time `reserve` starts waiting because every consumer left (`waitsWhenDeserted`).
+    public var onDeserted: ((String) -> Void)?
     var dropsUnreported = 0
     var lastDropReport: UInt64?
 

@@ -47,7 +47,8 @@ enum FilterCommand: Command {
       --wait SECONDS       give up if A has not appeared by then (default: wait forever, saying
                            so once on a terminal); also waits past an A that already ended
                            (without --wait that is one error line: its frames went to nobody)
-      --wait-for N         publish nothing until N lossless consumers are attached to B
+      --wait-for N         publish nothing until N lossless consumers are attached to B, and wait
+                           again once every consumer of B has left
       --threads N          filter threads (default 0: libavfilter decides, as ffmpeg does)
       --quiet              no summary line, no progress line (shown on a terminal)
       --name NAME          what this consumer is called in ls/top/inspect (default: its

@@ -71,7 +71,9 @@ enum ProduceCommand: Command {
       --live-source        never wait for consumers: drop a frame when no slot is free
       --wait-for N         publish nothing until N lossless consumers are attached. With -i and
                            a file (not -re, --readrate, a capture device or -f lavfi) the default is 1:
-                           the first lossless consumer gets every frame from the first
+                           the first lossless consumer gets every frame from the first.
+                           Once every lossless consumer has left (and no live one is attached),
+                           it waits for a consumer again, as at the start: it never publishes to nobody
       --no-wait            with -i: publish at once, even to nobody (--wait-for 0)
       --name NAME          what this producer is called in ls/top/inspect (default: its role,
                            'produce in.mp4' or 'produce pattern'; at most 31 bytes are kept)
@@ -225,10 +227,12 @@ enum ProduceCommand: Command {
         options.nominalRate = rate
         options.stallTimeout = o.stallTimeout
         options.name = o.name
+        options.waitsWhenDeserted = o.waitFor > 0
         installStopHandlers()
         let producer = try Producer(stream: o.out, options: options)
         producer.shouldStop = StopSignal.shouldStop
         producer.onDropped = { [out = o.out] in warn("\(out): \($0)") }
+        if !o.quiet { producer.onDeserted = { [out = o.out] in warn("'\(out)': \($0)") } }
         return producer
     }
 

@@ -69,7 +69,8 @@ enum SinkCommand: Command {
       --verify             check every byte of every frame against the test pattern (with --null)
       --hold-us A[-B]      hold each frame A (to B, random) microseconds before releasing it
       --seq-log FILE       append one line per event: 'attach PID', 'frame SEQ', 'corrupt SEQ', 'gone PID'
-      --stats-json         print the final statistics as one JSON line
+      --stats-json         print the final statistics as one JSON line (its latency percentiles
+                           come from the first 1,048,576 frames: 8 MiB, kept for the whole run)
       --no-reattach        exit with an error when the producer dies instead of waiting for it
       --name NAME          what this consumer is called in ls/top/inspect (default: its
                            role, 'sink record FILE', 'sink framemd5 FILE', 'sink null', ...)
