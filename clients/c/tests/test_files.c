@@ -125,7 +125,7 @@ static void other_version(void)
     framesrv_consumer *c;
     CHECK_STATUS(open_consumer("v1live", FRAMESRV_LOSSLESS, &c), FRAMESRV_E_VERSION);
     const char *e = framesrv_last_error();
-    CHECK(strstr(e, "v1live.ctl speaks framesrv protocol version 1, but this program speaks version 3") && !strchr(e, '\n'),
+    CHECK(strstr(e, "v1live.ctl speaks framesrv protocol version 1, but this program speaks version 4") && !strchr(e, '\n'),
           "one line naming both versions: %s", e);
     make_v1_control("v1dead", getpid(), 12345);   /* a dead producer's leftover: waited past */
     CHECK_STATUS(open_consumer("v1dead", FRAMESRV_LOSSLESS, &c), FRAMESRV_E_NOT_FOUND);
