@@ -255,6 +255,10 @@ typedef struct framesrv_consumer_stats {
     uint64_t bad_frames;       /* frames that failed validation (released and skipped)      */
     uint64_t held;             /* frames held right now                                      */
     uint64_t restarts;         /* times reopen attached to a new producer                    */
+    uint64_t first_unready;    /* CUDA: when a producer died, the lowest seq its stream may not have finished
+                                  writing: frames from there on may be incomplete (their ready fences were
+                                  written for it, so no stream waits forever); 0 = none since open, or another consumer
+                                  of the stream wrote them first (its figure holds for this one too) */
 } framesrv_consumer_stats;
 
 /* Attaches to stream NAME in the runtime directory ($FRAMESRV_DIR, else

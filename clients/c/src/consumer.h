@@ -152,10 +152,11 @@ FSI_HIDDEN void fsi_consumer_cuda_free(fsi_attachment *a);
 /* The device part of mapping epoch's pool: its allocation over NAME.cuda, imported. */
 FSI_HIDDEN int fsi_consumer_cuda_import(framesrv_consumer *c, fsi_attachment *a, fsi_pool *pool);
 /* The producer died: every slot's ready fence written, so no stream of ours waits forever
- * for a frame whose writes died with it (those frames' planes may be incomplete). */
-FSI_HIDDEN void fsi_consumer_cuda_producer_gone(fsi_attachment *a);
+ * for a frame whose writes died with it (those frames' planes may be incomplete; the lowest
+ * such seq goes to c->stats.first_unready). */
+FSI_HIDDEN void fsi_consumer_cuda_producer_gone(framesrv_consumer *c, fsi_attachment *a);
 /* Before the detach: our streams' queued release fences written (cuCtxSynchronize). */
-FSI_HIDDEN void fsi_consumer_cuda_quiesce(fsi_attachment *a);
+FSI_HIDDEN void fsi_consumer_cuda_quiesce(framesrv_consumer *c, fsi_attachment *a);
 /* framesrv_consumer_next(_on) of a CUDA consumer: the next frame with its ready fence waited
  * for on `stream` (on_stream) or on the CPU; a frame whose fence does not come is skipped. */
 FSI_HIDDEN int fsi_consumer_next_ready(framesrv_consumer *c, void *stream, bool on_stream, int timeout_ms, framesrv_frame **frame);

@@ -264,7 +264,7 @@ void fsi_attachment_finish(framesrv_consumer *c, fsi_attachment *a)
     /* 8.2 / 15.3: CLOSING only to a producer that can act on it, and only now that we
      * hold nothing. SYNC: release store; the producer's watcher clears our bit from every
      * slot and frees the entry. */
-    if (a->entry && !__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE)) fsi_consumer_cuda_quiesce(a);   /* fences written first */
+    if (a->entry && !__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE)) fsi_consumer_cuda_quiesce(c, a);   /* fences written first */
     if (a->entry && !__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE) && !a->producer_exited && fsi_pidfd_alive(a->producer_fd))
         request_detach(a);
     attachment_free(a);

@@ -78,18 +78,26 @@ int fsi_consumer_cuda_import(framesrv_consumer *c, fsi_attachment *a, fsi_pool *
     return rc;
 }
 
-void fsi_consumer_cuda_producer_gone(fsi_attachment *a)
+/* Every frame below the lowest unfinished one was written: a slot's frames up to its ready fence were. */
+void fsi_consumer_cuda_producer_gone(framesrv_consumer *c, fsi_attachment *a)
 {
+    uint64_t first = 0;
     for (uint32_t k = 0; a->cuda && k < a->slot_count; k++) {
-        uint64_t seq = fs_peek_u64(&fsi_att_slot(a, k)->seq);
-        if (seq != 0) fsi_fence_raise(&a->cuda->fence[k].ready, seq);
+        uint64_t seq = fs_peek_u64(&fsi_att_slot(a, k)->seq), ready = fs_fence_load(&a->cuda->fence[k].ready);
+        if (seq == 0 || (int64_t)(ready - seq) >= 0) continue;
+        if (first == 0 || ready + 1 < first) first = ready + 1;
+        fsi_fence_raise(&a->cuda->fence[k].ready, seq);
     }
+    if (first == 0) return;
+    pthread_mutex_lock(&c->lock);
+    c->stats.first_unready = first;
+    pthread_mutex_unlock(&c->lock);
 }
 
-void fsi_consumer_cuda_quiesce(fsi_attachment *a)
+void fsi_consumer_cuda_quiesce(framesrv_consumer *c, fsi_attachment *a)
 {
     if (!a->cuda || !a->cuda->device.ctx) return;
-    if (!fsi_pidfd_alive(a->producer_fd)) fsi_consumer_cuda_producer_gone(a);
+    if (!fsi_pidfd_alive(a->producer_fd)) fsi_consumer_cuda_producer_gone(c, a);
     if (fsi_device_push(&a->cuda->device) != FRAMESRV_OK) return;
     a->cuda->device.cu->cuCtxSynchronize();
     fsi_device_pop(&a->cuda->device);
@@ -110,7 +118,7 @@ static int wait_ready(framesrv_frame *f, void *stream, bool on_stream)
     uint64_t *word = &a->cuda->fence[f->slot].ready;
     if ((int64_t)(fs_fence_load(word) - f->info.seq) >= 0) return FRAMESRV_OK;
     if (!fsi_pidfd_alive(a->producer_fd)) {
-        fsi_consumer_cuda_producer_gone(a);
+        fsi_consumer_cuda_producer_gone(f->consumer, a);
         return FRAMESRV_OK;
     }
     int rc = on_stream ? fsi_fence_wait(&a->cuda->device, &a->cuda->fences, stream, word, f->info.seq)

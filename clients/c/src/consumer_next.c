@@ -302,7 +302,7 @@ static void drain_doorbell(fsi_attachment *a)
 /* Nothing to deliver now: the end, a dead producer, or 0 to wait. */
 static int nothing_now(framesrv_consumer *c, fsi_attachment *a)
 {
-    if (a->producer_exited && a->cuda) fsi_consumer_cuda_producer_gone(a);
+    if (a->producer_exited && a->cuda) fsi_consumer_cuda_producer_gone(c, a);
     if (stream_ended(a) && (a->mode == FS_MODE_LIVE || a->producer_exited)) return c->ended = FRAMESRV_END;
     if (!a->producer_exited) return 0;
     fsi_fail(FRAMESRV_GONE, "the producer of stream '%s' (pid %d) exited without ending the stream", c->stream, a->producer_pid);
