@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: demo test test-timing test-fresh build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan tour check-warnings \
+.PHONY: demo test test-timing test-fresh build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan test-gpu tour check-warnings \
 	install install-bin install-man install-lib install-python
 
 ## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
@@ -65,6 +65,11 @@ test-tsan:
 		--filter 'StressTests|PipelineTests|ChainTests' --skip steadyStateDoesNotGrowMemory
 	@if ls .build-tsan/reports/tsan.* >/dev/null 2>&1; then \
 		cat .build-tsan/reports/tsan.*; echo "test-tsan: ThreadSanitizer reports above (.build-tsan/reports)" >&2; exit 1; fi
+
+## libframesrv's CUDA streams on a real GPU (scripts/test-gpu: layout against cuda.h, real processes,
+## fences with and without stream memory operations, SIGKILLs); one line and exit 0 without a CUDA device.
+test-gpu:
+	scripts/test-gpu
 
 ## The C client (clients/c) built with AddressSanitizer and UBSan against real producers.
 test-asan:

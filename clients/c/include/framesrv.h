@@ -1,5 +1,5 @@
 /*
- * framesrv.h: libframesrv, the C API of framesrv (protocol version 3; soname libframesrv.so.1).
+ * framesrv.h: libframesrv, the C API of framesrv (protocol version 4; soname libframesrv.so.1).
  *
  * One C library that publishes and consumes framesrv streams. A stream made or read
  * through it is indistinguishable from one made or read by the framesrv command or the
@@ -61,6 +61,10 @@ typedef enum framesrv_status {
                                   * message names both); run the same framesrv version on both sides */
     FRAMESRV_E_HELD = -11,       /* lossless next: this consumer's own held frames keep the producer
                                   * from publishing (framesrv_consumer_set_held_timeout) */
+    FRAMESRV_E_MEMORY = -12,     /* the stream's frames are in another kind of memory than this consumer
+                                  * reads (host or CUDA), or this process cannot use the stream's CUDA
+                                  * device (no driver, device not visible); the message names the stream,
+                                  * its memory and device, and what to do */
 } framesrv_status;
 
 /* A static name such as "FRAMESRV_E_BAD_DATA". Any thread. */
@@ -107,7 +111,9 @@ int framesrv_pix_fmt_from_name(const char *name);
 
 /* One plane of a frame, as the frame's header describes it (validated: every plane lies
  * inside its slot). `data` points into the shared pool: read-only for a consumer (the
- * pool is mapped PROT_READ), writable for a producer between reserve and publish. */
+ * pool is mapped PROT_READ), writable for a producer between reserve and publish. A frame
+ * of a CUDA stream has no host bytes: `data` is NULL, the geometry is as here, and
+ * framesrv_frame_device_plane gives the plane's device address. */
 typedef struct framesrv_plane {
     uint8_t *data;             /* first byte of row 0                                     */
     size_t stride;             /* bytes from one row to the next (>= row_bytes)            */
@@ -163,6 +169,52 @@ typedef struct framesrv_frame framesrv_frame;
 framesrv_frame_info *framesrv_frame_info_of(framesrv_frame *frame);
 
 /* ------------------------------------------------------------------------- */
+/* CUDA streams (PROTOCOL.md 4.5)                                             */
+/*                                                                            */
+/* A stream's frames live in host memory (the default) or in the memory of one */
+/* CUDA device: one allocation per pool epoch, shared between the processes.  */
+/* libframesrv loads the CUDA driver (libcuda.so.1) at run time, only for a    */
+/* CUDA stream; it needs no CUDA to build. Every call that takes a stream      */
+/* (a CUstream passed as void *; 0 is the legacy default stream) expects one   */
+/* of the device's primary context, the context of the CUDA runtime, PyTorch   */
+/* and CuPy. Ordering is done with fence words in shared memory that the      */
+/* streams themselves write and wait for (cuStreamWriteValue64 and            */
+/* cuStreamWaitValue64): no CPU waits for the GPU. A device without 64-bit   */
+/* stream memory operations (or FRAMESRV_CUDA_NO_MEMOPS=1) does the same with */
+/* cuStreamSynchronize and CPU loads and stores (4.5 step 4).                 */
+/* ------------------------------------------------------------------------- */
+
+#define FRAMESRV_MEMORY_HOST 0   /* planes in the shared pool file, read through framesrv_plane.data */
+#define FRAMESRV_MEMORY_CUDA 1   /* planes in CUDA device memory, read through framesrv_frame_device_plane */
+
+/* One plane of a CUDA frame. */
+typedef struct framesrv_device_plane {
+    uint64_t ptr;              /* CUdeviceptr of row 0 (read-only for a consumer: mapped so where the device allows it) */
+    size_t pitch;              /* bytes from one row to the next (>= row_bytes)            */
+    size_t size;               /* pitch * height                                           */
+    size_t row_bytes;          /* bytes of pixels in a row                                 */
+    uint32_t width, height;    /* as framesrv_plane                                        */
+    uint32_t components, sample_bytes;
+} framesrv_device_plane;
+
+/* Plane `plane` (0..plane_count-1) of a frame of a CUDA stream (consumed or reserved):
+ * FRAMESRV_OK, FRAMESRV_E_INVALID (NULL, no such plane), FRAMESRV_E_MEMORY (a host frame).
+ * Valid while the frame is. Any thread that owns the frame. */
+int framesrv_frame_device_plane(framesrv_frame *frame, uint32_t plane, framesrv_device_plane *out);
+
+/* FRAMESRV_MEMORY_HOST or FRAMESRV_MEMORY_CUDA: where the frame's planes are (-1 for NULL). */
+int framesrv_frame_memory(const framesrv_frame *frame);
+
+/* Gives a consumed frame back once the work queued on `stream` so far is done: the stream
+ * writes the frame's release fence after that work (the CPU does not wait), then the slot
+ * goes back as framesrv_frame_release does, at once. The producer's stream waits for the
+ * fence before it overwrites the slot, so a kernel still reading it is safe. A host frame
+ * (or a producer's kept frame) is released as by framesrv_frame_release. The frame is
+ * released in every case; an error (a failed CUDA call: then the library synchronized the
+ * stream itself, or could not) is returned. Any thread, as framesrv_frame_release. */
+int framesrv_frame_release_on(framesrv_frame *frame, void *stream);
+
+/* ------------------------------------------------------------------------- */
 /* Consumer                                                                   */
 /* ------------------------------------------------------------------------- */
 
@@ -176,6 +228,8 @@ typedef struct framesrv_consumer_options {
     const char *client_name;   /* what monitors show (<= 31 bytes), NULL = the program name */
     int attach_timeout_ms;     /* how long open waits for the stream to appear; -1 forever (default when options is NULL) */
     uint32_t poll_us;          /* next() may busy-poll up to this many microseconds per call (0..1000000; 0 never spins); on a paced stream the window is centred on when the next frame is due (PROTOCOL.md 11.3) */
+    int memory;                /* FRAMESRV_MEMORY_HOST (0, the default) or FRAMESRV_MEMORY_CUDA: the memory this
+                                  consumer reads. A stream of the other kind is refused at open (FRAMESRV_E_MEMORY) */
 } framesrv_consumer_options;
 
 typedef struct framesrv_consumer framesrv_consumer;
@@ -188,6 +242,10 @@ typedef struct framesrv_stream_info {
     int32_t producer_pid;
     uint32_t live_source;         /* 1: the producer never waits for consumers               */
     uint64_t epoch;               /* the current pool epoch                                  */
+    int memory;                   /* FRAMESRV_MEMORY_HOST or FRAMESRV_MEMORY_CUDA             */
+    char device_uuid[41];         /* CUDA: the device, "GPU-..." as nvidia-smi names it; else "" */
+    int device_ordinal;           /* CUDA: the device's ordinal in this process; else -1      */
+    int device_read_only;         /* CUDA: 1 when the current epoch's allocation is mapped read-only here */
 } framesrv_stream_info;
 
 /* Counters of one consumer. */
@@ -197,6 +255,10 @@ typedef struct framesrv_consumer_stats {
     uint64_t bad_frames;       /* frames that failed validation (released and skipped)      */
     uint64_t held;             /* frames held right now                                      */
     uint64_t restarts;         /* times reopen attached to a new producer                    */
+    uint64_t first_unready;    /* CUDA: when a producer died, the lowest seq its stream may not have finished
+                                  writing: frames from there on may be incomplete (their ready fences were
+                                  written for it, so no stream waits forever); 0 = none since open, or another consumer
+                                  of the stream wrote them first (its figure holds for this one too) */
 } framesrv_consumer_stats;
 
 /* Attaches to stream NAME in the runtime directory ($FRAMESRV_DIR, else
@@ -218,6 +280,16 @@ int framesrv_consumer_open(framesrv_consumer **out, const char *name,
  * is noticed within that). A signal ends the wait with FRAMESRV_TIMEOUT.
  * One thread at a time per consumer. */
 int framesrv_consumer_next(framesrv_consumer *consumer, int timeout_ms, framesrv_frame **frame);
+
+/* A CUDA consumer's next frame, ordered on `stream`: as framesrv_consumer_next, and before it
+ * returns the frame it queues on `stream` a wait for the frame's ready fence, so work queued
+ * on `stream` afterwards sees the finished planes (the CPU does not wait). Release it with
+ * framesrv_frame_release_on on the stream of the last work that reads it. (framesrv_consumer_next
+ * on a CUDA consumer waits on the CPU instead, and framesrv_frame_release then means "no work
+ * of mine reads it any more".) A frame whose ready fence does not come (no stream memory
+ * operations: 2 s) is skipped and counted as a bad frame. FRAMESRV_E_MEMORY for a host
+ * consumer. One thread at a time per consumer. */
+int framesrv_consumer_next_on(framesrv_consumer *consumer, void *stream, int timeout_ms, framesrv_frame **frame);
 
 /* Frames held by a lossless consumer keep their slots: a consumer that holds every slot the
  * producer could reuse (or enough that no slot is free) waits in next for a frame that can
@@ -277,6 +349,9 @@ typedef struct framesrv_producer_options {
     uint32_t live_source;      /* 1: reserve never waits for consumers: it returns FRAMESRV_TIMEOUT (drop the frame; counted) */
     uint32_t live_max_held;    /* frames a live consumer may hold at once; 0 = 1            */
     uint32_t color_matrix, color_range, color_primaries, color_transfer; /* defaults for every frame; 0,0,0,0 = "unspecified" (2,0,2,2; matrix 0 for RGB formats) */
+    int memory;                /* FRAMESRV_MEMORY_HOST (0, the default) or FRAMESRV_MEMORY_CUDA: frames in the memory
+                                  of CUDA device `cuda_device`, written through framesrv_frame_device_plane */
+    int cuda_device;           /* CUDA: the device's ordinal in this process (0 = the first)  */
 } framesrv_producer_options;
 
 typedef struct framesrv_producer framesrv_producer;
@@ -311,6 +386,13 @@ int framesrv_producer_open_as(framesrv_producer **out, const char *name,
  * waits: the frame is dropped and counted), or an error. One frame reserved at a time. */
 int framesrv_producer_reserve(framesrv_producer *producer, int timeout_ms, framesrv_frame **frame);
 
+/* A CUDA producer's reserve, ordered on `stream`: as framesrv_producer_reserve, and before it
+ * returns it queues on `stream` a wait for the release fence of every consumer that read the
+ * slot's previous frame, so the writes queued afterwards start only once their kernels ended
+ * (the CPU does not wait). (framesrv_producer_reserve on a CUDA producer waits on the CPU
+ * instead: at most 2 s, then FRAMESRV_TIMEOUT.) FRAMESRV_E_MEMORY for a host producer. */
+int framesrv_producer_reserve_on(framesrv_producer *producer, void *stream, int timeout_ms, framesrv_frame **frame);
+
 /* Publishes the reserved frame to every consumer (lossless ones receive it for sure), wakes
  * the consumers asleep for a frame (one futex call, none when nobody sleeps), then announces
  * it over ZeroMQ when anyone subscribes. FRAMESRV_E_INVALID for (w) fields a consumer would
@@ -325,6 +407,12 @@ int framesrv_producer_publish(framesrv_producer *producer, framesrv_frame *frame
  * FRAMESRV_TIMEOUT if every slot stays held). framesrv_frame_release may then be called
  * from any thread. */
 int framesrv_producer_publish_keep(framesrv_producer *producer, framesrv_frame *frame);
+
+/* A CUDA producer's publish, ordered on `stream`: queues on `stream` the write of the frame's
+ * ready fence (after the work that wrote the planes), then publishes as framesrv_producer_publish
+ * at once; consumers' streams wait for the fence, the CPU never does. (framesrv_producer_publish
+ * on a CUDA producer means the planes are complete now.) FRAMESRV_E_MEMORY for a host producer. */
+int framesrv_producer_publish_on(framesrv_producer *producer, framesrv_frame *frame, void *stream);
 
 /* Gives the reserved frame back unpublished (its sequence number is not used). */
 int framesrv_producer_abandon(framesrv_producer *producer, framesrv_frame *frame);

@@ -81,6 +81,7 @@ const char *framesrv_status_name(int status)
     case FRAMESRV_E_ZMQ: return "FRAMESRV_E_ZMQ";
     case FRAMESRV_E_VERSION: return "FRAMESRV_E_VERSION";
     case FRAMESRV_E_HELD: return "FRAMESRV_E_HELD";
+    case FRAMESRV_E_MEMORY: return "FRAMESRV_E_MEMORY";
     default: return "FRAMESRV_UNKNOWN_STATUS";
     }
 }

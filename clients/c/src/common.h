@@ -3,7 +3,7 @@
  * directory and names, process identity, futex, pidfd and mapping files. Not installed.
  *
  * The bottom of the library's internal headers, each including only those below it:
- *   common.h <- pixfmt.h, validate.h, pool.h <- frame.h <- producer.h, consumer.h
+ *   common.h <- pixfmt.h, validate.h, device.h <- pool.h <- frame.h <- producer.h, consumer.h
  *
  * The layout is CFrameServer.h's (the protocol's single source of truth); every access
  * that races with another process is one of its fs_* accessors.

@@ -11,6 +11,7 @@
 #define FRAMESRV_CONSUMER_H
 
 #include "frame.h"
+#include "device.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -26,6 +27,13 @@
 /* How long our own holds must block the producer before next says so on stderr. */
 #define FSI_HELD_WARN_MS 500
 #define FSI_HELD_TIMEOUT_MS 10000
+
+/* A CUDA stream's attachment (PROTOCOL.md 4.5; consumer_cuda.c). */
+typedef struct fsi_consumer_cuda {
+    fsi_device device;             /* found by the stream's device UUID                          */
+    fsi_fences fences;             /* the control segment, registered                            */
+    fs_slot_fence *fence;          /* the fence table (validated fence_offset)                   */
+} fsi_consumer_cuda;
 
 typedef struct fsi_attachment {
     fs_control *ctl;               /* NAME.ctl, mapped read-write                             */
@@ -55,6 +63,7 @@ typedef struct fsi_attachment {
     struct fsi_attachment *next_retired;
     uint64_t last_capture_ns;      /* busy-poll pace: newest frame's capture time...           */
     uint64_t capture_interval_ns;  /* ...and the smoothed interval between captures (0: unknown) */
+    fsi_consumer_cuda *cuda;       /* a CUDA stream's, else NULL                                  */
 } fsi_attachment;
 
 /* Records addressed with the validated slot count, never the segment's own offsets. */
@@ -79,6 +88,7 @@ struct framesrv_consumer {
     char stream[FS_NAME_MAX + 1];
     char client_name[32];
     int mode;                      /* the requested FS_MODE_*                                   */
+    int memory;                    /* the requested FRAMESRV_MEMORY_*                           */
     void *zctx;
     int inotify_fd;                /* the runtime directory: a control segment renamed in      */
     fsi_attachment *att;           /* current, NULL between a failed reopen and the next       */
@@ -122,8 +132,35 @@ static inline void fsi_held_clear(framesrv_consumer *c)
     c->stuck_warned = false;
 }
 
-/* consumer_next.c */
+/* consumer_pool.c */
 /* Maps the current epoch's pool if it changed (8.1); keeps the old one while frames use it. */
 FSI_HIDDEN void fsi_map_current_pool(framesrv_consumer *c, fsi_attachment *a);
+/* A reference to the pool of `epoch`: the current one, one a held frame uses, or a new mapping. */
+FSI_HIDDEN int fsi_pool_of(framesrv_consumer *c, fsi_attachment *a, uint64_t epoch, fsi_pool **out);
+
+/* consumer_next.c */
+/* One frame as framesrv_consumer_next finds it, before any CUDA fence. */
+FSI_HIDDEN int fsi_consumer_next_frame(framesrv_consumer *c, int timeout_ms, framesrv_frame **frame);
+
+/* consumer_cuda.c: a CUDA stream's consumer; each a no-op for a host attachment. */
+/* Before the claim (8.1 step 2): the stream's memory kind against the consumer's, and the
+ * device by its UUID (a->cuda). FRAMESRV_E_MEMORY with one line on a mismatch. */
+FSI_HIDDEN int fsi_consumer_cuda_check(framesrv_consumer *c, fsi_attachment *a);
+/* After the claim: the fences registered. */
+FSI_HIDDEN int fsi_consumer_cuda_attached(fsi_attachment *a);
+FSI_HIDDEN void fsi_consumer_cuda_free(fsi_attachment *a);
+/* The device part of mapping epoch's pool: its allocation over NAME.cuda, imported. */
+FSI_HIDDEN int fsi_consumer_cuda_import(framesrv_consumer *c, fsi_attachment *a, fsi_pool *pool);
+/* The producer died: every slot's ready fence written, so no stream of ours waits forever
+ * for a frame whose writes died with it (those frames' planes may be incomplete; the lowest
+ * such seq goes to c->stats.first_unready). */
+FSI_HIDDEN void fsi_consumer_cuda_producer_gone(framesrv_consumer *c, fsi_attachment *a);
+/* Before the detach: our streams' queued release fences written (cuCtxSynchronize). */
+FSI_HIDDEN void fsi_consumer_cuda_quiesce(framesrv_consumer *c, fsi_attachment *a);
+/* framesrv_consumer_next(_on) of a CUDA consumer: the next frame with its ready fence waited
+ * for on `stream` (on_stream) or on the CPU; a frame whose fence does not come is skipped. */
+FSI_HIDDEN int fsi_consumer_next_ready(framesrv_consumer *c, void *stream, bool on_stream, int timeout_ms, framesrv_frame **frame);
+/* A consumed CUDA frame's release without a stream: its release fence, stored now. */
+FSI_HIDDEN void fsi_consumer_cuda_released(framesrv_frame *f);
 
 #endif /* FRAMESRV_CONSUMER_H */

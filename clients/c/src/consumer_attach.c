@@ -16,6 +16,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
+static void request_detach(fsi_attachment *a);
+
 /* ---- the doorbell (only for framesrv_consumer_fd) and the consumer entry ---------------- */
 
 int fsi_connect_doorbell(framesrv_consumer *c, fsi_attachment *a)
@@ -108,6 +110,7 @@ static void attachment_free(fsi_attachment *a)
     if (a->sock) zmq_close(a->sock);
     if (a->producer_fd >= 0) close(a->producer_fd);
     fsi_pool_unref(a->pool);
+    fsi_consumer_cuda_free(a);   /* before the control segment it registered goes */
     if (a->ctl) munmap(a->ctl, a->ctl_size);
     free(a);
 }
@@ -142,7 +145,8 @@ static int open_control(framesrv_consumer *c, fsi_attachment *a)
     if (status == FRAMESRV_OK) status = fsi_map_file(path, true, &base, &a->ctl_size);
     if (status != FRAMESRV_OK) return status;
     a->ctl = base;
-    status = fsi_validate_control(base, a->ctl_size, path, &a->slot_count);
+    uint32_t memory;
+    status = fsi_validate_control(base, a->ctl_size, path, &a->slot_count, &memory);
     if (status == FRAMESRV_E_VERSION) return other_version(a, path);
     if (status != FRAMESRV_OK) return status;
     a->producer_pid = fs_load_i32(&a->ctl->producer_pid);
@@ -164,7 +168,12 @@ static int try_attach(framesrv_consumer *c)
     a->producer_fd = -1;
     a->mode = c->mode;
     int status = open_control(c, a);
+    if (status == FRAMESRV_OK) status = fsi_consumer_cuda_check(c, a);   /* before the claim (4.5) */
     if (status == FRAMESRV_OK) status = claim_entry(c, a);
+    if (status == FRAMESRV_OK && (status = fsi_consumer_cuda_attached(a)) != FRAMESRV_OK) {
+        request_detach(a);
+        a->entry = NULL;
+    }
     if (status != FRAMESRV_OK) {
         attachment_free(a);
         return status;
@@ -255,6 +264,7 @@ void fsi_attachment_finish(framesrv_consumer *c, fsi_attachment *a)
     /* 8.2 / 15.3: CLOSING only to a producer that can act on it, and only now that we
      * hold nothing. SYNC: release store; the producer's watcher clears our bit from every
      * slot and frees the entry. */
+    if (a->entry && !__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE)) fsi_consumer_cuda_quiesce(c, a);   /* fences written first */
     if (a->entry && !__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE) && !a->producer_exited && fsi_pidfd_alive(a->producer_fd))
         request_detach(a);
     attachment_free(a);

@@ -31,53 +31,6 @@ static void release_slot(fsi_attachment *a, uint32_t slot)
     if (fs_slot_release(a->ctl, fsi_att_slot(a, slot), a->bit)) fsi_futex_wake(&a->ctl->wake);
 }
 
-/* ---- pools ----------------------------------------------------------------------------- */
-
-/* Maps NAME.pool.<epoch> read-only, its slot size from its file size (4.2, 13). */
-static int map_pool(const framesrv_consumer *c, const fsi_attachment *a, uint64_t epoch, fsi_pool **out)
-{
-    char path[PATH_MAX + 64], suffix[40];
-    snprintf(suffix, sizeof suffix, ".pool.%llu", (unsigned long long)epoch);
-    void *base;
-    size_t size, slot_bytes;
-    int status = fsi_path(path, sizeof path, c->dir, c->stream, suffix);
-    if (status == FRAMESRV_OK) status = fsi_map_file(path, false, &base, &size);
-    if (status != FRAMESRV_OK) return status;
-    if ((status = fsi_validate_pool(size, a->slot_count, path, &slot_bytes)) == FRAMESRV_OK && !(*out = calloc(1, sizeof **out)))
-        status = fsi_fail(FRAMESRV_E_NO_MEMORY, "out of memory mapping %s", path);
-    if (status != FRAMESRV_OK) {
-        munmap(base, size);
-        return status;
-    }
-    **out = (fsi_pool){ .epoch = epoch, .base = base, .size = size, .slot_stride = slot_bytes, .refs = 1 };
-    return FRAMESRV_OK;
-}
-
-void fsi_map_current_pool(framesrv_consumer *c, fsi_attachment *a)
-{
-    uint64_t epoch = fs_load_u64(&a->ctl->epoch);
-    fsi_pool *pool;
-    if (epoch == 0 || (a->pool && a->pool->epoch == epoch) || map_pool(c, a, epoch, &pool) != FRAMESRV_OK) return;
-    fsi_pool_unref(a->pool);   /* frames of the old epoch keep their own references */
-    a->pool = pool;
-}
-
-/* A reference to the pool of `epoch`: the current one, one a held frame uses, or a new mapping.
- * SYNC: a held frame's pool is referenced under c->lock, before a release in another
- * thread can take the frame off the list and drop its reference. */
-static int pool_of(framesrv_consumer *c, fsi_attachment *a, uint64_t epoch, fsi_pool **out)
-{
-    pthread_mutex_lock(&c->lock);
-    fsi_pool *found = a->pool && a->pool->epoch == epoch ? a->pool : NULL;
-    for (framesrv_frame *f = c->held; !found && f; f = f->next_held)
-        if (f->attachment == a && f->pool->epoch == epoch) found = f->pool;
-    if (found) fsi_pool_ref(found);
-    pthread_mutex_unlock(&c->lock);
-    if (!found) return map_pool(c, a, epoch, out);
-    *out = found;
-    return FRAMESRV_OK;
-}
-
 /* ---- delivering a held slot ------------------------------------------------------------- */
 
 /* The frame's info from the validated header copy. */
@@ -137,7 +90,7 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     a->last_delivered = seq;   /* a frame refused below is skipped, not retried */
     fs_slot_ctl *s = fsi_att_slot(a, slot);
     fsi_pool *pool;
-    int status = pool_of(c, a, fs_peek_u64(&s->epoch), &pool);
+    int status = fsi_pool_of(c, a, fs_peek_u64(&s->epoch), &pool);
     if (status != FRAMESRV_OK) {
         release_slot(a, slot);
         /* A live consumer late to an ended stream: its producer removed the pool once no
@@ -151,7 +104,9 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     snprintf(suffix, sizeof suffix, ".pool.%llu", (unsigned long long)pool->epoch);
     fsi_path(path, sizeof path, c->dir, c->stream, suffix);
     framesrv_frame *f = NULL;
-    if ((status = fsi_validate_frame(&h, seq, pool->slot_stride, path, slot)) != FRAMESRV_OK) status = LOOK_BAD_FRAME;
+    if ((status = pool->device ? fsi_validate_device_frame(&h, seq, pool->device->slot_stride, path, slot)
+                               : fsi_validate_frame(&h, seq, pool->slot_stride, path, slot)) != FRAMESRV_OK)
+        status = LOOK_BAD_FRAME;
     else if (!(f = calloc(1, sizeof *f))) status = fsi_fail(FRAMESRV_E_NO_MEMORY, "out of memory delivering frame %llu", (unsigned long long)seq);
     if (status != FRAMESRV_OK) {
         release_slot(a, slot);
@@ -163,7 +118,11 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
         }
         return status;
     }
-    fill_info(&f->info, &h, base, fs_peek_u64(&s->publish_ns));
+    /* A CUDA frame: no host bytes, the planes at their device offsets; we read it from now on
+     * (4.5: the producer's next writer waits for our release fence). */
+    fill_info(&f->info, &h, pool->device ? NULL : base, fs_peek_u64(&s->publish_ns));
+    for (uint32_t i = 0; pool->device && i < h.plane_count; i++) f->device_offset[i] = h.plane_offset[i];
+    if (pool->device) fs_slot_add_reader(s, a->bit);
     f->info.epoch = pool->epoch;   /* the pool it was read from (the slot's epoch) */
     f->release = release_consumed;
     f->slot = slot;
@@ -189,7 +148,9 @@ static void release_consumed(framesrv_frame *f)
 {
     framesrv_consumer *c = f->consumer;
     fsi_attachment *a = f->attachment;   /* alive until its held count reaches 0 below */
-    /* All reads of the frame are done: the release-ordered clear publishes that (9.3). */
+    /* All reads of the frame are done: the release-ordered clear publishes that (9.3). A CUDA
+     * frame says so in its release fence first (release_on queued it on a stream). */
+    if (f->pool->device && !f->fence_queued) fsi_consumer_cuda_released(f);
     release_slot(a, f->slot);
     pthread_mutex_lock(&c->lock);
     for (framesrv_frame **p = &c->held; *p; p = &(*p)->next_held)
@@ -339,8 +300,9 @@ static void drain_doorbell(fsi_attachment *a)
 }
 
 /* Nothing to deliver now: the end, a dead producer, or 0 to wait. */
-static int nothing_now(framesrv_consumer *c, const fsi_attachment *a)
+static int nothing_now(framesrv_consumer *c, fsi_attachment *a)
 {
+    if (a->producer_exited && a->cuda) fsi_consumer_cuda_producer_gone(c, a);
     if (stream_ended(a) && (a->mode == FS_MODE_LIVE || a->producer_exited)) return c->ended = FRAMESRV_END;
     if (!a->producer_exited) return 0;
     fsi_fail(FRAMESRV_GONE, "the producer of stream '%s' (pid %d) exited without ending the stream", c->stream, a->producer_pid);
@@ -425,7 +387,7 @@ static int wait_frame(framesrv_consumer *c, fsi_attachment *a, uint32_t seen, ui
     return status;
 }
 
-int framesrv_consumer_next(framesrv_consumer *c, int timeout_ms, framesrv_frame **frame)
+int fsi_consumer_next_frame(framesrv_consumer *c, int timeout_ms, framesrv_frame **frame)
 {
     if (frame) *frame = NULL;
     if (!frame || !c) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_next: NULL argument");
@@ -447,4 +409,10 @@ int framesrv_consumer_next(framesrv_consumer *c, int timeout_ms, framesrv_frame 
         if (status == FRAMESRV_OK) fsi_held_clear(c);
         if (status != LOOK_NOTHING) return status;
     }
+}
+
+int framesrv_consumer_next(framesrv_consumer *c, int timeout_ms, framesrv_frame **frame)
+{
+    if (c && c->memory == FRAMESRV_MEMORY_CUDA) return fsi_consumer_next_ready(c, NULL, false, timeout_ms, frame);
+    return fsi_consumer_next_frame(c, timeout_ms, frame);
 }

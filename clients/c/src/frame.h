@@ -24,6 +24,14 @@ struct framesrv_frame {
     framesrv_producer *producer; /* a reserved frame's producer */
     struct framesrv_frame *next_held; /* the consumer's list of held frames */
     struct fsi_attachment *attachment; /* a consumed frame's producer instance (consumer.h) */
+    bool fence_queued;         /* CUDA: release_on queued the release fence (release stores none) */
+    uint32_t device_offset[FRAMESRV_MAX_PLANES]; /* CUDA: each plane's offset in the device slot */
 };
+
+/* CUDA: the device address of the frame's slot (pool->device), 0 for a host frame. */
+static inline uint64_t fsi_frame_device_slot(const struct framesrv_frame *f)
+{
+    return f->pool && f->pool->device ? f->pool->device->base + (uint64_t)f->slot * f->pool->device->slot_stride : 0;
+}
 
 #endif /* FRAMESRV_FRAME_H */

@@ -101,7 +101,7 @@ void fsi_describe_planes(framesrv_frame_info *info, const fs_frame *header, uint
     info->plane_count = count;
     for (uint32_t p = 0; p < count; p++) {
         framesrv_plane *pl = &info->planes[p];
-        pl->data = slot + header->plane_offset[p];
+        pl->data = slot ? slot + header->plane_offset[p] : NULL;   /* NULL: a CUDA frame's planes are on the device */
         pl->stride = header->plane_stride[p];
         pl->size = header->plane_size[p];
         if (f != NULL && p < f->plane_count) {

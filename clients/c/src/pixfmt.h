@@ -34,8 +34,8 @@ typedef struct fsi_layout {
 } fsi_layout;
 FSI_HIDDEN int fsi_canonical_layout(const fsi_pix_format *format, uint32_t width, uint32_t height, fsi_layout *out);
 
-/* Fills info->planes[] (data = slot + offset, geometry from the format) from a
- * validated header. For pix_fmt 0 every plane is 1 component of 1 byte, width = stride. */
+/* Fills info->planes[] (data = slot + offset, or NULL for slot NULL: a CUDA frame; geometry
+ * from the format) from a validated header. For pix_fmt 0 every plane is 1 component of 1 byte, width = stride. */
 FSI_HIDDEN void fsi_describe_planes(framesrv_frame_info *info, const fs_frame *header, uint8_t *slot);
 
 #endif /* FRAMESRV_PIXFMT_H */

@@ -16,5 +16,6 @@ void fsi_pool_unref(fsi_pool *pool)
 {
     if (!pool || __atomic_sub_fetch(&pool->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     if (pool->base) munmap(pool->base, pool->size);
+    fsi_device_memory_free(pool->device);
     free(pool);
 }

@@ -14,13 +14,14 @@ static bool nothing_held(framesrv_producer *p, void *arg)
     return !fsp_any_slot_held(p);
 }
 
-/* 14 steps 2 and 3: NAME.ctl and NAME.sock; the pools only when no slot has holders (a
+/* 14 steps 2 and 3: NAME.ctl, NAME.sock (and NAME.cuda, with its server); the pools only when no slot has holders (a
  * consumer still owed a frame may not have mapped the pool yet). */
 static void remove_files(framesrv_producer *p)
 {
     char path[PATH_MAX];
     if (fsi_path(path, sizeof path, p->dir, p->name, ".ctl") == FRAMESRV_OK) unlink(path);
     if (fsi_path(path, sizeof path, p->dir, p->name, ".sock") == FRAMESRV_OK) unlink(path);
+    fsp_cuda_close(p);
     if (p->pool == NULL || fsp_any_slot_held(p)) return;
     fsp_unlink_pool(p, p->epoch);
     for (uint32_t k = 0; k < p->retired_count; k++) fsp_unlink_pool(p, p->retired_epoch[k]);
@@ -58,6 +59,7 @@ void fsp_free(framesrv_producer *p)
     if (p->pub != NULL) zmq_close(p->pub);
     if (p->zmq_context != NULL) zmq_ctx_term(p->zmq_context);
     if (p->pool != NULL) fsi_pool_unref(p->pool);
+    fsp_cuda_free(p);   /* before the control segment it registered goes */
     if (p->ctl != NULL) munmap(p->ctl, p->ctl_size);
     if (p->lock_fd >= 0) close(p->lock_fd);
     pthread_mutex_destroy(&p->lock);

@@ -6,7 +6,8 @@
  * lock of PROTOCOL.md 12.2: admission, publishing and reclaim run under it, so first_seq,
  * the sequence numbers and the reservation masks agree exactly. Fields marked (L) are
  * read and written under `lock`; (A) only by the application's thread; (W) only by the
- * background thread (and by close once it has joined it).
+ * background thread (and by close once it has joined it). A CUDA stream's producer has a
+ * third thread, NAME.cuda's server (producer_cuda_serve.c), and its state in `cuda`.
  */
 #ifndef FRAMESRV_PRODUCER_H
 #define FRAMESRV_PRODUCER_H
@@ -22,6 +23,31 @@
 #define FSP_LONGEST_WAIT_MS 1000
 /* How often the background thread polls the pidfds of admitted consumers (12.5). */
 #define FSP_WATCH_POLL_MS 20
+
+/* One epoch's allocation as NAME.cuda serves it: its own duplicate of the descriptor. */
+typedef struct fsp_export {
+    uint64_t epoch;
+    int fd;
+    uint64_t size;
+} fsp_export;
+
+/* A CUDA stream's producer (PROTOCOL.md 4.5; producer_cuda*.c). */
+typedef struct fsp_cuda {
+    fsi_device device;
+    fsi_fences fences;               /* the control segment, registered                         */
+    fs_slot_fence *fence;            /* the fence table, at fence_offset                        */
+    int listen_fd, stop_fd;          /* NAME.cuda and the eventfd that stops its server          */
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t lock;            /* exports: the server thread reads, the application thread changes */
+    fsp_export exports[FS_MAX_SLOTS + 1];
+    uint32_t export_count;
+    uint64_t waited_mask[FS_MAX_SLOTS];   /* (L) whose release fences the last reserve of the slot waited for, */
+    uint64_t waited_seq[FS_MAX_SLOTS];    /* (L) ... and the value (4.5 step 3 needs both for a dead reader) */
+    uint64_t quarantine[FS_MAX_CONSUMERS];/* (L) slots whose fence was written for dead entry i: not reused before */
+    pid_t quarantine_pid[FS_MAX_CONSUMERS];
+    uint64_t quarantined;            /* (L, atomic reads) entries kept from reuse until their slots are reserved again */
+} fsp_cuda;
 
 struct framesrv_producer {
     char name[FS_NAME_MAX + 1];
@@ -72,8 +98,19 @@ struct framesrv_producer {
     uint32_t latest_slot;
     bool ended;
     framesrv_producer_stats stats;   /* published, dropped, abandoned, blocked_ns */
+    fsp_cuda *cuda;                  /* CUDA streams only, else NULL                          */
+    fsi_pool *retired_pool[FS_MAX_SLOTS];   /* CUDA: the retired epochs' allocations (served while kept) */
     uint32_t dropped_since_publish;  /* live source: drops the next frame's header reports */
 };
+
+/* Whether the current pool holds a frame of the current format (else a new epoch, 13). A
+ * CUDA slot's planes start at its device slot, without the 256-byte header. */
+static inline bool fsp_pool_fits(const framesrv_producer *p)
+{
+    if (p->pool == NULL) return false;
+    if (p->pool->device) return p->layout.slot_bytes - sizeof(fs_frame) <= p->pool->device->slot_stride;
+    return p->layout.slot_bytes <= p->pool->slot_stride;
+}
 
 /* producer_open.c */
 FSI_HIDDEN int fsp_create_file(const char *path, size_t size, void **base);
@@ -106,5 +143,33 @@ FSI_HIDDEN void fsp_stop_watching(framesrv_producer *p);
 
 /* producer.c */
 FSI_HIDDEN void fsp_free(framesrv_producer *p);
+
+/* producer_cuda.c: a CUDA stream's producer. Each is a no-op (or host behaviour) when
+ * p->cuda is NULL, so the host path pays one pointer test. */
+FSI_HIDDEN int fsp_cuda_open(framesrv_producer *p);                  /* the device, before any file */
+FSI_HIDDEN void fsp_cuda_fill_control(framesrv_producer *p);         /* memory, fence_offset, device fields */
+FSI_HIDDEN int fsp_cuda_start(framesrv_producer *p);                 /* fences registered, NAME.cuda bound and served */
+FSI_HIDDEN void fsp_cuda_close(framesrv_producer *p);                /* server stopped, NAME.cuda removed */
+FSI_HIDDEN void fsp_cuda_free(framesrv_producer *p);
+/* The epoch's device allocation for a new pool, and its export for NAME.cuda. */
+FSI_HIDDEN int fsp_cuda_new_pool(framesrv_producer *p, fsi_pool *pool, uint64_t slot_bytes);
+FSI_HIDDEN void fsp_cuda_forget_epoch(framesrv_producer *p, uint64_t epoch);
+/* 4.5 step 5: the fences and readers of the slots reserved for an epoch change. */
+FSI_HIDDEN void fsp_cuda_reset_slots(framesrv_producer *p, uint64_t reserved);
+/* 4.5 step 2 after slot `slot` was taken: queue (stream) or wait (CPU) for the release fences
+ * of its previous frame's readers. FRAMESRV_TIMEOUT when a CPU wait ran out. */
+FSI_HIDDEN int fsp_cuda_after_take(framesrv_producer *p, uint32_t slot, void *stream, bool on_stream);
+/* 4.5 step 1 before publishing frame seq in slot: the ready fence, on the stream or now. */
+FSI_HIDDEN int fsp_cuda_ready(framesrv_producer *p, uint32_t slot, uint64_t seq, void *stream, bool on_stream);
+/* 4.5 step 3, under p->lock, before a dead consumer's holder bits are cleared: its fences;
+ * returns whether its entry must stay out of use for now (the quarantine). */
+FSI_HIDDEN bool fsp_cuda_reclaim(framesrv_producer *p, uint32_t entry, pid_t pid, bool died);
+/* Slot `slot` was reserved again: quarantined entries waiting for it may go. Under p->lock. */
+FSI_HIDDEN void fsp_cuda_slot_retaken(framesrv_producer *p, uint32_t slot);
+FSI_HIDDEN bool fsp_cuda_quarantined(const framesrv_producer *p, uint32_t entry);
+
+/* producer_cuda_serve.c: NAME.cuda */
+FSI_HIDDEN int fsp_cuda_bind(framesrv_producer *p);
+FSI_HIDDEN void *fsp_cuda_serve_main(void *producer);
 
 #endif /* FRAMESRV_PRODUCER_H */

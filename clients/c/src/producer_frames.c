@@ -73,7 +73,9 @@ static framesrv_frame *make_frame(framesrv_producer *p, uint32_t slot, uint64_t 
     in->height = h->height;
     in->pix_fmt = (int)h->pix_fmt;
     memcpy(in->pix_fmt_name, h->pix_fmt_name, sizeof in->pix_fmt_name);
-    fsi_describe_planes(in, h, p->pool->base + (size_t)slot * p->pool->slot_stride);
+    /* A CUDA frame's planes are on the device (framesrv_frame_device_plane): no host bytes. */
+    fsi_describe_planes(in, h, p->cuda ? NULL : p->pool->base + (size_t)slot * p->pool->slot_stride);
+    for (uint32_t i = 0; p->cuda && i < h->plane_count; i++) f->device_offset[i] = h->plane_offset[i];
     in->color_matrix = p->opt.color_matrix;
     in->color_range = p->opt.color_range;
     in->color_primaries = p->opt.color_primaries;
@@ -92,20 +94,24 @@ static framesrv_frame *make_frame(framesrv_producer *p, uint32_t slot, uint64_t 
     return f;
 }
 
-int framesrv_producer_reserve(framesrv_producer *p, int timeout_ms, framesrv_frame **frame)
+/* framesrv_producer_reserve and _reserve_on: CUDA fences on `stream`, or on the CPU. */
+static int reserve(framesrv_producer *p, void *stream, bool on_stream, int timeout_ms, framesrv_frame **frame)
 {
     if (p == NULL || frame == NULL)
         return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_reserve: producer and frame must not be NULL");
     *frame = NULL;
+    if (on_stream && !p->cuda)
+        return fsi_fail(FRAMESRV_E_MEMORY, "reserve_on on stream '%s': a host-memory stream has no GPU stream to order", p->name);
     if (p->ended) return fsi_fail(FRAMESRV_E_STATE, "reserve on stream '%s': the stream has ended", p->name);
     if (p->reserved != NULL)
         return fsi_fail(FRAMESRV_E_STATE, "reserve on stream '%s': a frame is already reserved (publish or abandon it)", p->name);
-    if (p->pool == NULL || p->layout.slot_bytes > p->pool->slot_stride) {
+    if (!fsp_pool_fits(p)) {
         int rc = fsp_start_epoch(p);
         if (rc != FRAMESRV_OK) return rc;
     }
     uint32_t slot;
     int rc = take_slot(p, timeout_ms, &slot);
+    if (rc == FRAMESRV_OK && p->cuda) rc = fsp_cuda_after_take(p, slot, stream, on_stream);   /* 4.5 step 2 */
     if (rc != FRAMESRV_OK) return rc;
     pthread_mutex_lock(&p->lock);
     uint64_t seq = p->next_seq;
@@ -119,6 +125,16 @@ int framesrv_producer_reserve(framesrv_producer *p, int timeout_ms, framesrv_fra
     }
     *frame = f;
     return FRAMESRV_OK;
+}
+
+int framesrv_producer_reserve(framesrv_producer *p, int timeout_ms, framesrv_frame **frame)
+{
+    return reserve(p, NULL, false, timeout_ms, frame);
+}
+
+int framesrv_producer_reserve_on(framesrv_producer *p, void *stream, int timeout_ms, framesrv_frame **frame)
+{
+    return reserve(p, stream, true, timeout_ms, frame);
 }
 
 /* The (w) fields a consumer's validation would reject (PROTOCOL.md 16). */
@@ -163,8 +179,9 @@ static void write_header(framesrv_producer *p, framesrv_frame *f, fs_frame *h)
     p->dropped_since_publish = 0;
 }
 
-/* 12.2's publish, under the lock shared with admission and reclaim. */
-static int publish(framesrv_producer *p, framesrv_frame *f, bool keep)
+/* 12.2's publish, under the lock shared with admission and reclaim; a CUDA frame's ready
+ * fence first (4.5 step 1), on `stream` or now. */
+static int publish(framesrv_producer *p, framesrv_frame *f, bool keep, void *stream, bool on_stream)
 {
     if (p == NULL || f == NULL)
         return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_publish: producer and frame must not be NULL");
@@ -172,7 +189,15 @@ static int publish(framesrv_producer *p, framesrv_frame *f, bool keep)
         return fsi_fail(FRAMESRV_E_STATE, "publish on stream '%s': the frame is not this producer's reserved frame", p->name);
     if (p->ended)   /* the frame stays reserved: abandon it */
         return fsi_fail(FRAMESRV_E_STATE, "publish on stream '%s': the stream has ended", p->name);
+    if (on_stream && !p->cuda)
+        return fsi_fail(FRAMESRV_E_MEMORY, "publish_on on stream '%s': a host-memory stream has no GPU stream to order", p->name);
     int rc = check_info(&f->info);
+    if (rc == FRAMESRV_OK && p->cuda) {   /* the seq taken below: only this thread publishes */
+        pthread_mutex_lock(&p->lock);
+        uint64_t next = p->next_seq;
+        pthread_mutex_unlock(&p->lock);
+        rc = fsp_cuda_ready(p, f->slot, next, stream, on_stream);
+    }
     if (rc != FRAMESRV_OK) return rc;
     fs_frame h;
     write_header(p, f, &h);
@@ -203,8 +228,12 @@ static int publish(framesrv_producer *p, framesrv_frame *f, bool keep)
     return FRAMESRV_OK;
 }
 
-int framesrv_producer_publish(framesrv_producer *p, framesrv_frame *frame) { return publish(p, frame, false); }
-int framesrv_producer_publish_keep(framesrv_producer *p, framesrv_frame *frame) { return publish(p, frame, true); }
+int framesrv_producer_publish(framesrv_producer *p, framesrv_frame *frame) { return publish(p, frame, false, NULL, false); }
+int framesrv_producer_publish_keep(framesrv_producer *p, framesrv_frame *frame) { return publish(p, frame, true, NULL, false); }
+int framesrv_producer_publish_on(framesrv_producer *p, framesrv_frame *frame, void *stream)
+{
+    return publish(p, frame, false, stream, true);
+}
 
 int framesrv_producer_abandon(framesrv_producer *p, framesrv_frame *frame)
 {

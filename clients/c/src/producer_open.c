@@ -51,6 +51,9 @@ static int normalise_options(framesrv_producer_options *o)
     if (o->live_max_held == 0) o->live_max_held = 1;
     if (o->live_source > 1)
         return fsi_fail(FRAMESRV_E_INVALID, "producer: live_source %u: must be 0 or 1", o->live_source);
+    if (o->memory != FRAMESRV_MEMORY_HOST && o->memory != FRAMESRV_MEMORY_CUDA)
+        return fsi_fail(FRAMESRV_E_INVALID, "producer: memory %d: use FRAMESRV_MEMORY_HOST (0) or FRAMESRV_MEMORY_CUDA (1)", o->memory);
+    if (o->cuda_device < 0) return fsi_fail(FRAMESRV_E_INVALID, "producer: cuda_device %d: a device ordinal >= 0", o->cuda_device);
     if (o->color_matrix == 0 && o->color_range == 0 && o->color_primaries == 0 && o->color_transfer == 0) {
         o->color_matrix = f->rgb ? FS_MATRIX_RGB : FS_MATRIX_UNSPECIFIED;
         o->color_primaries = 2;
@@ -121,7 +124,9 @@ static bool is_leftover(const char *file, const char *name)
     size_t n = strlen(name);
     if (strncmp(file, name, n) != 0) return false;
     const char *s = file + n;
-    if (strcmp(s, ".ctl") == 0 || strcmp(s, ".sock") == 0 || strcmp(s, ".ended") == 0 || strcmp(s, ".control") == 0) return true;
+    if (strcmp(s, ".ctl") == 0 || strcmp(s, ".sock") == 0 || strcmp(s, ".cuda") == 0 || strcmp(s, ".ended") == 0 ||
+        strcmp(s, ".control") == 0)
+        return true;
     const char *digits = NULL;
     if (strncmp(s, ".pool.", 6) == 0) digits = s + 6;
     else if (strncmp(s, ".ctl.tmp.", 9) == 0) digits = s + 9;
@@ -167,7 +172,7 @@ int fsp_create_file(const char *path, size_t size, void **base)
 /* 3.2 step 3: the control segment, initialised before anyone can see it. */
 static int create_control(framesrv_producer *p, const char *tmp)
 {
-    p->ctl_size = fs_control_size(p->slot_count);
+    p->ctl_size = p->cuda ? fs_control_size_cuda(p->slot_count) : fs_control_size(p->slot_count);
     void *base;
     int rc = fsp_create_file(tmp, p->ctl_size, &base);
     if (rc != FRAMESRV_OK) return rc;
@@ -195,6 +200,7 @@ static int create_control(framesrv_producer *p, const char *tmp)
            strnlen(p->client_name, sizeof c->producer_name - 1));
     p->slots = (fs_slot_ctl *)((uint8_t *)base + sizeof(fs_control));
     p->consumers = (fs_consumer *)((uint8_t *)base + c->consumer_offset);
+    fsp_cuda_fill_control(p);
     return FRAMESRV_OK;
 }
 
@@ -231,9 +237,11 @@ static int create_stream(framesrv_producer *p)
     if (rc == FRAMESRV_OK) rc = create_control(p, tmp);
     if (rc != FRAMESRV_OK) return rc;
     rc = bind_socket(p);
+    if (rc == FRAMESRV_OK) rc = fsp_cuda_start(p);   /* NAME.cuda before the rename too (4.5) */
     if (rc == FRAMESRV_OK && rename(tmp, ctl) != 0) rc = fsi_fail_errno("rename %s to %s", tmp, ctl);
     if (rc != FRAMESRV_OK) {
         unlink(tmp);
+        fsp_cuda_close(p);
         return rc;
     }
     p->running = true;
@@ -282,6 +290,7 @@ int framesrv_producer_open_as(framesrv_producer **out, const char *name, const f
     p->slot_count = opt.slots;
     p->start_time = fsi_process_start_time(getpid());
     rc = fsi_runtime_dir(p->dir, sizeof p->dir, true);
+    if (rc == FRAMESRV_OK) rc = fsp_cuda_open(p);
     if (rc == FRAMESRV_OK) rc = fsp_set_format(p, opt.width, opt.height, opt.pix_fmt);
     if (rc == FRAMESRV_OK) rc = take_lock(p);
     if (rc == FRAMESRV_OK) rc = remove_leftovers(p);

@@ -41,8 +41,10 @@ static void fill_template(framesrv_producer *p)
     h->height = p->height;
     h->pix_fmt = (uint32_t)p->format->code;
     h->plane_count = p->layout.plane_count;
+    /* A CUDA slot has no header before its planes: the same layout, 256 bytes earlier (4.5). */
+    uint32_t shift = p->cuda ? (uint32_t)sizeof(fs_frame) : 0;
     for (uint32_t i = 0; i < p->layout.plane_count; i++) {
-        h->plane_offset[i] = p->layout.offset[i];
+        h->plane_offset[i] = p->layout.offset[i] - shift;
         h->plane_stride[i] = p->layout.stride[i];
         h->plane_size[i] = p->layout.size[i];
     }
@@ -76,8 +78,10 @@ void fsp_retire_slot(framesrv_producer *p, uint32_t slot)
         p->retired_slots[k] &= ~(1ull << slot);
         if (p->retired_slots[k] == 0) {
             fsp_unlink_pool(p, p->retired_epoch[k]);
+            fsi_pool_unref(p->retired_pool[k]);   /* CUDA: the allocation goes with the pool file */
             continue;
         }
+        p->retired_pool[kept] = p->retired_pool[k];
         p->retired_epoch[kept] = p->retired_epoch[k];
         p->retired_slots[kept++] = p->retired_slots[k];
     }
@@ -104,6 +108,12 @@ static int create_pool(framesrv_producer *p, uint64_t epoch, size_t stride, fsi_
     pool->size = stride * p->slot_count;
     pool->slot_stride = stride;
     pool->refs = 1;
+    if (p->cuda && (rc = fsp_cuda_new_pool(p, pool, p->layout.slot_bytes - sizeof(fs_frame))) != FRAMESRV_OK) {
+        unlink(path);
+        fsp_cuda_forget_epoch(p, epoch);
+        fsi_pool_unref(pool);
+        return rc;
+    }
     *out = pool;
     return FRAMESRV_OK;
 }
@@ -112,20 +122,28 @@ static int create_pool(framesrv_producer *p, uint64_t epoch, size_t stride, fsi_
 static void switch_pool(framesrv_producer *p, fsi_pool *pool, uint64_t reserved, uint64_t kept)
 {
     if (p->pool != NULL) {
-        if (kept != 0 && p->retired_count < FS_MAX_SLOTS) {
+        bool keep = kept != 0 && p->retired_count < FS_MAX_SLOTS;
+        if (keep) {
+            /* CUDA: the allocation stays for NAME.cuda while a slot holds a frame of it. */
+            p->retired_pool[p->retired_count] = p->cuda ? p->pool : NULL;
             p->retired_epoch[p->retired_count] = p->epoch;
             p->retired_slots[p->retired_count++] = kept;
         } else {
             fsp_unlink_pool(p, p->epoch);
         }
-        fsi_pool_unref(p->pool);   /* frames held keep their own reference */
+        if (!keep || !p->cuda) fsi_pool_unref(p->pool);   /* frames held keep their own reference */
     }
+    fsp_cuda_reset_slots(p, reserved);
     for (uint32_t i = 0; i < p->slot_count; i++)
         if (reserved & (1ull << i)) fsp_retire_slot(p, i);
     p->pool = pool;
     p->epoch = pool->epoch;
     fs_stat_set(&p->ctl->slot_stride, pool->slot_stride);
     fs_stat_set(&p->ctl->pool_size, pool->size);
+    if (pool->device) {   /* published by the epoch's release store, as slot_stride (4.5) */
+        fs_stat_set(&p->ctl->device_slot_stride, pool->device->slot_stride);
+        fs_stat_set(&p->ctl->device_pool_size, pool->device->size);
+    }
     fs_store_u64(&p->ctl->latest, 0);   /* a live consumer never starts from an old-pool frame */
     p->has_latest = false;
     for (uint32_t i = 0; i < p->slot_count; i++)
@@ -151,6 +169,7 @@ int fsp_start_epoch(framesrv_producer *p)
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) page = 4096;
     size_t stride = (size_t)((p->layout.slot_bytes + (uint64_t)page - 1) / (uint64_t)page * (uint64_t)page);
+    if (p->cuda) stride = FS_CUDA_HEADER_SLOT;   /* headers only: the planes are on the device */
     fsi_pool *pool;
     int rc = create_pool(p, p->epoch + 1, stride, &pool);
     if (rc != FRAMESRV_OK) {

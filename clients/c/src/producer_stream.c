@@ -52,6 +52,7 @@ void fsp_unlink_pool(framesrv_producer *p, uint64_t epoch)
     char path[PATH_MAX], suffix[40];
     snprintf(suffix, sizeof suffix, ".pool.%llu", (unsigned long long)epoch);
     if (fsi_path(path, sizeof path, p->dir, p->name, suffix) == FRAMESRV_OK) unlink(path);
+    fsp_cuda_forget_epoch(p, epoch);   /* NAME.cuda serves it no more */
 }
 
 int framesrv_producer_end(framesrv_producer *p, int failed)
@@ -81,7 +82,7 @@ int framesrv_producer_change_format(framesrv_producer *p, uint32_t width, uint32
     int rc = fsp_set_format(p, width, height, pix_fmt);
     if (rc != FRAMESRV_OK) return rc;
     /* A larger frame starts a new epoch; a smaller one reuses the pool (13). */
-    if (p->pool != NULL && p->layout.slot_bytes > p->pool->slot_stride) return fsp_start_epoch(p);
+    if (p->pool != NULL && !fsp_pool_fits(p)) return fsp_start_epoch(p);
     return FRAMESRV_OK;
 }
 

@@ -16,6 +16,7 @@ static void reclaim(framesrv_producer *p, uint32_t i, pid_t pid)
     uint64_t bit = 1ull << i;
     bool died = fs_load_u32(&e->state) != FS_CONSUMER_CLOSING;
     pthread_mutex_lock(&p->lock);
+    bool quarantine = fsp_cuda_reclaim(p, i, pid, died);   /* 4.5 step 3: before the holder bits go */
     p->lossless_mask &= ~bit;
     fs_store_u64(&p->ctl->lossless_mask, p->lossless_mask);
     for (uint32_t s = 0; s < p->slot_count; s++) fs_slot_clear_holder(&p->slots[s], bit);
@@ -29,7 +30,9 @@ static void reclaim(framesrv_producer *p, uint32_t i, pid_t pid)
         e->first_seq = 0;
         e->held = 0;
         e->hold_since_ns = 0;
-        fs_consumer_free(e);   /* SYNC: release, the next claimer sees the entry reset */
+        /* SYNC: release, the next claimer sees the entry reset. A quarantined entry is freed
+         * once its slots are reserved again (fsp_cuda_slot_retaken). */
+        if (!quarantine) fs_consumer_free(e);
     }
     if (died) p->reclaimed++;
     pthread_mutex_unlock(&p->lock);
@@ -74,7 +77,7 @@ static bool scan(framesrv_producer *p)
     for (uint32_t i = 0; i < FS_MAX_CONSUMERS; i++) {
         fs_consumer *e = &p->consumers[i];
         pid_t pid = fs_load_i32(&e->pid);
-        if (pid == 0) continue;
+        if (pid == 0 || fsp_cuda_quarantined(p, i)) continue;
         uint32_t state = fs_load_u32(&e->state);
         bool watched = p->watched_fd[i] >= 0;
         if (state == FS_CONSUMER_ACTIVE && !watched) {

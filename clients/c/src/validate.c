@@ -27,7 +27,22 @@ static int bad_field(const char *path, const char *field, uint64_t value, uint64
                     (unsigned long long)expected);
 }
 
-int fsi_validate_control(const void *base, size_t size, const char *path, uint32_t *slot_count)
+/* memory and fence_offset (4.5): host with no fence table, or CUDA with it after the consumer table. */
+static int check_memory(const uint8_t *bytes, uint32_t slots, const char *path, uint32_t *memory)
+{
+    uint32_t kind = u32_at(bytes, offsetof(fs_control, memory)), fences = u32_at(bytes, offsetof(fs_control, fence_offset));
+    if (kind == FS_MEMORY_HOST && fences != 0)
+        return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: fence_offset is %u, expected 0 (a host stream has no fence table)", path, fences);
+    if (kind == FS_MEMORY_CUDA && fences != fs_control_fence_offset(slots))
+        return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: fence_offset is %u, expected %zu, after the consumer table", path, fences,
+                        fs_control_fence_offset(slots));
+    if (kind != FS_MEMORY_HOST && kind != FS_MEMORY_CUDA)
+        return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: memory is %u, expected 0 (host) or 1 (cuda)", path, kind);
+    *memory = kind;
+    return FRAMESRV_OK;
+}
+
+int fsi_validate_control(const void *base, size_t size, const char *path, uint32_t *slot_count, uint32_t *memory)
 {
     const uint8_t *bytes = base;
     const size_t header = sizeof(fs_control);
@@ -54,7 +69,9 @@ int fsi_validate_control(const void *base, size_t size, const char *path, uint32
         uint32_t v = u32_at(bytes, fixed[i].offset);
         if (v != fixed[i].expected) return bad_field(path, fixed[i].field, v, fixed[i].expected);
     }
-    size_t needed = fs_control_size(slots);
+    int status = check_memory(bytes, slots, path, memory);
+    if (status != FRAMESRV_OK) return status;
+    size_t needed = *memory == FS_MEMORY_CUDA ? fs_control_size_cuda(slots) : fs_control_size(slots);
     if (size < needed) return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: it has %zu bytes, its header needs %zu", path, size, needed);
     uint64_t num, den;   /* const: read once here */
     memcpy(&num, bytes + offsetof(fs_control, rate_num), sizeof num);
@@ -77,6 +94,15 @@ int fsi_validate_pool(size_t size, uint32_t slot_count, const char *path, size_t
     return FRAMESRV_OK;
 }
 
+int fsi_validate_header_pool(size_t size, uint32_t slot_count, const char *path)
+{
+    if (slot_count < 1 || slot_count > FS_MAX_SLOTS) return bad_field(path, "slot_count", slot_count, FS_MAX_SLOTS);
+    if (size != (size_t)slot_count * FS_CUDA_HEADER_SLOT)
+        return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: file size is %zu, expected %u headers of %u bytes (a CUDA stream's pool)", path,
+                        size, slot_count, FS_CUDA_HEADER_SLOT);
+    return FRAMESRV_OK;
+}
+
 /* ---- frame headers --------------------------------------------------------------------- */
 
 /* Where the frame header's failure is reported: "<pool> slot <i>: frame header ...". */
@@ -96,13 +122,14 @@ static int check_range(where w, const char *field, int64_t v, int64_t lo, int64_
     return frame_bad(w, field, v, expected);
 }
 
-/* Every plane at offset >= 256 and offset + size <= slot_bytes. */
-static int check_plane_bounds(where w, const fs_frame *h, uint64_t slot_bytes)
+/* Every plane at offset >= lowest (256 in a host slot, 0 in a device slot) and
+ * offset + size <= slot_bytes. */
+static int check_plane_bounds(where w, const fs_frame *h, uint64_t lowest, uint64_t slot_bytes)
 {
     for (uint32_t p = 0; p < h->plane_count; p++) {
         uint64_t offset = h->plane_offset[p], end = offset + h->plane_size[p];   /* < 2^33: no overflow */
         char field[32], expected[96];
-        if (offset < sizeof(fs_frame)) {
+        if (offset < lowest) {
             snprintf(field, sizeof field, "plane_offset[%u]", p);
             return frame_bad(w, field, (long long)offset, ">= 256");
         }
@@ -168,7 +195,7 @@ static int check_rows(where w, const fs_frame *h, const fsi_pix_format *f)
     return FRAMESRV_OK;
 }
 
-int fsi_validate_frame(const fs_frame *h, uint64_t seq, uint64_t slot_bytes, const char *path, uint32_t slot)
+static int validate_frame(const fs_frame *h, uint64_t seq, uint64_t lowest, uint64_t slot_bytes, const char *path, uint32_t slot)
 {
     where w = { path, slot };
     if (h->magic != FS_MAGIC_FRAME)
@@ -184,7 +211,7 @@ int fsi_validate_frame(const fs_frame *h, uint64_t seq, uint64_t slot_bytes, con
     if ((status = check_range(w, "width", h->width, 1, MAX_DIMENSION)) != FRAMESRV_OK ||
         (status = check_range(w, "height", h->height, 1, MAX_DIMENSION)) != FRAMESRV_OK ||
         (status = check_range(w, "plane_count", h->plane_count, 1, FS_MAX_PLANES)) != FRAMESRV_OK ||
-        (status = check_plane_bounds(w, h, slot_bytes)) != FRAMESRV_OK ||
+        (status = check_plane_bounds(w, h, lowest, slot_bytes)) != FRAMESRV_OK ||
         (status = checked_format(w, h, &f)) != FRAMESRV_OK || (f && (status = check_rows(w, h, f)) != FRAMESRV_OK))
         return status;
     if (h->pts != FS_PTS_NONE && (status = check_range(w, "pts", h->pts, -TIMESTAMP_LIMIT, TIMESTAMP_LIMIT)) != FRAMESRV_OK)
@@ -195,6 +222,16 @@ int fsi_validate_frame(const fs_frame *h, uint64_t seq, uint64_t slot_bytes, con
         (status = check_range(w, "chroma_location", h->chroma_location, 0, FS_CHROMA_MAX)) != FRAMESRV_OK)
         return status;
     return check_range(w, "duration", h->duration, 0, TIMESTAMP_LIMIT);
+}
+
+int fsi_validate_frame(const fs_frame *h, uint64_t seq, uint64_t slot_bytes, const char *path, uint32_t slot)
+{
+    return validate_frame(h, seq, sizeof(fs_frame), slot_bytes, path, slot);
+}
+
+int fsi_validate_device_frame(const fs_frame *h, uint64_t seq, uint64_t device_slot_stride, const char *path, uint32_t slot)
+{
+    return validate_frame(h, seq, 0, device_slot_stride, path, slot);
 }
 
 /* ---- announcements (5) ------------------------------------------------------------------ */
