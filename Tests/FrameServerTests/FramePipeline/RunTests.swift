@@ -365,11 +365,21 @@ import Testing
             .filter { !$0.hasSuffix(".lock") && !$0.hasPrefix(".") && !$0.hasSuffix(".mp4") && !$0.hasSuffix(".md5") && !$0.hasSuffix(".pipeline") && !$0.hasSuffix(".py")
                       && !$0.hasSuffix(".out") && !$0.hasSuffix(".err") && !$0.hasSuffix(".log") }
         #expect(streams == [], "stream files left: \(streams)")
-        let children = try FileManager.default.contentsOfDirectory(atPath: "/proc").filter { name in
+        let children = processesLeft(scratch)
+        #expect(children == [], "processes left: \(children)")
+    }
+
+    /// Every live process (not a zombie) with FRAMESRV_DIR set to the scratch directory, as
+    /// "PID COMMAND LINE": what a run started there (its stages inherit it, and so do their children).
+    func processesLeft(_ scratch: Scratch) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return names.filter { name in
             guard Int(name) != nil, let env = FileManager.default.contents(atPath: "/proc/\(name)/environ") else { return false }
             return String(decoding: env, as: UTF8.self).split(separator: "\0").contains { $0.hasPrefix("FRAMESRV_DIR=\(scratch.path)") }
                 && (try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8))?.contains(") Z ") != true
+        }.map { name in
+            let line = FileManager.default.contents(atPath: "/proc/\(name)/cmdline").map { String(decoding: $0, as: UTF8.self) } ?? ""
+            return name + " " + line.split(separator: "\0").joined(separator: " ")
         }
-        #expect(children == [], "processes left: \(children)")
     }
 }
