@@ -1,0 +1,29 @@
+import FrameProcess
+import Glibc
+
+/// What a run leaves behind, and the guard that stops it should the run die first.
+extension PipelineRun {
+    /// The processes of this run still there: below this process, in a stage's process
+    /// group, marked with `mark`, or below one that is; every descendant after `Orphans.adopt()`.
+    /// The guard is spared (it exits once released).
+    var leftovers: Leftovers {
+        Leftovers(mark: mark, groups: Set(children.map(\.process.processIdentifier)), root: getpid(),
+                  everything: Orphans.adopted, spared: [guardian.process.processIdentifier])
+    }
+
+    /// How long what the stages left has between SIGTERM and SIGKILL at the end of a run.
+    public static let leftoverGraceSeconds = 5.0
+
+    /// The environment variable that marks a run's stages (and so their own children): its
+    /// value names the run.
+    public static let markKey = "FRAMESRV_RUN"
+
+    static func mark(_ token: String) -> String { markKey + "=" + token }
+
+    /// framesrv's arguments for the guard of the run named `token`.
+    static func guardArguments(_ token: String) -> [String] { ["run", "--guard", token] }
+
+    /// The guard's side (`framesrv run --guard TOKEN`): waits for the run to end, and stops
+    /// what it left if it ended without doing so itself (`RunGuard.serve`).
+    public static func serveAsGuard(token: String) { _ = RunGuard.serve(mark: mark(token)) }
+}
