@@ -26,4 +26,11 @@ extension PipelineRun {
     /// The guard's side (`framesrv run --guard TOKEN`): waits for the run to end, and stops
     /// what it left if it ended without doing so itself (`RunGuard.serve`).
     public static func serveAsGuard(token: String) { _ = RunGuard.serve(mark: mark(token)) }
+
+    /// How many inotify instances a user may hold (fs.inotify.max_user_instances), nil when
+    /// unknown. Every consumer holds one while it runs (it waits for its stream through it),
+    /// so it bounds the stages of a run that wait for their streams at once.
+    public static var streamWatchLimit: Int? {
+        readSmallFile("/proc/sys/fs/inotify/max_user_instances").flatMap { Int($0.filter(\.isNumber)) }
+    }
 }

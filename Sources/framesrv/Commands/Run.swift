@@ -8,7 +8,7 @@ import Glibc
 enum RunCommand: Command {
     static let name = "run"
     static let summary = "run a pipeline described as gst-launch does: \"produce -i in.mp4 ! filter ... ! sink ...\""
-    static let help = """
+    static var help: String { """
     usage: framesrv run [--quiet] "PIPELINE"
            framesrv run [--quiet] -f FILE
 
@@ -75,9 +75,19 @@ enum RunCommand: Command {
     run --guard, in a group of its own) does the same, for the stages too, and removes
     their streams.
 
+    A stage that reads a stream (sink, filter, queue; an exec stage through framesrv's
+    clients, one for each stream it reads) holds an inotify instance while it runs, and a
+    user may hold fs.inotify.max_user_instances of them at once (\(watchLimit) here, for all of
+    the user's processes): a run with more such stages waiting at once fails at the first
+    that gets none, in one line (raise it: sysctl fs.inotify.max_user_instances=N). A
+    stream takes 63 lossless consumers at most (its producer's --wait-for).
+
       -f FILE      read the description from FILE
       --quiet      no live view
-    """
+    """ }
+
+    /// The per-user inotify limit as the kernel says it now, or what it is by default.
+    static var watchLimit: String { PipelineRun.streamWatchLimit.map(String.init) ?? "128 by default" }
 
     static func run(_ o: RunOptions) throws -> ExitStatus {
         if let token = o.guardToken {

@@ -359,6 +359,15 @@ import Testing
         }
     }
 
+    /// run --help says the per-user inotify limit that bounds the stages waiting at once
+    /// (issue 26 item 10), with its value on this machine, and the 63 lossless consumers of a stream.
+    @Test func helpSaysTheLimitsOnStages() throws {
+        let help = try Scratch().run(["run", "--help"]).stdout
+        let limit = try String(contentsOfFile: "/proc/sys/fs/inotify/max_user_instances", encoding: .utf8).filter(\.isNumber)
+        #expect(help.contains("fs.inotify.max_user_instances") && help.contains("(\(limit) here,"), "\(help)")
+        #expect(help.contains("63 lossless consumers at most"), "\(help)")
+    }
+
     /// No stage of the run still running, and no file of its streams (but the lock files, see issue 12's install part).
     func expectNothingLeft(_ scratch: Scratch, _ output: String) throws {
         let streams = try FileManager.default.contentsOfDirectory(atPath: scratch.path)
