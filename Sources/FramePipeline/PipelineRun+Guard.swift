@@ -1,4 +1,5 @@
 import FrameProcess
+import FrameServer
 import Glibc
 
 /// What a run leaves behind, and the guard that stops it should the run die first.
@@ -7,8 +8,21 @@ extension PipelineRun {
     /// group, marked with `mark`, or below one that is; every descendant after `Orphans.adopt()`.
     /// The guard is spared (it exits once released).
     var leftovers: Leftovers {
-        Leftovers(mark: mark, groups: Set(children.map(\.process.processIdentifier)), root: getpid(),
-                  everything: Orphans.adopted, spared: [guardian.process.processIdentifier])
+        Self.leftovers(mark: mark, groups: Set(children.map(\.process.processIdentifier)), guardian: guardian)
+    }
+
+    static func leftovers(mark: String, groups: Set<pid_t>, guardian: RunGuard) -> Leftovers {
+        Leftovers(mark: mark, groups: groups, root: getpid(), everything: Orphans.adopted, spared: [guardian.process.processIdentifier])
+    }
+
+    /// The guard of the run named `token`, told the run's directory.
+    static func startGuard(_ framesrv: String, _ token: String, _ directory: RuntimeDirectory) throws(PipelineError) -> RunGuard {
+        let guardian: RunGuard
+        do { guardian = try RunGuard(executable: framesrv, arguments: guardArguments(token)) } catch {
+            throw PipelineError("cannot start run's guard: \(error)")
+        }
+        guardian.watch(directory: directory.path)
+        return guardian
     }
 
     /// How long what the stages left has between SIGTERM and SIGKILL at the end of a run.

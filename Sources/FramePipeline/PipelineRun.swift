@@ -57,15 +57,14 @@ public final class PipelineRun {
         self.pipeline = pipeline
         self.directory = directory
         let token = "\(getpid())-\(monotonicNanos())"
-        mark = Self.mark(token)
-        do { guardian = try RunGuard(executable: framesrv, arguments: Self.guardArguments(token)) } catch {
-            throw PipelineError("cannot start run's guard: \(error)")
-        }
-        guardian.watch(directory: directory.path)
+        let (mark, guardian) = (Self.mark(token), try Self.startGuard(framesrv, token, directory))
         do { children = try Self.start(pipeline, in: directory, framesrv: framesrv, token: token, guardian: guardian) } catch {
+            // What the stages that started left (start stopped the stages themselves).
+            Self.leftovers(mark: mark, groups: [], guardian: guardian).stop(graceSeconds: Self.leftoverGraceSeconds)
             guardian.release()
             throw error
         }
+        (self.mark, self.guardian) = (mark, guardian)
         reads = StreamReads(pipeline, directory)
     }
 
