@@ -18,7 +18,12 @@ import Glibc
 ///   for `drainSeconds` at most; the consumers of a source stopped before it published are
 ///   stopped too (they would wait for it forever);
 /// - a second interrupt forces: every stage's process group is killed at once, the streams
-///   are removed, and the run exits 130.
+///   are removed, and the run exits 130;
+/// - a stage's end is its process's exit, whatever its own children keep open, and at the
+///   end of the run every process the stages left behind is stopped (`Leftovers`: their
+///   process groups, the run's mark in their environments, and, after `Orphans.adopt()`,
+///   every descendant: SIGTERM, SIGKILL 5 s later; SIGKILL at once when forced); a guard
+///   process (`RunGuard`) does the same should the run itself die first (SIGKILL).
 ///
 /// Use it from one thread: `init` starts the stages, `poll` until it returns false, then `finish`.
 public final class PipelineRun {
@@ -30,6 +35,9 @@ public final class PipelineRun {
     private var drainDeadline: UInt64?
     private var forced = false
     private var reads: StreamReads
+    /// `KEY=value` in every stage's environment: what marks the run's processes.
+    let mark: String
+    let guardian: RunGuard
 
     /// Told once, at the first interrupt, what happens next.
     public var notice: (String) -> Void = { _ in }
@@ -48,15 +56,25 @@ public final class PipelineRun {
     public init(_ pipeline: Pipeline, directory: RuntimeDirectory, framesrv: String = selfExecutable) throws(PipelineError) {
         self.pipeline = pipeline
         self.directory = directory
-        children = try Self.start(pipeline, in: directory, framesrv: framesrv)
+        let token = "\(getpid())-\(monotonicNanos())"
+        let (mark, guardian) = (Self.mark(token), try Self.startGuard(framesrv, token, directory))
+        do { children = try Self.start(pipeline, in: directory, framesrv: framesrv, token: token, guardian: guardian) } catch {
+            // What the stages that started left (start stopped the stages themselves).
+            Self.leftovers(mark: mark, groups: [], guardian: guardian).stop(graceSeconds: Self.leftoverGraceSeconds)
+            guardian.release()
+            throw error
+        }
+        (self.mark, self.guardian) = (mark, guardian)
         reads = StreamReads(pipeline, directory)
     }
 
     /// The stages in `pipeline`'s order, started in its start order (sinks first) with
-    /// FRAMESRV_DIR set to `directory`. If one cannot start, those already started are stopped.
-    static func start(_ pipeline: Pipeline, in directory: RuntimeDirectory, framesrv: String) throws(PipelineError) -> [Child] {
+    /// FRAMESRV_DIR set to `directory` and the run's mark (`markKey`) to `token`, each
+    /// process group told to `guardian`. If one cannot start, those already started are stopped.
+    static func start(_ pipeline: Pipeline, in directory: RuntimeDirectory, framesrv: String, token: String,
+                      guardian: RunGuard) throws(PipelineError) -> [Child] {
         var started: [Int: Child] = [:]
-        let environment = ["FRAMESRV_DIR": directory.path]
+        let environment = ["FRAMESRV_DIR": directory.path, markKey: token]
         let prefixes = pipeline.prefixes, width = prefixes.map(\.count).max() ?? 0
         for i in pipeline.startOrder {
             let (isFramesrv, arguments) = pipeline.commandLine(i)
@@ -70,6 +88,7 @@ public final class PipelineRun {
                     // Not marked as run's stage: a framesrv it starts would take its parent for run's and stop.
                     : try Child(["-u", parentEnvironmentKey] + arguments, label: label, executable: "/usr/bin/env",
                                 environment: environment, captureOutput: false, captureErrors: true, errorLines: lines)
+                guardian.watch(group: started[i]!.process.processIdentifier)
             } catch {
                 Array(started.values).stopAll()
                 throw PipelineError("cannot start stage \(i + 1) '\(label)': \(error)")
@@ -82,6 +101,7 @@ public final class PipelineRun {
     /// (`Interrupts.count`); false once the run is over (every stage exited, one failed, the
     /// drain took too long, or a second interrupt forced the end).
     public func poll(interrupts: Int) -> Bool {
+        Orphans.reap()
         if interrupts >= 2 {
             forced = true
             for child in children { child.kill() }
@@ -120,10 +140,13 @@ public final class PipelineRun {
         return status != 0 && !(stopped.contains(i) && status == 130)
     }
 
-    /// Stops every stage still running (SIGINT, then SIGKILL 5 s later), removes what is
-    /// left of the streams, and says how the run ended (forced: 130, as a shell reports Ctrl-C).
+    /// Stops every stage still running (SIGINT, then SIGKILL 5 s later) and every process
+    /// they left (SIGTERM, then SIGKILL 5 s later; at once when forced), removes what is left
+    /// of the streams, and says how the run ended (forced: 130, as a shell reports Ctrl-C).
     public func finish() -> Outcome {
         children.stopAll()
+        leftovers.stop(graceSeconds: forced ? 0 : Self.leftoverGraceSeconds)
+        guardian.release()
         defer { removeLeftovers() }
         // Every stage's standard error passed through before run's own last line.
         for child in children { _ = child.finishWithErrors() }

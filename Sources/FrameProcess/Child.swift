@@ -11,15 +11,15 @@ public let selfExecutable: String = {
 
 /// A child process whose standard output (and, if asked, standard error) is collected.
 ///
-/// Each child leads its own process group (Foundation's `Process` starts it so): a
-/// terminal's Ctrl-C reaches the parent only, which decides what each child gets, and
-/// `interrupt()` and `kill()` reach a program's own children too (an `sh -c` stage).
+/// Each child leads its own process group: a terminal's Ctrl-C reaches the parent only,
+/// which decides what each child gets, and `interrupt()` and `kill()` reach a program's own
+/// children too (an `sh -c` stage). It gets descriptors 0, 1 and 2 only, every signal at
+/// its default (`spawnProcess`), and its end is its exit (`ChildProcess`), whatever its own
+/// children keep open.
 public final class Child {
-    public let process = Process()
-    private let output = Pipe()
-    private let errors: Pipe?
-    private let errorText = ErrorCollector()
-    private let capturesOutput: Bool
+    public let process: ChildProcess
+    private let output: PipeReader?
+    private let errors: PipeReader?
     public let label: String
 
     /// Starts `framesrv ARGS` (or another program with `executable`) with `environment` added.
@@ -27,54 +27,48 @@ public final class Child {
     /// (from another thread), besides collecting them.
     public init(_ arguments: [String], label: String, executable: String = selfExecutable,
          environment: [String: String] = [:], captureOutput: Bool = true, captureErrors: Bool = false,
-         errorLines: (@Sendable (String) -> Void)? = nil) throws {
+         errorLines: (@Sendable (String) -> Void)? = nil) throws(SpawnError) {
         self.label = label
-        capturesOutput = captureOutput
-        errors = captureErrors ? Pipe() : nil
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
         // A framesrv stage dies with this process (`dieWithParent()`), so no stage outlives its parent.
-        process.environment = ProcessInfo.processInfo.environment
+        let environment = ProcessInfo.processInfo.environment
             .merging(environment) { $1 }.merging([parentEnvironmentKey: String(getpid())]) { $1 }
-        process.standardInput = FileHandle.nullDevice
-        if captureOutput { process.standardOutput = output }
-        if let errors {
-            process.standardError = errors
-            // Drained on its own thread, so a chatty child never blocks on a full pipe.
-            let handle = errors.fileHandleForReading, box = errorText
-            Thread { box.finish(Self.readLines(handle, to: errorLines)) }.start()
+        let out = captureOutput ? try makePipe() : nil
+        let err: (read: Int32, write: Int32)?
+        do { err = captureErrors ? try makePipe() : nil } catch { Self.close(out); throw error }
+        defer { for fd in [out?.write, err?.write] { if let fd { Glibc.close(fd) } } }
+        let pid: pid_t
+        do {
+            pid = try spawnProcess(SpawnRequest(executable: executable, arguments: arguments,
+                                                environment: environment.map { "\($0.key)=\($0.value)" },
+                                                output: out?.write, errors: err?.write))
+        } catch {
+            for fd in [out?.read, err?.read] { if let fd { Glibc.close(fd) } }
+            throw error
         }
-        try process.run()
+        process = ChildProcess(pid)
+        output = out.map { PipeReader($0.read, lines: nil) }
+        errors = err.map { PipeReader($0.read, lines: errorLines) }
     }
 
-    /// Everything `handle` gives until its end, each complete line (and a last one without
-    /// a newline) told to `lines` as it arrives.
-    private static func readLines(_ handle: FileHandle, to lines: (@Sendable (String) -> Void)?) -> String {
-        guard let lines else { return String(decoding: handle.readDataToEndOfFile(), as: UTF8.self) }
-        var all = Data(), pending = Data()
-        while case let chunk = handle.availableData, !chunk.isEmpty {
-            all.append(chunk)
-            pending.append(chunk)
-            while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                lines(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
-                pending = Data(pending[(newline + 1)...])
-            }
-        }
-        if !pending.isEmpty { lines(String(decoding: pending, as: UTF8.self)) }
-        return String(decoding: all, as: UTF8.self)
+    private static func close(_ pipe: (read: Int32, write: Int32)?) {
+        if let pipe { Glibc.close(pipe.read); Glibc.close(pipe.write) }
     }
+
+    /// How long `finish()` waits, once the child has exited, for the end of its pipes: a
+    /// descendant of the child that inherited one may hold it open for ever.
+    public static let pipeGraceSeconds = 2.0
 
     /// Waits for the child and returns its exit status and everything it printed.
     public func finish() -> (status: Int32, output: String) {
-        let data = capturesOutput ? output.fileHandleForReading.readDataToEndOfFile() : Data()
         process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let text = output?.finish(within: Self.pipeGraceSeconds) ?? ""
+        return (process.terminationStatus ?? 0, text)
     }
 
     /// `finish()`, plus what the child wrote to standard error (with `captureErrors`).
     public func finishWithErrors() -> (status: Int32, output: String, errors: String) {
         let (status, out) = finish()
-        return (status, out, errors == nil ? "" : errorText.wait())
+        return (status, out, errors?.finish(within: Self.pipeGraceSeconds) ?? "")
     }
 
     /// SIGINT to the child's process group: a framesrv stage finishes its work (ends its
@@ -82,7 +76,7 @@ public final class Child {
     public func interrupt() { signalGroup(SIGINT) }
 
     /// SIGTERM to the child.
-    public func stop() { if process.isRunning { process.terminate() } }
+    public func stop() { if process.isRunning { Glibc.kill(process.processIdentifier, SIGTERM) } }
 
     /// SIGKILL to the child's process group: for a stage that did not stop when asked. The
     /// group outlives a leader that exited before its own children, so they are killed too.
@@ -98,15 +92,12 @@ public final class Child {
     }
 
     /// The signal that ended the child, nil while it runs or when it exited.
-    public var killedBy: Int32? {
-        guard !process.isRunning, process.terminationReason == .uncaughtSignal else { return nil }
-        return process.terminationStatus
-    }
+    public var killedBy: Int32? { process.terminatingSignal }
 
     /// The exit status once the child has exited (a signal counts as 128 + its number), nil while it runs.
     public var exitStatus: Int32? {
-        guard !process.isRunning else { return nil }
-        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        guard let status = process.terminationStatus else { return nil }
+        return process.terminatingSignal == nil ? status : 128 + status
     }
 }
 
@@ -161,18 +152,7 @@ public let parentEnvironmentKey = "FRAMESRV_PARENT_PID"
 /// through its address).
 public func dieWithParent() {
     guard let text = ProcessInfo.processInfo.environment[parentEnvironmentKey], let parent = pid_t(text) else { return }
-    typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
-    if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") {
-        _ = unsafeBitCast(symbol, to: Prctl.self)(1 /* PR_SET_PDEATHSIG */, UInt(SIGTERM), 0, 0, 0)
-    }
+    _ = prctl(1 /* PR_SET_PDEATHSIG */, UInt(SIGTERM))
     // The parent may have died before the call: then no signal will come.
     if getppid() != parent { kill(getpid(), SIGTERM) }
-}
-
-/// Standard error text read to the end on another thread.
-final class ErrorCollector: @unchecked Sendable {
-    private var text = ""
-    private let done = DispatchSemaphore(value: 0)
-    func finish(_ text: String) { self.text = text; done.signal() }
-    func wait() -> String { done.wait(); done.signal(); return text }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import FramePipeline
+import FrameProcess
 import FrameServer
 import Glibc
 
@@ -7,7 +8,7 @@ import Glibc
 enum RunCommand: Command {
     static let name = "run"
     static let summary = "run a pipeline described as gst-launch does: \"produce -i in.mp4 ! filter ... ! sink ...\""
-    static let help = """
+    static var help: String { """
     usage: framesrv run [--quiet] "PIPELINE"
            framesrv run [--quiet] -f FILE
 
@@ -65,15 +66,40 @@ enum RunCommand: Command {
     second Ctrl-C kills every stage at once (SIGKILL to each stage's process group),
     removes the streams, and run exits 130.
 
+    Each stage runs in a process group of its own, with descriptors 0, 1 and 2 only and
+    every signal at its default; a stage ends when its process exits, whatever its own
+    children keep open. run is the reaper of every orphan below it (PR_SET_CHILD_SUBREAPER),
+    so what a stage starts stays below run, even a child that calls setsid, and when run
+    ends every such process still there gets SIGTERM, and SIGKILL 5 s later (at once after
+    a second Ctrl-C). Should run itself die first (SIGKILL), a guard it starts (framesrv
+    run --guard, in a group of its own) does the same, for the stages too, and removes
+    their streams.
+
+    A stage that reads a stream (sink, filter, queue; an exec stage through framesrv's
+    clients, one for each stream it reads) holds an inotify instance while it runs, and a
+    user may hold fs.inotify.max_user_instances of them at once (\(watchLimit) here, for all of
+    the user's processes): a run with more such stages waiting at once fails at the first
+    that gets none, in one line (raise it: sysctl fs.inotify.max_user_instances=N). A
+    stream takes 63 lossless consumers at most (its producer's --wait-for).
+
       -f FILE      read the description from FILE
       --quiet      no live view
-    """
+    """ }
+
+    /// The per-user inotify limit as the kernel says it now, or what it is by default.
+    static var watchLimit: String { PipelineRun.streamWatchLimit.map(String.init) ?? "128 by default" }
 
     static func run(_ o: RunOptions) throws -> ExitStatus {
+        if let token = o.guardToken {
+            PipelineRun.serveAsGuard(token: token)
+            return .success
+        }
         let pipeline = try parse(o.description)
         let dir = try RuntimeDirectory()
         Interrupts.install()
         signal(SIGPIPE, SIG_IGN)
+        // Every child of run is a stage (or its guard): orphans below them stay below run, to be stopped at its end.
+        Orphans.adopt()
         let run = try PipelineRun(pipeline, directory: dir)
         run.notice = { warn($0) }
         let going = { run.poll(interrupts: Interrupts.count) }

@@ -6,6 +6,8 @@ struct RunOptions: CommandOptions {
     enum Description { case text(String), words([String]) }
     var description: Description
     var quiet = false
+    /// `--guard TOKEN`: not a run but the guard of the run named TOKEN (PipelineRun starts it).
+    var guardToken: String?
 
     init(parsing arguments: [String]) throws(UsageError) {
         var rest = arguments[...]
@@ -14,6 +16,11 @@ struct RunOptions: CommandOptions {
             rest = rest.dropFirst()
             switch first {
             case "-q", "--quiet": quiet = true
+            case "--guard":
+                guard let token = rest.popFirst(), rest.isEmpty else { throw UsageError("--guard takes one token and nothing after it") }
+                guardToken = token
+                description = .words([])
+                return
             case "-f", "--file":
                 guard let path = rest.popFirst() else { throw UsageError("-f needs a file: framesrv run -f FILE") }
                 file = path

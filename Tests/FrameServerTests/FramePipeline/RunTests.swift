@@ -359,17 +359,36 @@ import Testing
         }
     }
 
+    /// run --help says the per-user inotify limit that bounds the stages waiting at once
+    /// (issue 26 item 10), with its value on this machine, and the 63 lossless consumers of a stream.
+    @Test func helpSaysTheLimitsOnStages() throws {
+        let help = try Scratch().run(["run", "--help"]).stdout
+        let limit = try String(contentsOfFile: "/proc/sys/fs/inotify/max_user_instances", encoding: .utf8).filter(\.isNumber)
+        #expect(help.contains("fs.inotify.max_user_instances") && help.contains("(\(limit) here,"), "\(help)")
+        #expect(help.contains("63 lossless consumers at most"), "\(help)")
+    }
+
     /// No stage of the run still running, and no file of its streams (but the lock files, see issue 12's install part).
     func expectNothingLeft(_ scratch: Scratch, _ output: String) throws {
         let streams = try FileManager.default.contentsOfDirectory(atPath: scratch.path)
             .filter { !$0.hasSuffix(".lock") && !$0.hasPrefix(".") && !$0.hasSuffix(".mp4") && !$0.hasSuffix(".md5") && !$0.hasSuffix(".pipeline") && !$0.hasSuffix(".py")
                       && !$0.hasSuffix(".out") && !$0.hasSuffix(".err") && !$0.hasSuffix(".log") }
         #expect(streams == [], "stream files left: \(streams)")
-        let children = try FileManager.default.contentsOfDirectory(atPath: "/proc").filter { name in
+        let children = processesLeft(scratch)
+        #expect(children == [], "processes left: \(children)")
+    }
+
+    /// Every live process (not a zombie) with FRAMESRV_DIR set to the scratch directory, as
+    /// "PID COMMAND LINE": what a run started there (its stages inherit it, and so do their children).
+    func processesLeft(_ scratch: Scratch) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return names.filter { name in
             guard Int(name) != nil, let env = FileManager.default.contents(atPath: "/proc/\(name)/environ") else { return false }
             return String(decoding: env, as: UTF8.self).split(separator: "\0").contains { $0.hasPrefix("FRAMESRV_DIR=\(scratch.path)") }
                 && (try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8))?.contains(") Z ") != true
+        }.map { name in
+            let line = FileManager.default.contents(atPath: "/proc/\(name)/cmdline").map { String(decoding: $0, as: UTF8.self) } ?? ""
+            return name + " " + line.split(separator: "\0").joined(separator: " ")
         }
-        #expect(children == [], "processes left: \(children)")
     }
 }
