@@ -16,6 +16,7 @@ test:
 	@scripts/setup --test
 	swift build --build-tests
 	@scripts/test-log swift test --no-parallel
+	@scripts/test-gpu --skip-line
 
 ## The checks whose point is a time (Tests/FrameServerTests/Timing/: latency bounds, paces), which
 ## `make test` skips: they fail for a loaded machine's sake, so run them on one left otherwise idle.

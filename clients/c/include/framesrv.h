@@ -35,7 +35,7 @@ extern "C" {
 #define FRAMESRV_VERSION_MAJOR 1
 #define FRAMESRV_VERSION_MINOR 1
 #define FRAMESRV_VERSION_PATCH 0
-#define FRAMESRV_PROTOCOL_VERSION 2
+#define FRAMESRV_PROTOCOL_VERSION 4   /* = FS_PROTOCOL_VERSION of the layout header (common.c asserts it) */
 #define FRAMESRV_MAX_PLANES 4
 
 /* ------------------------------------------------------------------------- */

@@ -18,6 +18,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
+
+_Static_assert(FRAMESRV_PROTOCOL_VERSION == FS_PROTOCOL_VERSION,
+               "framesrv.h names another protocol version than the layout header");
 #include <unistd.h>
 
 #ifndef SYS_pidfd_open
