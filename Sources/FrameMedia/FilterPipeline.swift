@@ -8,6 +8,9 @@ public struct FilterOutputOptions: Sendable {
     public var liveSource = false
     /// Publish nothing until this many lossless consumers are attached to the output.
     public var waitFor = 0
+    /// With `waitFor`: how long to wait for a consumer of the output once every one has
+    /// left, before ending (`ProducerOptions.lingerWhenDeserted`).
+    public var linger = 5.0
     /// What monitors show for the output's producer (`ProducerOptions.name`).
     public var name = "filter"
     public init() {}
@@ -70,7 +73,7 @@ public final class FilterPipeline {
     /// Filters until the input ends, the graph's output ends (trim), or `shouldStop`; then
     /// flushes the graph and ends the output.
     public func run() throws {
-        while !shouldStop(), let frame = try consumer.next() {
+        while !shouldStop(), producer?.deserted != true, let frame = try consumer.next() {
             if let eventError { throw eventError }
             framesIn += 1
             if framesIn == 1 {
@@ -127,7 +130,7 @@ public final class FilterPipeline {
         o.slots = outputOptions.slots
         o.liveSource = outputOptions.liveSource
         o.name = outputOptions.name
-        o.waitsWhenDeserted = outputOptions.waitFor > 0   // and again once its consumers have all left
+        o.lingerWhenDeserted = outputOptions.waitFor > 0 ? outputOptions.linger : nil   // and once its consumers have all left
         let rate = graph.outputFrameRate ?? inputRate
         o.nominalRate = rate.flatMap { $0.num > 0 && $0.den > 0 ? $0 : nil }
         let p = try Producer(stream: output, options: o)

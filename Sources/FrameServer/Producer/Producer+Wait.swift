@@ -17,19 +17,26 @@ extension Producer {
         } ?? false
     }
 
-    /// With `waitsWhenDeserted`: when lossless consumers were admitted and every one has left,
-    /// with no other consumer attached, waits for one to attach (or for `shouldStop`), saying
-    /// so once through `onDeserted`. Returns false when stopped. A producer spends nothing on
-    /// a stream nobody reads (issue 27 item 4).
+    /// With `lingerWhenDeserted`: when lossless consumers were admitted and every one has
+    /// left, with no other consumer attached, waits that long for one to attach (or for
+    /// `shouldStop`), saying so through `onDeserted`; past it, the producer is `deserted`.
+    /// Returns false when it did not end with a consumer. A producer spends nothing on a
+    /// stream nobody reads (issue 27 item 4).
     func waitWhileDeserted() -> Bool {
-        guard options.waitsWhenDeserted else { return true }
-        func deserted() -> Bool { shared.withLock { $0.everAdmitted && $0.losslessMask == 0 && $0.watched.isEmpty } }
-        guard deserted() else { return true }
-        onDeserted?("every consumer left; waiting for one before publishing on (Ctrl-C to stop)")
-        return sleepOnWake(until: nil) {
-            if !deserted() { return true }
+        guard let linger = options.lingerWhenDeserted, !deserted else { return !deserted }
+        func alone() -> Bool { shared.withLock { $0.everAdmitted && $0.losslessMask == 0 && $0.watched.isEmpty } }
+        guard alone() else { return true }
+        let seconds = formatFixed(max(linger, 0), 1)
+        let how = linger.isFinite ? "waiting up to \(seconds) s" : "waiting"
+        onDeserted?("every consumer left; \(how) for one before publishing on (Ctrl-C to stop)")
+        let deadline = linger.isFinite ? monotonicNanos() + UInt64(min(max(linger, 0), 1e9) * 1e9) : nil
+        if let ready = sleepOnWake(until: deadline, { () -> Bool? in
+            if !alone() { return true }
             return shouldStop?() == true ? false : nil
-        } ?? false
+        }) { return ready }
+        deserted = true
+        onDeserted?("no consumer came within \(seconds) s (--linger); ending the stream")
+        return false
     }
 
     /// Gives consumers up to `timeoutSeconds` to release what they hold (the last frames

@@ -33,9 +33,11 @@ public struct ProducerOptions: Sendable {
     /// see `ClientName.fit`), by role: `produce in.mp4`, `filter blur=4 -> soft`.
     public var name = "producer"
     /// Once every lossless consumer it admitted has left and no consumer at all is attached,
-    /// `reserve` waits for a consumer again, as a producer that waits for its first does,
-    /// instead of publishing to nobody (`onDeserted` hears it). What `--wait-for` asks for.
-    public var waitsWhenDeserted = false
+    /// `reserve` waits up to this many seconds for a consumer to come (infinity: for ever)
+    /// instead of publishing to nobody (`onDeserted` hears it); if none comes, the producer
+    /// is `deserted`: `reserve` returns nil from then on, and its caller ends the stream. nil:
+    /// publish on to nobody. What `--wait-for` asks for (with `--linger`).
+    public var lingerWhenDeserted: Double? = nil
 
     public init() {}
 }
@@ -124,8 +126,11 @@ public final class Producer: @unchecked Sendable {
     /// `dropped 12 frames (no free slot): consumer 'slow' (pid 123) holds 7 of 8 slots`.
     /// Called with the slot lock held (from `reserve`): it must not call back into the producer.
     public var onDropped: ((String) -> Void)?
-    /// Told once each time `reserve` starts waiting because every consumer left (`waitsWhenDeserted`).
+    /// Told once each time `reserve` starts waiting because every consumer left, and when it
+    /// stops waiting for want of one (`lingerWhenDeserted`).
     public var onDeserted: ((String) -> Void)?
+    /// Every consumer left and none came back within `lingerWhenDeserted`: end the stream.
+    public internal(set) var deserted = false
     var dropsUnreported = 0
     var lastDropReport: UInt64?
 

@@ -8,7 +8,7 @@ enum FilterCommand: Command {
     static let summary = "filter a stream into another with a libavfilter graph (ffmpeg's -vf syntax) or a preset"
     static let help = """
     usage: framesrv filter --in A --out B (--vf GRAPH | --preset NAME) [--live | --lossless]
-                           [--slots N] [--wait SECONDS] [--wait-for N] [--threads N] [--live-source] [--quiet] [--name NAME]
+                           [--slots N] [--wait SECONDS] [--wait-for N [--linger S]] [--threads N] [--live-source] [--quiet] [--name NAME]
 
     Reads stream A, runs every frame through a libavfilter graph as 'ffmpeg -i A -vf GRAPH'
     does, and publishes what comes out as stream B. Frames go into the graph without a copy
@@ -47,8 +47,10 @@ enum FilterCommand: Command {
       --wait SECONDS       give up if A has not appeared by then (default: wait forever, saying
                            so once on a terminal); also waits past an A that already ended
                            (without --wait that is one error line: its frames went to nobody)
-      --wait-for N         publish nothing until N lossless consumers are attached to B, and wait
-                           again once every consumer of B has left
+      --wait-for N         publish nothing until N lossless consumers are attached to B; once
+                           every consumer of B has left, publish nothing: wait --linger seconds
+                           for one, then end
+      --linger S           how long (default 5; -1: for ever)
       --threads N          filter threads (default 0: libavfilter decides, as ffmpeg does)
       --quiet              no summary line, no progress line (shown on a terminal)
       --name NAME          what this consumer is called in ls/top/inspect (default: its

@@ -11,7 +11,7 @@ enum ProduceCommand: Command {
     static let help = """
     usage: framesrv produce -i INPUT --out NAME [-f FMT] [-ss T] [-t D] [--loop N] [-re | --readrate X] [--paused]
                            [--pix-fmt FMT] [--size WxH] [--frames N] [--slots N] [--threads N] [--strict]
-                           [--wait-for N | --no-wait] [--name NAME]
+                           [--wait-for N [--linger S] | --no-wait] [--name NAME]
            framesrv produce --pattern --out NAME [options]
 
     Publishes frames into shared memory as stream NAME and announces each over ZeroMQ.
@@ -73,7 +73,9 @@ enum ProduceCommand: Command {
                            a file (not -re, --readrate, a capture device or -f lavfi) the default is 1:
                            the first lossless consumer gets every frame from the first.
                            Once every lossless consumer has left (and no live one is attached),
-                           it waits for a consumer again, as at the start: it never publishes to nobody
+                           it publishes nothing: it waits --linger seconds for a consumer, then ends
+      --linger S           with --wait-for: how long to wait for a consumer once every one has
+                           left, before ending the stream (default 5; -1: for ever)
       --no-wait            with -i: publish at once, even to nobody (--wait-for 0)
       --name NAME          what this producer is called in ls/top/inspect (default: its role,
                            'produce in.mp4' or 'produce pattern'; at most 31 bytes are kept)
@@ -123,7 +125,7 @@ enum ProduceCommand: Command {
         let report: MediaPublishReport
         do {
             report = try publisher.run(into: producer, live: policy.liveSource, clock: clock, frames: o.frames,
-                                       seekFailed: { warn("\(o.out): \($0)") }) { StopSignal.requested }
+                                       seekFailed: { warn("\(o.out): \($0)") }) { StopSignal.requested || producer.deserted }
         } catch {
             producer.finish(failed: true)   // consumers get what was published, then learn the input failed
             throw error
@@ -168,7 +170,7 @@ enum ProduceCommand: Command {
         guard let producer = try openStream(o, slots: o.slots ?? 8, liveSource: o.liveSource, rate: o.pattern.rate) else { return .interrupted }
         defer { producer.close() }
         let start = monotonicNanos()
-        let format = try PatternPublisher.run(o.pattern, into: producer) { StopSignal.requested }
+        let format = try PatternPublisher.run(o.pattern, into: producer) { StopSignal.requested || producer.deserted }
         producer.finish()
         let secs = Double(monotonicNanos() - start) / 1e9
         try writeStats(o, producer: producer, report: MediaPublishReport(seconds: secs), decodeErrors: 0)
@@ -227,7 +229,7 @@ enum ProduceCommand: Command {
         options.nominalRate = rate
         options.stallTimeout = o.stallTimeout
         options.name = o.name
-        options.waitsWhenDeserted = o.waitFor > 0
+        options.lingerWhenDeserted = o.waitFor > 0 ? o.linger : nil
         installStopHandlers()
         let producer = try Producer(stream: o.out, options: options)
         producer.shouldStop = StopSignal.shouldStop

@@ -29,6 +29,7 @@ struct FilterOptions: CommandOptions {
         consumerOptions.waitPastEnd = consumerOptions.waitSeconds != nil
         consumerOptions.pollMicros = try args.int("--poll-us", range: 0...1_000_000) ?? 0
         outputOptions.waitFor = try args.int("--wait-for", range: 0...63) ?? 0
+        outputOptions.linger = try ProduceOptions.linger(try args.double("--linger", range: -1...86_400))
         threads = try args.int("--threads", range: 0...256) ?? 0
         quiet = args.flag("--quiet", "-q")
         let name = try args.value("--name")

@@ -33,6 +33,9 @@ struct ProduceOptions: CommandOptions {
     var slots: Int?
     var liveSource = false
     var waitFor = 0
+    /// --linger S: with --wait-for, how long to wait for a consumer once every one has left
+    /// before ending the stream (infinity: -1, for ever).
+    var linger = 5.0
     /// --no-wait: a file producer publishes at once, even to nobody.
     var noWait = false
     var sendHighWaterMark = 1000
@@ -41,6 +44,14 @@ struct ProduceOptions: CommandOptions {
     var quiet = false
     /// What monitors show for this producer (--name; default `produce FILE` or `produce pattern`).
     var name = ""
+
+    /// --linger's value: -1 is for ever, any other negative value is refused.
+    static func linger(_ given: Double?) throws(UsageError) -> Double {
+        guard let given else { return 5 }
+        if given == -1 { return .infinity }
+        guard given >= 0 else { throw UsageError("--linger takes seconds (0 or more), or -1 for ever") }
+        return given
+    }
 
     init(parsing arguments: [String]) throws(UsageError) {
         var args = Arguments(arguments, command: "produce")
@@ -65,6 +76,7 @@ struct ProduceOptions: CommandOptions {
         let waitForGiven = try args.int("--wait-for", range: 0...63)
         waitFor = waitForGiven ?? 0
         noWait = args.flag("--no-wait")
+        linger = try Self.linger(try args.double("--linger", range: -1...86_400))
         let fill = try args.value("--fill")
         sendHighWaterMark = try args.int("--sndhwm", range: 1...1_000_000) ?? 1000
         let changes = try Self.parseSizeChanges(try args.value("--size-change-at"))

@@ -4,9 +4,9 @@ import Glibc
 import Testing
 
 /// A producer that waited for lossless consumers does not publish to nobody once they have
-/// all left: it waits for a consumer again, says so once, and goes on when one comes
-/// (issue 27 item 4: two `produce --pattern --rate max --wait-for 1` went on at 1.1M frames/s
-/// for 30 minutes after their consumers had gone).
+/// all left: it waits --linger seconds for a consumer, saying so, goes on when one comes and
+/// ends when none does (issue 27 item 4: two `produce --pattern --rate max --wait-for 1` went
+/// on at 1.1M frames/s for 30 minutes after their consumers had gone).
 @Suite struct DesertedProducerTests {
     /// `published` of stream `name`, read without attaching.
     func published(_ name: String, _ scratch: Scratch) throws -> UInt64 {
@@ -15,7 +15,8 @@ import Testing
 
     @Test func aDesertedProducerWaitsForTheNextConsumer() throws {
         let scratch = try Scratch()
-        let producer = try scratch.start(["produce", "--pattern", "--out", "d", "--size", "64x48", "--rate", "max", "--wait-for", "1"])
+        let producer = try scratch.start(["produce", "--pattern", "--out", "d", "--size", "64x48", "--rate", "max", "--wait-for", "1",
+                                          "--linger", "-1"])
         defer { producer.signal(SIGINT); _ = producer.wait(timeout: 10) }
         let first = try scratch.run(["sink", "--in", "d", "--null", "--frames", "200", "--quiet", "--wait", "30"], timeout: 60)
         #expect(first.status == 0, "\(first.stderr)")
@@ -28,5 +29,25 @@ import Testing
         let second = try scratch.run(["sink", "--in", "d", "--null", "--frames", "100", "--quiet", "--wait", "30"], timeout: 60)
         #expect(second.status == 0, "\(second.stderr)")
         #expect(try published("d", scratch) > stopped)
+    }
+
+    /// None comes within --linger: the stream ends (exit 0), saying why.
+    @Test func aDesertedProducerEndsAfterItsLinger() throws {
+        let scratch = try Scratch()
+        let producer = try scratch.start(["produce", "--pattern", "--out", "e", "--size", "64x48", "--rate", "max", "--wait-for", "1",
+                                          "--linger", "0.5"])
+        let sink = try scratch.run(["sink", "--in", "e", "--null", "--frames", "50", "--quiet", "--wait", "30"], timeout: 60)
+        #expect(sink.status == 0, "\(sink.stderr)")
+        #expect(producer.wait(timeout: 30) == 0, "\(producer.stderr)")
+        #expect(producer.stderr.contains("'e': every consumer left; waiting up to 0.5 s for one"), "\(producer.stderr)")
+        #expect(producer.stderr.contains("'e': no consumer came within 0.5 s (--linger); ending the stream"), "\(producer.stderr)")
+    }
+
+    @Test func lingerTakesSecondsOrMinusOne() throws {
+        let scratch = try Scratch()
+        for bad in ["-2", "nan", "x"] {
+            let r = try scratch.run(["produce", "--pattern", "--out", "l", "--wait-for", "1", "--linger", bad])
+            #expect(r.status != 0 && r.stderr.split(separator: "\n").count == 1 && r.stderr.contains("--linger"), "\(bad): \(r.stderr)")
+        }
     }
 }
