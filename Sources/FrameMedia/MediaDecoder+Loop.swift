@@ -64,7 +64,10 @@ extension MediaDecoder {
     /// first one kept.
     private func kept(_ frame: UnsafeMutablePointer<AVFrame>) -> Received {
         guard let format else { return .ended }
+        if frame.pointee.best_effort_timestamp == cffmpeg_nopts() { frame.pointee.best_effort_timestamp = followingPts }
         let pts = frame.pointee.best_effort_timestamp
+        let length = frame.pointee.pkt_duration > 0 ? frame.pointee.pkt_duration : frameDurationGuess
+        followingPts = pts.addingReportingOverflow(max(length, 1)).partialValue
         if pts != cffmpeg_nopts() {
             if trimming, pts < 0 { return .again }
             if let durationLimit {

@@ -8,11 +8,20 @@ import Glibc
 extension MediaDecoder {
     /// The end of one play with more to come (the decoder drained): as fftools' seek_to_start,
     /// back to the start, with timestamps continuing after the longest play so far.
+    /// Back to the first byte of an input that cannot seek by timestamp, its demuxer's buffers
+    /// flushed; false for an input that cannot seek at all (a pipe).
+    private func rewindBytes(_ format: UnsafeMutablePointer<AVFormatContext>) -> Bool {
+        guard let pb = format.pointee.pb, pb.pointee.seekable != 0, avio_seek(pb, 0, SEEK_SET) >= 0 else { return false }
+        avformat_flush(format)
+        return true
+    }
+
     func seekToStart() -> Bool {
         guard let format, let codec else { return false }
-        let r = avformat_seek_file(format, -1, Int64.min, format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time,
-                                   format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time, 0)
-        guard r >= 0 else { noteError("seeking back to the start", r); return false }
+        let start = format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time
+        let r = avformat_seek_file(format, -1, Int64.min, start, start, 0)
+        // A raw stream (H.264 without a container) seeks by timestamp nowhere: back to byte 0, as a reopen would.
+        guard r >= 0 || rewindBytes(format) else { noteError("seeking back to the start", r); return false }
         avcodec_flush_buffers(codec)
         // After a run-time seek the plays to come are rebased as the first one was.
         tsOffset = baseOffset

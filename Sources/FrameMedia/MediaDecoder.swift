@@ -89,6 +89,9 @@ public final class MediaDecoder {
     /// The `-t` limit in the stream's time base, and the first kept frame's pts.
     let durationLimit: Int64?
     var firstKeptPts: Int64?
+    /// The pts a frame the decoder gives without one gets (a raw H.264 stream has none), as
+    /// ffmpeg's command line gives it: the end of the frame before (its pts plus its duration).
+    var followingPts: Int64 = 0
     /// Seeking failed (`-ss` on a pipe): frames are still dropped up to the start, as ffmpeg does.
     public private(set) var seekFailed = false
     var receiving = false
