@@ -85,7 +85,19 @@ arguments() {
     fi
 }
 
-ALL=(control header announcement arguments options)
+# Targets that link the media libraries (FFmpeg) besides FrameServer: the clock, the recording.
+media_target() { # name, libraries...
+    local name=$1; shift
+    local libs=()
+    for l in "$@"; do libs+=("$OUT/lib$l.a"); done
+    if stale "$OUT/fuzz-$name" "Fuzz/Targets/$name.swift" "${libs[@]}" Fuzz/build.sh; then
+        echo "fuzz: linking fuzz-$name"
+        "${SWIFTC[@]}" -module-name "fuzz_$name" "${INCLUDES[@]}" "Fuzz/Targets/$name.swift" "${libs[@]}" "$OUT/shim.o" \
+            -lzmq $FFMPEG_LIBS -o "$OUT/fuzz-$name"
+    fi
+}
+
+ALL=(control header announcement arguments options request record)
 WANT=("${@:-${ALL[@]}}")
 for t in "${WANT[@]}"; do
     case $t in
@@ -105,6 +117,17 @@ for t in "${WANT[@]}"; do
             library FrameBridge "${BRIDGE[@]}"
             library FrameBench "${BENCH[@]}"
             options ;;
+        request)
+            library FrameServer "${SERVER[@]}"
+            library FrameControl "${CONTROL[@]}"
+            library FrameMedia "${MEDIA[@]}"
+            media_target request FrameMedia FrameControl FrameServer ;;
+        record)
+            library FrameServer "${SERVER[@]}"
+            library FrameControl "${CONTROL[@]}"
+            library FrameMedia "${MEDIA[@]}"
+            library FrameRecording "${RECORDING[@]}"
+            media_target record FrameRecording FrameMedia FrameControl FrameServer ;;
         *) echo "fuzz: unknown target '$t' (targets: ${ALL[*]})" >&2; exit 2 ;;
     esac
 done
