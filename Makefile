@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
 .PHONY: demo test test-timing test-fresh build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan tour check-warnings \
-	install install-bin install-man install-lib install-python
+	install install-bin install-man install-lib install-python bundle
 
 ## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
 demo:
@@ -29,6 +29,14 @@ test-timing:
 ## meets. As root; not part of `make test` (about 25 min: apt, pip, the build, then the suite).
 test-fresh:
 	scripts/test-fresh
+
+## A relocatable tarball for an x86-64 Linux machine without Swift (glibc 2.36 or newer):
+## .build-bundle/framesrv-VERSION-linux-x86_64.tar.xz, framesrv built with --static-swift-stdlib
+## (RUNPATH $ORIGIN/../lib), every shared library it loads but glibc's, libframesrv and the
+## Python wheel (scripts/bundle). Prints its sizes.
+bundle:
+	@scripts/setup --bundle
+	scripts/bundle
 
 ## Builds the libFuzzer targets (Fuzz/) and runs each for FUZZ_SECONDS; fails on any crash
 ## (the crashing input is saved to Fuzz/corpus/<target>/ as a regression input: commit it).
