@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
 .PHONY: demo test test-timing test-fresh build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan tour check-warnings \
-	install install-bin install-man install-lib install-python bundle
+	install install-bin install-man install-lib install-python bundle test-bundle
 
 ## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
 demo:
@@ -37,6 +37,13 @@ test-fresh:
 bundle:
 	@scripts/setup --bundle
 	scripts/bundle
+
+## The bundle unpacked in a clean Debian 12 root with no toolchain and no package installed:
+## --version, ldd, and produce -> sink framemd5s equal to the host's build and ffmpeg's. As root.
+test-bundle: bundle
+	@scripts/setup --test
+	swift build --product framesrv
+	scripts/test-bundle
 
 ## Builds the libFuzzer targets (Fuzz/) and runs each for FUZZ_SECONDS; fails on any crash
 ## (the crashing input is saved to Fuzz/corpus/<target>/ as a regression input: commit it).
