@@ -48,7 +48,7 @@ extension Bench {
     /// Waits for `last` to exit (checked every millisecond); when a stage fails first, stops
     /// them all and throws its error. Every stage is reaped before returning.
     func awaitStages(_ stages: [Child], until last: Child, bench: String) throws {
-        while last.process.isRunning, stages.failedStage == nil { usleep(1000) }
+        while last.isRunning, stages.failedStage == nil { usleep(1000) }
         if let failed = stages.failedStage {
             stages.stopAll()
             let (status, _, err) = failed.finishWithErrors()

@@ -171,13 +171,13 @@ extension Bench {
             throw BenchError.notAttached(bench: "transport", who: "the idle producer's stream", seconds: 10, said: "")
         }
         usleep(500_000)
-        let alone = wakeupsPerSecond([producer.process.processIdentifier], seconds: 2)
+        let alone = wakeupsPerSecond([producer.pid], seconds: 2)
         sink = try Child(["sink", "--in", "idle", "--null", "--lossless", "--quiet"], label: "sink", environment: env, captureErrors: true)
         guard waitFor(seconds: 10, { (try? StreamSnapshot.read("idle", in: dir))?.consumers.contains { $0.state == "active" } ?? false }) else {
             throw BenchError.notAttached(bench: "transport", who: "the idle sink", seconds: 10, said: "")
         }
         usleep(500_000)
-        let both = wakeupsPerSecond([producer.process.processIdentifier, sink!.process.processIdentifier], seconds: 2)
+        let both = wakeupsPerSecond([producer.pid, sink!.pid], seconds: 2)
         printTable([["process", "wake-ups/s", "busiest thread/s", "limit"],
                     ["producer with no consumer ('produce --pattern --wait-for 2')"] + idleCells(alone[0]),
                     ["the same producer, one consumer attached (it waits for 2)"] + idleCells(both[0]),

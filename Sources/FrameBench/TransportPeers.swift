@@ -63,16 +63,11 @@ extension Bench {
     /// The peer that copies: `budget`'s frames of `bytes` written through a pipe to a reader
     /// process; frames/s from the first write to the last.
     func pipePeer(bytes: Int, budget: Budget) throws -> Double {
-        let reader = Process()
-        reader.executableURL = URL(fileURLWithPath: "/bin/sh")
-        reader.arguments = ["-c", "cat > /dev/null"]
-        let pipe = Pipe()
-        reader.standardInput = pipe
-        try reader.run()
+        let reader = try Child(["-c", "cat > /dev/null"], label: "pipe reader", executable: "/bin/sh", captureOutput: false, feedInput: true)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes, alignment: 64)
         defer { buffer.deallocate() }
         memset(buffer.baseAddress!, 0x80, bytes)
-        let fd = pipe.fileHandleForWriting.fileDescriptor
+        let fd = reader.input
         let start = monotonicNanos()
         var last = start, frames = 0
         while budget.frames.map({ frames < $0 }) ?? (last - start < UInt64(budget.seconds * 1e9)) {
@@ -82,8 +77,8 @@ extension Bench {
             frames += 1
             last = monotonicNanos()
         }
-        try pipe.fileHandleForWriting.close()
-        reader.waitUntilExit()
+        reader.closeInput()
+        _ = reader.finish()
         return Double(frames) / max(Double(last - start) / 1e9, 1e-9)
     }
 }
@@ -91,8 +86,8 @@ extension Bench {
 /// Waits up to `seconds` for `child` to exit, kills it if it has not, and returns what it said.
 func finish(_ child: Child, within seconds: Double) -> (status: Int32, output: String, errors: String, killed: Bool) {
     let deadline = monotonicNanos() + UInt64(seconds * 1e9)
-    while child.process.isRunning, monotonicNanos() < deadline { usleep(10_000) }
-    let killed = child.process.isRunning
+    while child.isRunning, monotonicNanos() < deadline { usleep(10_000) }
+    let killed = child.isRunning
     child.kill()
     let (status, out, err) = child.finishWithErrors()
     return (status, out, err, killed)
@@ -204,7 +199,7 @@ final class GStreamerPeer {
                                label: "gst sender", executable: launch, captureErrors: true)
         defer { _ = finish(sender, within: 5) }
         let deadline = monotonicNanos() + 10_000_000_000
-        while !FileManager.default.fileExists(atPath: socket), sender.process.isRunning, monotonicNanos() < deadline { usleep(5_000) }
+        while !FileManager.default.fileExists(atPath: socket), sender.isRunning, monotonicNanos() < deadline { usleep(5_000) }
         let receiver = try Child(["shmsrc", "socket-path=\(socket)", "is-live=true", "num-buffers=\(frames)", "!", caps, "!",
                                   "fakesink", "sync=false", "enable-last-sample=false"], label: "gst receiver", executable: launch,
                                  captureErrors: true)

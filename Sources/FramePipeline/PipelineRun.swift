@@ -96,14 +96,14 @@ public final class PipelineRun {
         }
         stopWhatNothingReads()
         if let drainDeadline, monotonicNanos() > drainDeadline { return false }
-        return failed == nil && children.contains { $0.process.isRunning }
+        return failed == nil && children.contains { $0.isRunning }
     }
 
     /// Producers whose consumers have all exited, and consumers of a stage run stopped
     /// before its first frame (exit 130: it will never publish).
     private func stopWhatNothingReads() {
         for (s, stream) in pipeline.streams.enumerated() {
-            if !stream.consumers.contains(where: { children[$0].process.isRunning }) && !reads.awaited(s) {
+            if !stream.consumers.contains(where: { children[$0].isRunning }) && !reads.awaited(s) {
                 stop(stream.producer)
             }
             if stopped.contains(stream.producer), children[stream.producer].exitStatus == 130 {

@@ -30,7 +30,7 @@ struct StreamReads {
     /// nothing; nil otherwise (noting a stream published, or not created yet).
     private mutating func unread(_ s: Int, _ children: [Child]) -> String? {
         let stream = pipeline.streams[s]
-        guard children[stream.producer].process.isRunning else { return nil }
+        guard children[stream.producer].isRunning else { return nil }
         guard let snapshot = try? StreamSnapshot.read(stream.name, in: dir) else { pending.insert(s); return nil }
         if snapshot.published > 0 || snapshot.streamState != .running { published.insert(s); return nil }
         let n = stream.waitFor

@@ -43,7 +43,7 @@ enum DemoCommand: Command {
         defer { for s in stages { s.stop() } }
         let start = monotonicNanos()
         LiveView(directory: dir, streams: [src, blur, rgb]).run {
-            !StopSignal.requested && stages.contains { $0.process.isRunning } && stages.failedStage == nil
+            !StopSignal.requested && stages.contains { $0.isRunning } && stages.failedStage == nil
         }
         if let failed = stages.failedStage {
             // One stage failed: the others are stopped (a stage that does not stop is killed),
