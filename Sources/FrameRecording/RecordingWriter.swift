@@ -38,7 +38,7 @@ public final class RecordingWriter: @unchecked Sendable {
     /// Frames waiting to be written in capture order, per track, and the tracks that ended.
     private var queues: [[EncodedFrame]]
     private var ended: [Bool]
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var finished = false
     /// Frames written, per track.
     public private(set) var frames: [Int]

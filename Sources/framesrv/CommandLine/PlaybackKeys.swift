@@ -17,7 +17,7 @@ final class PlaybackKeys: @unchecked Sendable {
     private let duration: Double?
     private var saved = termios()
     private let keys: Bool
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var running = true
     private let done = DispatchGroup()
 
@@ -34,10 +34,10 @@ final class PlaybackKeys: @unchecked Sendable {
             tcsetattr(0, TCSANOW, &raw)
         }
         done.enter()
-        Thread.detachNewThread { [self] in
+        pthread_detach(spawnThread { [self] in
             loop()
             done.leave()
-        }
+        })
     }
 
     private var isRunning: Bool {
