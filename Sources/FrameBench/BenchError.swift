@@ -54,7 +54,7 @@ public enum BenchError: Error, CustomStringConvertible, Sendable {
     }
 
     private func colon(_ said: String) -> String {
-        let text = said.trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = said.trimmed
         return text.isEmpty ? "" : ": " + text
     }
 }

@@ -123,8 +123,7 @@ extension Bench {
     /// The latency percentiles of a sink's --stats-json line.
     func latencyPercentiles(_ output: String) -> (Double, Double)? {
         for line in output.split(separator: "\n").reversed() where line.hasPrefix("{") {
-            guard let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  let p50 = json["latency_p50_us"] as? Double, let p99 = json["latency_p99_us"] as? Double else { continue }
+            guard let json = StatsLine(line), let p50 = json.latencyP50, let p99 = json.latencyP99 else { continue }
             return (p50, p99)
         }
         return nil
@@ -217,7 +216,7 @@ extension Bench {
         for tid in tasks {
             guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/status", encoding: .utf8),
                   let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches:") }),
-                  let n = line.split(separator: "\t").last.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) else { continue }
+                  let n = line.split(separator: "\t").last.flatMap({ Int($0.trimmed) }) else { continue }
             counts[tid] = n
         }
         return counts

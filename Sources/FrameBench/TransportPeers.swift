@@ -35,7 +35,7 @@ extension Bench {
             let code = "import \(module), importlib.metadata as m; print(m.version('\(module)'))"
             guard let child = try? Child(["-c", code], label: "python", executable: python, captureErrors: true) else { return nil }
             let (status, out, _) = child.finishWithErrors()
-            return status == 0 ? out.trimmingCharacters(in: .whitespacesAndNewlines) : nil
+            return status == 0 ? out.trimmed : nil
         }
 
         /// One line per peer: what it is, or why it is absent.
@@ -104,15 +104,14 @@ final class Iceoryx2Peer {
         self.python = python; self.script = script; self.version = version
     }
 
-    private func run(_ mode: String, _ arguments: [String]) -> [String: Any]? {
+    private func run(_ mode: String, _ arguments: [String]) -> StatsLine? {
         guard let child = try? Child([script, mode] + arguments, label: "iceoryx2_pair.py", executable: python, captureErrors: true) else {
             failures.append("\(mode): cannot start \(python)")
             return nil
         }
         let (status, out, err, killed) = finish(child, within: 120)
         guard !killed, status == 0 || status == 1, let line = out.split(separator: "\n").last,
-              let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-              let sent = json["sent"] as? Int, let received = json["received"] as? [Int] else {
+              let json = StatsLine(line), let sent = json.sent, let received = json.receivedPerSubscriber else {
             failures.append("\(mode) \(arguments.joined(separator: " ")) (\(killed ? "killed after 120 s" : "status \(status)")): "
                             + (out + err).split(separator: "\n").suffix(2).joined(separator: " "))
             return nil
@@ -133,7 +132,7 @@ final class Iceoryx2Peer {
     /// NaN when the run failed (said in `countLine`: the peer's failure does not stop the bench).
     func throughput(bytes: Int, subscribers: Int, budget: TransportBudget) -> Double {
         let json = run("throughput", ["--bytes", String(bytes), "--subscribers", String(subscribers)] + budgetArguments(budget))
-        return json?["fps"] as? Double ?? .nan
+        return json?.fps ?? .nan
     }
 
     /// Publish -> receive p50 and p99 in us at `rate` frames/s; the subscriber waits on its
@@ -141,7 +140,7 @@ final class Iceoryx2Peer {
     func latency(bytes: Int, rate: Double, spin: Bool, budget: TransportBudget) -> (Double, Double) {
         let json = run("latency", ["--bytes", String(bytes), "--rate", String(rate), "--wait", spin ? "spin" : "listener"]
                                   + budgetArguments(budget))
-        return (json?["p50_us"] as? Double ?? .nan, json?["p99_us"] as? Double ?? .nan)
+        return (json?.p50 ?? .nan, json?.p99 ?? .nan)
     }
 
     /// The frame count line the issue asks for: every frame received, or the runs that lost

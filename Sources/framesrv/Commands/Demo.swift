@@ -93,7 +93,7 @@ enum DemoCommand: Command {
             print("demo: \(child.label): \(line.isEmpty ? "exit \(code)" : line)")
             if code != 0 {
                 failed = true
-                if !err.isEmpty { print(err.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                if !err.isEmpty { print(err.trimmed) }
             }
         }
         guard !failed else { throw .demoStagesFailed }
