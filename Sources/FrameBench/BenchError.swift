@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Why a benchmark stopped. Each case says what went wrong in which benchmark and what to
 /// do about it; a peer's failure that does not stop the benchmark is `peerFailed`.

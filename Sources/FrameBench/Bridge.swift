@@ -1,7 +1,8 @@
-import Foundation
+import FoundationEssentials
 import FrameBridge
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// `framesrv bench bridge`: 1080p raw over TCP loopback through `bridge send/recv` (plaintext
 /// and CURVE) next to ffmpeg sending the same frames over tcp://, and the added latency, in

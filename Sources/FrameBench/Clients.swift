@@ -1,7 +1,8 @@
-import Foundation
+import FoundationEssentials
 import FrameMedia
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// `framesrv bench clients`: frames/s of a Swift, a C and a Python consumer process of one
 /// Swift producer, a Python producer with and without a numpy fill, and the proof that the

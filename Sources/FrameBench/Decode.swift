@@ -1,6 +1,7 @@
-import Foundation
+import FoundationEssentials
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// `framesrv bench decode`: `produce -i FILE` into the pool with one lossless consumer
 /// process, next to `ffmpeg -i FILE -f null -` on the same file in the same run.

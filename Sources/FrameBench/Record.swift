@@ -1,8 +1,9 @@
-import Foundation
+import FoundationEssentials
 import FrameControl
 import FrameMedia
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// `framesrv bench record`: recording throughput (FFV1 and raw) next to ffmpeg encoding the
 /// same frames, replay at --rate max, and seek latency, in the same run.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The fields the benchmarks read from a stage's JSON line: a sink's --stats-json (received,
 /// latency), a producer's --stats-json file (zero_copy, copied), iceoryx2_pair.py's result

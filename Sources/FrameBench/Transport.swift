@@ -1,7 +1,8 @@
-import Foundation
+import FoundationEssentials
 import FrameMedia
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// `framesrv bench transport`: framesrv's transport next to its peers, section by section
 /// (see `framesrv bench --help`). This file has the framesrv side; TransportPeers.swift the peers.

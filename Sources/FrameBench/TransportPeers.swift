@@ -1,6 +1,7 @@
-import Foundation
+import FoundationEssentials
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// The peers of `bench transport`: a pipe, iceoryx2 (Python publisher and subscribers, through
 /// peers/iceoryx2_pair.py) and GStreamer's shmsink/shmsrc; each one found or said absent.

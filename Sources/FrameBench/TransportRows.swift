@@ -1,5 +1,6 @@
-import Foundation
+import FoundationEssentials
 import FrameServer
+import Glibc
 
 /// The sections `bench transport` prints, each figure next to its peer's from the same run.
 extension Bench {

@@ -1,5 +1,5 @@
 import CFFmpeg
-import Foundation
+import FoundationEssentials
 import FrameServer
 
 /// One recorded stream as the file's header declares it.

@@ -1,5 +1,5 @@
 import CFFmpeg
-import Foundation
+import FoundationEssentials
 import FrameControl
 import FrameMedia
 import FrameServer

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import FrameMonitor
 import FrameServer
 import Glibc

@@ -1,7 +1,7 @@
 import FrameControl
 import FrameMedia
 import FrameServer
-import Foundation
+import Dispatch
 import Glibc
 
 /// On a terminal, a replay's keys and progress line: space pauses or resumes, right/left
