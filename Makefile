@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
 .PHONY: demo test test-timing test-fresh build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan test-gpu tour check-warnings \
-	install install-bin install-man install-lib install-python
+	install install-bin install-man install-lib install-python bundle test-bundle
 
 ## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
 demo:
@@ -30,6 +30,21 @@ test-timing:
 ## meets. As root; not part of `make test` (about 25 min: apt, pip, the build, then the suite).
 test-fresh:
 	scripts/test-fresh
+
+## A relocatable tarball for an x86-64 Linux machine without Swift (glibc 2.36 or newer):
+## .build-bundle/framesrv-VERSION-linux-x86_64.tar.xz, framesrv built with --static-swift-stdlib
+## (RUNPATH $ORIGIN/../lib), every shared library it loads but glibc's, libframesrv and the
+## Python wheel (scripts/bundle). Prints its sizes.
+bundle:
+	@scripts/setup --bundle
+	scripts/bundle
+
+## The bundle unpacked in a clean Debian 12 root with no toolchain and no package installed:
+## --version, ldd, and produce -> sink framemd5s equal to the host's build and ffmpeg's. As root.
+test-bundle: bundle
+	@scripts/setup --test
+	swift build --product framesrv
+	scripts/test-bundle
 
 ## Builds the libFuzzer targets (Fuzz/) and runs each for FUZZ_SECONDS; fails on any crash
 ## (the crashing input is saved to Fuzz/corpus/<target>/ as a regression input: commit it).

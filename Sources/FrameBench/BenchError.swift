@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Why a benchmark stopped. Each case says what went wrong in which benchmark and what to
 /// do about it; a peer's failure that does not stop the benchmark is `peerFailed`.
@@ -54,7 +54,7 @@ public enum BenchError: Error, CustomStringConvertible, Sendable {
     }
 
     private func colon(_ said: String) -> String {
-        let text = said.trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = said.trimmed
         return text.isEmpty ? "" : ": " + text
     }
 }

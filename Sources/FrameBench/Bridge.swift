@@ -1,7 +1,8 @@
-import Foundation
+import FoundationEssentials
 import FrameBridge
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// `framesrv bench bridge`: 1080p raw over TCP loopback through `bridge send/recv` (plaintext
 /// and CURVE) next to ffmpeg sending the same frames over tcp://, and the added latency, in
@@ -69,7 +70,7 @@ extension Bench {
             throw BenchError.incompleteRun(bench: "bridge", what: "B's sink did not get \(frames) frames", said: sinkOut + " " + recvErr)
         }
         func field(_ key: String) -> Double? {
-            guard let r = recvOut.range(of: "\"\(key)\":") else { return nil }
+            guard let r = recvOut.firstRange(of: "\"\(key)\":") else { return nil }
             return Double(recvOut[r.upperBound...].prefix { $0.isNumber || $0 == "." })
         }
         return BridgeRun(seconds: seconds, p50: field("same_host_latency_p50_us"), p99: field("same_host_latency_p99_us"))

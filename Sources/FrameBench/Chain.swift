@@ -1,6 +1,7 @@
-import Foundation
+import FoundationEssentials
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// `framesrv bench chain`: decode -> gblur -> rgb24 -> framemd5 as four processes, next to
 /// the same work done by one ffmpeg command, in the same run on the same file.

@@ -1,7 +1,8 @@
-import Foundation
+import FoundationEssentials
 import FrameMedia
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// `framesrv bench clients`: frames/s of a Swift, a C and a Python consumer process of one
 /// Swift producer, a Python producer with and without a numpy fill, and the proof that the
@@ -93,13 +94,13 @@ extension Bench {
         }
         let swiftFPS = rows[0].1
         for (label, fps) in rows {
-            print("  \(label.padding(toLength: 34, withPad: " ", startingAt: 0)) \(formatDouble(fps, 0).leftPadding(8)) frames/s   "
+            print("  \(label.padded(to: 34)) \(formatDouble(fps, 0).leftPadding(8)) frames/s   "
                   + "ratio to Swift \(formatDouble(fps / max(swiftFPS, 1e-9), 2))")
         }
         print("Python producer (Producer.reserve -> publish) into a lossless Swift null sink:")
         for (label, fill) in [("reserve + publish only", false), ("+ numpy fill of every plane", true)] {
             let fps = try pythonProducerRun(programs.python, script: script, fill: fill, seconds: seconds)
-            print("  \(label.padding(toLength: 34, withPad: " ", startingAt: 0)) \(formatDouble(fps, 0).leftPadding(8)) frames/s   "
+            print("  \(label.padded(to: 34)) \(formatDouble(fps, 0).leftPadding(8)) frames/s   "
                   + "ratio to the Swift consumer \(formatDouble(fps / max(swiftFPS, 1e-9), 2))")
         }
         print(zeroCopy.isEmpty ? "zero-copy: the Python consumer printed no proof" : zeroCopy)
@@ -153,9 +154,7 @@ extension Bench {
             if line.hasPrefix("c: received ") || line.hasPrefix("py: received ") {
                 return line.split(separator: " ").dropFirst(2).first.flatMap { Int($0) }
             }
-            if line.hasPrefix("{"), let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] {
-                return json["received"] as? Int
-            }
+            if line.hasPrefix("{"), let json = StatsLine(line) { return json.received }
         }
         return nil
     }
@@ -196,7 +195,7 @@ func venvPython(_ python: String?) throws -> String {
     if let python { return python }
     let env = try Child([], label: "scripts/python-env", executable: repositoryRoot + "/scripts/python-env", captureErrors: true)
     let (status, out, err) = env.finishWithErrors()
-    let path = out.trimmingCharacters(in: .whitespacesAndNewlines)
+    let path = out.trimmed
     guard status == 0, FileManager.default.isExecutableFile(atPath: path) else {
         throw BenchError.noPython(status: status, said: err)
     }

@@ -1,6 +1,7 @@
-import Foundation
+import FoundationEssentials
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// `framesrv bench decode`: `produce -i FILE` into the pool with one lossless consumer
 /// process, next to `ffmpeg -i FILE -f null -` on the same file in the same run.
@@ -54,14 +55,12 @@ extension Bench {
         let seconds = Double(monotonicNanos() - start) / 1e9
         guard pStatus == 0 else { throw BenchError.stageFailed(bench: "decode", stage: "framesrv produce", status: pStatus, said: "") }
         guard sStatus == 0, let line = out.split(separator: "\n").last,
-              let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-              let received = json["received"] as? Int, received > 0 else {
+              let received = StatsLine(line)?.received, received > 0 else {
             throw BenchError.stageFailed(bench: "decode", stage: "the sink", status: sStatus, said: out)
         }
         // The producer's figures from its --stats-json file, not from its summary line.
-        let stats = (try? Data(contentsOf: URL(fileURLWithPath: statsFile)))
-            .flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
-        let path = stats.map { "\($0["zero_copy"] ?? "?") zero-copy, \($0["copied"] ?? "?") copied" } ?? "?"
+        let stats = (try? Data(contentsOf: URL(fileURLWithPath: statsFile))).flatMap { StatsLine(String(decoding: $0, as: UTF8.self)) }
+        let path = stats.map { "\($0.zeroCopy.map(String.init) ?? "?") zero-copy, \($0.copied.map(String.init) ?? "?") copied" } ?? "?"
         return DecodeRun(frames: received, seconds: seconds, path: path)
     }
 
@@ -75,7 +74,7 @@ extension Bench {
         let seconds = Double(monotonicNanos() - start) / 1e9
         guard status == 0 else { throw BenchError.ffmpegFailed(bench: "decode", doing: "decoding", status: status, said: out) }
         let frames = out.split(separator: "\n").last { $0.hasPrefix("frame=") }
-            .flatMap { Int($0.dropFirst("frame=".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+            .flatMap { Int($0.dropFirst("frame=".count).trimmed) } ?? 0
         guard frames > 0 else { throw BenchError.incompleteRun(bench: "decode", what: "ffmpeg decoded no frames", said: "") }
         return DecodeRun(frames: frames, seconds: seconds)
     }

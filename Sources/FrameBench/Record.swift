@@ -1,8 +1,9 @@
-import Foundation
+import FoundationEssentials
 import FrameControl
 import FrameMedia
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// `framesrv bench record`: recording throughput (FFV1 and raw) next to ffmpeg encoding the
 /// same frames, replay at --rate max, and seek latency, in the same run.
@@ -48,7 +49,7 @@ extension Bench {
     /// Waits for `last` to exit (checked every millisecond); when a stage fails first, stops
     /// them all and throws its error. Every stage is reaped before returning.
     func awaitStages(_ stages: [Child], until last: Child, bench: String) throws {
-        while last.process.isRunning, stages.failedStage == nil { usleep(1000) }
+        while last.isRunning, stages.failedStage == nil { usleep(1000) }
         if let failed = stages.failedStage {
             stages.stopAll()
             let (status, _, err) = failed.finishWithErrors()
@@ -120,7 +121,7 @@ extension Bench {
                                            "-s", "1920x1080", "-r", "30", "-i", dump] + Self.recordPeers[codec]! + ["-f", "nut", "-y", output])
         let seconds = Double(monotonicNanos() - start) / 1e9
         let encoded = out.split(separator: "\n").last { $0.hasPrefix("frame=") }
-            .flatMap { Int($0.dropFirst("frame=".count).trimmingCharacters(in: .whitespaces)) }
+            .flatMap { Int($0.dropFirst("frame=".count).trimmed) }
         guard status == 0, encoded == frames else {
             throw BenchError.ffmpegFailed(bench: "record", doing: "encoding -c:v \(codec) (\(encoded ?? 0) of \(frames) frames)", status: status, said: out)
         }
@@ -163,8 +164,7 @@ extension Bench {
         let seconds = Double(monotonicNanos() - start) / 1e9
         _ = replay.finishWithErrors()
         let (_, out, err) = sink.finishWithErrors()
-        let received = out.split(separator: "\n").last
-            .flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["received"] as? Int
+        let received = out.split(separator: "\n").last.flatMap { StatsLine($0) }?.received
         guard received == frames else {
             throw BenchError.incompleteRun(bench: "record", what: "the replay's sink received \(received ?? 0) of \(frames) frames", said: err)
         }
@@ -217,7 +217,7 @@ extension Bench {
             [producer].stopAll()
             let (status, _, err) = producer.finishWithErrors()
             throw BenchError.seekRunFailed(reason: "\(error)", producer: arguments[0], status: status,
-                                           said: err.trimmingCharacters(in: .whitespacesAndNewlines))
+                                           said: err.trimmed)
         }
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// A private runtime directory under /dev/shm, removed with everything in it on deinit.

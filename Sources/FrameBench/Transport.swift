@@ -1,7 +1,8 @@
-import Foundation
+import FoundationEssentials
 import FrameMedia
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// `framesrv bench transport`: framesrv's transport next to its peers, section by section
 /// (see `framesrv bench --help`). This file has the framesrv side; TransportPeers.swift the peers.
@@ -123,8 +124,7 @@ extension Bench {
     /// The latency percentiles of a sink's --stats-json line.
     func latencyPercentiles(_ output: String) -> (Double, Double)? {
         for line in output.split(separator: "\n").reversed() where line.hasPrefix("{") {
-            guard let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  let p50 = json["latency_p50_us"] as? Double, let p99 = json["latency_p99_us"] as? Double else { continue }
+            guard let json = StatsLine(line), let p50 = json.latencyP50, let p99 = json.latencyP99 else { continue }
             return (p50, p99)
         }
         return nil
@@ -171,13 +171,13 @@ extension Bench {
             throw BenchError.notAttached(bench: "transport", who: "the idle producer's stream", seconds: 10, said: "")
         }
         usleep(500_000)
-        let alone = wakeupsPerSecond([producer.process.processIdentifier], seconds: 2)
+        let alone = wakeupsPerSecond([producer.pid], seconds: 2)
         sink = try Child(["sink", "--in", "idle", "--null", "--lossless", "--quiet"], label: "sink", environment: env, captureErrors: true)
         guard waitFor(seconds: 10, { (try? StreamSnapshot.read("idle", in: dir))?.consumers.contains { $0.state == "active" } ?? false }) else {
             throw BenchError.notAttached(bench: "transport", who: "the idle sink", seconds: 10, said: "")
         }
         usleep(500_000)
-        let both = wakeupsPerSecond([producer.process.processIdentifier, sink!.process.processIdentifier], seconds: 2)
+        let both = wakeupsPerSecond([producer.pid, sink!.pid], seconds: 2)
         printTable([["process", "wake-ups/s", "busiest thread/s", "limit"],
                     ["producer with no consumer ('produce --pattern --wait-for 2')"] + idleCells(alone[0]),
                     ["the same producer, one consumer attached (it waits for 2)"] + idleCells(both[0]),
@@ -217,7 +217,7 @@ extension Bench {
         for tid in tasks {
             guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/status", encoding: .utf8),
                   let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches:") }),
-                  let n = line.split(separator: "\t").last.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) else { continue }
+                  let n = line.split(separator: "\t").last.flatMap({ Int($0.trimmed) }) else { continue }
             counts[tid] = n
         }
         return counts

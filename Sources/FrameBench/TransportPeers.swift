@@ -1,6 +1,7 @@
-import Foundation
+import FoundationEssentials
 import FrameProcess
 import FrameServer
+import Glibc
 
 /// The peers of `bench transport`: a pipe, iceoryx2 (Python publisher and subscribers, through
 /// peers/iceoryx2_pair.py) and GStreamer's shmsink/shmsrc; each one found or said absent.
@@ -35,7 +36,7 @@ extension Bench {
             let code = "import \(module), importlib.metadata as m; print(m.version('\(module)'))"
             guard let child = try? Child(["-c", code], label: "python", executable: python, captureErrors: true) else { return nil }
             let (status, out, _) = child.finishWithErrors()
-            return status == 0 ? out.trimmingCharacters(in: .whitespacesAndNewlines) : nil
+            return status == 0 ? out.trimmed : nil
         }
 
         /// One line per peer: what it is, or why it is absent.
@@ -63,16 +64,11 @@ extension Bench {
     /// The peer that copies: `budget`'s frames of `bytes` written through a pipe to a reader
     /// process; frames/s from the first write to the last.
     func pipePeer(bytes: Int, budget: Budget) throws -> Double {
-        let reader = Process()
-        reader.executableURL = URL(fileURLWithPath: "/bin/sh")
-        reader.arguments = ["-c", "cat > /dev/null"]
-        let pipe = Pipe()
-        reader.standardInput = pipe
-        try reader.run()
+        let reader = try Child(["-c", "cat > /dev/null"], label: "pipe reader", executable: "/bin/sh", captureOutput: false, feedInput: true)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes, alignment: 64)
         defer { buffer.deallocate() }
         memset(buffer.baseAddress!, 0x80, bytes)
-        let fd = pipe.fileHandleForWriting.fileDescriptor
+        let fd = reader.input
         let start = monotonicNanos()
         var last = start, frames = 0
         while budget.frames.map({ frames < $0 }) ?? (last - start < UInt64(budget.seconds * 1e9)) {
@@ -82,8 +78,8 @@ extension Bench {
             frames += 1
             last = monotonicNanos()
         }
-        try pipe.fileHandleForWriting.close()
-        reader.waitUntilExit()
+        reader.closeInput()
+        _ = reader.finish()
         return Double(frames) / max(Double(last - start) / 1e9, 1e-9)
     }
 }
@@ -91,8 +87,8 @@ extension Bench {
 /// Waits up to `seconds` for `child` to exit, kills it if it has not, and returns what it said.
 func finish(_ child: Child, within seconds: Double) -> (status: Int32, output: String, errors: String, killed: Bool) {
     let deadline = monotonicNanos() + UInt64(seconds * 1e9)
-    while child.process.isRunning, monotonicNanos() < deadline { usleep(10_000) }
-    let killed = child.process.isRunning
+    while child.isRunning, monotonicNanos() < deadline { usleep(10_000) }
+    let killed = child.isRunning
     child.kill()
     let (status, out, err) = child.finishWithErrors()
     return (status, out, err, killed)
@@ -109,15 +105,14 @@ final class Iceoryx2Peer {
         self.python = python; self.script = script; self.version = version
     }
 
-    private func run(_ mode: String, _ arguments: [String]) -> [String: Any]? {
+    private func run(_ mode: String, _ arguments: [String]) -> StatsLine? {
         guard let child = try? Child([script, mode] + arguments, label: "iceoryx2_pair.py", executable: python, captureErrors: true) else {
             failures.append("\(mode): cannot start \(python)")
             return nil
         }
         let (status, out, err, killed) = finish(child, within: 120)
         guard !killed, status == 0 || status == 1, let line = out.split(separator: "\n").last,
-              let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-              let sent = json["sent"] as? Int, let received = json["received"] as? [Int] else {
+              let json = StatsLine(line), let sent = json.sent, let received = json.receivedPerSubscriber else {
             failures.append("\(mode) \(arguments.joined(separator: " ")) (\(killed ? "killed after 120 s" : "status \(status)")): "
                             + (out + err).split(separator: "\n").suffix(2).joined(separator: " "))
             return nil
@@ -138,7 +133,7 @@ final class Iceoryx2Peer {
     /// NaN when the run failed (said in `countLine`: the peer's failure does not stop the bench).
     func throughput(bytes: Int, subscribers: Int, budget: TransportBudget) -> Double {
         let json = run("throughput", ["--bytes", String(bytes), "--subscribers", String(subscribers)] + budgetArguments(budget))
-        return json?["fps"] as? Double ?? .nan
+        return json?.fps ?? .nan
     }
 
     /// Publish -> receive p50 and p99 in us at `rate` frames/s; the subscriber waits on its
@@ -146,7 +141,7 @@ final class Iceoryx2Peer {
     func latency(bytes: Int, rate: Double, spin: Bool, budget: TransportBudget) -> (Double, Double) {
         let json = run("latency", ["--bytes", String(bytes), "--rate", String(rate), "--wait", spin ? "spin" : "listener"]
                                   + budgetArguments(budget))
-        return (json?["p50_us"] as? Double ?? .nan, json?["p99_us"] as? Double ?? .nan)
+        return (json?.p50 ?? .nan, json?.p99 ?? .nan)
     }
 
     /// The frame count line the issue asks for: every frame received, or the runs that lost
@@ -204,7 +199,7 @@ final class GStreamerPeer {
                                label: "gst sender", executable: launch, captureErrors: true)
         defer { _ = finish(sender, within: 5) }
         let deadline = monotonicNanos() + 10_000_000_000
-        while !FileManager.default.fileExists(atPath: socket), sender.process.isRunning, monotonicNanos() < deadline { usleep(5_000) }
+        while !FileManager.default.fileExists(atPath: socket), sender.isRunning, monotonicNanos() < deadline { usleep(5_000) }
         let receiver = try Child(["shmsrc", "socket-path=\(socket)", "is-live=true", "num-buffers=\(frames)", "!", caps, "!",
                                   "fakesink", "sync=false", "enable-last-sample=false"], label: "gst receiver", executable: launch,
                                  captureErrors: true)

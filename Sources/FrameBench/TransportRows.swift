@@ -1,5 +1,6 @@
-import Foundation
+import FoundationEssentials
 import FrameServer
+import Glibc
 
 /// The sections `bench transport` prints, each figure next to its peer's from the same run.
 extension Bench {
@@ -101,7 +102,7 @@ extension Bench {
     /// a/b with two decimals, "-" when either is missing.
     func ratio(_ a: Double?, _ b: Double?) -> String {
         guard let a, let b, b > 0 else { return "-" }
-        return String(format: "%.2f", a / b)
+        return formatFixed(a / b, 2)
     }
 
     /// The peers a section could not run, and iceoryx2's frame count so far.
@@ -115,7 +116,7 @@ extension Bench {
         let columns = rows.map(\.count).max() ?? 0
         let widths = (0..<columns).map { c in rows.map { c < $0.count ? $0[c].count : 0 }.max() ?? 0 }
         for row in rows {
-            let cells = row.enumerated().map { c, cell in c == 0 ? cell.padding(toLength: widths[0], withPad: " ", startingAt: 0)
+            let cells = row.enumerated().map { c, cell in c == 0 ? cell.padded(to: widths[0])
                                                                : cell.leftPadding(widths[c]) }
             print("  " + cells.joined(separator: "  "))
         }

@@ -142,7 +142,7 @@ extension Pipeline.Stage {
         var names: [String] = []
         for word in words {
             var rest = Substring(word)
-            while let open = rest.range(of: "{in:") {
+            while let open = rest.firstRange(of: "{in:") {
                 rest = rest[open.upperBound...]
                 guard let close = rest.firstIndex(of: "}") else { break }
                 let name = String(rest[..<close])

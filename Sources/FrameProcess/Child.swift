@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import FrameServer
 import Glibc
 
@@ -21,33 +21,50 @@ public final class Child {
     private let output: PipeReader?
     private let errors: PipeReader?
     public let label: String
+    /// The write end of the child's standard input (with `feedInput`), else -1: `closeInput()` ends it.
+    public private(set) var input: Int32 = -1
 
     /// Starts `framesrv ARGS` (or another program with `executable`) with `environment` added.
     /// `errorLines` (with `captureErrors`): told each line of standard error as it comes
-    /// (from another thread), besides collecting them.
+    /// (from another thread), besides collecting them. `feedInput`: its standard input is a
+    /// pipe this process writes (`input`), else /dev/null.
     public init(_ arguments: [String], label: String, executable: String = selfExecutable,
          environment: [String: String] = [:], captureOutput: Bool = true, captureErrors: Bool = false,
-         errorLines: (@Sendable (String) -> Void)? = nil) throws(SpawnError) {
+         feedInput: Bool = false, errorLines: (@Sendable (String) -> Void)? = nil) throws(SpawnError) {
         self.label = label
+        let feed = feedInput ? try makePipe() : nil
         // A framesrv stage dies with this process (`dieWithParent()`), so no stage outlives its parent.
         let environment = ProcessInfo.processInfo.environment
             .merging(environment) { $1 }.merging([parentEnvironmentKey: String(getpid())]) { $1 }
-        let out = captureOutput ? try makePipe() : nil
+        let out: (read: Int32, write: Int32)?
+        do { out = captureOutput ? try makePipe() : nil } catch { Self.close(feed); throw error }
         let err: (read: Int32, write: Int32)?
-        do { err = captureErrors ? try makePipe() : nil } catch { Self.close(out); throw error }
-        defer { for fd in [out?.write, err?.write] { if let fd { Glibc.close(fd) } } }
+        do { err = captureErrors ? try makePipe() : nil } catch { Self.close(out); Self.close(feed); throw error }
+        defer { for fd in [out?.write, err?.write, feed?.read] { if let fd { Glibc.close(fd) } } }
         let pid: pid_t
         do {
             pid = try spawnProcess(SpawnRequest(executable: executable, arguments: arguments,
                                                 environment: environment.map { "\($0.key)=\($0.value)" },
-                                                output: out?.write, errors: err?.write))
+                                                input: feed?.read, output: out?.write, errors: err?.write))
         } catch {
-            for fd in [out?.read, err?.read] { if let fd { Glibc.close(fd) } }
+            for fd in [out?.read, err?.read, feed?.write] { if let fd { Glibc.close(fd) } }
             throw error
         }
+        input = feed?.write ?? -1
         process = ChildProcess(pid)
         output = out.map { PipeReader($0.read, lines: nil) }
         errors = err.map { PipeReader($0.read, lines: errorLines) }
+    }
+
+    /// The child's pid.
+    public var pid: pid_t { process.processIdentifier }
+
+    /// Whether the child has not exited yet.
+    public var isRunning: Bool { process.isRunning }
+
+    /// Closes the child's standard input (with `feedInput`): it reads the end of its input.
+    public func closeInput() {
+        if input >= 0 { Glibc.close(input); input = -1 }
     }
 
     private static func close(_ pipe: (read: Int32, write: Int32)?) {

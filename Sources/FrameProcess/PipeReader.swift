@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import FrameServer
 import Glibc
 
@@ -11,7 +12,7 @@ import Glibc
 final class PipeReader: @unchecked Sendable {
     private let fd: Int32
     private let lines: (@Sendable (String) -> Void)?
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var collected = Data()
     private var giveUp = false
     private let done = DispatchSemaphore(value: 0)
@@ -20,11 +21,11 @@ final class PipeReader: @unchecked Sendable {
     init(_ fd: Int32, lines: (@Sendable (String) -> Void)?) {
         self.fd = fd
         self.lines = lines
-        Thread { [self] in
+        pthread_detach(spawnThread { [self] in
             read()
             close(fd)
             done.signal()
-        }.start()
+        })
     }
 
     /// Everything read: waits for the pipe's end for `seconds` at most, then stops reading

@@ -1,5 +1,5 @@
 import CFFmpeg
-import Foundation
+import FoundationEssentials
 import FrameServer
 
 /// One recorded stream as the file's header declares it.
@@ -38,7 +38,7 @@ public final class RecordingWriter: @unchecked Sendable {
     /// Frames waiting to be written in capture order, per track, and the tracks that ended.
     private var queues: [[EncodedFrame]]
     private var ended: [Bool]
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var finished = false
     /// Frames written, per track.
     public private(set) var frames: [Int]

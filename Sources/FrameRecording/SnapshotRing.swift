@@ -1,5 +1,5 @@
 import CFFmpeg
-import Foundation
+import FoundationEssentials
 import FrameControl
 import FrameMedia
 import FrameServer
@@ -66,7 +66,7 @@ final class SnapshotRing: PacketSink, @unchecked Sendable {
     let tracks: [TrackSpec]
     let window: Int64
     let bound: SnapshotBound
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var rings: [[EncodedFrame]]
 
     init(tracks: [TrackSpec], windowNanos: Int64, bound: SnapshotBound) {

@@ -1,4 +1,4 @@
-import Foundation
+import Dispatch
 import FrameServer
 import Glibc
 
@@ -107,7 +107,7 @@ final class RecordedStream: @unchecked Sendable {
 public final class StreamRecorder: @unchecked Sendable {
     public let settings: RecordSettings
     private let stopRequested: @Sendable () -> Bool
-    private let failed = NSLock()
+    private let failed = ThreadLock()
     private var failure = false
 
     public init(settings: RecordSettings, stop: @escaping @Sendable () -> Bool) {
@@ -164,7 +164,7 @@ public final class StreamRecorder: @unchecked Sendable {
         let group = DispatchGroup()
         for s in streams {
             group.enter()
-            Thread.detachNewThread { [self] in
+            pthread_detach(spawnThread { [self] in
                 s.run(into: sink) { shouldStop }
                 if s.error != nil {
                     failed.lock()
@@ -172,7 +172,7 @@ public final class StreamRecorder: @unchecked Sendable {
                     failed.unlock()
                 }
                 group.leave()
-            }
+            })
         }
         while group.wait(timeout: .now() + .milliseconds(50)) == .timedOut { poll() }
         poll()

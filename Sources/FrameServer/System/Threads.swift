@@ -25,19 +25,23 @@ package func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
 /// where `Mutex.withLock`'s closure would be awkward.
 ///
 /// The corresponding C functions are `pthread_mutex_lock` and `pthread_mutex_unlock`.
-final class ThreadLock: @unchecked Sendable {
+package final class ThreadLock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
-    init() { pthread_mutex_init(mutex, nil) }
+    package init() { pthread_mutex_init(mutex, nil) }
 
     deinit {
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
     }
 
-    func withLock<T: ~Copyable, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+    package func lock() { pthread_mutex_lock(mutex) }
+
+    package func unlock() { pthread_mutex_unlock(mutex) }
+
+    package func withLock<T: ~Copyable, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        lock()
+        defer { unlock() }
         return try body()
     }
 }

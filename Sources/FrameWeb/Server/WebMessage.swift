@@ -43,7 +43,7 @@ struct WebResponse {
     }
 }
 
-import Foundation
+import FoundationEssentials
 
 func jsonString(_ value: [String: String]) throws -> String {
     let encoder = JSONEncoder()

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import FrameMonitor
 import FrameServer
 import Glibc
@@ -31,13 +31,12 @@ public final class WebMonitor: Sendable {
     /// Takes a sample now (so the first request has data), then one every `interval` until `stop()`.
     public func start() {
         sampleOnce()
-        let thread = Thread { [self] in
+        pthread_detach(spawnThread { [self] in
             while !state.withLock({ $0.stopped }) {
                 pause()
                 sampleOnce()
             }
-        }
-        thread.start()
+        })
     }
 
     public func stop() { state.withLock { $0.stopped = true } }

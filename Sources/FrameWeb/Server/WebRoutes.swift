@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import FrameControl
 import FrameMonitor
 import FrameServer
@@ -96,7 +96,7 @@ struct WebRoutes: Sendable {
         if let refusal = checkedStream(name) { return refusal }
         guard let directory = monitor.directory() else { return .error(404, "no stream named '\(name)'") }
         let request: ControlRequest
-        do { request = try ControlRequest.parse(body.trimmingCharacters(in: .whitespacesAndNewlines)) } catch {
+        do { request = try ControlRequest.parse(body.trimmed) } catch {
             return .error(400, error.description)
         }
         do {

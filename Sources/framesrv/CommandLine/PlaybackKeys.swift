@@ -1,7 +1,7 @@
 import FrameControl
 import FrameMedia
 import FrameServer
-import Foundation
+import Dispatch
 import Glibc
 
 /// On a terminal, a replay's keys and progress line: space pauses or resumes, right/left
@@ -17,7 +17,7 @@ final class PlaybackKeys: @unchecked Sendable {
     private let duration: Double?
     private var saved = termios()
     private let keys: Bool
-    private let lock = NSLock()
+    private let lock = ThreadLock()
     private var running = true
     private let done = DispatchGroup()
 
@@ -34,10 +34,10 @@ final class PlaybackKeys: @unchecked Sendable {
             tcsetattr(0, TCSANOW, &raw)
         }
         done.enter()
-        Thread.detachNewThread { [self] in
+        pthread_detach(spawnThread { [self] in
             loop()
             done.leave()
-        }
+        })
     }
 
     private var isRunning: Bool {

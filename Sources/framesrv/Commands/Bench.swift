@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import FrameBench
 
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import FrameMonitor
 import FrameProcess
 import FrameServer
@@ -43,7 +43,7 @@ enum DemoCommand: Command {
         defer { for s in stages { s.stop() } }
         let start = monotonicNanos()
         LiveView(directory: dir, streams: [src, blur, rgb]).run {
-            !StopSignal.requested && stages.contains { $0.process.isRunning } && stages.failedStage == nil
+            !StopSignal.requested && stages.contains { $0.isRunning } && stages.failedStage == nil
         }
         if let failed = stages.failedStage {
             // One stage failed: the others are stopped (a stage that does not stop is killed),
@@ -93,7 +93,7 @@ enum DemoCommand: Command {
             print("demo: \(child.label): \(line.isEmpty ? "exit \(code)" : line)")
             if code != 0 {
                 failed = true
-                if !err.isEmpty { print(err.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                if !err.isEmpty { print(err.trimmed) }
             }
         }
         guard !failed else { throw .demoStagesFailed }

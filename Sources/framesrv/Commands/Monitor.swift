@@ -1,8 +1,9 @@
-import Foundation
+import FoundationEssentials
 import FrameControl
 import FrameMedia
 import FrameMonitor
 import FrameServer
+import Glibc
 
 /// `framesrv ls`: every stream in the runtime directory.
 enum ListCommand: Command {

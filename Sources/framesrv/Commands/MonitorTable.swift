@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import FrameServer
 
 /// The columns `ls` and `top` share: one header means one thing in both (and in `inspect`).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import FrameControl
 import FrameMedia
 import FrameServer

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// `framesrv run`'s options: run's own options first, then the description (one argument
 /// to split as a shell would, several taken as its words), or -f FILE.
