@@ -22,7 +22,9 @@ enum WebCommand: Command {
                            clients may also send 'Authorization: Bearer TOKEN'
 
     On loopback, requests whose Host header is not a loopback name are refused (DNS rebinding), and
-    a POST whose Origin is another site is refused. Stops on SIGINT/SIGTERM.
+    a POST whose Origin is another site is refused. A request must arrive whole within 5 s; at
+    most 64 connections from one address may wait for theirs, and room is kept for clients with
+    the token (README: Web view). Stops on SIGINT/SIGTERM.
     """
 
     static func run(_ o: WebOptions) throws -> ExitStatus {
