@@ -6,6 +6,7 @@
 #include <sys/types.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <strings.h>
 #include <microhttpd.h>
 
 // MHD_start_daemon is variadic, which Swift cannot call: this fixed-argument wrapper starts a
@@ -38,6 +39,22 @@ static inline int fs_mhd_connection_fd(struct MHD_Connection *connection) {
 static inline const struct sockaddr *fs_mhd_connection_address(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     return info ? info->client_addr : NULL;
+}
+
+// How many of a request's header fields are named `name` (case-insensitive): MHD's lookup
+// returns only the first.
+struct fs_mhd_header_count { const char *name; unsigned int count; };
+static inline enum MHD_Result fs_mhd_count_header(void *context, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void) kind;
+    (void) value;
+    struct fs_mhd_header_count *c = (struct fs_mhd_header_count *) context;
+    if (key != NULL && strcasecmp(key, c->name) == 0) c->count++;
+    return MHD_YES;
+}
+static inline unsigned int fs_mhd_header_count(struct MHD_Connection *connection, const char *name) {
+    struct fs_mhd_header_count c = { name, 0 };
+    MHD_get_connection_values(connection, MHD_HEADER_KIND, fs_mhd_count_header, &c);
+    return c.count;
 }
 
 // MHD_SIZE_UNKNOWN and the reader's end markers are macros with casts, which Swift does not import.

@@ -137,7 +137,8 @@ extension WebServer {
             MHD_lookup_connection_value(connection, kind, key).map { String(cString: $0) }
         }
         var request = WebRequest(method: method, path: url, query: { value(.GET_ARGUMENT_KIND, $0) },
-                                 header: { value(.HEADER_KIND, $0) }, cookie: { value(.COOKIE_KIND, $0) })
+                                 header: { value(.HEADER_KIND, $0) }, headerCount: { Int(fs_mhd_header_count(connection, $0)) },
+                                 cookie: { value(.COOKIE_KIND, $0) })
         let (refusal, setCookie) = routes.admit(request)
         // A token holder's connection never waits again; a refused request ends its connection.
         connections.received(connectionID(connection), trusted: refusal == nil && routes.token != nil)

@@ -23,6 +23,16 @@ struct HTTPReply {
 /// connection failed or no status line came.
 func http(_ port: UInt16, _ path: String, method: String = "GET", headers: [String: String] = [:], body: String = "",
           maxBytes: Int = 8 << 20, timeout: Double = 10) -> HTTPReply? {
+    var request = "\(method) \(path) HTTP/1.0\r\n"
+    var all = ["Host": "127.0.0.1:\(port)"].merging(headers) { $1 }
+    if !body.isEmpty { all["Content-Length"] = "\(body.utf8.count)" }
+    for (k, v) in all { request += "\(k): \(v)\r\n" }
+    return rawHTTP(port, request + "\r\n" + body, maxBytes: maxBytes, timeout: timeout)
+}
+
+/// `request` as it is (every byte the test chose: two Host headers, say) to 127.0.0.1:`port`
+/// over a fresh TCP connection, and the reply as `http` reads it.
+func rawHTTP(_ port: UInt16, _ request: String, maxBytes: Int = 8 << 20, timeout: Double = 10) -> HTTPReply? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
@@ -36,11 +46,6 @@ func http(_ port: UInt16, _ path: String, method: String = "GET", headers: [Stri
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard connected == 0 else { return nil }
-    var request = "\(method) \(path) HTTP/1.0\r\n"
-    var all = ["Host": "127.0.0.1:\(port)"].merging(headers) { $1 }
-    if !body.isEmpty { all["Content-Length"] = "\(body.utf8.count)" }
-    for (k, v) in all { request += "\(k): \(v)\r\n" }
-    request += "\r\n" + body
     let sent = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     guard sent > 0 else { return nil }
     var data: [UInt8] = []
