@@ -22,7 +22,9 @@ public enum SnapshotTrigger {
     ///
     /// The corresponding C functions are `sigaction` and `pthread_sigmask`.
     public static func install() {
+        // Both globals made now: a lazy global's first use takes a lock, which a handler may not.
         _ = snapshotState.load(ordering: .relaxed)
+        _ = refusedSignals.load(ordering: .relaxed)
         var action = sigaction()
         action.__sigaction_handler.sa_handler = { _ in
             if !SnapshotTrigger.request() { _ = refusedSignals.wrappingAdd(1, ordering: .relaxed) }
