@@ -35,32 +35,56 @@ final class FuzzWeb: @unchecked Sendable {
         return (p, port)
     }
 
-    /// The routes asked about a stream, GET unless a body is given (a control).
-    static func routes(_ stream: String) -> [(path: String, body: String?, maxBytes: Int)] {
-        let s = "/api/streams/\(stream)"
-        return [("/api/streams", nil, 8 << 20), ("/api/top", nil, 8 << 20), ("/api/graph", nil, 8 << 20), ("/api/history", nil, 8 << 20),
-                (s + "/snapshot.png", nil, 8 << 20),
-                // Up to the first image's first bytes: its frame was converted by then.
-                (s + "/preview.mjpeg?fps=30&width=64", nil, 400), (s + "/control", "status", 8 << 20)]
+    /// A route: GET unless it has a body (a control), how much of the answer is read and for
+    /// how long, and whether it must answer in that time.
+    struct Route {
+        let path: String
+        var body: String? = nil
+        var maxBytes = 8 << 20
+        var timeout = 10.0
+        var mustAnswer = true
     }
 
-    /// Asks every route about `stream`, and records each rule broken: a route without a reply,
-    /// a server that died (then restarted), or a listing without `healthy`.
+    /// The routes asked about a stream in `state`. The snapshot and the preview wait for a frame
+    /// (the snapshot 2 s; the preview's consumer 5 s to attach): with a dead producer none can
+    /// come, so they are left after half a second (their consumers have read the damaged control
+    /// segment by then). The preview is a stream without an end: it is read up to its first
+    /// image's first bytes (that frame was converted by then), for at most a second.
+    static func routes(_ stream: String, _ state: FuzzState) -> [Route] {
+        let s = "/api/streams/\(stream)", dead = state == .dead
+        return ["/api/streams", "/api/top", "/api/graph", "/api/history"].map { Route(path: $0) } + [
+            Route(path: s + "/snapshot.png", timeout: dead ? 0.5 : 10, mustAnswer: !dead),
+            Route(path: s + "/preview.mjpeg?fps=30&width=64", maxBytes: 400, timeout: dead ? 0.5 : 1, mustAnswer: false),
+            Route(path: s + "/control", body: "status"),
+        ]
+    }
+
+    /// Asks every route about `stream` at once (the check waits for the slowest, not for the
+    /// sum), and records each rule broken: a route without a reply, a server that died (then
+    /// restarted), or a listing without the healthy stream.
     func check(_ stream: String, _ record: inout FuzzRecord) {
         if !process.isRunning { restart(after: "web (after the mutation before)", &record) }
-        for route in Self.routes(stream) {
+        let routes = Self.routes(stream, record.state), port = port
+        let replies = Locked([HTTPReply?](repeating: nil, count: routes.count))
+        let group = DispatchGroup()
+        for (i, r) in routes.enumerated() {
+            group.enter()
+            Thread {
+                let reply = http(port, r.path, method: r.body == nil ? "GET" : "POST", body: r.body ?? "", maxBytes: r.maxBytes, timeout: r.timeout)
+                replies.withLock { $0[i] = reply }
+                group.leave()
+            }.start()
+        }
+        group.wait()
+        let got = replies.withLock { $0 }
+        // No reply: a server that crashed is still writing its backtrace for a moment.
+        if !process.isRunning || (got.contains { $0 == nil } && eventually(timeout: 5, { !self.process.isRunning })) {
+            return restart(after: "web (the routes of the damaged stream)", &record)
+        }
+        for (route, reply) in zip(routes, got) {
             let label = "web " + (route.body.map { "POST \(route.path) \($0)" } ?? route.path)
-            let reply = http(port, route.path, method: route.body == nil ? "GET" : "POST", body: route.body ?? "",
-                             maxBytes: route.maxBytes, timeout: 10)
-            // No reply: a server that crashed is still writing its backtrace for a moment.
-            guard reply != nil || !eventually(timeout: 5, { !self.process.isRunning }), process.isRunning else {
-                return restart(after: label, &record)
-            }
-            guard let reply else {
-                record.add(command: label, problem: "no reply", stderr: "")
-                continue
-            }
-            if route.path == "/api/streams", reply.status != 200 || !reply.text.contains("\"\(healthy)\"") {
+            if reply == nil, route.mustAnswer { record.add(command: label, problem: "no reply", stderr: "") }
+            if let reply, route.path == "/api/streams", reply.status != 200 || !reply.text.contains("\"\(healthy)\"") {
                 record.add(command: label, problem: "status \(reply.status): healthy stream '\(healthy)' not listed", stderr: reply.text)
             }
         }

@@ -36,7 +36,9 @@ func rawHTTP(_ port: UInt16, _ request: String, maxBytes: Int = 8 << 20, timeout
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
-    var tv = timeval(tv_sec: 1, tv_usec: 0)
+    // Each read waits at most a second, and no longer than the whole `timeout`.
+    let slice = min(1, max(0.01, timeout))
+    var tv = timeval(tv_sec: Int(slice), tv_usec: Int((slice - slice.rounded(.down)) * 1e6))
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
