@@ -15,6 +15,8 @@ public enum FilterError: Error, CustomStringConvertible, Sendable {
     case unsupportedOutput(String)
     /// An FFmpeg call failed (its name and FFmpeg's message).
     case ffmpeg(String, String)
+    /// The frame's planes do not hold what FFmpeg reads for its pixel format (a damaged frame).
+    case layout(FrameLayoutError)
 
     public var description: String {
         switch self {
@@ -24,6 +26,7 @@ public enum FilterError: Error, CustomStringConvertible, Sendable {
         case .unknownPixelFormat(let name): return "frames in pixel format '\(name)' cannot be filtered (FFmpeg does not know it)"
         case .unsupportedOutput(let name): return "the filter graph made \(name) frames, which framesrv cannot carry"
         case .ffmpeg(let call, let m): return "FFmpeg's \(call) failed: \(m)"
+        case .layout(let e): return e.description
         }
     }
 }

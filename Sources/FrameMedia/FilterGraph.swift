@@ -174,13 +174,15 @@ public final class FilterGraph {
     /// offsets in one read-only buffer over the whole slot, whose free drops the SharedFrame;
     /// timestamps, colour, field order and chroma location from the header.
     private static func wrap(_ frame: SharedFrame, key k: InputKey) throws(FilterError) -> UnsafeMutablePointer<AVFrame> {
+        let planes: FramePlanes
+        do { planes = try FramePlanes(frame.header, base: frame.base, as: AVPixelFormat(rawValue: k.format)) } catch { throw .layout(error) }
         var av: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
         guard let f = av else { throw .ffmpeg("av_frame_alloc", "out of memory") }
         let d = frame.header.description
         f.pointee.format = k.format
         f.pointee.width = k.width
         f.pointee.height = k.height
-        FramePlanes(frame.header, base: frame.base).install(in: f)
+        planes.install(in: f)
         let opaque = Unmanaged.passRetained(frame).toOpaque()
         let buffer = av_buffer_create(UnsafeMutablePointer(mutating: frame.base.assumingMemoryBound(to: UInt8.self)),
                                       frame.slotBytes, { opaque, _ in

@@ -30,6 +30,8 @@ public enum MediaOutputError: Error, CustomStringConvertible, Sendable {
     case unreadablePixelFormat(String)
     /// An FFmpeg call failed (its name and FFmpeg's message).
     case ffmpeg(String, String)
+    /// The frame's planes do not hold what FFmpeg reads for its pixel format (a damaged frame).
+    case layout(FrameLayoutError)
 
     public var description: String {
         switch self {
@@ -50,6 +52,7 @@ public enum MediaOutputError: Error, CustomStringConvertible, Sendable {
             return "\(what) cannot carry \(format) frames (it carries \(carried))"
         case .unreadablePixelFormat(let f): return "frames are in pixel format '\(f)', which FFmpeg does not know"
         case .ffmpeg(let call, let message): return "FFmpeg's \(call) failed: \(message)"
+        case .layout(let e): return e.description
         }
     }
 }
@@ -121,7 +124,7 @@ final class FrameAdapter {
             w.pointee.width = width
             w.pointee.height = height
             w.pointee.format = format.rawValue
-            FramePlanes(header, base: frame.base).install(in: w)
+            try planes(header, frame.base, source).install(in: w)
             setColor(w, c)
             color = c
             return w
@@ -130,7 +133,7 @@ final class FrameAdapter {
         // Convert.
         let out = try convertedFrame()
         try prepareScaler(header, source: source, color: c)
-        let planes = FramePlanes(header, base: frame.base)
+        let planes = try planes(header, frame.base, source)
         let r = av_frame_make_writable(out)
         guard r >= 0 else { throw .ffmpeg("av_frame_make_writable", ffmpegMessage(r)) }
         let rows = withUnsafeMutableBytes(of: &out.pointee.data) { d in
@@ -147,6 +150,11 @@ final class FrameAdapter {
         setColor(out, c)
         color = c
         return out
+    }
+
+    /// The slot's planes as FFmpeg reads them as `source`, checked (`FramePlanes`).
+    private func planes(_ header: FrameHeader, _ base: UnsafeRawPointer, _ source: AVPixelFormat) throws(MediaOutputError) -> FramePlanes {
+        do { return try FramePlanes(header, base: base, as: source) } catch { throw .layout(error) }
     }
 
     /// The frame conversions write into, of this adapter's size and format (made once).

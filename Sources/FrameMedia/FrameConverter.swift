@@ -111,19 +111,62 @@ public final class FrameConverter {
 
 }
 
+/// Why FFmpeg cannot read a held frame as its pixel format name says: its planes do not hold
+/// the rows FFmpeg reads (a damaged or hostile header, most often pixel format code 0 with a
+/// name whose samples are wider than the planes). PROTOCOL.md 16.2: a reader that takes its
+/// geometry from FFmpeg reads at most `plane_size` bytes of each plane.
+public struct FrameLayoutError: Error, CustomStringConvertible, Sendable, Equatable {
+    public let description: String
+}
+
 /// FFmpeg's view of a held frame's planes, where its header puts them (never a layout
 /// recomputed from the format: a producer decoding in place uses its decoder's): four data
-/// pointers and line sizes, the unused ones nil and 0.
+/// pointers and line sizes, the unused ones nil and 0. The one road from a slot to FFmpeg:
+/// every reader (previews, snapshots, sinks, filters) makes its planes here, checked.
 struct FramePlanes {
     private(set) var data = [UnsafeMutablePointer<UInt8>?](repeating: nil, count: 4)
     private(set) var linesize = [Int32](repeating: 0, count: 4)
 
-    /// The planes of the slot that starts at `base` and carries `header`.
-    init(_ header: FrameHeader, base: UnsafeRawPointer) {
+    /// The planes of the slot that starts at `base` and carries `header`, for FFmpeg to read
+    /// as `format` (the header's `pix_fmt_name`). Throws unless the header has exactly the
+    /// planes FFmpeg reads and each holds FFmpeg's rows at its stride
+    /// (`FrameHeader.plane(_:holds:rowBytes:)`, the validator's check for code 0).
+    init(_ header: FrameHeader, base: UnsafeRawPointer, as format: AVPixelFormat) throws(FrameLayoutError) {
+        let name = header.pixelFormatName
+        guard let geometry = Self.geometry(format, width: header.width, height: header.height) else {
+            throw FrameLayoutError(description: "frames in pixel format '\(name)' have no planes in memory that FFmpeg can read")
+        }
+        guard geometry.count == header.planeCount else {
+            throw FrameLayoutError(description: "a damaged frame: pixel format '\(name)' has \(geometry.count) planes, "
+                                   + "its header says \(header.planeCount)")
+        }
+        for (i, g) in geometry.enumerated() where !header.plane(i, holds: g.rows, rowBytes: g.rowBytes) {
+            throw FrameLayoutError(description: "a damaged frame: pixel format '\(name)' at \(header.width)x\(header.height) "
+                                   + "reads \(g.rows) rows of \(g.rowBytes) bytes from plane \(i), whose stride is "
+                                   + "\(header.stride(plane: i)) and size \(header.size(plane: i))")
+        }
         for i in 0..<min(4, header.planeCount) {
             data[i] = UnsafeMutablePointer(mutating: (base + header.offset(plane: i)).assumingMemoryBound(to: UInt8.self))
             linesize[i] = Int32(header.stride(plane: i))
         }
+    }
+
+    /// The rows and bytes per row FFmpeg reads from each plane of a `width` x `height` picture
+    /// in `format` (a palette format's second plane: its 256 x 4-byte palette); nil for a
+    /// format without planes in memory (hardware frames).
+    ///
+    /// The corresponding FFmpeg calls are `av_image_fill_linesizes` and `av_pix_fmt_count_planes`.
+    static func geometry(_ format: AVPixelFormat, width: Int, height: Int) -> [(rows: Int, rowBytes: Int)]? {
+        guard let desc = av_pix_fmt_desc_get(format), width > 0, height > 0, width <= Int(Int32.max) else { return nil }
+        var lines = [Int32](repeating: 0, count: 4)
+        let planes = Int(av_pix_fmt_count_planes(format))
+        guard av_image_fill_linesizes(&lines, format, Int32(width)) >= 0, (1...4).contains(planes) else { return nil }
+        let shift = Int(desc.pointee.log2_chroma_h)
+        var geometry = (0..<planes).map { i in
+            (rows: i == 1 || i == 2 ? (height + (1 << shift) - 1) >> shift : height, rowBytes: Int(lines[i]))
+        }
+        if desc.pointee.flags & UInt64(AV_PIX_FMT_FLAG_PAL) != 0, planes == 1 { geometry.append((rows: 1, rowBytes: 256 * 4)) }
+        return geometry
     }
 
     /// The planes as libswscale's source arguments.

@@ -13,6 +13,8 @@ public enum StillImageError: Error, CustomStringConvertible, Sendable {
     case ffmpeg(String, String)
     /// Writing the output failed.
     case io(String, Errno)
+    /// The frame's planes do not hold what FFmpeg reads for its pixel format (a damaged frame).
+    case layout(FrameLayoutError)
 
     public var description: String {
         switch self {
@@ -20,6 +22,7 @@ public enum StillImageError: Error, CustomStringConvertible, Sendable {
         case .unreadablePixelFormat(let f): return "frames are in pixel format '\(f)', which this framesrv cannot read"
         case .ffmpeg(let call, let message): return "FFmpeg's \(call) failed: \(message)"
         case .io(let path, let e): return "cannot write \(path): \(e)"
+        case .layout(let e): return e.description
         }
     }
 }

@@ -37,12 +37,13 @@ final class RGBPicture {
         let header = frame.header
         let source = av_get_pix_fmt(header.pixelFormatName)
         guard source != AV_PIX_FMT_NONE else { throw .unsupportedPixelFormat(header.pixelFormatName) }
+        let planes: FramePlanes
+        do { planes = try FramePlanes(header, base: frame.base, as: source) } catch { throw .layout(error) }
         let color = header.description.color
         let k = Key(width: Int32(header.width), height: Int32(header.height), format: source.rawValue,
                     matrix: color.matrix, range: color.range, outWidth: Int32(width), outHeight: Int32(height), exact: exact)
         if key != k { try remake(k, source: source, color: color) }
         guard let picture, let context else { throw .ffmpeg("sws_getContext", "no context") }
-        let planes = FramePlanes(header, base: frame.base)
         let rows = withUnsafeMutableBytes(of: &picture.pointee.data) { data in
             withUnsafeMutableBytes(of: &picture.pointee.linesize) { linesize in
                 sws_scale(context, planes.sources, planes.linesize, 0, k.height,

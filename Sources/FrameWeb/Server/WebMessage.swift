@@ -4,6 +4,8 @@ struct WebRequest {
     let path: String
     let query: (String) -> String?
     let header: (String) -> String?
+    /// How many header fields have the name (a lookup sees only the first).
+    let headerCount: (String) -> Int
     let cookie: (String) -> String?
     var body: [UInt8] = []
 }

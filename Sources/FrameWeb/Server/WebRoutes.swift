@@ -16,10 +16,7 @@ struct WebRoutes: Sendable {
     /// Nil when the request may be served; otherwise the refusal. `setCookie`: the request
     /// carried the right token in its query, so the answer sets the cookie.
     func admit(_ r: WebRequest) -> (refusal: WebResponse?, setCookie: Bool) {
-        if address.isLoopback, let host = r.header("Host"), !Self.isLoopbackHost(host) {
-            // DNS rebinding: a page from elsewhere whose name now resolves to 127.0.0.1.
-            return (.text(403, "403: Host '\(host)' is not this machine's loopback address"), false)
-        }
+        if let refusal = checkHost(r) { return (refusal, false) }
         if r.method == "POST", let origin = r.header("Origin"), let host = r.header("Host"),
            origin != "http://" + host, origin != "https://" + host {
             return (.text(403, "403: a control from another site (Origin \(origin))"), false)
@@ -37,14 +34,18 @@ struct WebRoutes: Sendable {
         return (refusal, false)
     }
 
-    /// `127.0.0.1`, `localhost`, `[::1]`, each with or without `:PORT`.
-    static func isLoopbackHost(_ host: String) -> Bool {
-        var name = host.lowercased()
-        if name.hasPrefix("[") { name = String(name.prefix { $0 != "]" }.dropFirst()) }
-        else if let colon = name.firstIndex(of: ":") { name = String(name[..<colon]) }
-        if name == "localhost" || name == "::1" { return true }
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    /// Nil when the Host header is one `host[:port]` (`HostHeader`) or absent (HTTP/1.0; libmicrohttpd
+    /// refuses an HTTP/1.1 request without one) and, on loopback, a loopback name; else the refusal:
+    /// 400 for two Host headers or a malformed one (RFC 9110 7.2), 403 for another machine's name.
+    func checkHost(_ r: WebRequest) -> WebResponse? {
+        guard r.headerCount("Host") <= 1 else { return .text(400, "400: a request has one Host header, not \(r.headerCount("Host"))") }
+        guard let text = r.header("Host") else { return nil }
+        guard let host = HostHeader(text) else { return .text(400, "400: Host '\(text)' is not HOST[:PORT]") }
+        if address.isLoopback, !host.isLoopback {
+            // DNS rebinding: a page from elsewhere whose name now resolves to 127.0.0.1.
+            return .text(403, "403: Host '\(text)' is not this machine's loopback address")
+        }
+        return nil
     }
 
     func route(_ r: WebRequest) -> WebResponse {

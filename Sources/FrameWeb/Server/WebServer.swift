@@ -4,20 +4,22 @@ import Glibc
 import Synchronization
 
 /// `framesrv web`'s HTTP server: libmicrohttpd with an internal polling thread and a thread per
-/// connection (a stalled preview client blocks only its own thread), a connection limit, an idle
-/// timeout and a per-connection memory limit, so memory stays bounded however many clients come.
+/// connection (a stalled preview client blocks only its own thread), connection limits that slow
+/// clients cannot exhaust (`ConnectionGuard`), an idle timeout and a per-connection memory limit,
+/// so memory stays bounded however many clients come.
 public final class WebServer: Sendable {
-    public static let connectionLimit: UInt32 = 128
     public static let idleTimeoutSeconds: UInt32 = 15
     /// The largest request body taken (a control such as "seek 12.5").
     static let maxBody = 1024
 
     let routes: WebRoutes
+    let connections: ConnectionGuard
     private let daemon = Mutex<Daemon?>(nil)
     private let stopping = Atomic<Bool>(false)
 
-    public init(address: WebAddress, token: WebToken?, monitor: WebMonitor, preview: PreviewHub?) {
+    public init(address: WebAddress, token: WebToken?, monitor: WebMonitor, preview: PreviewHub?, limits: ConnectionLimits = .standard) {
         routes = WebRoutes(address: address, token: token, monitor: monitor, preview: preview)
+        connections = ConnectionGuard(limits)
     }
 
     /// Starts listening and returns the port (the one chosen for port 0); throws when the address
@@ -30,11 +32,12 @@ public final class WebServer: Sendable {
         let flags = fs_mhd_thread_per_connection | (a.ipv6 ? fs_mhd_ipv6 : 0)
         let context = Unmanaged.passUnretained(self).toOpaque()
         let started: OpaquePointer? = withSocketAddress(a) { sockaddr in
-            fs_mhd_start(flags, sockaddr, webHandler, context, webCompleted, Self.connectionLimit, Self.idleTimeoutSeconds,
-                         64 * 1024, 512 * 1024)
+            fs_mhd_start(flags, sockaddr, webAccept, webHandler, context, webCompleted, webConnection,
+                         UInt32(connections.limits.total), Self.idleTimeoutSeconds, 64 * 1024, 512 * 1024)
         }
         guard let started else { throw .cannotListen("cannot listen on \(a): \(String(cString: strerror(errno))) (is the port in use?)") }
         daemon.withLock { $0 = Daemon(pointer: started) }
+        connections.start()
         let port = fs_mhd_bound_port(started)
         return port == 0 ? a.port : port
     }
@@ -43,6 +46,7 @@ public final class WebServer: Sendable {
     public func stop() {
         stopping.store(true, ordering: .relaxed)
         if let d = daemon.withLock({ d in defer { d = nil }; return d }) { MHD_stop_daemon(d.pointer) }
+        connections.stop()
         routes.preview?.close()
     }
 
@@ -77,7 +81,7 @@ final class RequestBody {
 }
 
 private let webHandler: MHD_AccessHandlerCallback = { context, connection, url, method, _, upload, uploadSize, requestContext in
-    let server = Unmanaged<WebServer>.fromOpaque(context!).takeUnretainedValue()
+    let server = webServer(context)
     let method = String(cString: method!)
     // A body comes over several calls: the first says a request began, the last has no data.
     if method == "POST" {
@@ -100,10 +104,32 @@ private let webHandler: MHD_AccessHandlerCallback = { context, connection, url, 
     return server.answer(connection!, url: String(cString: url!), method: method, body: nil)
 }
 
-private let webCompleted: MHD_RequestCompletedCallback = { _, _, requestContext, _ in
+private let webCompleted: MHD_RequestCompletedCallback = { context, connection, requestContext, _ in
     if let p = requestContext?.pointee { Unmanaged<RequestBody>.fromOpaque(p).release() }
     requestContext?.pointee = nil
+    if let connection { webServer(context).connections.answered(connectionID(connection)) }
 }
+
+/// At accept: the connection guard's word on the client's address.
+private let webAccept: MHD_AcceptPolicyCallback = { context, address, _ in
+    webServer(context).connections.mayAccept(ConnectionGuard.addressKey(address)) ? .YES : .NO
+}
+
+/// A connection's start and end, for the connection guard.
+private let webConnection: MHD_NotifyConnectionCallback = { context, connection, _, code in
+    guard let connection else { return }
+    let id = connectionID(connection), guarded = webServer(context).connections
+    if code == fs_mhd_connection_started {
+        guarded.started(id, address: ConnectionGuard.addressKey(fs_mhd_connection_address(connection)), fd: fs_mhd_connection_fd(connection))
+    } else {
+        guarded.ended(id)
+    }
+}
+
+private func webServer(_ context: UnsafeMutableRawPointer?) -> WebServer { Unmanaged<WebServer>.fromOpaque(context!).takeUnretainedValue() }
+
+/// The connection guard's key of a connection: its address.
+func connectionID(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection))) }
 
 extension WebServer {
     func answer(_ connection: OpaquePointer, url: String, method: String, body: RequestBody?) -> MHD_Result {
@@ -111,10 +137,14 @@ extension WebServer {
             MHD_lookup_connection_value(connection, kind, key).map { String(cString: $0) }
         }
         var request = WebRequest(method: method, path: url, query: { value(.GET_ARGUMENT_KIND, $0) },
-                                 header: { value(.HEADER_KIND, $0) }, cookie: { value(.COOKIE_KIND, $0) })
+                                 header: { value(.HEADER_KIND, $0) }, headerCount: { Int(fs_mhd_header_count(connection, $0)) },
+                                 cookie: { value(.COOKIE_KIND, $0) })
         let (refusal, setCookie) = routes.admit(request)
+        // A token holder's connection never waits again; a refused request ends its connection.
+        connections.received(connectionID(connection), trusted: refusal == nil && routes.token != nil)
         var response: WebResponse
-        if let refusal {
+        if var refusal {
+            refusal.headers.append(("Connection", "close"))
             response = refusal
         } else if body?.tooLarge == true {
             response = .error(413, "a request body is at most \(Self.maxBody) bytes")

@@ -30,8 +30,9 @@ enum RecordCommand: Command {
       --snapshot D         snapshot mode: keep the last D (seconds, or [HH:]MM:SS) of every
                            stream in memory and write them when SIGUSR1 or 'framesrv ctl NAME
                            snapshot' arrives, to FILE with a counter before its extension
-                           (rec.nut: rec-1.nut, rec-2.nut, ...);
-                           recording goes on after each. The memory bound is stated at start
+                           (rec.nut: rec-1.nut, rec-2.nut, ...); recording goes on after
+                           each. One at a time: a request while one is being written is
+                           refused, and said. The memory bound is stated at start
                            (frames x bytes per frame, raw) and refused above --snapshot-max-mb
       --snapshot-max-mb M  the snapshot ring's largest allowed bound, in MB (default 1024)
       --name NAME          with --snapshot: what framesrv ctl calls this recorder (default: FILE's
@@ -85,6 +86,8 @@ enum RecordCommand: Command {
                 print("record: snapshot \(path): \(frames.reduce(0, +)) frames (\(frames.map(String.init).joined(separator: ", ")))")
                 fflush(nil)   // said as it happens, also into a pipe or file (nil: every output stream)
             }
+            let refused = SnapshotTrigger.takeRefusedSignals()
+            if refused > 0 { warn("record: \(refused) SIGUSR1 refused while a snapshot was being written") }
         })
         if !o.quiet { print("record: \(written) snapshot\(written == 1 ? "" : "s") written") }
         return .success

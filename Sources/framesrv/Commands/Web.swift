@@ -21,8 +21,10 @@ enum WebCommand: Command {
                            made and printed with the URL to open (…/?token=…, which sets a cookie);
                            clients may also send 'Authorization: Bearer TOKEN'
 
-    On loopback, requests whose Host header is not a loopback name are refused (DNS rebinding), and
-    a POST whose Origin is another site is refused. Stops on SIGINT/SIGTERM.
+    A request must have one Host header, exactly HOST[:PORT]. On loopback, requests whose Host is not
+    a loopback name are refused (DNS rebinding), and a POST whose Origin is another site is refused. A request must arrive whole within 5 s; at
+    most 64 connections from one address may wait for theirs, and room is kept for clients with
+    the token (README: Web view). Stops on SIGINT/SIGTERM.
     """
 
     static func run(_ o: WebOptions) throws -> ExitStatus {

@@ -50,6 +50,17 @@ import Testing
         #expect(producer.wait() == 0)
     }
 
+    /// A frame whose header says code 0 with a name of wider samples than its planes hold
+    /// (yuv444p16le on yuv420p planes, 16384 rows) is refused in one line, not read past the
+    /// pool by libswscale (issue 27 item 2: the road the web's preview and snapshot share).
+    @Test func aDamagedFrameIsOneLineNotACrash() throws {
+        let scratch = try Scratch()
+        let producer = try stoppedDamagedStream("bad", FileMutation.wideSamplesUnderCodeZero, in: scratch)
+        defer { producer.kill() }
+        let (status, _, err) = try scratch.run(["inspect", "bad", "--snapshot", scratch.file("bad.png"), "--wait", "2"])
+        #expect(status == 1 && err.split(separator: "\n").count == 1 && err.contains("a damaged frame"), "\(status): \(err.prefix(600))")
+    }
+
     @Test func snapshotErrorsAreOneLine() throws {
         let scratch = try Scratch()
         let (s1, _, e1) = try scratch.run(["inspect", "none", "--snapshot", scratch.file("x.png"), "--wait", "0.2"])

@@ -6,11 +6,12 @@ import Testing
 /// field of fs_control, fs_slot_ctl, fs_consumer and fs_frame set to 0, -1, max, min and
 /// off by one; random bytes; truncations; a FIFO in place of the .ctl) under a running,
 /// a stopped (then resumed) and a dead producer, and framesrv's commands run against each
-/// (see FuzzCommand.all). No process may end by a signal or hang, none may write more than
-/// one line on stderr, and a healthy stream in the same runtime directory must still be
-/// listed and still deliver verified frames.
+/// (see FuzzCommand.all), and a `framesrv web` on the same directory is asked for every route
+/// of the damaged stream (FuzzWeb). No process may end by a signal or hang, none may write more
+/// than one line on stderr, the web server must answer every request, and a healthy stream in
+/// the same runtime directory must still be listed and still deliver verified frames.
 ///
-/// FRAMESRV_FILE_FUZZ_MUTATIONS (default one pass of the catalogue, 638), _SEED, _WORKERS and _ONLY (a failure's
+/// FRAMESRV_FILE_FUZZ_MUTATIONS (default one pass of the catalogue, 640), _SEED, _WORKERS and _ONLY (a failure's
 /// mutation number, to run it alone) are described in FileFuzzConfiguration.
 @Suite(.serialized) struct FileFuzzTests {
     @Test func damagedStreamFilesNeverCrashAnyProcess() throws {

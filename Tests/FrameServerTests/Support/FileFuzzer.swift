@@ -149,6 +149,8 @@ final class FuzzWorker: @unchecked Sendable {
     private let healthyProducer: Spawned
     private let healthySink: Spawned
     private let healthyLog: String
+    /// `framesrv web` on this worker's directory, asked after every mutation.
+    private let web: FuzzWeb
     /// The files of a stream whose producer (and one consumer) were SIGKILLed.
     private var deadTemplate: [String: [UInt8]] = [:]
     private let deadName = "gone"
@@ -168,7 +170,9 @@ final class FuzzWorker: @unchecked Sendable {
         healthyProducer = try spawn(["produce", "--pattern", "--out", healthy, "--size", "64x48", "--rate", "30", "--slots", "8", "--quiet"])
         healthySink = try spawn(["sink", "--in", healthy, "--null", "--verify", "--lossless", "--seq-log", healthyLog,
                                  "--stats-json", "--name", "steady-verify"])
-        guard eventually(timeout: 30, { self.healthyFrames() > 0 }) else { throw TestFailure("the healthy stream delivers no frame") }
+        let log = healthyLog
+        guard eventually(timeout: 30, { (regularFileSize(log) ?? 0) > 0 }) else { throw TestFailure("the healthy stream delivers no frame") }
+        web = try FuzzWeb(directory: dir, listing: healthy)
         try makeDeadTemplate()
     }
 
@@ -268,13 +272,14 @@ final class FuzzWorker: @unchecked Sendable {
         }
     }
 
-    /// Runs the mutation's command (a monitor to completion, then consumers while a stopped
-    /// producer resumes) and checks it.
+    /// Runs the mutation's command (a monitor to completion, then the web routes, then
+    /// consumers while a stopped producer resumes) and checks it.
     private func runCommand(_ command: FuzzCommand, on name: String, _ victim: Victim, _ record: inout FuzzRecord) throws {
         if !command.consumes {
             let p = try spawn(command.arguments(name, out, false))
             record.check(p, as: command.label, timeout: config.timeout, mustList: command.lists ? healthy : nil)
         }
+        web.check(name, &record)
         let consumer = command.consumes && victim.early == nil ? try spawn(command.arguments(name, out, false)) : nil
         if record.state == .stopped { victim.producer?.signal(SIGCONT) }
         if let consumer { record.check(consumer, as: command.label, timeout: config.timeout) }
@@ -295,6 +300,7 @@ final class FuzzWorker: @unchecked Sendable {
     func close() {
         healthyProducer.signal(SIGINT)
         var record = FuzzRecord(seed: config.seed, index: -1, state: .running, mutation: "none (end of run)")
+        web.close(&record)
         record.check(healthyProducer, as: "produce (healthy stream)", timeout: config.timeout)
         let stdout = record.check(healthySink, as: "sink --null --verify (healthy stream)", timeout: config.timeout)
         let log = readSeqLog(healthyLog)

@@ -197,12 +197,23 @@ enum FileMutation: Sendable {
         return all
     }()
 
-    /// The combinations issue 9 found crashes with, which no single field reaches.
+    /// Pixel format code 0 with a name of wider samples than the planes were made for
+    /// (yuv444p16le on yuv420p planes) and the largest height: a reader that takes the rows
+    /// from FFmpeg without `FrameHeader.plane(_:holds:rowBytes:)` reads megabytes past the pool.
+    static let wideSamplesUnderCodeZero: FileMutation = .fields([
+        (SharedLayout.field(.frame, "pix_fmt"), .zero), (SharedLayout.field(.frame, "pix_fmt_name"), .text("yuv444p16le")),
+        (SharedLayout.field(.frame, "height"), .number(16384)),
+    ])
+
+    /// The combinations issues 9 and 27 found crashes with, which no single field reaches.
     static let compounds: [FileMutation] = {
         let f = { (s: SharedStructure, n: String) in SharedLayout.field(s, n) }
         return [
             .fields([(f(.frame, "pix_fmt"), .zero), (f(.frame, "pix_fmt_name"), .text("yuv420p")), (f(.frame, "height"), .number(16384))]),
             .fields([(f(.frame, "pix_fmt"), .zero), (f(.frame, "pix_fmt_name"), .text("rgba64le"))]),
+            // Issue 27 item 2: FFmpeg's geometry for the name read past the pool (web previews, snapshots, sinks).
+            .fields([(f(.frame, "pix_fmt"), .zero), (f(.frame, "pix_fmt_name"), .text("yuv444p16le"))]),
+            wideSamplesUnderCodeZero,
             .fields([(f(.frame, "plane_stride[0]"), .allOnes), (f(.frame, "height"), .allOnes)]),
             .fields([(f(.frame, "pts"), .signedMax), (f(.frame, "duration"), .signedMax)]),
             .fields([(f(.frame, "width"), .number(65535)), (f(.frame, "height"), .number(65535))]),

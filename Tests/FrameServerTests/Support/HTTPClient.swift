@@ -23,10 +23,22 @@ struct HTTPReply {
 /// connection failed or no status line came.
 func http(_ port: UInt16, _ path: String, method: String = "GET", headers: [String: String] = [:], body: String = "",
           maxBytes: Int = 8 << 20, timeout: Double = 10) -> HTTPReply? {
+    var request = "\(method) \(path) HTTP/1.0\r\n"
+    var all = ["Host": "127.0.0.1:\(port)"].merging(headers) { $1 }
+    if !body.isEmpty { all["Content-Length"] = "\(body.utf8.count)" }
+    for (k, v) in all { request += "\(k): \(v)\r\n" }
+    return rawHTTP(port, request + "\r\n" + body, maxBytes: maxBytes, timeout: timeout)
+}
+
+/// `request` as it is (every byte the test chose: two Host headers, say) to 127.0.0.1:`port`
+/// over a fresh TCP connection, and the reply as `http` reads it.
+func rawHTTP(_ port: UInt16, _ request: String, maxBytes: Int = 8 << 20, timeout: Double = 10) -> HTTPReply? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
-    var tv = timeval(tv_sec: 1, tv_usec: 0)
+    // Each read waits at most a second, and no longer than the whole `timeout`.
+    let slice = min(1, max(0.01, timeout))
+    var tv = timeval(tv_sec: Int(slice), tv_usec: Int((slice - slice.rounded(.down)) * 1e6))
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -36,11 +48,6 @@ func http(_ port: UInt16, _ path: String, method: String = "GET", headers: [Stri
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard connected == 0 else { return nil }
-    var request = "\(method) \(path) HTTP/1.0\r\n"
-    var all = ["Host": "127.0.0.1:\(port)"].merging(headers) { $1 }
-    if !body.isEmpty { all["Content-Length"] = "\(body.utf8.count)" }
-    for (k, v) in all { request += "\(k): \(v)\r\n" }
-    request += "\r\n" + body
     let sent = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     guard sent > 0 else { return nil }
     var data: [UInt8] = []
