@@ -47,12 +47,23 @@ extension Attachment {
                 producerExited = true
                 continue
             }
+            if entryLost {
+                control.endWaitForFrame(bit)
+                throw .entryLost(stream: stream, index: index)
+            }
             _ = control.waitForFrame(seen: w, timeoutNanos: sleepNanos)
             control.endWaitForFrame(bit)
             // Asked after every sleep, not only an interrupted one: a signal that landed
             // while this thread was busy (no EINTR) is seen at the next frame's wake.
             if stop() { return .ended }
         }
+    }
+
+    /// Whether this consumer's entry stopped being its own while it waits: another process
+    /// (damage, a bug) freed it or asked for its detach, so the producer serves it no more and
+    /// waiting would last for ever. Asked once per sleep.
+    private var entryLost: Bool {
+        !detached && (control.consumerPID(index) != getpid() || control.consumerState(index) != .active)
     }
 
     /// One look at shared memory: a frame, the end, the producer gone, or nil (nothing yet).

@@ -21,6 +21,9 @@ public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The stream's frames are in device memory (PROTOCOL.md 4.5), which this host-memory
     /// consumer never maps as bytes: read it with a CUDA consumer.
     case deviceMemory(stream: String, StreamMemory)
+    /// The consumer's entry in the control segment was freed or closed by another process
+    /// while it waited (damage, a bug): the producer serves it no more.
+    case entryLost(stream: String, index: Int)
     /// The producer is gone and the stream cannot continue.
     case producerGone(String)
     /// The control segment or a pool failed validation or was truncated while mapped
@@ -53,6 +56,9 @@ public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
         case .deviceMemory(let stream, let memory):
             "stream '\(stream)' holds its frames in \(memory), which this consumer (host memory) cannot map; "
                 + "read it with a CUDA consumer (libframesrv with FRAMESRV_MEMORY_CUDA)"
+        case .entryLost(let stream, let index):
+            "stream '\(stream)': this consumer's entry \(index) in the control segment was freed or closed by another process, "
+                + "so its producer serves it no more; attach again (framesrv clean removes a damaged stream's files)"
         case .producerGone(let n): "the producer of stream '\(n)' exited"
         case .segment(let e): e.userMessage
         case .badFrame(let path, let slot, let e): "bad frame header in \(path) slot \(slot): \(e); frame skipped"
