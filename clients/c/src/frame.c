@@ -3,6 +3,10 @@
  */
 #include "frame.h"
 
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 framesrv_frame_info *framesrv_frame_info_of(framesrv_frame *frame)
 {
     return frame ? &frame->info : NULL;
@@ -33,4 +37,13 @@ int framesrv_frame_device_plane(framesrv_frame *frame, uint32_t plane, framesrv_
                                     .size = p->size, .row_bytes = p->row_bytes, .width = p->width, .height = p->height,
                                     .components = p->components, .sample_bytes = p->sample_bytes };
     return FRAMESRV_OK;
+}
+
+void fsi_pool_unref_forked(fsi_pool *pool)
+{
+    if (!pool || __atomic_sub_fetch(&pool->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (pool->base) munmap(pool->base, pool->size);
+    if (pool->device && pool->device->fd >= 0) close(pool->device->fd);
+    free(pool->device);
+    free(pool);
 }

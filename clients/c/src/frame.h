@@ -34,4 +34,8 @@ static inline uint64_t fsi_frame_device_slot(const struct framesrv_frame *f)
     return f->pool && f->pool->device ? f->pool->device->base + (uint64_t)f->slot * f->pool->device->slot_stride : 0;
 }
 
+/* fsi_pool_unref in a forked child (frame.c): the mappings of the child go, and a CUDA pool's
+ * allocation struct, without a driver call (its context does not survive a fork). */
+FSI_HIDDEN void fsi_pool_unref_forked(fsi_pool *pool);
+
 #endif /* FRAMESRV_FRAME_H */

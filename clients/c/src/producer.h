@@ -56,6 +56,7 @@ struct framesrv_producer {
     framesrv_producer_options opt;   /* normalised: slots, live_max_held, colour set */
     int lock_fd;                     /* NAME.lock, held with flock for life */
     uint64_t start_time;             /* this process's field 22 */
+    pid_t opener;                    /* this process: any other (a forked child) is refused */
 
     /* The control segment, with this producer's own count and record addresses (17). */
     fs_control *ctl;
@@ -111,6 +112,15 @@ static inline bool fsp_pool_fits(const framesrv_producer *p)
     if (p->pool->device) return p->layout.slot_bytes - sizeof(fs_frame) <= p->pool->device->slot_stride;
     return p->layout.slot_bytes <= p->pool->slot_stride;
 }
+
+/* FRAMESRV_E_FORKED with its line when this process did not open p (a forked child), else OK. */
+static inline int fsp_forked(const framesrv_producer *p)
+{
+    return fsi_forked(p->opener) ? fsi_fail_forked("producer", p->name, p->opener) : FRAMESRV_OK;
+}
+/* producer_fork.c: in a forked child, close and a kept frame's release free the child's copies only. */
+FSI_HIDDEN void fsp_close_forked(framesrv_producer *p);
+FSI_HIDDEN void fsp_release_forked(framesrv_frame *frame);
 
 /* producer_open.c */
 FSI_HIDDEN int fsp_create_file(const char *path, size_t size, void **base);
