@@ -226,6 +226,14 @@ int framesrv_frame_memory(const framesrv_frame *frame);
  * stream itself, or could not) is returned. Any thread, as framesrv_frame_release. */
 int framesrv_frame_release_on(framesrv_frame *frame, void *stream);
 
+/* Makes work queued on `stream` from now on safe on a CUDA frame's planes, as the stream given
+ * to framesrv_consumer_next_on or framesrv_producer_reserve_on already is: for a consumed frame
+ * it queues the wait for the frame's ready fence, for a reserved one the waits for the release
+ * fences of its slot's previous readers (a frame published with publish_keep needs none). For a
+ * second stream of the same frame, such as the one a DLPack consumer names. The CPU does not
+ * wait. FRAMESRV_E_MEMORY for a host frame. Any thread that owns the frame. */
+int framesrv_frame_wait_on(framesrv_frame *frame, void *stream);
+
 /* ------------------------------------------------------------------------- */
 /* Consumer                                                                   */
 /* ------------------------------------------------------------------------- */
@@ -425,6 +433,10 @@ int framesrv_producer_publish_keep(framesrv_producer *producer, framesrv_frame *
  * at once; consumers' streams wait for the fence, the CPU never does. (framesrv_producer_publish
  * on a CUDA producer means the planes are complete now.) FRAMESRV_E_MEMORY for a host producer. */
 int framesrv_producer_publish_on(framesrv_producer *producer, framesrv_frame *frame, void *stream);
+
+/* framesrv_producer_publish_keep ordered on `stream` as framesrv_producer_publish_on: the frame
+ * stays valid and its slot unused until framesrv_frame_release(frame). */
+int framesrv_producer_publish_keep_on(framesrv_producer *producer, framesrv_frame *frame, void *stream);
 
 /* Gives the reserved frame back unpublished (its sequence number is not used). */
 int framesrv_producer_abandon(framesrv_producer *producer, framesrv_frame *frame);

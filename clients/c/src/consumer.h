@@ -169,6 +169,8 @@ FSI_HIDDEN void fsi_consumer_cuda_quiesce(framesrv_consumer *c, fsi_attachment *
 /* framesrv_consumer_next(_on) of a CUDA consumer: the next frame with its ready fence waited
  * for on `stream` (on_stream) or on the CPU; a frame whose fence does not come is skipped. */
 FSI_HIDDEN int fsi_consumer_next_ready(framesrv_consumer *c, void *stream, bool on_stream, int timeout_ms, framesrv_frame **frame);
+/* framesrv_frame_wait_on of a consumed CUDA frame: its ready fence, waited for on `stream`. */
+FSI_HIDDEN int fsi_consumer_cuda_wait_on(framesrv_frame *f, void *stream);
 /* A consumed CUDA frame's release without a stream: its release fence, stored now. */
 FSI_HIDDEN void fsi_consumer_cuda_released(framesrv_frame *f);
 

@@ -129,6 +129,13 @@ static int wait_ready(framesrv_frame *f, void *stream, bool on_stream)
     return rc;
 }
 
+int fsi_consumer_cuda_wait_on(framesrv_frame *f, void *stream)
+{
+    if (fsi_forked(f->consumer->opener)) return fsi_consumer_forked(f->consumer);
+    int rc = wait_ready(f, stream, true);   /* its fence came before next returned it: no CPU wait */
+    return rc == FRAMESRV_TIMEOUT ? FRAMESRV_E_BAD_DATA : rc;
+}
+
 int fsi_consumer_next_ready(framesrv_consumer *c, void *stream, bool on_stream, int timeout_ms, framesrv_frame **frame)
 {
     uint64_t deadline = fsi_deadline(timeout_ms);

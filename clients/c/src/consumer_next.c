@@ -123,6 +123,7 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     fill_info(&f->info, &h, pool->device ? NULL : base, fs_peek_u64(&s->publish_ns));
     for (uint32_t i = 0; pool->device && i < h.plane_count; i++) f->device_offset[i] = h.plane_offset[i];
     if (pool->device) fs_slot_add_reader(s, a->bit);
+    if (pool->device) f->wait_on = fsi_consumer_cuda_wait_on;
     f->info.epoch = pool->epoch;   /* the pool it was read from (the slot's epoch) */
     f->release = release_consumed;
     f->slot = slot;

@@ -23,6 +23,15 @@ int framesrv_frame_memory(const framesrv_frame *frame)
     return frame->pool && frame->pool->device ? FRAMESRV_MEMORY_CUDA : FRAMESRV_MEMORY_HOST;
 }
 
+int framesrv_frame_wait_on(framesrv_frame *frame, void *stream)
+{
+    if (!frame) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_wait_on: frame is NULL");
+    if (framesrv_frame_memory(frame) != FRAMESRV_MEMORY_CUDA || !frame->wait_on)
+        return fsi_fail(FRAMESRV_E_MEMORY, "framesrv_frame_wait_on: frame %llu is in host memory: no GPU stream to order",
+                        (unsigned long long)frame->info.seq);
+    return frame->wait_on(frame, stream);
+}
+
 int framesrv_frame_device_plane(framesrv_frame *frame, uint32_t plane, framesrv_device_plane *out)
 {
     if (!frame || !out) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_device_plane: NULL argument");

@@ -18,6 +18,8 @@ struct framesrv_frame {
      * gives a consumed frame's slot back; producer_frames.c drops the producer's own
      * reference (producer_hold) to a frame published with framesrv_producer_publish_keep. */
     void (*release)(struct framesrv_frame *frame);
+    /* framesrv_frame_wait_on's work for a CUDA frame, set by the same side; NULL for a host frame. */
+    int (*wait_on)(struct framesrv_frame *frame, void *stream);
     uint32_t slot;
     fsi_pool *pool;            /* holds one reference */
     framesrv_consumer *consumer; /* a consumed frame's consumer */

@@ -170,6 +170,8 @@ FSI_HIDDEN void fsp_cuda_reset_slots(framesrv_producer *p, uint64_t reserved);
  * of its previous frame's readers. FRAMESRV_TIMEOUT when a CPU wait ran out. */
 FSI_HIDDEN int fsp_cuda_after_take(framesrv_producer *p, uint32_t slot, void *stream, bool on_stream);
 /* 4.5 step 1 before publishing frame seq in slot: the ready fence, on the stream or now. */
+/* framesrv_frame_wait_on of a CUDA producer's frame: its slot's reader fences, on `stream`. */
+FSI_HIDDEN int fsp_cuda_wait_on(framesrv_frame *frame, void *stream);
 FSI_HIDDEN int fsp_cuda_ready(framesrv_producer *p, uint32_t slot, uint64_t seq, void *stream, bool on_stream);
 /* 4.5 step 3, under p->lock, before a dead consumer's holder bits are cleared: its fences;
  * returns whether its entry must stay out of use for now (the quarantine). */

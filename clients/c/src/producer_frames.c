@@ -76,6 +76,7 @@ static framesrv_frame *make_frame(framesrv_producer *p, uint32_t slot, uint64_t 
     /* A CUDA frame's planes are on the device (framesrv_frame_device_plane): no host bytes. */
     fsi_describe_planes(in, h, p->cuda ? NULL : p->pool->base + (size_t)slot * p->pool->slot_stride);
     for (uint32_t i = 0; p->cuda && i < h->plane_count; i++) f->device_offset[i] = h->plane_offset[i];
+    if (p->cuda) f->wait_on = fsp_cuda_wait_on;
     in->color_matrix = p->opt.color_matrix;
     in->color_range = p->opt.color_range;
     in->color_primaries = p->opt.color_primaries;
@@ -235,6 +236,10 @@ int framesrv_producer_publish_keep(framesrv_producer *p, framesrv_frame *frame) 
 int framesrv_producer_publish_on(framesrv_producer *p, framesrv_frame *frame, void *stream)
 {
     return publish(p, frame, false, stream, true);
+}
+int framesrv_producer_publish_keep_on(framesrv_producer *p, framesrv_frame *frame, void *stream)
+{
+    return publish(p, frame, true, stream, true);
 }
 
 int framesrv_producer_abandon(framesrv_producer *p, framesrv_frame *frame)
