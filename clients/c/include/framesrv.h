@@ -12,6 +12,14 @@
  *   pkg-config --cflags --libs framesrv
  *
  * Conventions
+ *   - A consumer or producer belongs to the process that opened it. In a forked child every
+ *     call on it returns FRAMESRV_E_FORKED (one line naming both pids) and does nothing, but
+ *     close, which frees the child's copy (ZeroMQ's objects stay: the parent's I/O threads own
+ *     them), and framesrv_frame_release of a frame held or kept across the fork, a no-op there
+ *     (framesrv_frame_release_on returns FRAMESRV_E_FORKED). Nothing the parent uses (shared
+ *     memory, the stream's files and sockets, its threads, the CUDA driver) is touched, so the
+ *     parent's consumer or producer goes on as if the child never was. The check costs no
+ *     system call: a pthread_atfork handler keeps the process's pid.
  *   - Every function that can fail returns an int status: FRAMESRV_OK (0), a positive
  *     status that is not an error (FRAMESRV_TIMEOUT, FRAMESRV_END, FRAMESRV_GONE), or a
  *     negative FRAMESRV_E_* error. framesrv_last_error() then gives one line naming the
@@ -65,6 +73,10 @@ typedef enum framesrv_status {
                                   * reads (host or CUDA), or this process cannot use the stream's CUDA
                                   * device (no driver, device not visible); the message names the stream,
                                   * its memory and device, and what to do */
+    FRAMESRV_E_FORKED = -13,     /* this consumer or producer was opened by another process (this is a
+                                  * forked child): the message names both pids. Nothing is done; the
+                                  * child must open its own. Its close (and a release of a frame held
+                                  * across the fork) frees the child's memory and touches nothing shared */
 } framesrv_status;
 
 /* A static name such as "FRAMESRV_E_BAD_DATA". Any thread. */
@@ -213,6 +225,14 @@ int framesrv_frame_memory(const framesrv_frame *frame);
  * released in every case; an error (a failed CUDA call: then the library synchronized the
  * stream itself, or could not) is returned. Any thread, as framesrv_frame_release. */
 int framesrv_frame_release_on(framesrv_frame *frame, void *stream);
+
+/* Makes work queued on `stream` from now on safe on a CUDA frame's planes, as the stream given
+ * to framesrv_consumer_next_on or framesrv_producer_reserve_on already is: for a consumed frame
+ * it queues the wait for the frame's ready fence, for a reserved one the waits for the release
+ * fences of its slot's previous readers (a frame published with publish_keep needs none). For a
+ * second stream of the same frame, such as the one a DLPack consumer names. The CPU does not
+ * wait. FRAMESRV_E_MEMORY for a host frame. Any thread that owns the frame. */
+int framesrv_frame_wait_on(framesrv_frame *frame, void *stream);
 
 /* ------------------------------------------------------------------------- */
 /* Consumer                                                                   */
@@ -413,6 +433,10 @@ int framesrv_producer_publish_keep(framesrv_producer *producer, framesrv_frame *
  * at once; consumers' streams wait for the fence, the CPU never does. (framesrv_producer_publish
  * on a CUDA producer means the planes are complete now.) FRAMESRV_E_MEMORY for a host producer. */
 int framesrv_producer_publish_on(framesrv_producer *producer, framesrv_frame *frame, void *stream);
+
+/* framesrv_producer_publish_keep ordered on `stream` as framesrv_producer_publish_on: the frame
+ * stays valid and its slot unused until framesrv_frame_release(frame). */
+int framesrv_producer_publish_keep_on(framesrv_producer *producer, framesrv_frame *frame, void *stream);
 
 /* Gives the reserved frame back unpublished (its sequence number is not used). */
 int framesrv_producer_abandon(framesrv_producer *producer, framesrv_frame *frame);

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,7 @@ const char *framesrv_status_name(int status)
     case FRAMESRV_E_VERSION: return "FRAMESRV_E_VERSION";
     case FRAMESRV_E_HELD: return "FRAMESRV_E_HELD";
     case FRAMESRV_E_MEMORY: return "FRAMESRV_E_MEMORY";
+    case FRAMESRV_E_FORKED: return "FRAMESRV_E_FORKED";
     default: return "FRAMESRV_UNKNOWN_STATUS";
     }
 }
@@ -240,6 +242,35 @@ int fsi_open_pidfd(pid_t pid, uint64_t start_time)
         return -1;
     }
     return fd;
+}
+
+/* ---- forks ------------------------------------------------------------------------ */
+
+pid_t fsi_pid;
+static pthread_once_t fork_watch = PTHREAD_ONCE_INIT;
+
+static void note_pid(void) { __atomic_store_n(&fsi_pid, getpid(), __ATOMIC_RELAXED); }
+static void watch_forks(void)
+{
+    note_pid();
+    pthread_atfork(NULL, NULL, note_pid);   /* in the child, before anything else of it runs */
+}
+
+pid_t fsi_opener_pid(void)
+{
+    pthread_once(&fork_watch, watch_forks);
+    return __atomic_load_n(&fsi_pid, __ATOMIC_RELAXED);
+}
+
+bool fsi_forked_child(pid_t opener)
+{
+    return fsi_forked(opener) || getpid() != opener;
+}
+
+int fsi_fail_forked(const char *what, const char *stream, pid_t opener)
+{
+    return fsi_fail(FRAMESRV_E_FORKED, "this %s of stream '%s' was opened by pid %d; a forked child (pid %d) must open its own",
+                    what, stream, (int)opener, (int)getpid());
 }
 
 /* ---- futex (not _PRIVATE: the other side is another process) ---------------------- */

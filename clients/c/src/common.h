@@ -64,6 +64,19 @@ FSI_HIDDEN int fsi_open_pidfd(pid_t pid, uint64_t start_time);
 /* true while the pidfd's process has not exited (pidfd not readable). */
 FSI_HIDDEN bool fsi_pidfd_alive(int pidfd);
 
+/* ---- forks: a consumer or producer is used only by the process that opened it ---------- */
+
+/* This process's pid as the fork watch keeps it (a pthread_atfork handler stores the child's). */
+FSI_HIDDEN extern pid_t fsi_pid;
+/* getpid() for an opener to record; the first call starts the fork watch. */
+FSI_HIDDEN pid_t fsi_opener_pid(void);
+/* Whether this process is not `opener` (a forked child): no system call, for every call. */
+static inline bool fsi_forked(pid_t opener) { return __atomic_load_n(&fsi_pid, __ATOMIC_RELAXED) != opener; }
+/* The same, also checked with getpid() (for close, which must never get it wrong). */
+FSI_HIDDEN bool fsi_forked_child(pid_t opener);
+/* FRAMESRV_E_FORKED: "this <what> of stream 'S' was opened by pid P; a forked child (pid C) must open its own". */
+FSI_HIDDEN int fsi_fail_forked(const char *what, const char *stream, pid_t opener);
+
 /* ---- futex ------------------------------------------------------------------ */
 
 /* FUTEX_WAKE (shared) every waiter on word. */

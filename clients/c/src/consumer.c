@@ -44,6 +44,7 @@ static int consumer_new(framesrv_consumer **out, const char *name, const framesr
     framesrv_consumer *c = calloc(1, sizeof *c);
     if (!c) return fsi_fail(FRAMESRV_E_NO_MEMORY, "out of memory opening a consumer of '%s'", name);
     pthread_mutex_init(&c->lock, NULL);
+    c->opener = fsi_opener_pid();
     c->inotify_fd = -1;
     c->mode = mode;
     c->poll_us = options ? options->poll_us : 0;
@@ -79,6 +80,7 @@ int framesrv_consumer_open(framesrv_consumer **out, const char *name, const fram
 int framesrv_consumer_reopen(framesrv_consumer *c, int timeout_ms)
 {
     if (!c) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_reopen: consumer is NULL");
+    if (fsi_forked(c->opener)) return fsi_consumer_forked(c);
     if (c->att) fsi_attachment_retire(c, c->att);
     c->ended = 0;
     int status = fsi_consumer_attach(c, fsi_deadline(timeout_ms));
@@ -89,6 +91,10 @@ int framesrv_consumer_reopen(framesrv_consumer *c, int timeout_ms)
 void framesrv_consumer_close(framesrv_consumer *c)
 {
     if (!c) return;
+    if (fsi_forked_child(c->opener)) {   /* the parent's entry, bits and frames stay as they are */
+        fsi_consumer_close_forked(c);
+        return;
+    }
     while (c->held) framesrv_frame_release(c->held);
     if (c->att) fsi_attachment_retire(c, c->att);
     /* Nothing is held any more, so every retired attachment was finished by its last release. */
@@ -101,6 +107,7 @@ void framesrv_consumer_close(framesrv_consumer *c)
 int framesrv_consumer_stream_info(framesrv_consumer *c, framesrv_stream_info *info)
 {
     if (!c || !info) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_stream_info: NULL argument");
+    if (fsi_forked(c->opener)) return fsi_consumer_forked(c);
     const fsi_attachment *a = c->att;
     if (!a) return fsi_fail(FRAMESRV_E_STATE, "consumer of '%s' is not attached: call framesrv_consumer_reopen", c->stream);
     memset(info, 0, sizeof *info);
@@ -122,6 +129,7 @@ int framesrv_consumer_stream_info(framesrv_consumer *c, framesrv_stream_info *in
 int framesrv_consumer_stats_of(framesrv_consumer *c, framesrv_consumer_stats *stats)
 {
     if (!c || !stats) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_stats_of: NULL argument");
+    if (fsi_forked(c->opener)) return fsi_consumer_forked(c);
     pthread_mutex_lock(&c->lock);
     *stats = c->stats;
     pthread_mutex_unlock(&c->lock);
@@ -131,6 +139,7 @@ int framesrv_consumer_stats_of(framesrv_consumer *c, framesrv_consumer_stats *st
 int framesrv_consumer_fd(framesrv_consumer *c)
 {
     if (!c) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_fd: consumer is NULL"), -1;
+    if (fsi_forked(c->opener)) return fsi_consumer_forked(c), -1;
     if (!c->att) return fsi_fail(FRAMESRV_E_STATE, "consumer of '%s' is not attached", c->stream), -1;
     if (!c->att->sock && fsi_connect_doorbell(c, c->att) != FRAMESRV_OK) return -1;   /* lazily: 1.6 */
     int fd = -1;

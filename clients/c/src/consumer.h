@@ -84,6 +84,7 @@ static inline fs_consumer *fsi_att_entry(const fsi_attachment *a, uint32_t i)
  * sleeps or spins. */
 struct framesrv_consumer {
     pthread_mutex_t lock;
+    pid_t opener;                  /* the process that opened it: any other (a forked child) is refused */
     char dir[PATH_MAX];
     char stream[FS_NAME_MAX + 1];
     char client_name[32];
@@ -104,6 +105,14 @@ struct framesrv_consumer {
     uint64_t stuck_since_ns;       /* when next first found our holds blocking the producer; 0 not */
     bool stuck_warned;             /* the line was printed for this wait                        */
 };
+
+/* FRAMESRV_E_FORKED with its line when this process did not open c (a forked child), else OK. */
+static inline int fsi_consumer_forked(const framesrv_consumer *c)
+{
+    return fsi_forked(c->opener) ? fsi_fail_forked("consumer", c->stream, c->opener) : FRAMESRV_OK;
+}
+/* consumer_fork.c: framesrv_consumer_close in a forked child (the child's memory only). */
+FSI_HIDDEN void fsi_consumer_close_forked(framesrv_consumer *c);
 
 /* consumer_attach.c */
 /* Waits until deadline for a live producer of the stream (other than the previous one,
@@ -160,6 +169,8 @@ FSI_HIDDEN void fsi_consumer_cuda_quiesce(framesrv_consumer *c, fsi_attachment *
 /* framesrv_consumer_next(_on) of a CUDA consumer: the next frame with its ready fence waited
  * for on `stream` (on_stream) or on the CPU; a frame whose fence does not come is skipped. */
 FSI_HIDDEN int fsi_consumer_next_ready(framesrv_consumer *c, void *stream, bool on_stream, int timeout_ms, framesrv_frame **frame);
+/* framesrv_frame_wait_on of a consumed CUDA frame: its ready fence, waited for on `stream`. */
+FSI_HIDDEN int fsi_consumer_cuda_wait_on(framesrv_frame *f, void *stream);
 /* A consumed CUDA frame's release without a stream: its release fence, stored now. */
 FSI_HIDDEN void fsi_consumer_cuda_released(framesrv_frame *f);
 

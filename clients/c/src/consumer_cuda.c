@@ -129,6 +129,13 @@ static int wait_ready(framesrv_frame *f, void *stream, bool on_stream)
     return rc;
 }
 
+int fsi_consumer_cuda_wait_on(framesrv_frame *f, void *stream)
+{
+    if (fsi_forked(f->consumer->opener)) return fsi_consumer_forked(f->consumer);
+    int rc = wait_ready(f, stream, true);   /* its fence came before next returned it: no CPU wait */
+    return rc == FRAMESRV_TIMEOUT ? FRAMESRV_E_BAD_DATA : rc;
+}
+
 int fsi_consumer_next_ready(framesrv_consumer *c, void *stream, bool on_stream, int timeout_ms, framesrv_frame **frame)
 {
     uint64_t deadline = fsi_deadline(timeout_ms);
@@ -149,6 +156,7 @@ int framesrv_consumer_next_on(framesrv_consumer *c, void *stream, int timeout_ms
 {
     if (frame) *frame = NULL;
     if (!c || !frame) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_next_on: NULL argument");
+    if (fsi_forked(c->opener)) return fsi_consumer_forked(c);
     if (c->memory != FRAMESRV_MEMORY_CUDA)
         return fsi_fail(FRAMESRV_E_MEMORY, "framesrv_consumer_next_on: the consumer of '%s' reads host memory: use "
                         "framesrv_consumer_next (or open it with memory = FRAMESRV_MEMORY_CUDA)", c->stream);
@@ -158,6 +166,7 @@ int framesrv_consumer_next_on(framesrv_consumer *c, void *stream, int timeout_ms
 int framesrv_frame_release_on(framesrv_frame *f, void *stream)
 {
     if (!f) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_release_on: frame is NULL");
+    if (f->consumer && fsi_forked(f->consumer->opener)) return fsi_consumer_forked(f->consumer);   /* a no-op */
     fsi_attachment *a = f->attachment;
     int rc = FRAMESRV_OK;
     if (f->consumer && a->cuda && f->pool->device && !__atomic_load_n(&a->evicted, __ATOMIC_ACQUIRE)) {

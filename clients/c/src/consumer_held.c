@@ -42,6 +42,7 @@ int fsi_held_defaults(framesrv_consumer *c)
 int framesrv_consumer_set_held_timeout(framesrv_consumer *c, int timeout_ms, const char *advice)
 {
     if (!c) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_consumer_set_held_timeout: consumer is NULL");
+    if (fsi_forked(c->opener)) return fsi_consumer_forked(c);
     if (timeout_ms < FRAMESRV_HELD_KEEP)
         return fsi_fail(FRAMESRV_E_INVALID, "held timeout %d ms: use >= 0 ms, -1 (never) or FRAMESRV_HELD_KEEP (-2)", timeout_ms);
     if (advice && strlen(advice) >= sizeof c->held_advice)

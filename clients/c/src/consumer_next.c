@@ -123,6 +123,7 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     fill_info(&f->info, &h, pool->device ? NULL : base, fs_peek_u64(&s->publish_ns));
     for (uint32_t i = 0; pool->device && i < h.plane_count; i++) f->device_offset[i] = h.plane_offset[i];
     if (pool->device) fs_slot_add_reader(s, a->bit);
+    if (pool->device) f->wait_on = fsi_consumer_cuda_wait_on;
     f->info.epoch = pool->epoch;   /* the pool it was read from (the slot's epoch) */
     f->release = release_consumed;
     f->slot = slot;
@@ -147,6 +148,7 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
 static void release_consumed(framesrv_frame *f)
 {
     framesrv_consumer *c = f->consumer;
+    if (fsi_forked(c->opener)) return;   /* the parent's frame: close frees the child's copy */
     fsi_attachment *a = f->attachment;   /* alive until its held count reaches 0 below */
     /* All reads of the frame are done: the release-ordered clear publishes that (9.3). A CUDA
      * frame says so in its release fence first (release_on queued it on a stream). */
@@ -413,6 +415,10 @@ int fsi_consumer_next_frame(framesrv_consumer *c, int timeout_ms, framesrv_frame
 
 int framesrv_consumer_next(framesrv_consumer *c, int timeout_ms, framesrv_frame **frame)
 {
+    if (c && fsi_forked(c->opener)) {
+        if (frame) *frame = NULL;
+        return fsi_consumer_forked(c);
+    }
     if (c && c->memory == FRAMESRV_MEMORY_CUDA) return fsi_consumer_next_ready(c, NULL, false, timeout_ms, frame);
     return fsi_consumer_next_frame(c, timeout_ms, frame);
 }

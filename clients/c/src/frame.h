@@ -18,6 +18,8 @@ struct framesrv_frame {
      * gives a consumed frame's slot back; producer_frames.c drops the producer's own
      * reference (producer_hold) to a frame published with framesrv_producer_publish_keep. */
     void (*release)(struct framesrv_frame *frame);
+    /* framesrv_frame_wait_on's work for a CUDA frame, set by the same side; NULL for a host frame. */
+    int (*wait_on)(struct framesrv_frame *frame, void *stream);
     uint32_t slot;
     fsi_pool *pool;            /* holds one reference */
     framesrv_consumer *consumer; /* a consumed frame's consumer */
@@ -33,5 +35,9 @@ static inline uint64_t fsi_frame_device_slot(const struct framesrv_frame *f)
 {
     return f->pool && f->pool->device ? f->pool->device->base + (uint64_t)f->slot * f->pool->device->slot_stride : 0;
 }
+
+/* fsi_pool_unref in a forked child (frame.c): the mappings of the child go, and a CUDA pool's
+ * allocation struct, without a driver call (its context does not survive a fork). */
+FSI_HIDDEN void fsi_pool_unref_forked(fsi_pool *pool);
 
 #endif /* FRAMESRV_FRAME_H */

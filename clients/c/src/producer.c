@@ -30,6 +30,10 @@ static void remove_files(framesrv_producer *p)
 void framesrv_producer_close(framesrv_producer *p)
 {
     if (p == NULL) return;
+    if (fsi_forked_child(p->opener)) {   /* the parent's stream, files and threads stay as they are */
+        fsp_close_forked(p);
+        return;
+    }
     char path[PATH_MAX];
     if (p->reserved != NULL) framesrv_producer_abandon(p, p->reserved);
     if (!p->ended) framesrv_producer_end(p, 0);

@@ -56,6 +56,7 @@ struct framesrv_producer {
     framesrv_producer_options opt;   /* normalised: slots, live_max_held, colour set */
     int lock_fd;                     /* NAME.lock, held with flock for life */
     uint64_t start_time;             /* this process's field 22 */
+    pid_t opener;                    /* this process: any other (a forked child) is refused */
 
     /* The control segment, with this producer's own count and record addresses (17). */
     fs_control *ctl;
@@ -112,6 +113,15 @@ static inline bool fsp_pool_fits(const framesrv_producer *p)
     return p->layout.slot_bytes <= p->pool->slot_stride;
 }
 
+/* FRAMESRV_E_FORKED with its line when this process did not open p (a forked child), else OK. */
+static inline int fsp_forked(const framesrv_producer *p)
+{
+    return fsi_forked(p->opener) ? fsi_fail_forked("producer", p->name, p->opener) : FRAMESRV_OK;
+}
+/* producer_fork.c: in a forked child, close and a kept frame's release free the child's copies only. */
+FSI_HIDDEN void fsp_close_forked(framesrv_producer *p);
+FSI_HIDDEN void fsp_release_forked(framesrv_frame *frame);
+
 /* producer_open.c */
 FSI_HIDDEN int fsp_create_file(const char *path, size_t size, void **base);
 
@@ -160,6 +170,8 @@ FSI_HIDDEN void fsp_cuda_reset_slots(framesrv_producer *p, uint64_t reserved);
  * of its previous frame's readers. FRAMESRV_TIMEOUT when a CPU wait ran out. */
 FSI_HIDDEN int fsp_cuda_after_take(framesrv_producer *p, uint32_t slot, void *stream, bool on_stream);
 /* 4.5 step 1 before publishing frame seq in slot: the ready fence, on the stream or now. */
+/* framesrv_frame_wait_on of a CUDA producer's frame: its slot's reader fences, on `stream`. */
+FSI_HIDDEN int fsp_cuda_wait_on(framesrv_frame *frame, void *stream);
 FSI_HIDDEN int fsp_cuda_ready(framesrv_producer *p, uint32_t slot, uint64_t seq, void *stream, bool on_stream);
 /* 4.5 step 3, under p->lock, before a dead consumer's holder bits are cleared: its fences;
  * returns whether its entry must stay out of use for now (the quarantine). */

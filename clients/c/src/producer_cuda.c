@@ -156,6 +156,27 @@ int fsp_cuda_after_take(framesrv_producer *p, uint32_t slot, void *stream, bool 
     return FRAMESRV_OK;
 }
 
+/* The waits fsp_cuda_after_take queued for the slot's previous readers, on another stream. */
+int fsp_cuda_wait_on(framesrv_frame *f, void *stream)
+{
+    framesrv_producer *p = f->producer;
+    if (fsi_forked(p->opener)) return fsp_forked(p);
+    pthread_mutex_lock(&p->lock);
+    bool reserved = f == p->reserved;
+    uint64_t readers = p->cuda->waited_mask[f->slot], previous = p->cuda->waited_seq[f->slot];
+    pthread_mutex_unlock(&p->lock);
+    if (!reserved) return FRAMESRV_OK;   /* published (kept): its planes are done being written */
+    for (uint64_t left = readers; left; left &= left - 1) {
+        uint64_t *word = &p->cuda->fence[f->slot].release[__builtin_ctzll(left)];
+        int rc = fsi_fence_wait(&p->cuda->device, &p->cuda->fences, stream, word, previous);
+        if (rc == FRAMESRV_TIMEOUT)
+            return fsi_fail(FRAMESRV_E_BAD_DATA, "framesrv_frame_wait_on: stream '%s' slot %u: consumer entry %d did not release "
+                            "frame %llu within 2 s", p->name, f->slot, __builtin_ctzll(left), (unsigned long long)previous);
+        if (rc != FRAMESRV_OK) return rc;
+    }
+    return FRAMESRV_OK;
+}
+
 int fsp_cuda_ready(framesrv_producer *p, uint32_t slot, uint64_t seq, void *stream, bool on_stream)
 {
     fsp_cuda *k = p->cuda;

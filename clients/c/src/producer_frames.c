@@ -76,6 +76,7 @@ static framesrv_frame *make_frame(framesrv_producer *p, uint32_t slot, uint64_t 
     /* A CUDA frame's planes are on the device (framesrv_frame_device_plane): no host bytes. */
     fsi_describe_planes(in, h, p->cuda ? NULL : p->pool->base + (size_t)slot * p->pool->slot_stride);
     for (uint32_t i = 0; p->cuda && i < h->plane_count; i++) f->device_offset[i] = h->plane_offset[i];
+    if (p->cuda) f->wait_on = fsp_cuda_wait_on;
     in->color_matrix = p->opt.color_matrix;
     in->color_range = p->opt.color_range;
     in->color_primaries = p->opt.color_primaries;
@@ -100,6 +101,7 @@ static int reserve(framesrv_producer *p, void *stream, bool on_stream, int timeo
     if (p == NULL || frame == NULL)
         return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_reserve: producer and frame must not be NULL");
     *frame = NULL;
+    if (fsi_forked(p->opener)) return fsp_forked(p);
     if (on_stream && !p->cuda)
         return fsi_fail(FRAMESRV_E_MEMORY, "reserve_on on stream '%s': a host-memory stream has no GPU stream to order", p->name);
     if (p->ended) return fsi_fail(FRAMESRV_E_STATE, "reserve on stream '%s': the stream has ended", p->name);
@@ -185,6 +187,7 @@ static int publish(framesrv_producer *p, framesrv_frame *f, bool keep, void *str
 {
     if (p == NULL || f == NULL)
         return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_publish: producer and frame must not be NULL");
+    if (fsi_forked(p->opener)) return fsp_forked(p);
     if (f != p->reserved)
         return fsi_fail(FRAMESRV_E_STATE, "publish on stream '%s': the frame is not this producer's reserved frame", p->name);
     if (p->ended)   /* the frame stays reserved: abandon it */
@@ -234,11 +237,16 @@ int framesrv_producer_publish_on(framesrv_producer *p, framesrv_frame *frame, vo
 {
     return publish(p, frame, false, stream, true);
 }
+int framesrv_producer_publish_keep_on(framesrv_producer *p, framesrv_frame *frame, void *stream)
+{
+    return publish(p, frame, true, stream, true);
+}
 
 int framesrv_producer_abandon(framesrv_producer *p, framesrv_frame *frame)
 {
     if (p == NULL || frame == NULL)
         return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_abandon: producer and frame must not be NULL");
+    if (fsi_forked(p->opener)) return fsp_forked(p);
     pthread_mutex_lock(&p->lock);
     bool mine = frame == p->reserved;
     if (mine) p->reserved = NULL;
@@ -258,6 +266,10 @@ int framesrv_producer_abandon(framesrv_producer *p, framesrv_frame *frame)
 static void release_reserved(framesrv_frame *frame)
 {
     framesrv_producer *p = frame->producer;
+    if (fsi_forked(p->opener)) {
+        fsp_release_forked(frame);
+        return;
+    }
     pthread_mutex_lock(&p->lock);
     bool reserved = frame == p->reserved;
     pthread_mutex_unlock(&p->lock);

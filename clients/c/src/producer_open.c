@@ -288,7 +288,8 @@ int framesrv_producer_open_as(framesrv_producer **out, const char *name, const f
              client_name && *client_name ? client_name : program_invocation_short_name);
     p->opt = opt;
     p->slot_count = opt.slots;
-    p->start_time = fsi_process_start_time(getpid());
+    p->opener = fsi_opener_pid();
+    p->start_time = fsi_process_start_time(p->opener);
     rc = fsi_runtime_dir(p->dir, sizeof p->dir, true);
     if (rc == FRAMESRV_OK) rc = fsp_cuda_open(p);
     if (rc == FRAMESRV_OK) rc = fsp_set_format(p, opt.width, opt.height, opt.pix_fmt);

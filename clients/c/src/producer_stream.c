@@ -58,6 +58,7 @@ void fsp_unlink_pool(framesrv_producer *p, uint64_t epoch)
 int framesrv_producer_end(framesrv_producer *p, int failed)
 {
     if (p == NULL) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_end: producer must not be NULL");
+    if (fsi_forked(p->opener)) return fsp_forked(p);
     if (p->ended) return fsi_fail(FRAMESRV_E_STATE, "end on stream '%s': the stream has already ended", p->name);
     pthread_mutex_lock(&p->lock);
     uint64_t last = p->next_seq - 1;
@@ -75,6 +76,7 @@ int framesrv_producer_end(framesrv_producer *p, int failed)
 int framesrv_producer_change_format(framesrv_producer *p, uint32_t width, uint32_t height, int pix_fmt)
 {
     if (p == NULL) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_change_format: producer must not be NULL");
+    if (fsi_forked(p->opener)) return fsp_forked(p);
     if (p->ended) return fsi_fail(FRAMESRV_E_STATE, "change_format on stream '%s': the stream has ended", p->name);
     if (p->reserved != NULL)
         return fsi_fail(FRAMESRV_E_STATE, "change_format on stream '%s': a frame is reserved (publish or abandon it first)",
@@ -97,6 +99,7 @@ static bool enough_consumers(framesrv_producer *p, void *arg)
 int framesrv_producer_wait_for_consumers(framesrv_producer *p, uint32_t count, int timeout_ms)
 {
     if (p == NULL) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_wait_for_consumers: producer must not be NULL");
+    if (fsi_forked(p->opener)) return fsp_forked(p);
     return fsp_sleep_on_wake(p, fsi_deadline(timeout_ms), false, enough_consumers, &count);
 }
 
@@ -104,6 +107,7 @@ int framesrv_producer_stats_of(framesrv_producer *p, framesrv_producer_stats *st
 {
     if (p == NULL || stats == NULL)
         return fsi_fail(FRAMESRV_E_INVALID, "framesrv_producer_stats_of: producer and stats must not be NULL");
+    if (fsi_forked(p->opener)) return fsp_forked(p);
     *stats = p->stats;
     pthread_mutex_lock(&p->lock);
     stats->consumers = p->consumers_now;

@@ -118,6 +118,31 @@ static void refusals(const char *cuda_name, const char *host_name)
     framesrv_frame *f = NULL;
     CHECK_STATUS(framesrv_consumer_next_on(c, STREAM, 0, &f), FRAMESRV_E_MEMORY);
     framesrv_consumer_close(c);
+    framesrv_producer *p = open_producer("plain-wait", FRAMESRV_MEMORY_HOST);
+    CHECK_STATUS(framesrv_producer_reserve(p, 1000, &f), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_frame_wait_on(f, STREAM), FRAMESRV_E_MEMORY);
+    CHECK_STATUS(framesrv_producer_publish_keep_on(p, f, STREAM), FRAMESRV_E_MEMORY);
+    framesrv_producer_close(p);
+}
+
+/* framesrv_frame_wait_on: a second stream of a reserved and of a consumed frame; and
+ * publish_keep_on, whose slot is not reused until the frame is released. */
+static void second_stream(framesrv_producer *p, framesrv_consumer *c)
+{
+    framesrv_frame *f = NULL, *r = NULL;
+    while (framesrv_consumer_next_on(c, STREAM, 0, &f) == FRAMESRV_OK) framesrv_frame_release_on(f, STREAM);
+    CHECK_STATUS(framesrv_producer_reserve_on(p, STREAM, 1000, &r), FRAMESRV_OK);
+    if (!r) return;
+    uint64_t seq = framesrv_frame_info_of(r)->seq;
+    CHECK_STATUS(framesrv_frame_wait_on(r, (void *)0x7), FRAMESRV_OK);
+    pattern(r, true);
+    CHECK_STATUS(framesrv_producer_publish_keep_on(p, r, STREAM), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_frame_wait_on(r, (void *)0x7), FRAMESRV_OK);   /* kept: nothing to wait for */
+    CHECK_STATUS(framesrv_consumer_next_on(c, STREAM, 1000, &f), FRAMESRV_OK);
+    CHECK(f && framesrv_frame_info_of(f)->seq == seq, "frame %llu after publish_keep_on", (unsigned long long)seq);
+    if (f) CHECK_STATUS(framesrv_frame_wait_on(f, (void *)0x7), FRAMESRV_OK);
+    if (f) CHECK_STATUS(framesrv_frame_release_on(f, (void *)0x7), FRAMESRV_OK);
+    framesrv_frame_release(r);   /* the producer's own hold */
 }
 
 typedef struct delayed { uint64_t *word, value; } delayed;
@@ -182,10 +207,11 @@ static void frames(const char *name, bool memops)
         uint32_t next = ((uint32_t)(fs_load_u64(&ctl->latest) & 0xff) + 1) % SLOTS;
         waits_for_release(p, ctl, next, entry, fs_peek_u64(&fs_control_slot(ctl, next)->seq));
     }
+    second_stream(p, c);
     /* A bigger format: a new epoch, a new allocation; the old one goes once nothing holds it. */
     CHECK_STATUS(framesrv_producer_change_format(p, 2 * W, 2 * H, FRAMESRV_PIX_YUV420P), FRAMESRV_OK);
     while (framesrv_consumer_next_on(c, STREAM, 200, &f) == FRAMESRV_OK) framesrv_frame_release_on(f, STREAM);
-    publish(p, 3 * SLOTS + 2);   /* after the loop's and waits_for_release's */
+    publish(p, 3 * SLOTS + 3);   /* after the loop's, waits_for_release's and second_stream's */
     CHECK_STATUS(framesrv_consumer_next_on(c, STREAM, 1000, &f), FRAMESRV_OK);
     CHECK(f && framesrv_frame_info_of(f)->epoch == 2 && framesrv_frame_info_of(f)->width == 2 * W && pattern(f, false) == 0, "epoch 2 frame");
     framesrv_frame_release_on(f, STREAM);
