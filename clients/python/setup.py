@@ -1,4 +1,4 @@
-"""Builds framesrv._framesrv: src/_framesrv.c plus libframesrv's sources (../c/src/*.c)
+"""Builds framesrv._framesrv: src/_framesrv.c and src/_framesrv_cuda.c plus libframesrv's sources (../c/src/*.c)
 compiled statically into the extension, so nothing at run time depends on the repository.
 
 The C sources are taken from the repository this package sits in (pip builds in-tree).
@@ -29,13 +29,14 @@ except ImportError:
     NUMPY_INCLUDE, NUMPY_MACROS = [], []
 
 # Relative paths: setuptools wants sources relative to setup.py.
-SOURCES = ["src/_framesrv.c"] + [os.path.relpath(p, HERE) for p in LIB_SOURCES]
+SOURCES = ["src/_framesrv.c", "src/_framesrv_cuda.c"] + [os.path.relpath(p, HERE) for p in LIB_SOURCES]
 
 setup(
     ext_modules=[
         Extension(
             "framesrv._framesrv",
             sources=SOURCES,
+            depends=["src/_framesrv.h"],
             include_dirs=[os.path.join(C_DIR, "include"), os.path.join(C_DIR, "src"), LAYOUT] + NUMPY_INCLUDE,
             define_macros=NUMPY_MACROS,
             libraries=["zmq", "pthread"],

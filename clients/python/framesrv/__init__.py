@@ -21,6 +21,14 @@ never crashes the interpreter; a lossless producer waits meanwhile. Copy what yo
 for long (frame.copy()): a consumer whose kept frames fill every slot says so on stderr
 and raises HeldFramesError (Consumer held_timeout) instead of waiting forever.
 
+CUDA streams: Consumer(name, device="cuda") and Producer(..., device="cuda:0") read and write
+frames in GPU memory; a frame's planes are DevicePlanes that torch.from_dlpack and
+cupy.from_dlpack view without a copy, ordered on CUDA streams (Consumer stream=, next(stream=),
+frame.release(stream=), Producer reserve(stream=) and publish(stream=)).
+
+Fork: a Consumer or Producer belongs to the process that opened it; in a forked child every
+call raises ForkedError and its close leaves the parent's as it was.
+
 OpenCV: frame.i420() is a yuv420p frame as the (h*3/2, w) buffer of COLOR_YUV2BGR_I420
 (a view when the slot's planes are back to back, else a copy: see Frame.i420).
 
@@ -31,9 +39,12 @@ from ._framesrv import (  # noqa: F401
     BadData,
     Busy,
     Detached,
+    DevicePlane,
     Error,
+    ForkedError,
     HeldFramesError,
     InvalidArgument,
+    MemoryKindError,
     NoMemory,
     NotFound,
     StateError,
@@ -55,6 +66,7 @@ __all__ = [
     "Consumer", "Producer", "Frame", "I420CopyWarning", "FieldOrder", "ChromaLocation", "filter", "stop_on_signals",
     "EndOfStream", "default_client_name",
     "Error", "InvalidArgument", "NotFound", "BadData", "SystemCallError", "Busy", "StateError",
-    "NoMemory", "Detached", "ZMQError", "HeldFramesError", "FLAG_KEY", "FLAG_END_OF_STREAM", "FLAG_DISCONTINUITY",
+    "NoMemory", "Detached", "ZMQError", "HeldFramesError", "MemoryKindError", "ForkedError", "DevicePlane",
+    "FLAG_KEY", "FLAG_END_OF_STREAM", "FLAG_DISCONTINUITY",
     "pix_fmt_name", "pix_fmt_from_name", "library_version",
 ]

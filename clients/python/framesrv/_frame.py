@@ -1,4 +1,5 @@
-"""Frames: numpy views of one frame's planes in the shared pool, and its header."""
+"""Frames: numpy views of one frame's planes in the shared pool (DevicePlanes for a CUDA
+stream's frames), and its header."""
 import enum
 import warnings
 import weakref
@@ -45,6 +46,33 @@ class ChromaLocation(enum.IntEnum):
     BOTTOM = 6
 
 
+def _stream_handle(stream):
+    """A CUDA stream argument as its CUstream handle (an int), None for None: an int as it is
+    (0 and 1: the legacy default stream, 2: the per-thread one), or a stream object of torch or
+    CuPy (``__cuda_stream__``, ``.cuda_stream``, ``.ptr``)."""
+    if stream is None or type(stream) is int:
+        return stream
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        value = proto() if callable(proto) else proto
+        return int(value[1] if isinstance(value, tuple) else value)
+    for attr in ("cuda_stream", "ptr"):
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    if isinstance(stream, int):
+        return int(stream)
+    raise TypeError(f"stream: an int CUstream handle or a stream object with __cuda_stream__, .cuda_stream or .ptr "
+                    f"(torch.cuda.Stream, cupy.cuda.Stream), not {type(stream).__name__}")
+
+
+def _plane_views(handle):
+    """The planes as numpy arrays through the buffer protocol (an extension built without numpy's
+    headers), or a CUDA frame's DevicePlanes."""
+    planes = handle.planes()
+    return planes if handle.memory == _framesrv.MEMORY_CUDA else tuple(map(_asarray, planes))
+
+
 def _ratio(pair):
     num, den = pair
     return Fraction(num, den) if num > 0 and den > 0 else None
@@ -65,6 +93,11 @@ class Frame:
     need the pixels for long: ``frame.copy()`` or ``np.array(arr, copy=True)``. (A lossless
     consumer whose kept frames fill the producer's slots says so on stderr and raises
     ``HeldFramesError``: see Consumer's held_timeout.)
+
+    A CUDA stream's frame (``Consumer(..., device="cuda")``) has no host bytes: its planes are
+    DevicePlanes, which ``torch.from_dlpack``, ``cupy.from_dlpack`` or any consumer of DLPack or
+    the CUDA Array Interface views without a copy, keeping the frame held in the same way (see
+    ``release`` for the stream its release is ordered on).
 
     A consumer's arrays are read-only (exported read-only; the pool is mapped read-only).
     A producer's arrays are writable until the frame is published; at publish they are
@@ -102,11 +135,12 @@ class Frame:
         """The planes as numpy arrays: (h, w) for one component, (h, w, C) for interleaved
         ones (rgb24 (h, w, 3), bgra (h, w, 4), nv12's plane 1 (h/2, w/2, 2)); dtype uint8,
         or '<u2' for 16-bit formats. Shape and strides come from the header (row padding is
-        in the strides, not the shape). Zero copy: they view the pool."""
+        in the strides, not the shape). Zero copy: they view the pool. A CUDA frame's planes are
+        DevicePlanes of the same shape and strides (``__dlpack__``, ``__cuda_array_interface__``)."""
         arrays = self._arrays
         if arrays is None:
             f = self._f
-            arrays = f.arrays() if _C_ARRAYS else tuple(map(_asarray, f.planes()))
+            arrays = f.arrays() if _C_ARRAYS else _plane_views(f)
             if self._producer is not None:
                 self._tracked.extend(weakref.ref(a) for a in arrays)
             self._arrays = arrays
@@ -119,8 +153,15 @@ class Frame:
 
     def copy(self):
         """Owned copies of the planes (a tuple of numpy arrays): keep these, not the views,
-        when the pixels must outlive the frame without holding its slot."""
+        when the pixels must outlive the frame without holding its slot. (A CUDA frame: copy its
+        tensors instead, ``torch.from_dlpack(p).clone()``.)"""
+        self._host_only("copy()", "torch.from_dlpack(plane).clone() or .cpu()")
         return tuple(np.array(p, copy=True) for p in self.planes)
+
+    def _host_only(self, what, instead):
+        if self._f.memory == _framesrv.MEMORY_CUDA:
+            raise _framesrv.MemoryKindError(f"{what}: frame {self.seq} is in CUDA memory (cuda:{self._f.device}): use "
+                                            f"{instead}", -12)
 
     def i420(self, copy=None):
         """A yuv420p (or yuv420p10le) frame as one (h*3/2, w) array: Y's h rows, then U's
@@ -160,6 +201,7 @@ class Frame:
         return self._i420_contiguous(*self._i420_planes())
 
     def _i420_planes(self):
+        self._host_only("i420()", "its planes through DLPack")
         if self.pix_fmt not in ("yuv420p", "yuv420p10le"):
             raise ValueError(f"i420() needs a yuv420p frame, this one is {self.pix_fmt} (use frame.planes)")
         if self.width % 2 or self.height % 2:
@@ -187,7 +229,7 @@ class Frame:
 
     def dlpack(self, plane=0):
         """The plane as an object for ``torch.from_dlpack`` (or any DLPack consumer): the
-        array itself; numpy exports read-only arrays through DLPack 1.0
+        array itself (a CUDA frame's DevicePlane, see Frame); numpy exports read-only arrays through DLPack 1.0
         (``__dlpack__(max_version=(1, 0))``, the read-only flag set; numpy >= 2.1), which
         torch asks for. No copy is made, and the tensor keeps the frame held. torch has no
         read-only tensors: never write into the tensor of a consumer's frame (its pages
@@ -200,16 +242,41 @@ class Frame:
         self._arrays = None
         for ref in getattr(self, "_tracked", ()):
             a = ref()
-            if a is not None:
+            if a is not None and hasattr(a, "flags"):   # DevicePlanes turn read-only by themselves
                 a.flags.writeable = False
         self._tracked = []
 
     # ---- life -----------------------------------------------------------------------
-    def release(self):
+    def release(self, stream=None):
         """Gives the frame back (consumer frames). Returns True if the slot went back now,
-        False if arrays of the frame are still alive (it goes back when the last dies)."""
+        False if arrays of the frame are still alive (it goes back when the last dies).
+
+        A CUDA frame goes back once the work queued on a stream so far is done (the stream
+        writes the frame's release fence; the CPU does not wait): on ``stream`` (an int
+        CUstream, a torch or CuPy stream), else on the stream the frame was last given (to
+        ``next``, to ``__dlpack__``, as ``torch.from_dlpack`` does with its current stream,
+        or to an earlier ``release``), else on the legacy default stream. A release deferred
+        by live tensors uses the stream last given when the last of them goes."""
         self._arrays = None
-        return self._f.release()
+        if stream is None:
+            return self._f.release()
+        return self._f.release(_stream_handle(stream))
+
+    @property
+    def memory(self):
+        """Where the planes are: "host" (numpy views) or "cuda" (DevicePlanes)."""
+        return "cuda" if self._f.memory == _framesrv.MEMORY_CUDA else "host"
+
+    @property
+    def device(self):
+        """"cpu", or "cuda:N" (N: the device's ordinal in this process)."""
+        return f"cuda:{self._f.device}" if self._f.memory == _framesrv.MEMORY_CUDA else "cpu"
+
+    def device_plane(self, plane=0):
+        """A CUDA frame's plane as libframesrv describes it (framesrv_frame_device_plane): ptr
+        (the CUdeviceptr of row 0), pitch, size, row_bytes, width, height, components and
+        sample_bytes. MemoryKindError for a host frame."""
+        return self._f.device_plane(plane)
 
     @property
     def released(self):
@@ -333,6 +400,10 @@ class Frame:
     def _pool_range(self):
         """(address, bytes) of the pool mapping this frame lives in (zero-copy checks)."""
         return self._f._pool_range()
+
+    def _device_range(self):
+        """(CUdeviceptr, bytes) of the device allocation a CUDA frame lives in (zero-copy checks)."""
+        return self._f._device_range()
 
     def __repr__(self):
         i = self._info

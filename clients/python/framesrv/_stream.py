@@ -6,10 +6,47 @@ import weakref
 from fractions import Fraction
 
 from . import _framesrv
-from ._frame import Frame, _ratio
+from ._frame import Frame, _ratio, _stream_handle
 
 _TIMEOUT, _END, _GONE = _framesrv.TIMEOUT, _framesrv.END, _framesrv.GONE
 _CFrame = _framesrv.Frame
+
+#: Consumers and Producers of this process not closed yet: a forked child marks them (below).
+_open_handles = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    """os.register_at_fork(after_in_child=...): every Consumer and Producer of the parent refuses
+    from now on (ForkedError, one line), with no system call per call and no lock taken; their
+    close and garbage collection free the child's copy only, so the parent's go on unaffected."""
+    for handle in list(_open_handles):
+        handle._forked_in_child()
+    _open_producers.clear()   # an uncaught exception here does not end the parent's streams
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _device(device):
+    """(memory, ordinal) of a device argument: None, "cpu" or "host": host memory; "cuda" (the
+    stream's device), "cuda:N", an int N or a torch.device: CUDA memory."""
+    if device is None:
+        return _framesrv.MEMORY_HOST, None
+    if isinstance(device, int) and not isinstance(device, bool):
+        return _framesrv.MEMORY_CUDA, device
+    m = re.fullmatch(r"(cpu|host)|cuda(?::(\d+))?", str(device))
+    if not m:
+        raise _framesrv.InvalidArgument(f"device {device!r}: use None or 'cpu' (host memory), 'cuda' or 'cuda:N'", -1)
+    if m.group(1):
+        return _framesrv.MEMORY_HOST, None
+    return _framesrv.MEMORY_CUDA, int(m.group(2)) if m.group(2) else None
+
+
+def _memory_hint(e, memory):
+    """The library's line for a stream of the other memory kind, with the Python way to open it."""
+    hint = ("; from Python: framesrv.Consumer(name, device='cuda')" if memory == _framesrv.MEMORY_HOST
+            else "; from Python: framesrv.Consumer(name) (no device)")
+    return _framesrv.MemoryKindError(e.args[0] + hint, *e.args[1:])
 
 
 class EndOfStream(Exception):
@@ -92,32 +129,78 @@ class Consumer:
     Iteration gives the previous frame back when it moves on (see Frame for arrays you
     keep). close() (or leaving ``with``) detaches; with arrays still alive, the detach
     (and the unmapping) happens when the last of them is garbage-collected.
+
+    device: None (host memory, numpy views) or "cuda" / "cuda:N" for a stream whose frames are
+    in CUDA memory: frames then have DevicePlanes (DLPack, CUDA Array Interface; see Frame). A
+    stream of the other kind is refused in one line (MemoryKindError), as is "cuda:N" for a
+    stream on another device. stream: the CUDA stream next() and iteration queue each frame's
+    ready wait on (an int CUstream, a torch or CuPy stream; settable as ``consumer.stream``);
+    None waits on the CPU.
+
+    A Consumer belongs to the process that opened it: in a forked child every call raises
+    ForkedError (one line), and its close or garbage collection leaves the parent's consumer
+    as it was.
     """
 
     def __init__(self, name, mode="lossless", timeout=None, client_name=None, reattach=False, poll_us=0,
-                 held_timeout=None):
+                 held_timeout=None, device=None, stream=None):
         if mode not in ("lossless", "live"):
             raise _framesrv.InvalidArgument(f"mode must be 'lossless' or 'live', not {mode!r}", -1)
+        memory, ordinal = _device(device)
         self.name = name
         self.mode = mode
         self.reattach = reattach
         self.gone = False
+        self.stream = stream
         self._last = None
         self._stats = None
         try:
             self._c = _framesrv.Consumer(name, mode == "live", timeout, client_name or default_client_name(),
-                                         int(poll_us), held_timeout)
+                                         int(poll_us), held_timeout, memory)
         except _framesrv.NotFound as e:
             # The wait ran in slices (for Ctrl-C): name the whole wait, not the last slice.
             msg = re.sub(r"within \d+ ms", f"within {timeout} s", e.args[0])
             raise _framesrv.NotFound(msg, *e.args[1:]) from None
+        except _framesrv.MemoryKindError as e:
+            raise _memory_hint(e, memory) from None
         self._info = self._c.stream_info()
+        _open_handles.add(self)
+        if ordinal is not None and self._info["device_ordinal"] != ordinal:
+            self.close()
+            raise _framesrv.MemoryKindError(
+                f"stream '{name}' holds its frames on CUDA device {self._info['device_uuid']}, which is "
+                f"cuda:{self._info['device_ordinal']} in this process, not cuda:{ordinal}: open it with "
+                f"device='cuda:{self._info['device_ordinal']}' (or 'cuda')", -12)
 
-    def next(self, timeout=None):
+    def _forked_in_child(self):
+        self._c._forked()
+
+    @property
+    def stream(self):
+        """The CUDA stream next() and iteration queue the ready wait on (a CUstream handle), None: the CPU waits."""
+        return self._stream
+
+    @stream.setter
+    def stream(self, stream):
+        self._stream = _stream_handle(stream)
+
+    @property
+    def memory(self):
+        """The stream's memory: "host" or "cuda"."""
+        return self._info["memory"]
+
+    @property
+    def device(self):
+        """"cpu", or the stream's CUDA device as "cuda:N" (its ordinal in this process)."""
+        return "cpu" if self._info["memory"] == "host" else f"cuda:{self._info['device_ordinal']}"
+
+    def next(self, timeout=None, stream=None):
         """The next frame, or None if none came within timeout seconds (None: wait).
-        Raises EndOfStream at the end of the stream (``gone``: the producer died)."""
+        Raises EndOfStream at the end of the stream (``gone``: the producer died).
+        stream (CUDA): queue the frame's ready wait on this stream instead of consumer.stream."""
+        s = self._stream if stream is None else _stream_handle(stream)
         while True:
-            r = self._c.next(timeout)
+            r = self._c.next(timeout) if s is None else self._c.next(timeout, s)
             if r.__class__ is _CFrame:
                 return Frame(r)
             if r == _TIMEOUT:
@@ -142,8 +225,10 @@ class Consumer:
             self._last = None
             last._arrays = None
             last._f.release()
+        s = self._stream
         while True:
-            r = self._c.next()   # the per-frame path: a frame is there, or next waits for it
+            # the per-frame path: a frame is there, or next waits for it
+            r = self._c.next() if s is None else self._c.next(None, s)
             if r.__class__ is _CFrame:
                 frame = self._last = Frame(r)
                 return frame
@@ -167,7 +252,8 @@ class Consumer:
 
     @property
     def stream_info(self):
-        """The stream's facts: name, slot_count, rate, producer_pid, live_source, epoch."""
+        """The stream's facts: name, slot_count, rate, producer_pid, live_source, epoch,
+        memory ("host" or "cuda"), device_uuid, device_ordinal, device_read_only."""
         if not self._c.closed:
             self._info = self._c.stream_info()
         return dict(self._info)
@@ -192,8 +278,9 @@ class Consumer:
         if self._last is not None:
             self._last.release()
             self._last = None
-        if self._stats is None and not self._c.closed:
+        if self._stats is None and not self._c.closed and not self._c.forked:
             self._stats = self._c.stats()
+        _open_handles.discard(self)
         return self._c.close()
 
     def __enter__(self):
@@ -242,11 +329,19 @@ class Producer:
     exception, or the script dying of an uncaught one, ends it as failed
     (``end(failed=True)``: ``framesrv sink`` exits 1, a recording is known to be cut
     short); KeyboardInterrupt (a stop, see stop_on_signals) and sys.exit(0) end it cleanly.
+
+    device: None (host memory) or "cuda" / "cuda:N": frames in the memory of that CUDA device,
+    whose planes are writable DevicePlanes until the publish (``torch.from_dlpack``, see
+    Frame). reserve(stream=S) queues the waits for the slot's previous readers on S, and
+    publish(stream=S) the frame's ready fence after S's work (default: the stream the frame
+    was last given, else the legacy default stream). In a forked child every call raises
+    ForkedError and the close leaves the parent's stream as it was.
     """
 
     def __init__(self, name, width, height, pix_fmt="yuv420p", rate=None, slots=8,
                  live_source=False, live_max_held=1, color_matrix=0, color_range=0,
-                 color_primaries=0, color_transfer=0, producer_name=None):
+                 color_primaries=0, color_transfer=0, producer_name=None, device=None):
+        memory, ordinal = _device(device)
         self.name = name
         r = _rate_fraction(rate)
         self.rate = r
@@ -255,51 +350,63 @@ class Producer:
         self._p = _framesrv.Producer(
             name, self.width, self.height, _pix_fmt_code(pix_fmt), int(slots),
             r.numerator if r else 0, r.denominator if r else 0, bool(live_source), int(live_max_held),
-            color_matrix, color_range, color_primaries, color_transfer, producer_name or default_client_name())
+            color_matrix, color_range, color_primaries, color_transfer, producer_name or default_client_name(),
+            memory, ordinal or 0)
         self._reserved = None
+        self.device = "cpu" if memory == _framesrv.MEMORY_HOST else f"cuda:{ordinal or 0}"
+        _open_handles.add(self)
         _watch_uncaught(self)
+
+    def _forked_in_child(self):
+        self._p._forked()
 
     @property
     def time_base(self):
         """The default time base, 1/rate (a Fraction), None if the rate is unknown."""
         return 1 / self.rate if self.rate else None
 
-    def try_reserve(self, timeout=None):
+    def try_reserve(self, timeout=None, stream=None):
         """A free slot as a writable Frame, or None if none became free within timeout
-        seconds (a live source never waits: None means the frame was dropped)."""
+        seconds (a live source never waits: None means the frame was dropped). stream (CUDA):
+        the waits for the slot's previous readers are queued on it (else the CPU waits)."""
         if self._reserved is not None:
             raise _framesrv.StateError("a frame is reserved already: publish or abandon it first", -6)
-        handle = self._p.reserve(timeout)
+        handle = self._p.reserve(timeout) if stream is None else self._p.reserve(timeout, _stream_handle(stream))
         if handle is None:
             return None
         frame = Frame(handle, producer=self)
         self._reserved = frame
         return frame
 
-    def reserve(self, timeout=None):
+    def reserve(self, timeout=None, stream=None):
         """A free slot as a writable Frame (use it with ``with``); raises TimeoutError if
         none became free within timeout seconds, or a live source dropped the frame."""
-        frame = self.try_reserve(timeout)
+        frame = self.try_reserve(timeout, stream)
         if frame is None:
             raise TimeoutError("no free slot (a live source drops the frame)")
         return frame
 
-    def publish(self, frame):
-        """Publishes a reserved frame (its header fields as set on it)."""
-        self._finish(frame, True)
+    def publish(self, frame, stream=None):
+        """Publishes a reserved frame (its header fields as set on it). A CUDA frame's ready
+        fence follows the work queued on ``stream``, else on the frame's stream (the one last
+        given to reserve or to a plane's __dlpack__), else on the legacy default stream."""
+        self._finish(frame, True, stream)
 
     def abandon(self, frame):
         """Gives a reserved frame back unpublished."""
         self._finish(frame, False)
 
-    def _finish(self, frame, publish):
+    def _finish(self, frame, publish, stream=None):
         if frame._f.state != "live":
             return
         self._reserved = None
         if publish:
             frame._f.set_info(frame._header_update())
             frame._drop_arrays()
-            frame._f.publish()
+            if stream is None:
+                frame._f.publish()
+            else:
+                frame._f.publish(_stream_handle(stream))
         else:
             frame._drop_arrays()
             frame._f.abandon()
@@ -341,6 +448,7 @@ class Producer:
         published frames are alive)."""
         self._abandon_reserved()
         _open_producers.discard(self)
+        _open_handles.discard(self)
         return self._p.close()
 
     def __enter__(self):

@@ -20,19 +20,18 @@
  * therefore never waits for a sleeping next: libframesrv's framesrv_frame_release is safe
  * concurrently with framesrv_consumer_next on the same consumer (framesrv.h).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <pythread.h>
+#include "_framesrv.h"
 
 #ifdef FRAMESRV_NUMPY      /* setup.py found numpy's headers: arrays() builds the views directly */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 #endif
 
-#include "framesrv.h"
 #undef _GNU_SOURCE
 #include "frame.h"             /* frame->pool: the pool mapping's range (_pool_range) */
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <unistd.h>
 #include <string.h>
 #include <time.h>
@@ -43,8 +42,8 @@
 /* Errors                                                                     */
 /* ------------------------------------------------------------------------- */
 
-static PyObject *Error, *InvalidArgument, *NotFound, *BadData, *SystemCallError, *Busy,
-    *StateError, *NoMemory, *Detached, *ZMQError, *HeldFramesError;
+PyObject *Error, *InvalidArgument, *NotFound, *BadData, *SystemCallError, *Busy, *StateError, *NoMemory, *Detached,
+    *ZMQError, *HeldFramesError, *MemoryKindError, *ForkedError;
 
 static PyObject *error_class(int status)
 {
@@ -59,12 +58,28 @@ static PyObject *error_class(int status)
     case FRAMESRV_E_DETACHED: return Detached;
     case FRAMESRV_E_ZMQ: return ZMQError;
     case FRAMESRV_E_HELD: return HeldFramesError;
+    case FRAMESRV_E_MEMORY: return MemoryKindError;
+    case FRAMESRV_E_FORKED: return ForkedError;
     default: return Error;
     }
 }
 
-/* Raises the exception of a negative status with framesrv_last_error()'s line. */
-static PyObject *raise_status(int status)
+PyObject *raise_error(PyObject *type, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    PyObject *args = Py_BuildValue("(si)", msg, status);
+    if (args) {
+        PyErr_SetObject(type, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+PyObject *raise_status(int status)
 {
     const char *msg = framesrv_last_error();
     if (!msg || !*msg) msg = framesrv_status_name(status);
@@ -125,18 +140,6 @@ static int timeout_ms_of(PyObject *timeout, int *out)
 /* Owners (Consumer, Producer) share a head: the lock and the deferred close  */
 /* ------------------------------------------------------------------------- */
 
-typedef struct {
-    PyObject_HEAD
-    PyThread_type_lock lock;
-    PyThread_type_lock wait_lock; /* consumer: next, reopen, fileno, close (not releases) */
-    Py_ssize_t held;           /* frames not given back yet                      */
-    int closing;               /* close() was called; done when held reaches 0    */
-    int closed;
-    int is_producer;
-    framesrv_consumer *consumer;
-    framesrv_producer *producer;
-    int ended;                 /* producer: framesrv_producer_end was called      */
-} OwnerObject;
 
 /* Takes the owner's lock; the GIL is let go only if another thread holds the lock (a
  * wait in progress, which never needs the GIL while it holds the lock). */
@@ -148,17 +151,20 @@ static void lock_owner(OwnerObject *o)
     Py_END_ALLOW_THREADS
 }
 
+/* A forked child's close takes no lock (a thread of the parent may have held one at the fork):
+ * libframesrv then frees the child's copy only. */
 static void owner_close_now(OwnerObject *o)
 {
     if (o->closed) return;
     o->closed = 1;
+    int locks = !o->forked;
     Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(o->wait_lock, WAIT_LOCK);
-    PyThread_acquire_lock(o->lock, WAIT_LOCK);
+    if (locks) PyThread_acquire_lock(o->wait_lock, WAIT_LOCK);
+    if (locks) PyThread_acquire_lock(o->lock, WAIT_LOCK);
     if (o->is_producer) framesrv_producer_close(o->producer);
     else framesrv_consumer_close(o->consumer);
-    PyThread_release_lock(o->lock);
-    PyThread_release_lock(o->wait_lock);
+    if (locks) PyThread_release_lock(o->lock);
+    if (locks) PyThread_release_lock(o->wait_lock);
     Py_END_ALLOW_THREADS
     o->consumer = NULL;
     o->producer = NULL;
@@ -170,8 +176,25 @@ static void owner_frame_done(OwnerObject *o)
     if (o->closing && o->held <= 0) owner_close_now(o);
 }
 
-static int owner_usable(OwnerObject *o)
+/* ForkedError with libframesrv's line ("this consumer of stream 'S' was opened by pid P; ..."). */
+static int raise_forked(OwnerObject *o)
 {
+    int status = FRAMESRV_E_FORKED;
+    framesrv_consumer_stats cs;
+    framesrv_producer_stats ps;
+    if (o->consumer) status = framesrv_consumer_stats_of(o->consumer, &cs);   /* refused at once, no lock */
+    else if (o->producer) status = framesrv_producer_stats_of(o->producer, &ps);
+    if (status == FRAMESRV_E_FORKED) return raise_status(status), 0;
+    PyObject *e = Py_BuildValue("(si)", "this handle was opened by another process; a forked child must open its own",
+                                FRAMESRV_E_FORKED);
+    if (e) PyErr_SetObject(ForkedError, e);
+    Py_XDECREF(e);
+    return 0;
+}
+
+int owner_usable(OwnerObject *o)
+{
+    if (o->forked) return raise_forked(o);
     if (o->closing || o->closed) { PyErr_SetString(StateError, "closed"); return 0; }
     return 1;
 }
@@ -198,7 +221,7 @@ static OwnerObject *owner_new(PyTypeObject *type)
 static PyObject *owner_close(OwnerObject *o, PyObject *unused)
 {
     (void)unused;
-    if (o->is_producer && !o->ended && !o->closed && o->producer) {
+    if (o->is_producer && !o->ended && !o->closed && !o->forked && o->producer) {
         o->ended = 1;
         framesrv_producer_end(o->producer, 0);
     }
@@ -219,31 +242,36 @@ static PyObject *owner_closed(OwnerObject *o, void *unused)
     return PyBool_FromLong(o->closed);
 }
 
+static PyObject *owner_get_forked(OwnerObject *o, void *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(o->forked);
+}
+
+/* _forked(): this process is a forked child (framesrv's os.register_at_fork hook). */
+static PyObject *owner_mark_forked(OwnerObject *o, PyObject *unused)
+{
+    (void)unused;
+    o->forked = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *owner_get_device(OwnerObject *o, void *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(o->memory == FRAMESRV_MEMORY_CUDA ? o->device : -1);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Frame                                                                      */
 /* ------------------------------------------------------------------------- */
 
-enum frame_state {
-    FRAME_LIVE = 0,            /* held (consumer) or reserved (producer)                    */
-    FRAME_RELEASING,           /* consumer: release requested, buffers still exported        */
-    FRAME_KEPT,                /* producer: published with publish_keep, buffers exported    */
-    FRAME_ABANDONED,           /* producer: abandoned while buffers were exported            */
-    FRAME_DONE,                /* given back: no new buffer may be exported                  */
-};
-
-typedef struct {
-    PyObject_HEAD
-    framesrv_frame *frame;
-    OwnerObject *owner;
-    int state;
-    Py_ssize_t exports;
-    const framesrv_frame_info *in;  /* consumer: &header (readable after the release); producer: the library's */
-    framesrv_frame_info header;     /* consumer: the header as delivered */
-} FrameObject;
 
 static PyTypeObject FrameType, PlaneType;
 
-/* Gives the slot back (the owner's lock: not concurrently with next/close). */
+/* Gives the slot back (the owner's lock: not concurrently with next/close). A consumed CUDA frame goes back on its stream (the one last given, else the legacy default
+ * stream): its release fence follows the work queued there. In a forked child nothing is given
+ * back (the frame is the parent's; libframesrv frees the child's copy at the close). */
 static void frame_give_back(FrameObject *f)
 {
     OwnerObject *o = f->owner;
@@ -251,15 +279,20 @@ static void frame_give_back(FrameObject *f)
     int state = f->state;
     f->state = FRAME_DONE;
     f->frame = NULL;
+    if (o->forked) {
+        owner_frame_done(o);
+        return;
+    }
     lock_owner(o);
     if (o->is_producer && state == FRAME_LIVE) framesrv_producer_abandon(o->producer, frame);
+    else if (state != FRAME_ABANDONED && !o->is_producer && f->memory == FRAMESRV_MEMORY_CUDA)
+        framesrv_frame_release_on(frame, (void *)(uintptr_t)(f->has_stream ? f->stream : 0));   /* released in any case */
     else if (state != FRAME_ABANDONED) framesrv_frame_release(frame);
     PyThread_release_lock(o->lock);
     owner_frame_done(o);
 }
 
-/* After the last exported buffer went: completes a deferred release. */
-static void frame_settle(FrameObject *f)
+void frame_settle(FrameObject *f)
 {
     if (f->exports > 0) return;
     if (f->state == FRAME_RELEASING || f->state == FRAME_KEPT) frame_give_back(f);
@@ -280,6 +313,11 @@ static FrameObject *frame_wrap(OwnerObject *owner, framesrv_frame *frame)
     }
     f->frame = frame;
     f->owner = owner;
+    f->memory = framesrv_frame_memory(frame);
+    f->device = owner->device;
+    f->ready = READY_ANYWHERE;
+    f->ready_on = f->stream = 0;
+    f->has_stream = 0;
     if (owner->is_producer) f->in = framesrv_frame_info_of(frame);
     else {
         f->header = *framesrv_frame_info_of(frame);
@@ -303,17 +341,29 @@ static void frame_dealloc(FrameObject *f)
     PyObject_Free(f);
 }
 
-static int frame_check(FrameObject *f)
+int frame_check(FrameObject *f)
 {
+    if (f->owner->forked) return owner_usable(f->owner);
     if (f->state == FRAME_DONE || !f->frame) { PyErr_SetString(StateError, "the frame was released"); return 0; }
     return 1;
 }
 
-/* release(): gives the slot back now (True) or when the last array dies (False). */
-static PyObject *frame_release(FrameObject *f, PyObject *unused)
+/* release(stream=None): gives the slot back now (True) or when the last array dies (False). A
+ * CUDA frame goes back on `stream` (an int CUstream), else on the stream it was last given. */
+static PyObject *frame_release(FrameObject *f, PyObject *const *args, Py_ssize_t nargs)
 {
-    (void)unused;
+    uint64_t stream;
+    int given;
+    if (nargs > 1) { PyErr_SetString(PyExc_TypeError, "release(stream=None)"); return NULL; }
+    if (stream_arg(nargs ? args[0] : Py_None, &stream, &given) < 0) return NULL;
     if (f->state == FRAME_DONE) Py_RETURN_TRUE;
+    if (given && f->memory != FRAMESRV_MEMORY_CUDA)
+        return raise_error(MemoryKindError, FRAMESRV_E_MEMORY, "release(stream=...): frame %llu is in host memory: no GPU "
+                           "stream to order (release() without one)", (unsigned long long)f->in->seq);
+    if (given) {
+        f->stream = stream;
+        f->has_stream = 1;
+    }
     if (f->owner->is_producer) { PyErr_SetString(StateError, "a reserved frame is published or abandoned, not released"); return NULL; }
     f->state = FRAME_RELEASING;
     frame_settle(f);
@@ -329,16 +379,33 @@ static int frame_producer_check(FrameObject *f)
     return owner_usable(f->owner);
 }
 
-/* publish(): publishes; the slot stays held while arrays of the frame are alive. */
-static PyObject *frame_publish(FrameObject *f, PyObject *unused)
+/* The publish of libframesrv that fits: kept while views are alive; a CUDA frame's ready fence
+ * on `stream` (host frames: none). */
+static int publish_now(framesrv_producer *p, framesrv_frame *frame, int keep, int cuda, void *stream)
 {
-    (void)unused;
+    if (cuda) return keep ? framesrv_producer_publish_keep_on(p, frame, stream) : framesrv_producer_publish_on(p, frame, stream);
+    return keep ? framesrv_producer_publish_keep(p, frame) : framesrv_producer_publish(p, frame);
+}
+
+/* publish(stream=None): publishes; the slot stays held while arrays of the frame are alive. A
+ * CUDA frame's ready fence follows the work queued on `stream`, else on the frame's stream (the
+ * one last given to reserve or __dlpack__), else on the legacy default stream. */
+static PyObject *frame_publish(FrameObject *f, PyObject *const *args, Py_ssize_t nargs)
+{
+    uint64_t stream;
+    int given;
+    if (nargs > 1) { PyErr_SetString(PyExc_TypeError, "publish(stream=None)"); return NULL; }
+    if (stream_arg(nargs ? args[0] : Py_None, &stream, &given) < 0) return NULL;
     if (!frame_producer_check(f)) return NULL;
+    if (given && f->memory != FRAMESRV_MEMORY_CUDA)
+        return raise_error(MemoryKindError, FRAMESRV_E_MEMORY, "publish(stream=...): frame %llu is in host memory: no GPU "
+                           "stream to order (publish() without one)", (unsigned long long)f->in->seq);
     OwnerObject *o = f->owner;
-    int keep = f->exports > 0, status;
+    int keep = f->exports > 0, cuda = f->memory == FRAMESRV_MEMORY_CUDA, status;
+    void *on = (void *)(uintptr_t)(given ? stream : f->has_stream ? f->stream : 0);
     Py_BEGIN_ALLOW_THREADS
     PyThread_acquire_lock(o->lock, WAIT_LOCK);
-    status = keep ? framesrv_producer_publish_keep(o->producer, f->frame) : framesrv_producer_publish(o->producer, f->frame);
+    status = publish_now(o->producer, f->frame, keep, cuda, on);
     PyThread_release_lock(o->lock);
     Py_END_ALLOW_THREADS
     if (status < 0) return raise_status(status);
@@ -354,6 +421,11 @@ static PyObject *frame_abandon(FrameObject *f, PyObject *unused)
     (void)unused;
     if (!f->owner->is_producer || f->state != FRAME_LIVE) Py_RETURN_NONE;
     OwnerObject *o = f->owner;
+    if (o->forked) {   /* the parent's reservation: nothing is given back here */
+        f->state = FRAME_ABANDONED;
+        frame_settle(f);
+        Py_RETURN_NONE;
+    }
     int status;
     Py_BEGIN_ALLOW_THREADS
     PyThread_acquire_lock(o->lock, WAIT_LOCK);
@@ -476,10 +548,20 @@ static PyObject *frame_planes(FrameObject *f, PyObject *unused);
 static PyObject *frame_arrays(FrameObject *f, PyObject *unused);
 #endif
 
+/* The test pattern reads and writes host bytes: a CUDA frame has none here. */
+static int host_frame_check(FrameObject *f, const char *what)
+{
+    if (!frame_check(f)) return 0;
+    if (f->memory != FRAMESRV_MEMORY_CUDA) return 1;
+    raise_error(MemoryKindError, FRAMESRV_E_MEMORY, "%s: frame %llu is in CUDA memory (device cuda:%d): use its planes "
+                "through DLPack (torch.from_dlpack(frame.planes[0]))", what, (unsigned long long)f->in->seq, f->device);
+    return 0;
+}
+
 static PyObject *frame_pattern_check(FrameObject *f, PyObject *unused)
 {
     (void)unused;
-    if (!frame_check(f)) return NULL;
+    if (!host_frame_check(f, "pattern_check")) return NULL;
     uint64_t bad;
     Py_BEGIN_ALLOW_THREADS
     bad = framesrv_pattern_check(f->frame);
@@ -490,7 +572,7 @@ static PyObject *frame_pattern_check(FrameObject *f, PyObject *unused)
 static PyObject *frame_pattern_fill(FrameObject *f, PyObject *unused)
 {
     (void)unused;
-    if (!frame_producer_check(f)) return NULL;
+    if (!frame_producer_check(f) || !host_frame_check(f, "fill_pattern")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     framesrv_pattern_fill(f->frame);
     Py_END_ALLOW_THREADS
@@ -507,6 +589,35 @@ static PyObject *frame_pool_range(FrameObject *f, PyObject *unused)
     return Py_BuildValue("(Kn)", (unsigned long long)(uintptr_t)pool->base, (Py_ssize_t)pool->size);
 }
 
+/* _device_range(): (CUdeviceptr, bytes) of the device allocation a CUDA frame lives in, None for a host frame. */
+static PyObject *frame_device_range(FrameObject *f, PyObject *unused)
+{
+    (void)unused;
+    if (!frame_check(f)) return NULL;
+    const fsi_pool *pool = f->frame->pool;
+    if (!pool || !pool->device) Py_RETURN_NONE;
+    return Py_BuildValue("(Kn)", (unsigned long long)pool->device->base, (Py_ssize_t)pool->device->size);
+}
+
+static PyObject *frame_get_memory(FrameObject *f, void *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(f->memory);
+}
+
+static PyObject *frame_get_device(FrameObject *f, void *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(f->memory == FRAMESRV_MEMORY_CUDA ? f->device : -1);
+}
+
+static PyObject *frame_get_stream(FrameObject *f, void *unused)
+{
+    (void)unused;
+    if (!f->has_stream) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(f->stream);
+}
+
 static PyObject *frame_get_state(FrameObject *f, void *unused)
 {
     (void)unused;
@@ -521,8 +632,10 @@ static PyObject *frame_get_exports(FrameObject *f, void *unused)
 }
 
 static PyMethodDef frame_methods[] = {
-    {"release", (PyCFunction)frame_release, METH_NOARGS, "Gives the slot back now (True) or when the last array dies (False)."},
-    {"publish", (PyCFunction)frame_publish, METH_NOARGS, "Publishes a reserved frame; True if arrays keep the slot held."},
+    {"release", (PyCFunction)(void (*)(void))frame_release, METH_FASTCALL,
+     "release(stream=None): gives the slot back now (True) or when the last array dies (False)."},
+    {"publish", (PyCFunction)(void (*)(void))frame_publish, METH_FASTCALL,
+     "publish(stream=None): publishes a reserved frame; True if arrays keep the slot held."},
     {"abandon", (PyCFunction)frame_abandon, METH_NOARGS, "Gives a reserved frame back unpublished."},
     {"info", (PyCFunction)frame_info, METH_NOARGS, "Every header field, as a dict."},
     {"set_info", (PyCFunction)frame_set_info, METH_O, "Sets a reserved frame's writable header fields from a dict."},
@@ -534,6 +647,8 @@ static PyMethodDef frame_methods[] = {
     {"pattern_check", (PyCFunction)frame_pattern_check, METH_NOARGS, "Bytes that differ from the test pattern."},
     {"pattern_fill", (PyCFunction)frame_pattern_fill, METH_NOARGS, "Fills a reserved frame with the test pattern."},
     {"_pool_range", (PyCFunction)frame_pool_range, METH_NOARGS, "(address, size) of the pool mapping."},
+    {"_device_range", (PyCFunction)frame_device_range, METH_NOARGS, "(CUdeviceptr, size) of a CUDA frame's allocation."},
+    {"device_plane", (PyCFunction)frame_device_plane, METH_O, "A CUDA frame's plane i: framesrv_frame_device_plane as a dict."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -557,6 +672,9 @@ static PyGetSetDef frame_getset[] = {
     {"plane_count", (getter)frame_get_plane_count, NULL, "planes of the frame's format", NULL},
     {"state", (getter)frame_get_state, NULL, "live, releasing, kept, abandoned or done", NULL},
     {"exports", (getter)frame_get_exports, NULL, "buffers exported right now", NULL},
+    {"memory", (getter)frame_get_memory, NULL, "0 host memory, 1 CUDA memory", NULL},
+    {"device", (getter)frame_get_device, NULL, "CUDA: the device's ordinal in this process, else -1", NULL},
+    {"stream", (getter)frame_get_stream, NULL, "CUDA: the stream last given, None if none", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -592,6 +710,7 @@ static PyObject *frame_plane(FrameObject *f, PyObject *arg)
     if (!frame_check(f)) return NULL;
     const framesrv_frame_info *in = framesrv_frame_info_of(f->frame);
     if (i < 0 || (uint32_t)i >= in->plane_count) { PyErr_Format(PyExc_IndexError, "no plane %ld", i); return NULL; }
+    if (f->memory == FRAMESRV_MEMORY_CUDA) return device_plane_new(f, (uint32_t)i);   /* no host bytes */
     const framesrv_plane *p = &in->planes[i];
     if (p->sample_bytes != 1 && p->sample_bytes != 2) { PyErr_SetString(BadData, "sample size not 1 or 2"); return NULL; }
     PlaneObject *pl = PyObject_New(PlaneObject, &PlaneType);
@@ -637,6 +756,7 @@ static PyObject *frame_arrays(FrameObject *f, PyObject *unused)
     (void)unused;
     if (!frame_check(f)) return NULL;
     if (f->state == FRAME_ABANDONED) { PyErr_SetString(StateError, "the frame was released"); return NULL; }
+    if (f->memory == FRAMESRV_MEMORY_CUDA) return frame_planes(f, NULL);   /* DevicePlanes: no numpy view of device memory */
     int readonly = !f->owner->is_producer || f->state != FRAME_LIVE;
     uint32_t n = framesrv_frame_info_of(f->frame)->plane_count;
     PyObject *t = PyTuple_New(n);
@@ -794,29 +914,35 @@ static int held_timeout_ms_of(PyObject *held_timeout, int *out)
     return timeout_ms_of(held_timeout, out);
 }
 
-/* Consumer(name, mode, timeout, client_name, poll_us, held_timeout): attaches, waiting up
- * to timeout seconds. */
+/* The attached stream's memory and device (after open and reopen). */
+static void note_device(OwnerObject *o)
+{
+    framesrv_stream_info si;
+    if (framesrv_consumer_stream_info(o->consumer, &si) != FRAMESRV_OK) return;
+    o->memory = si.memory;
+    o->device = si.device_ordinal;
+}
+
+/* Consumer(name, mode, timeout, client_name, poll_us, held_timeout, memory): attaches, waiting
+ * up to timeout seconds; a stream of the other memory kind is refused (MemoryKindError). */
+
 static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"name", "live", "timeout", "client_name", "poll_us", "held_timeout", NULL};
+    static char *kwlist[] = {"name", "live", "timeout", "client_name", "poll_us", "held_timeout", "memory", NULL};
     const char *name, *client = NULL;
-    int live = 0, timeout_ms, held_ms;
+    int live = 0, timeout_ms, held_ms, memory = FRAMESRV_MEMORY_HOST;
     long poll_us = 0;
     PyObject *timeout = Py_None, *held_timeout = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pOzlO", kwlist, &name, &live, &timeout, &client, &poll_us, &held_timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pOzlOi", kwlist, &name, &live, &timeout, &client, &poll_us, &held_timeout,
+                                     &memory))
         return NULL;
     if (timeout_ms_of(timeout, &timeout_ms) < 0 || held_timeout_ms_of(held_timeout, &held_ms) < 0) return NULL;
-    if (poll_us < 0 || poll_us > 1000000) {
-        char msg[80];
-        snprintf(msg, sizeof msg, "poll_us must be 0..1000000 microseconds, not %ld", poll_us);
-        PyObject *e = Py_BuildValue("(si)", msg, FRAMESRV_E_INVALID);
-        if (e) { PyErr_SetObject(InvalidArgument, e); Py_DECREF(e); }
-        return NULL;
-    }
+    if (poll_us < 0 || poll_us > 1000000)
+        return raise_error(InvalidArgument, FRAMESRV_E_INVALID, "poll_us must be 0..1000000 microseconds, not %ld", poll_us);
     OwnerObject *o = owner_new(type);
     if (!o) return NULL;
     framesrv_consumer_options opts = {.mode = live ? FRAMESRV_LIVE : FRAMESRV_LOSSLESS, .client_name = client,
-                                      .poll_us = (uint32_t)poll_us};
+                                      .poll_us = (uint32_t)poll_us, .memory = memory};
     struct open_ctx ctx = {&o->consumer, NULL, name, &opts, deadline_of(timeout_ms), NULL};
     int status = wait_sliced(open_try, &ctx, NULL, timeout_ms, FRAMESRV_E_NOT_FOUND);
     if (status == INT32_MIN) { o->closed = 1; Py_DECREF(o); return NULL; }
@@ -826,6 +952,7 @@ static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         Py_DECREF(o);   /* closes it */
         return NULL;
     }
+    note_device(o);
     return (PyObject *)o;
 }
 
@@ -835,7 +962,16 @@ static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 struct next_ctx {
     OwnerObject *owner;
     framesrv_frame *frame;
+    int on_stream;                 /* CUDA: framesrv_consumer_next_on(stream) */
+    void *stream;
 };
+
+static int next_call(struct next_ctx *c, int ms)
+{
+    OwnerObject *o = c->owner;
+    if (c->on_stream) return framesrv_consumer_next_on(o->consumer, c->stream, ms, &c->frame);
+    return framesrv_consumer_next(o->consumer, ms, &c->frame);
+}
 
 /* One slice: libframesrv's next sleeps on the stream's frame_wake (no descriptor, no poll)
  * for up to `ms`, without the GIL, holding only wait_lock: releases from other threads
@@ -845,33 +981,50 @@ static int next_try(void *ctx, int ms)
     struct next_ctx *c = ctx;
     OwnerObject *o = c->owner;
     PyThread_acquire_lock(o->wait_lock, WAIT_LOCK);
-    int status = __atomic_load_n(&o->closed, __ATOMIC_ACQUIRE) ? NEXT_CLOSED
-                 : framesrv_consumer_next(o->consumer, ms, &c->frame);
+    int status = __atomic_load_n(&o->closed, __ATOMIC_ACQUIRE) ? NEXT_CLOSED : next_call(c, ms);
     PyThread_release_lock(o->wait_lock);
     return status;
 }
 
 /* A frame that is there already, without letting go of the GIL (the per-frame path of a
  * consumer that keeps up): TIMEOUT if none is, or wait_lock is busy in another thread. */
-static int next_now(OwnerObject *o, framesrv_frame **frame)
+static int next_now(struct next_ctx *c)
 {
+    OwnerObject *o = c->owner;
     if (!PyThread_acquire_lock(o->wait_lock, NOWAIT_LOCK)) return FRAMESRV_TIMEOUT;
-    int status = framesrv_consumer_next(o->consumer, 0, frame);
+    int status = next_call(c, 0);
     PyThread_release_lock(o->wait_lock);
     return status;
 }
 
-/* next(timeout): a Frame, or the status int TIMEOUT (1), END (2), GONE (3). */
+/* A delivered frame: a CUDA frame taken on a stream is ready there (else the CPU waited). */
+static PyObject *wrap_next(OwnerObject *o, const struct next_ctx *c)
+{
+    FrameObject *f = frame_wrap(o, c->frame);
+    if (f && c->on_stream) {
+        f->ready = READY_ON;
+        f->ready_on = f->stream = (uint64_t)(uintptr_t)c->stream;
+        f->has_stream = 1;
+    }
+    return (PyObject *)f;
+}
+
+/* next(timeout=None, stream=None): a Frame, or the status int TIMEOUT (1), END (2), GONE (3).
+ * With a stream (an int CUstream) a CUDA frame's ready wait is queued on it. */
 static PyObject *consumer_next(OwnerObject *o, PyObject *const *args, Py_ssize_t nargs)
 {
     int timeout_ms = -1;
-    if (nargs > 1) { PyErr_SetString(PyExc_TypeError, "next(timeout=None)"); return NULL; }
-    if ((nargs == 1 && timeout_ms_of(args[0], &timeout_ms) < 0) || !owner_usable(o)) return NULL;
-    struct next_ctx ctx = {o, NULL};
-    int status = next_now(o, &ctx.frame);
+    uint64_t stream = 0;
+    if (nargs > 2) { PyErr_SetString(PyExc_TypeError, "next(timeout=None, stream=None)"); return NULL; }
+    struct next_ctx ctx = {o, NULL, 0, NULL};
+    if ((nargs >= 1 && timeout_ms_of(args[0], &timeout_ms) < 0) || (nargs == 2 && stream_arg(args[1], &stream, &ctx.on_stream) < 0) ||
+        !owner_usable(o))
+        return NULL;
+    ctx.stream = (void *)(uintptr_t)stream;
+    int status = next_now(&ctx);
     if (status == FRAMESRV_TIMEOUT && timeout_ms != 0)
         status = wait_sliced(next_try, &ctx, NULL, timeout_ms, FRAMESRV_TIMEOUT);
-    if (status == FRAMESRV_OK) return (PyObject *)frame_wrap(o, ctx.frame);
+    if (status == FRAMESRV_OK) return wrap_next(o, &ctx);
     if (status == INT32_MIN) return NULL;
     if (status == NEXT_CLOSED) { PyErr_SetString(StateError, "closed"); return NULL; }
     if (status < 0) return raise_status(status);
@@ -892,6 +1045,7 @@ static PyObject *consumer_reopen(OwnerObject *o, PyObject *args)
     status = wait_sliced(open_try, &ctx, o->wait_lock, timeout_ms, FRAMESRV_E_NOT_FOUND);
     if (status == INT32_MIN) return NULL;
     if (status < 0) return raise_status(status);
+    note_device(o);   /* the next producer's device may be another */
     return PyLong_FromLong(status);
 }
 
@@ -902,9 +1056,11 @@ static PyObject *consumer_stream_info(OwnerObject *o, PyObject *unused)
     framesrv_stream_info si;
     int status = framesrv_consumer_stream_info(o->consumer, &si);
     if (status < 0) return raise_status(status);
-    return Py_BuildValue("{s:s,s:I,s:N,s:i,s:O,s:K}", "name", si.name, "slot_count", si.slot_count,
+    return Py_BuildValue("{s:s,s:I,s:N,s:i,s:O,s:K,s:s,s:s,s:i,s:O}", "name", si.name, "slot_count", si.slot_count,
                          "rate", pair(si.rate_num, si.rate_den), "producer_pid", si.producer_pid,
-                         "live_source", si.live_source ? Py_True : Py_False, "epoch", (unsigned long long)si.epoch);
+                         "live_source", si.live_source ? Py_True : Py_False, "epoch", (unsigned long long)si.epoch,
+                         "memory", si.memory == FRAMESRV_MEMORY_CUDA ? "cuda" : "host", "device_uuid", si.device_uuid,
+                         "device_ordinal", si.device_ordinal, "device_read_only", si.device_read_only ? Py_True : Py_False);
 }
 
 static PyObject *consumer_stats(OwnerObject *o, PyObject *unused)
@@ -914,9 +1070,10 @@ static PyObject *consumer_stats(OwnerObject *o, PyObject *unused)
     framesrv_consumer_stats st;
     int status = framesrv_consumer_stats_of(o->consumer, &st);
     if (status < 0) return raise_status(status);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "delivered", (unsigned long long)st.delivered,
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "delivered", (unsigned long long)st.delivered,
                          "missed", (unsigned long long)st.missed, "bad_frames", (unsigned long long)st.bad_frames,
-                         "held", (unsigned long long)st.held, "restarts", (unsigned long long)st.restarts);
+                         "held", (unsigned long long)st.held, "restarts", (unsigned long long)st.restarts,
+                         "first_unready", (unsigned long long)st.first_unready);
 }
 
 static PyObject *consumer_fileno(OwnerObject *o, PyObject *unused)
@@ -934,18 +1091,22 @@ static PyObject *consumer_fileno(OwnerObject *o, PyObject *unused)
 }
 
 static PyMethodDef consumer_methods[] = {
-    {"next", (PyCFunction)(void (*)(void))consumer_next, METH_FASTCALL, "next(timeout=None): a Frame, or the status 1 (timeout), 2 (end), 3 (gone)."},
+    {"next", (PyCFunction)(void (*)(void))consumer_next, METH_FASTCALL,
+     "next(timeout=None, stream=None): a Frame, or the status 1 (timeout), 2 (end), 3 (gone)."},
     {"reopen", (PyCFunction)consumer_reopen, METH_VARARGS, "reopen(timeout=None): attaches to the next producer."},
     {"stream_info", (PyCFunction)consumer_stream_info, METH_NOARGS, "The stream's facts, as a dict."},
     {"stats", (PyCFunction)consumer_stats, METH_NOARGS, "This consumer's counters, as a dict."},
     {"fileno", (PyCFunction)consumer_fileno, METH_NOARGS, "A descriptor readable when next may have something."},
     {"close", (PyCFunction)owner_close, METH_NOARGS, "Closes now (True) or when the last held frame goes (False)."},
+    {"_forked", (PyCFunction)owner_mark_forked, METH_NOARGS, "This process is a forked child: refuse every call."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef owner_getset[] = {
     {"held", (getter)owner_held, NULL, "frames not given back yet", NULL},
     {"closed", (getter)owner_closed, NULL, "the handle is closed", NULL},
+    {"forked", (getter)owner_get_forked, NULL, "marked as a forked child's (every call refused)", NULL},
+    {"device", (getter)owner_get_device, NULL, "CUDA: the device's ordinal in this process, else -1", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -955,7 +1116,8 @@ static PyTypeObject ConsumerType = {
     .tp_basicsize = sizeof(OwnerObject),
     .tp_dealloc = (destructor)owner_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Consumer(name, live=False, timeout=None, client_name=None, poll_us=0): libframesrv's consumer.",
+    .tp_doc = "Consumer(name, live=False, timeout=None, client_name=None, poll_us=0, held_timeout=None, memory=0): "
+               "libframesrv's consumer.",
     .tp_methods = consumer_methods,
     .tp_getset = owner_getset,
     .tp_new = consumer_new,
@@ -970,14 +1132,14 @@ static int producer_options_of(PyObject *args, PyObject *kw, const char **name, 
 {
     static char *kwlist[] = {"name", "width", "height", "pix_fmt", "slots", "rate_num", "rate_den",
                              "live_source", "live_max_held", "color_matrix", "color_range",
-                             "color_primaries", "color_transfer", "producer_name", NULL};
+                             "color_primaries", "color_transfer", "producer_name", "memory", "cuda_device", NULL};
     int live = 0;
     memset(o, 0, sizeof *o);
     *shown = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sIIi|ILLpIIIIIz", kwlist, name, &o->width, &o->height,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sIIi|ILLpIIIIIzii", kwlist, name, &o->width, &o->height,
                                      &o->pix_fmt, &o->slots, &o->rate_num, &o->rate_den, &live,
                                      &o->live_max_held, &o->color_matrix, &o->color_range,
-                                     &o->color_primaries, &o->color_transfer, shown))
+                                     &o->color_primaries, &o->color_transfer, shown, &o->memory, &o->cuda_device))
         return -1;
     o->live_source = (uint32_t)live;
     return 0;
@@ -991,6 +1153,8 @@ static PyObject *producer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     OwnerObject *o = owner_new(type);
     if (!o) return NULL;
     o->is_producer = 1;
+    o->memory = opts.memory;
+    o->device = opts.memory == FRAMESRV_MEMORY_CUDA ? opts.cuda_device : -1;
     int status = framesrv_producer_open_as(&o->producer, name, &opts, shown);
     if (status < 0) { o->closed = 1; Py_DECREF(o); return raise_status(status); }
     return (PyObject *)o;
@@ -999,28 +1163,40 @@ static PyObject *producer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 struct reserve_ctx {
     framesrv_producer *producer;
     framesrv_frame *frame;
+    int on_stream;                 /* CUDA: framesrv_producer_reserve_on(stream) */
+    void *stream;
 };
 
 static int reserve_try(void *ctx, int ms)
 {
     struct reserve_ctx *c = ctx;
+    if (c->on_stream) return framesrv_producer_reserve_on(c->producer, c->stream, ms, &c->frame);
     return framesrv_producer_reserve(c->producer, ms, &c->frame);
 }
 
-/* reserve(timeout): a Frame, or None when no slot became free in time (or a live source dropped). */
+/* reserve(timeout=None, stream=None): a Frame, or None when no slot became free in time (or a
+ * live source dropped). With a stream a CUDA frame's waits for its slot's readers are queued on it. */
 static PyObject *producer_reserve(OwnerObject *o, PyObject *args)
 {
-    PyObject *timeout = Py_None;
+    PyObject *timeout = Py_None, *stream_obj = Py_None;
     int timeout_ms;
-    if (!PyArg_ParseTuple(args, "|O", &timeout)) return NULL;
+    uint64_t stream;
+    struct reserve_ctx ctx = {o->producer, NULL, 0, NULL};
+    if (!PyArg_ParseTuple(args, "|OO", &timeout, &stream_obj) || stream_arg(stream_obj, &stream, &ctx.on_stream) < 0) return NULL;
     if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
     if (o->ended) { PyErr_SetString(StateError, "the stream was ended"); return NULL; }
-    struct reserve_ctx ctx = {o->producer, NULL};
+    ctx.stream = (void *)(uintptr_t)stream;
     int status = wait_sliced(reserve_try, &ctx, o->lock, timeout_ms, FRAMESRV_TIMEOUT);
     if (status == INT32_MIN) return NULL;
     if (status < 0) return raise_status(status);
     if (status != FRAMESRV_OK) Py_RETURN_NONE;
-    return (PyObject *)frame_wrap(o, ctx.frame);
+    FrameObject *f = frame_wrap(o, ctx.frame);
+    if (f && ctx.on_stream) {
+        f->ready = READY_ON;
+        f->ready_on = f->stream = stream;
+        f->has_stream = 1;
+    }
+    return (PyObject *)f;
 }
 
 struct wait_ctx {
@@ -1080,6 +1256,7 @@ static PyObject *producer_end(OwnerObject *o, PyObject *args)
 static PyObject *producer_stats(OwnerObject *o, PyObject *unused)
 {
     (void)unused;
+    if (o->forked) return owner_usable(o), NULL;
     if (o->closed) { PyErr_SetString(StateError, "closed"); return NULL; }
     framesrv_producer_stats st;
     int status = framesrv_producer_stats_of(o->producer, &st);
@@ -1091,12 +1268,13 @@ static PyObject *producer_stats(OwnerObject *o, PyObject *unused)
 }
 
 static PyMethodDef producer_methods[] = {
-    {"reserve", (PyCFunction)producer_reserve, METH_VARARGS, "reserve(timeout=None): a Frame, or None on timeout/drop."},
+    {"reserve", (PyCFunction)producer_reserve, METH_VARARGS, "reserve(timeout=None, stream=None): a Frame, or None on timeout/drop."},
     {"wait_for_consumers", (PyCFunction)producer_wait, METH_VARARGS, "wait_for_consumers(n, timeout=None) -> bool."},
     {"change_format", (PyCFunction)producer_change_format, METH_VARARGS, "change_format(width, height, pix_fmt_code)."},
     {"end", (PyCFunction)producer_end, METH_VARARGS, "end(failed=False): ends the stream."},
     {"stats", (PyCFunction)producer_stats, METH_NOARGS, "This producer's counters, as a dict."},
     {"close", (PyCFunction)owner_close, METH_NOARGS, "Ends the stream; closes now (True) or when the last kept frame goes (False)."},
+    {"_forked", (PyCFunction)owner_mark_forked, METH_NOARGS, "This process is a forked child: refuse every call."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1106,7 +1284,8 @@ static PyTypeObject ProducerType = {
     .tp_basicsize = sizeof(OwnerObject),
     .tp_dealloc = (destructor)owner_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Producer(name, width, height, pix_fmt, slots=0, rate_num=0, rate_den=0, ...): libframesrv's producer.",
+    .tp_doc = "Producer(name, width, height, pix_fmt, slots=0, rate_num=0, rate_den=0, ..., memory=0, cuda_device=0): "
+               "libframesrv's producer.",
     .tp_methods = producer_methods,
     .tp_getset = owner_getset,
     .tp_new = producer_new,
@@ -1224,6 +1403,12 @@ static int add_errors(PyObject *m)
     };
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (add_error(m, subs[i].slot, subs[i].name, Error, subs[i].doc) < 0) return -1;
+    if (add_error(m, &MemoryKindError, "MemoryKindError", Error,
+                  "The stream's frames are in another kind of memory (host or CUDA) than asked for, or this process "
+                  "cannot use the stream's CUDA device.") < 0 ||
+        add_error(m, &ForkedError, "ForkedError", StateError,
+                  "This Consumer or Producer was opened by the parent of this forked process: open your own.") < 0)
+        return -1;
     return add_error(m, &HeldFramesError, "HeldFramesError", StateError,
                      "A lossless consumer's own held frames (or arrays still referenced) keep the producer from "
                      "publishing the frame it waits for (Consumer held_timeout).");
@@ -1244,9 +1429,11 @@ PyMODINIT_FUNC PyInit__framesrv(void)
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     if (add_errors(m) < 0 || add_type(m, &FrameType, "Frame") < 0 || add_type(m, &PlaneType, "Plane") < 0 ||
-        add_type(m, &ConsumerType, "Consumer") < 0 || add_type(m, &ProducerType, "Producer") < 0 ||
+        add_type(m, &ConsumerType, "Consumer") < 0 || add_type(m, &ProducerType, "Producer") < 0 || cuda_add_types(m) < 0 ||
         PyModule_AddIntConstant(m, "TIMEOUT", FRAMESRV_TIMEOUT) < 0 ||
-        PyModule_AddIntConstant(m, "END", FRAMESRV_END) < 0 || PyModule_AddIntConstant(m, "GONE", FRAMESRV_GONE) < 0) {
+        PyModule_AddIntConstant(m, "END", FRAMESRV_END) < 0 || PyModule_AddIntConstant(m, "GONE", FRAMESRV_GONE) < 0 ||
+        PyModule_AddIntConstant(m, "MEMORY_HOST", FRAMESRV_MEMORY_HOST) < 0 ||
+        PyModule_AddIntConstant(m, "MEMORY_CUDA", FRAMESRV_MEMORY_CUDA) < 0) {
         Py_DECREF(m);
         return NULL;
     }

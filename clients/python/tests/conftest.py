@@ -1,6 +1,8 @@
 """Shared fixtures: an isolated FRAMESRV_DIR per test, the Swift framesrv binary, and
 processes that are killed when the test ends."""
+import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +34,33 @@ def framesrv_bin():
     if not os.access(FRAMESRV, os.X_OK):
         pytest.skip(f"no framesrv binary at {FRAMESRV} (set FRAMESRV_BIN)")
     return FRAMESRV
+
+
+@pytest.fixture(scope="session")
+def fakecuda_lib(tmp_path_factory):
+    """clients/c/tests/fakecuda, the stand-in libcuda of the C tests, built once: CUDA streams
+    without a GPU ("device memory" is a memfd mapped into the process, streams run at once)."""
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if not cc:
+        pytest.skip("no C compiler to build the stand-in CUDA driver (clients/c/tests/fakecuda)")
+    out = tmp_path_factory.mktemp("fakecuda") / "libfakecuda.so"
+    subprocess.run([cc, "-std=gnu11", "-O1", "-shared", "-fPIC", "-fvisibility=hidden",
+                    str(REPO / "clients" / "c" / "tests" / "fakecuda" / "fakecuda.c"), "-o", str(out)], check=True)
+    return out
+
+
+@pytest.fixture
+def fakecuda(fakecuda_lib, monkeypatch):
+    """FRAMESRV_LIBCUDA names the stand-in driver for this test (libframesrv loads a driver once
+    per process, at its first CUDA stream: tests on a real GPU run their streams in child
+    processes). Returns the driver (ctypes): fakecuda_last_stream(1) / (0) is the stream of the
+    last fence write / wait."""
+    monkeypatch.setenv("FRAMESRV_LIBCUDA", str(fakecuda_lib))
+    lib = ctypes.CDLL(str(fakecuda_lib))
+    lib.fakecuda_last_stream.restype = ctypes.c_size_t
+    lib.fakecuda_last_stream.argtypes = [ctypes.c_int]
+    lib.fakecuda_mapped_bytes.restype = ctypes.c_size_t
+    return lib
 
 
 class Procs:

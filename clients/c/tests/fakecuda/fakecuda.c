@@ -8,6 +8,8 @@
  * (tests/gpu) runs the same paths on a real device.
  *   FAKECUDA_NO_MEMOPS=1    the device reports no 64-bit stream memory operations
  *   FAKECUDA_NO_READONLY=1  cuMemSetAccess refuses PROT_READ (the read-write fallback)
+ * fakecuda_last_stream(1) is the stream of the last cuStreamWriteValue64 (0: of the last
+ * cuStreamWaitValue64), for tests of which stream a binding orders its fences on.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -29,7 +31,10 @@ static void *registered[64];
 
 static int env(const char *name) { const char *v = getenv(name); return v && strcmp(v, "1") == 0; }
 
+static void *last_stream[2];         /* [0] the last wait's stream, [1] the last write's */
+
 EXPORT size_t fakecuda_mapped_bytes(void) { return __atomic_load_n(&mapped, __ATOMIC_SEQ_CST); }
+EXPORT uintptr_t fakecuda_last_stream(int write) { return (uintptr_t)__atomic_load_n(&last_stream[write != 0], __ATOMIC_SEQ_CST); }
 
 EXPORT R cuInit(unsigned int f) { (void)f; return OK; }
 EXPORT R cuDriverGetVersion(int *v) { *v = 13000; return OK; }
@@ -153,7 +158,7 @@ EXPORT R cuMemHostGetDevicePointer_v2(unsigned long long *d, void *p, unsigned i
 EXPORT R cuStreamSynchronize(void *s) { (void)s; return OK; }
 EXPORT R cuStreamWaitValue64_v2(void *s, unsigned long long addr, uint64_t value, unsigned int flags)
 {
-    (void)s;
+    __atomic_store_n(&last_stream[0], s, __ATOMIC_SEQ_CST);
     if (flags != 0) return INVALID_VALUE;
     for (int i = 0; i < 100000; i++) {   /* 10 s */
         if ((int64_t)(__atomic_load_n((uint64_t *)(uintptr_t)addr, __ATOMIC_ACQUIRE) - value) >= 0) return OK;
@@ -163,7 +168,7 @@ EXPORT R cuStreamWaitValue64_v2(void *s, unsigned long long addr, uint64_t value
 }
 EXPORT R cuStreamWriteValue64_v2(void *s, unsigned long long addr, uint64_t value, unsigned int flags)
 {
-    (void)s;
+    __atomic_store_n(&last_stream[1], s, __ATOMIC_SEQ_CST);
     if (flags != 0) return INVALID_VALUE;
     __atomic_store_n((uint64_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
     return OK;
