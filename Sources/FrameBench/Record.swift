@@ -43,7 +43,9 @@ extension Bench {
     }
 
     func fileSize(_ path: String) -> Int {
-        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+        // FoundationEssentials gives the size as a UInt (Foundation's was an NSNumber): stat says it plainly.
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_size) : 0
     }
 
     /// Waits for `last` to exit (checked every millisecond); when a stage fails first, stops
