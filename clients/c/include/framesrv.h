@@ -472,9 +472,11 @@ void framesrv_producer_close(framesrv_producer *producer);
 /* ------------------------------------------------------------------------- */
 
 /* Fills every plane of a reserved frame with the test pattern of its seq:
- * byte (plane p, row y, byte x) = (x + 2y + 3 seq + 61 p) mod 256. Any thread. */
+ * byte (plane p, row y, byte x) = (x + 2y + 3 seq + 61 p) mod 256. Any thread. A CUDA frame's
+ * planes are device memory: nothing is written (fill them with a kernel). */
 void framesrv_pattern_fill(framesrv_frame *frame);
-/* Counts the bytes of a frame that differ from the pattern of its seq (0 = intact). */
+/* Counts the bytes of a frame that differ from the pattern of its seq (0 = intact); a CUDA
+ * frame (device memory, not readable here) counts as UINT64_MAX: check it with a kernel. */
 uint64_t framesrv_pattern_check(framesrv_frame *frame);
 
 #ifdef __cplusplus

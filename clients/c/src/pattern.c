@@ -25,7 +25,7 @@ static unsigned row_start(uint32_t p, size_t y, uint64_t seq)
 
 void framesrv_pattern_fill(framesrv_frame *frame)
 {
-    if (frame == NULL) return;
+    if (frame == NULL || framesrv_frame_memory(frame) != FRAMESRV_MEMORY_HOST) return;
     const framesrv_frame_info *info = &frame->info;
     const uint8_t *r = ramp();
     for (uint32_t p = 0; p < info->plane_count && p < FRAMESRV_MAX_PLANES; p++) {
@@ -44,6 +44,7 @@ void framesrv_pattern_fill(framesrv_frame *frame)
 uint64_t framesrv_pattern_check(framesrv_frame *frame)
 {
     if (frame == NULL) return 0;
+    if (framesrv_frame_memory(frame) != FRAMESRV_MEMORY_HOST) return UINT64_MAX;   /* device memory */
     const framesrv_frame_info *info = &frame->info;
     const uint8_t *r = ramp();
     uint64_t bad = 0;

@@ -72,6 +72,9 @@ static void publish(framesrv_producer *p, uint64_t expect_seq)
     if (!f) return;
     CHECK(framesrv_frame_info_of(f)->seq == expect_seq && framesrv_frame_info_of(f)->planes[0].data == NULL,
           "reserved %llu, data %p", (unsigned long long)framesrv_frame_info_of(f)->seq, (void *)framesrv_frame_info_of(f)->planes[0].data);
+    // The host pattern helpers leave device memory alone (its data pointers are NULL).
+    framesrv_pattern_fill(f);
+    CHECK(framesrv_pattern_check(f) == UINT64_MAX, "pattern_check of a CUDA frame");
     pattern(f, true);
     CHECK_STATUS(framesrv_producer_publish_on(p, f, STREAM), FRAMESRV_OK);
 }
