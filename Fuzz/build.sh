@@ -21,6 +21,7 @@ mkdir -p "$OUT/include/CFrameServer"
 cat > "$OUT/include/CFrameServer/module.modulemap" <<MAP
 module CFrameServer {
     header "$ROOT/Sources/CFrameServer/include/CFrameServer.h"
+    header "$ROOT/Sources/CFrameServer/include/CFrameServerCUDA.h"
     export *
 }
 MAP
@@ -41,9 +42,12 @@ library() { # name, sources...
     fi
 }
 
-if stale "$OUT/shim.o" Sources/CFrameServer; then
+if stale "$OUT/shim.o" Sources/CFrameServer Fuzz/build.sh; then
     clang -g -O2 -fsanitize=fuzzer-no-link,address -I Sources/CFrameServer/include \
-        -c Sources/CFrameServer/shim.c -o "$OUT/shim.o"
+        -c Sources/CFrameServer/shim.c -o "$OUT/shim-only.o"
+    clang -g -O2 -fsanitize=fuzzer-no-link,address -I Sources/CFrameServer/include \
+        -c Sources/CFrameServer/cuda.c -o "$OUT/cuda.o"
+    ld -r "$OUT/shim-only.o" "$OUT/cuda.o" -o "$OUT/shim.o"
 fi
 mapfile -t SERVER < <(find Sources/FrameServer -name '*.swift' | sort)
 mapfile -t CONTROL < <(find Sources/FrameControl -name '*.swift' | sort)

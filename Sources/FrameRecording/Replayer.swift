@@ -89,8 +89,6 @@ public final class Replayer {
         timeline?.mediaNanos(of: f.record, track: f.track) ?? f.record.captureOffsetNanos
     }
 
-    private func mediaNanos(of f: ReadFrame, on t: MediaTimeline) -> Int64 { t.mediaNanos(of: f.record, track: f.track) }
-
     /// The capture offset to seek the file to for the pace's time `media`.
     private func captureOffset(for media: Int64) -> Int64 {
         timeline.map { $0.captureOffset(atOrAfter: media) ?? media } ?? media
@@ -194,7 +192,8 @@ public final class Replayer {
         if settings.start > 0 { _ = reader.seek(toOffsetNanos: reader.skipBefore) }
         while !stop(), let f = reader.next() {
             let offset = f.record.captureOffsetNanos, media = mediaNanos(of: f)
-            if span.isBeyondSpan(media: mediaNanos(of: f, on: span), offset: offset) { report.beyondSpan += 1; continue }
+            let spanMedia = settings.pace == .pts ? media : span.mediaNanos(of: f.record, track: f.track)
+            if span.isBeyondSpan(media: spanMedia, offset: offset) { report.beyondSpan += 1; continue }
             if media < (seekTo ?? settings.start) { continue }   // before -ss, or before a seek's target
             seekTo = nil
             if let d = settings.duration, media >= settings.start + d { return true }

@@ -22,13 +22,12 @@ public enum StreamMemory: Sendable, Equatable, CustomStringConvertible {
         switch self { case .host: "host memory"; case .cuda(let device): "CUDA memory of device \(device)" }
     }
 
-    /// A device's 16 UUID bytes (`cuDeviceGetUuid`) as nvidia-smi names the device.
+    /// A device's 16 UUID bytes (`cuDeviceGetUuid`) as nvidia-smi names the device: libframesrv's
+    /// own formatting (`fs_cuda_uuid_text`, which needs no driver), so both say the same name.
     static func deviceName(_ uuid: [UInt8]) -> String {
-        let hex = uuid.map { byte -> String in
-            let digits = String(byte, radix: 16)
-            return digits.count == 1 ? "0" + digits : digits
-        }
-        let groups = [0..<4, 4..<6, 6..<8, 8..<10, 10..<16].map { hex[$0].joined() }
-        return "GPU-" + groups.joined(separator: "-")
+        precondition(uuid.count == 16, "a CUDA device UUID has 16 bytes")
+        var text = [CChar](repeating: 0, count: 41)
+        fs_cuda_uuid_text(uuid, &text)
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
