@@ -22,6 +22,8 @@ public final class FrameMD5Writer {
     private var outputTimeBase: Rational?
     private var syncPts: Int64 = 0
     private var buffer: [UInt8] = []
+    /// Converts an audio stream's samples to s16, as ffmpeg's framemd5 wants them.
+    private var audioConverter: AudioSampleConverter?
     private let md5: OpaquePointer
     /// Frame lines written (frames ffmpeg's sync would drop are not written).
     public private(set) var frames = 0
@@ -53,6 +55,7 @@ public final class FrameMD5Writer {
     /// Appends the line for `frame` (and the header, before the first frame).
     public func write(_ frame: borrowing Frame) throws(MediaOutputError) {
         let header = frame.header
+        if header.media == .audio { return try writeAudio(frame) }
         guard let format = header.format else {
             throw .pixelFormat("framemd5", header.pixelFormatName, PixelFormat.allCases.map(\.name).joined(separator: ", "))
         }
@@ -130,13 +133,54 @@ public final class FrameMD5Writer {
             }
             size += rowBytes * format.rows(plane: i)
         }
+        return (finalHex(md5), size)
+    }
+
+    /// The digest of what `md5` was fed, as lowercase hex.
+    private static func finalHex(_ md5: OpaquePointer) -> String {
         var digest = [UInt8](repeating: 0, count: 16)
         av_md5_final(md5, &digest)
-        let hex = digest.map { b in
+        return digest.map { b in
             let s = String(b, radix: 16)
             return b < 16 ? "0" + s : s
         }.joined()
-        return (hex, size)
+    }
+
+    /// An audio frame's lines (PROTOCOL.md 4.6): what ffmpeg's framemd5 writes for an audio
+    /// stream, whose default codec is pcm_s16le: the samples converted to packed s16 as
+    /// ffmpeg converts them (`AudioSampleConverter`), pts and duration in 1/sample_rate.
+    private func writeAudio(_ frame: borrowing Frame) throws(MediaOutputError) {
+        guard let format = frame.header.audioFormat else { return }
+        let converter: AudioSampleConverter
+        if let existing = audioConverter { converter = existing } else {
+            converter = try AudioSampleConverter(to: .s16)
+            audioConverter = converter
+            try emit("""
+                #format: frame checksums
+                #version: 2
+                #hash: MD5
+                #software: \(Self.libavformatIdent)
+                #tb 0: 1/\(format.sampleRate)
+                #media_type 0: audio
+                #codec_id 0: pcm_s16le
+                #sample_rate 0: \(format.sampleRate)
+                #channel_layout_name 0: \(AudioSampleConverter.layoutName(format.layout))
+                #stream#, dts,        pts, duration,     size, hash
+
+                """)
+        }
+        let d = frame.header.description
+        var pts = d.pts.map { av_rescale_q($0, AVRational(num: d.timeBase.num, den: d.timeBase.den), AVRational(num: 1, den: Int32(format.sampleRate))) } ?? syncPts
+        try converter.convert(frame) { bytes, samples throws(MediaOutputError) in
+            av_md5_init(md5)
+            av_md5_update(md5, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
+            try emit("0, \(pad(String(pts), 10)), \(pad(String(pts), 10)), \(pad(String(samples), 8)), "
+                     + "\(pad(String(bytes.count), 8)), \(Self.finalHex(md5))\n")
+            pts += Int64(samples)
+            frames += 1
+        }
+        syncPts = pts
+        try flush()
     }
 
     /// Writes what is buffered (each `write` does; call it at the end too).

@@ -95,13 +95,17 @@ extension MediaDecoder {
         if r < 0 {
             // End of input (or a read error, which ffmpeg also treats as the end): drain.
             if r != cffmpeg_eof(), !noteError("reading the input failed", r, failure: false) { return false }
+            if loopsLeft == 0 { deliverAudio(nil) }
             _ = avcodec_send_packet(codec, nil)
             draining = true
             receiving = true
             return true
         }
         defer { av_packet_unref(packet) }
-        guard packet.pointee.stream_index == streamIndex else { return true }
+        guard packet.pointee.stream_index == streamIndex else {
+            if let audio, packet.pointee.stream_index == audio.streamIndex { deliverAudio(packet) }
+            return audioFailure == nil
+        }
         // fftools' process_input: the input's offset, then the plays before this one.
         if packet.pointee.pts != cffmpeg_nopts() {
             packet.pointee.pts += tsOffset + loopOffset
@@ -113,6 +117,34 @@ extension MediaDecoder {
         if s < 0, s != cffmpeg_eagain(), !noteError("decoding a packet failed", s) { return false }
         receiving = true
         return true
+    }
+
+    /// An input with sound only: reads and publishes the next audio packet; at the end of
+    /// the input, drains the audio decoder. False once the input or the audio stream ended.
+    public func pumpAudio() -> Bool {
+        guard let packet, let format, !finished else { return false }
+        let r = av_read_frame(format, packet)
+        if r < 0 {
+            if r != cffmpeg_eof() { noteError("reading the input failed", r, failure: false) }
+            deliverAudio(nil)
+            finished = true
+            return false
+        }
+        defer { av_packet_unref(packet) }
+        if let audio, packet.pointee.stream_index == audio.streamIndex { deliverAudio(packet) }
+        return audioFailure == nil
+    }
+
+    /// Decodes and publishes an audio packet (nil: the end of the input, drain); a failure
+    /// of the audio stream's producer ends decoding (`audioFailure`).
+    private func deliverAudio(_ packet: UnsafeMutablePointer<AVPacket>?) {
+        guard let audio, audioFailure == nil else { return }
+        do {
+            if let packet { try audio.send(packet) } else { try audio.drain() }
+        } catch {
+            audioFailure = error
+            finished = true
+        }
     }
 
     /// Counts a decode error; the first one is remembered, and with `strict` ends decoding.

@@ -59,9 +59,9 @@ extension MediaDecoder {
         guard r >= 0 else { close(); throw .unsupportedCodec(input, "\(codecName) (\(ffmpegMessage(r)))") }
     }
 
-    /// Every stream of `ctx` but `index`, as `#N type (codec)`.
-    static func streamNames(_ ctx: UnsafeMutablePointer<AVFormatContext>, except index: Int32) -> [String] {
-        (0..<Int(ctx.pointee.nb_streams)).filter { $0 != Int(index) }.map { i in
+    /// Every stream of `ctx` but those of `carried`, as `#N type (codec)`.
+    static func streamNames(_ ctx: UnsafeMutablePointer<AVFormatContext>, except carried: [Int32]) -> [String] {
+        (0..<Int(ctx.pointee.nb_streams)).filter { !carried.contains(Int32($0)) }.map { i in
             let par = ctx.pointee.streams[i]!.pointee.codecpar!.pointee
             let type = av_get_media_type_string(par.codec_type).map { String(cString: $0) } ?? "unknown"
             return "#\(i) \(type) (\(String(cString: avcodec_get_name(par.codec_id))))"

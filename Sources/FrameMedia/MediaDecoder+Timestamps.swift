@@ -50,6 +50,7 @@ extension MediaDecoder {
         let r = Self.seekFile(format, streamIndex: streamIndex, to: timestamp)
         guard r >= 0 else { throw .ffmpeg("avformat_seek_file", ffmpegMessage(r)) }
         avcodec_flush_buffers(codec)
+        audio?.restart(offsetMicros: timestamp)
         tsOffset = -av_rescale_q(timestamp, AVRational(num: 1, den: AV_TIME_BASE), AVRational(num: timeBase.num, den: timeBase.den))
         origin = seconds
         playOrigin = seconds

@@ -50,9 +50,17 @@ public final class MediaDecoder {
     /// consumers (ffmpeg's own device inputs drop what is not read in time, too).
     public var isLiveSource: Bool { isDevice && inputFormatName != "lavfi" }
 
-    /// The input's streams that are not published (audio, subtitles, data, other video
-    /// streams), as `#1 audio (aac)`: framesrv carries one video stream for now.
+    /// The input's streams that are not published (subtitles, data, other video and audio
+    /// streams, the audio without `options.audio`), as `#1 audio (aac)`.
     public private(set) var uncarriedStreams: [String] = []
+    /// The audio stream decoded beside the video (`options.audio`), nil when there is none.
+    public private(set) var audio: AudioTrack?
+    /// Why the audio track could not be opened (it is then not carried), nil if it was.
+    public private(set) var audioProblem: String?
+    /// What stopped publishing the audio (its producer failed): `next()` then ends.
+    var audioFailure: ProducerError?
+    /// The input's offset, microseconds (its start time, plus -ss), as fftools' ts_offset.
+    let startMicros: Int64
 
     var format: UnsafeMutablePointer<AVFormatContext>?
     /// The demuxer, for what the seek extension reads (duration, seekable).
@@ -113,26 +121,29 @@ public final class MediaDecoder {
         format = ctx
         inputFormatName = String(cString: ctx.pointee.iformat.pointee.name)
         isDevice = cffmpeg_is_device(ctx.pointee.iformat) != 0
-        let found: (index: Int32, decoder: UnsafePointer<AVCodec>)
+        let found: (index: Int32, decoder: UnsafePointer<AVCodec>)?
         do { found = try Self.videoDecoder(in: ctx, input: input) } catch {
-            avformat_close_input(&format)
-            throw error
+            // An input with sound only (WAV, FLAC, ...) is its audio stream when audio is wanted.
+            guard case .noVideoStream = error, options.audio, AudioTrack.find(in: ctx, related: -1) != nil else {
+                avformat_close_input(&format)
+                throw error
+            }
+            found = nil
         }
-        let (index, decoder) = found
-        streamIndex = index
-        uncarriedStreams = Self.streamNames(ctx, except: index)
-        let stream = ctx.pointee.streams[Int(index)]!
-        let parameters = stream.pointee.codecpar!
-        codecName = String(cString: decoder.pointee.name)
-        streamChromaLocation = ChromaLocation(rawValue: UInt32(parameters.pointee.chroma_location.rawValue)) ?? .unspecified
-        let tb = stream.pointee.time_base
+        streamIndex = found?.index ?? -1
+        let stream = found.map { ctx.pointee.streams[Int($0.index)]! }
+        let parameters = stream?.pointee.codecpar
+        codecName = found.map { String(cString: $0.decoder.pointee.name) } ?? "none"
+        streamChromaLocation = parameters.flatMap { ChromaLocation(rawValue: UInt32($0.pointee.chroma_location.rawValue)) } ?? .unspecified
+        let tb = stream?.pointee.time_base ?? AVRational(num: 1, den: AV_TIME_BASE)
         timeBase = Rational(tb.num, tb.den)
-        let fr = av_guess_frame_rate(ctx, stream, nil)
+        let fr = stream.map { av_guess_frame_rate(ctx, $0, nil) } ?? AVRational(num: 0, den: 1)
         frameRate = fr.num > 0 && fr.den > 0 ? Rational(fr.num, fr.den) : nil
         // ffmpeg (without -copyts) shifts the input so that its start time (plus -ss) is 0.
         let start = ctx.pointee.start_time
         let timestamp = (options.start ?? 0) + (start == cffmpeg_nopts() ? 0 : start)
         let microseconds = AVRational(num: 1, den: AV_TIME_BASE)
+        startMicros = timestamp
         tsOffset = -av_rescale_q(timestamp, microseconds, tb)
         baseOffset = tsOffset
         origin = Double(options.start ?? 0) / 1e6
@@ -140,16 +151,43 @@ public final class MediaDecoder {
         trimming = options.start != nil
         durationLimit = options.duration.map { av_rescale_q($0, microseconds, tb) }
         // One frame's duration, for the loop offset (fftools: from the average frame rate, else 1).
-        let avg = stream.pointee.avg_frame_rate
+        let avg = stream?.pointee.avg_frame_rate ?? AVRational(num: 0, den: 1)
         frameDurationGuess = avg.num > 0 && avg.den > 0 ? av_rescale_q(1, AVRational(num: avg.den, den: avg.num), tb) : 1
-        if options.start != nil, Self.seekFile(ctx, streamIndex: index, to: timestamp) < 0 { seekFailed = true }
-        try openCodec(decoder, parameters: parameters, timeBase: tb, threads: threads)
+        let seekIndex = found?.index ?? -1
+        if options.start != nil, Self.seekFile(ctx, streamIndex: seekIndex, to: timestamp) < 0 { seekFailed = true }
+        if let found, let parameters {
+            try openCodec(found.decoder, parameters: parameters, timeBase: tb, threads: threads)
+        } else {
+            packet = av_packet_alloc()
+            guard packet != nil else { close(); throw .ffmpeg("av_packet_alloc", "out of memory") }
+        }
+        if options.audio { openAudio(ctx) }
+        uncarriedStreams = Self.streamNames(ctx, except: [streamIndex] + (audio.map { [$0.streamIndex] } ?? []))
+        if audio == nil, found == nil { close(); throw .noVideoStream(input) }
+    }
+
+    /// Whether the input has a video stream (false: an input with sound only, `audio`).
+    public var hasVideo: Bool { streamIndex >= 0 }
+
+    /// Opens the audio stream ffmpeg would map beside the video; a track that cannot be
+    /// decoded is said in `audioProblem` and left out.
+    private func openAudio(_ ctx: UnsafeMutablePointer<AVFormatContext>) {
+        guard let index = AudioTrack.find(in: ctx, related: streamIndex) else { return }
+        guard options.loops == 0 else {
+            audioProblem = "audio #\(index) is not carried with --loop (its timestamps would not continue across plays yet)"
+            return
+        }
+        do {
+            audio = try AudioTrack(ctx, index: index, startMicros: startMicros, trimming: options.start != nil,
+                                   durationMicros: options.duration)
+        } catch { audioProblem = error.description }
     }
 
     deinit { close() }
 
     /// Frees everything FFmpeg allocated (also done at deinit).
     public func close() {
+        audio?.close()
         avcodec_free_context(&codec)
         av_packet_free(&packet)
         av_frame_free(&frame)

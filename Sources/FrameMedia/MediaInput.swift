@@ -45,9 +45,12 @@ public struct MediaInputOptions: Sendable {
     /// The first decode error ends decoding (`next()` returns nil, `firstError` says why)
     /// instead of being counted and skipped.
     public var strict = false
+    /// Decode the input's audio too (`MediaDecoder.audio`), as ffmpeg maps one audio stream
+    /// beside the video; false: `-an`.
+    public var audio = false
 
-    public init(start: Int64? = nil, duration: Int64? = nil, loops: Int = 0, strict: Bool = false) {
-        self.start = start; self.duration = duration; self.loops = loops; self.strict = strict
+    public init(start: Int64? = nil, duration: Int64? = nil, loops: Int = 0, strict: Bool = false, audio: Bool = false) {
+        self.start = start; self.duration = duration; self.loops = loops; self.strict = strict; self.audio = audio
     }
 
     /// Parses a time as ffmpeg's `-ss`/`-t` do (`av_parse_time`): seconds (`1.5`) or

@@ -103,9 +103,16 @@ public final class MediaPublisher {
     /// `seekFailed` hears why a seek could not be done (playback goes on where it was).
     public func run(into producer: Producer, live: Bool, clock: PlaybackClock, frames: Int?,
                     seekFailed: (String) -> Void = { _ in }, shouldStop: @escaping () -> Bool) throws -> MediaPublishReport {
-        allocator?.attach(producer, wait: !live)
         var report = MediaPublishReport()
         let start = monotonicNanos()
+        guard decoder.hasVideo else {
+            // Sound only: the audio track publishes as packets are read (not paced by the clock yet).
+            while !shouldStop(), decoder.pumpAudio() {}
+            if let failure = decoder.audioFailure { throw failure }
+            report.seconds = Double(monotonicNanos() - start) / 1e9
+            return report
+        }
+        allocator?.attach(producer, wait: !live)
         var discontinuity = false
         playing: while !shouldStop(), frames.map({ report.decoded < $0 }) ?? true, let picture = decoder.next() {
             var description = picture.description
@@ -130,6 +137,7 @@ public final class MediaPublisher {
             discontinuity = false
             try publish(picture, description, into: producer, report: &report)
         }
+        if let failure = decoder.audioFailure { throw failure }
         report.inPlace = producer.publishedInPlace
         report.seconds = Double(monotonicNanos() - start) / 1e9
         return report

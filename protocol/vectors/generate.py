@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates announcements.json: test vectors for the framesrv announcement (protocol v4).
+"""Regenerates announcements.json: test vectors for the framesrv announcement (protocol v5).
 
 Run from anywhere:  python3 protocol/vectors/generate.py
 It rewrites announcements.json next to this file. Standard library only, and on purpose
@@ -10,7 +10,7 @@ little-endian with no padding, followed by name_len bytes of stream name:
 
     offset size field        struct code
        0    4  magic        I   "FSAN" = 0x4E415346
-       4    2  version      H   4
+       4    2  version      H   5
        6    2  kind         H   1 frame, 2 end, 3 epoch
        8    8  seq          Q
       16    4  slot         I
@@ -35,7 +35,7 @@ import struct
 
 FORMAT = "<IHHQIIQQqQHHI"
 MAGIC = 0x4E415346          # "FSAN" read as little-endian bytes F, S, A, N
-VERSION = 4
+VERSION = 5
 # The bytes a stream name may have (PROTOCOL.md 3.1).
 NAME_BYTES = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 PTS_NONE = -(1 << 63)       # INT64_MIN, bit pattern 0x8000000000000000
@@ -108,6 +108,8 @@ def vectors():
                                     version=2), "version"),
         invalid("version-3", encode(FRAME, "cam0", 42, 2, KEY, 1, 1_000_000_000, 0, 1_000_050_000,
                                     version=3), "version"),
+        invalid("version-4", encode(FRAME, "cam0", 42, 2, KEY, 1, 1_000_000_000, 0, 1_000_050_000,
+                                    version=4), "version"),
         invalid("truncated-10-bytes", ok[:10], "short"),
         invalid("empty", b"", "short"),
         invalid("header-only-63-bytes", ok[:63], "short"),

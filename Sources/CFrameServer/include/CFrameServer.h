@@ -1,5 +1,5 @@
 /*
- * CFrameServer.h: the framesrv shared-memory layout and wire format, protocol version 4.
+ * CFrameServer.h: the framesrv shared-memory layout and wire format, protocol version 5.
  *
  * This header is the single source of truth for every byte that crosses a process
  * boundary: for offsets, sizes and constants it wins. For what a field means, the
@@ -41,7 +41,7 @@ extern "C" {
 /* Constants                                                                  */
 /* ------------------------------------------------------------------------- */
 
-#define FS_PROTOCOL_VERSION 4u
+#define FS_PROTOCOL_VERSION 5u
 
 /* Magics are four ASCII bytes, stored little-endian: "FSCT" reads as F,S,C,T. */
 #define FS_MAGIC_CONTROL  0x54435346u /* "FSCT": control segment            */
@@ -69,6 +69,34 @@ extern "C" {
 #define FS_MEMORY_HOST 0u             /* in the pool file, after each slot's fs_frame          */
 #define FS_MEMORY_CUDA 1u             /* in one CUDA allocation per epoch, passed over NAME.cuda */
 #define FS_CUDA_HEADER_SLOT 4096u     /* a CUDA stream's pool file: one page per slot, headers only */
+
+/* fs_control.media and fs_frame.media: what a stream's frames are (PROTOCOL.md 4.6) */
+#define FS_MEDIA_VIDEO 0u             /* pictures: width x height of a pixel format           */
+#define FS_MEDIA_AUDIO 1u             /* sound: nb_samples x channels of a sample format      */
+
+/* Audio frames (PROTOCOL.md 4.6): sample formats, codes as for pixel formats (protocol
+ * constants, not AVSampleFormat values). A planar format keeps one row per channel. */
+#define FS_SAMPLE_U8    1u
+#define FS_SAMPLE_S16   2u
+#define FS_SAMPLE_S32   3u
+#define FS_SAMPLE_FLT   4u
+#define FS_SAMPLE_DBL   5u
+#define FS_SAMPLE_U8P   6u
+#define FS_SAMPLE_S16P  7u
+#define FS_SAMPLE_S32P  8u
+#define FS_SAMPLE_FLTP  9u
+#define FS_SAMPLE_DBLP 10u
+#define FS_SAMPLE_S64  11u
+#define FS_SAMPLE_S64P 12u
+#define FS_SAMPLE_MAX  12u
+#define FS_MAX_CHANNELS   64u         /* channels of an audio frame: 1..64                    */
+#define FS_MAX_SAMPLES    (1u << 20)  /* nb_samples of an audio frame: 1..2^20                */
+#define FS_MAX_SAMPLE_RATE 768000u    /* sample_rate: 1..768000                               */
+
+/* fs_frame.channel_order: FFmpeg's AVChannelOrder values that travel (custom maps do not). */
+#define FS_CHANNEL_ORDER_UNSPEC    0u /* only the count is known; channel_mask 0              */
+#define FS_CHANNEL_ORDER_NATIVE    1u /* channel_mask: AV_CH_* bits, one per channel          */
+#define FS_CHANNEL_ORDER_AMBISONIC 3u /* ambisonic components, channel_mask 0                 */
 
 /* fs_cuda_reply.status */
 #define FS_CUDA_OK       0
@@ -210,7 +238,7 @@ typedef struct fs_control {
                                    *     segment, = consumer_offset + 1280 * 63; host: 0 (const) */
     uint8_t  device_uuid[16];     /* 392 CUDA: cuDeviceGetUuid of the device (const)  */
     uint32_t device_ordinal;      /* 408 CUDA: the producer's ordinal, informative (const) */
-    uint32_t reserved_412;        /* 412 zero                                          */
+    uint32_t media;               /* 412 FS_MEDIA_*: video or audio (const, 4.6)       */
     uint64_t device_slot_stride;  /* 416 CUDA: bytes per slot of the current allocation
                                    *     (published by epoch)                          */
     uint64_t device_pool_size;    /* 424 CUDA: bytes of the current allocation (published by epoch) */
@@ -300,7 +328,13 @@ typedef struct fs_frame {
     uint32_t field_order;         /* 184 FS_FIELD_*, 0 = unknown         */
     uint32_t chroma_location;     /* 188 FS_CHROMA_*, 0 = unspecified    */
     uint32_t source_dropped;      /* 192 frames a live source dropped just before this one */
-    uint8_t  reserved[60];        /* 196 .. 256 zero                     */
+    uint32_t media;               /* 196 FS_MEDIA_*, the stream's (4.6)  */
+    uint32_t sample_rate;         /* 200 audio: 1..FS_MAX_SAMPLE_RATE; video 0 */
+    uint32_t channels;            /* 204 audio: 1..FS_MAX_CHANNELS; video 0 */
+    uint32_t channel_order;       /* 208 audio: FS_CHANNEL_ORDER_*; video 0 */
+    uint32_t nb_samples;          /* 212 audio: samples per channel, 1..FS_MAX_SAMPLES; video 0 */
+    uint64_t channel_mask;        /* 216 audio, native order: AV_CH_* bits, popcount = channels; else 0 */
+    uint8_t  reserved[32];        /* 224 .. 256 zero                     */
 } fs_frame;
 
 /* ------------------------------------------------------------------------- */
@@ -364,6 +398,9 @@ typedef struct fs_cuda_reply {
 #define FS_OFF_CONTROL_FENCE_OFFSET 388
 #define FS_OFF_CONTROL_DEVICE_UUID 392
 #define FS_OFF_SLOT_READERS         40
+#define FS_OFF_CONTROL_MEDIA       412
+#define FS_OFF_FRAME_MEDIA         196
+#define FS_OFF_FRAME_CHANNEL_MASK  216
 
 _Static_assert(sizeof(fs_control) == 512, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_control, epoch) == FS_OFF_CONTROL_EPOCH, "layout");
@@ -404,7 +441,10 @@ _Static_assert(offsetof(fs_frame, pix_fmt_name) == 152, "layout");
 _Static_assert(offsetof(fs_frame, field_order) == FS_OFF_FRAME_FIELD_ORDER, "layout");
 _Static_assert(offsetof(fs_frame, chroma_location) == FS_OFF_FRAME_CHROMA_LOCATION, "layout");
 _Static_assert(offsetof(fs_frame, source_dropped) == FS_OFF_FRAME_SOURCE_DROPPED, "layout");
-_Static_assert(offsetof(fs_frame, reserved) == 196, "layout");
+_Static_assert(offsetof(fs_frame, media) == FS_OFF_FRAME_MEDIA && offsetof(fs_frame, nb_samples) == 212, "layout");
+_Static_assert(offsetof(fs_frame, channel_mask) == FS_OFF_FRAME_CHANNEL_MASK, "layout");
+_Static_assert(offsetof(fs_control, media) == FS_OFF_CONTROL_MEDIA, "layout");
+_Static_assert(offsetof(fs_frame, reserved) == 224, "layout");
 _Static_assert(sizeof(fs_announce) == 64, "wire layout changed: bump FS_PROTOCOL_VERSION");
 _Static_assert(offsetof(fs_announce, name_len) == 56, "layout");
 

@@ -23,8 +23,8 @@ extension MediaDecoder {
     /// the start time), a little earlier when the stream has B-frames (DTS-based seeking).
     static func seekFile(_ ctx: UnsafeMutablePointer<AVFormatContext>, streamIndex: Int32, to timestamp: Int64) -> Int32 {
         var seekTo = timestamp
-        let parameters = ctx.pointee.streams[Int(streamIndex)]!.pointee.codecpar!
-        if ctx.pointee.iformat.pointee.flags & AVFMT_SEEK_TO_PTS == 0, parameters.pointee.video_delay != 0 {
+        let delay = streamIndex >= 0 ? ctx.pointee.streams[Int(streamIndex)]!.pointee.codecpar!.pointee.video_delay : 0
+        if ctx.pointee.iformat.pointee.flags & AVFMT_SEEK_TO_PTS == 0, delay != 0 {
             seekTo -= 3 * Int64(AV_TIME_BASE) / 23
         }
         return avformat_seek_file(ctx, -1, Int64.min, seekTo, seekTo, 0)

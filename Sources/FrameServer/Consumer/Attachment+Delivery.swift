@@ -28,7 +28,7 @@ extension Attachment {
             release(slot: slot, epoch: epoch, mapped: false)
             throw .segment(.truncated(path: pool.truncated ? pool.path : control.path))
         }
-        do { try FrameHeader.validate(header, sequence: seq, slotBytes: slotBytes) } catch {
+        do { try FrameHeader.validate(header, sequence: seq, slotBytes: slotBytes, media: control.media) } catch {
             release(slot: slot, epoch: epoch, mapped: false)
             badFrames += 1
             throw .badFrame(path: pool.path, slot: slot, error)
@@ -48,8 +48,8 @@ extension Attachment {
 
     /// Why a frame header cannot be trusted, or nil if it is sound: `FrameHeader.validate`'s
     /// verdict as text (kept for callers that only want the reason).
-    static func headerProblem(_ h: fs_frame, seq: UInt64, slotBytes: Int) -> String? {
-        do { try FrameHeader.validate(h, sequence: seq, slotBytes: slotBytes) } catch { return error.description }
+    static func headerProblem(_ h: fs_frame, seq: UInt64, slotBytes: Int, media: MediaKind = .video) -> String? {
+        do { try FrameHeader.validate(h, sequence: seq, slotBytes: slotBytes, media: media) } catch { return error.description }
         return nil
     }
 

@@ -86,6 +86,8 @@ final class Attachment {
         guard let control = opened else { return nil }
         // Before the claim: a consumer of the wrong memory kind takes no entry (PROTOCOL.md 4.5).
         guard control.memory == .host else { throw .deviceMemory(stream: stream, control.memory) }
+        // So is a consumer of the other media kind (4.6).
+        if let wanted = options.media, control.media != wanted { throw .wrongMedia(stream: stream, found: control.media) }
         // Read before the claim: a stream that ends while we claim and activate was still
         // running when we came, and its end is a normal end for us, not a late start's.
         let endedBeforeAttach = control.ended

@@ -36,6 +36,10 @@ public struct ConsumerOptions: Sendable {
     /// Wait past a stream that already ended (before this consumer attached) for its next
     /// producer, instead of throwing `.streamEnded` (the commands' `--wait S`).
     public var waitPastEnd = false
+    /// The kind of frames this consumer reads (PROTOCOL.md 4.6): a stream of the other kind
+    /// is refused at attach with `.wrongMedia`, taking no entry. nil: either kind (look at
+    /// `Consumer.media` and at each frame's `header.media`).
+    public var media: MediaKind? = .video
 
     public init(mode: DeliveryMode = .lossless) { self.mode = mode }
 }
@@ -109,6 +113,8 @@ public final class Consumer {
     public var liveHoldLimit: Int? { attachment.flatMap { $0.mode == .live ? $0.liveMaxHeld : nil } }
     /// Slots in the attached producer's pool, nil before attaching.
     public var slotCount: Int? { attachment.map { Int($0.control.slotCount) } }
+    /// What the stream carries, once attached.
+    public var media: MediaKind? { attachment?.control.media }
     /// The attached producer's nominal frame rate (`fs_control.rate_num/rate_den`),
     /// exact; nil when unknown (as fast as possible) or before attaching.
     public var nominalRate: Rational? { attachment?.control.nominalRate }

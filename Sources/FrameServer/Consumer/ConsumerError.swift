@@ -21,6 +21,8 @@ public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The stream's frames are in device memory (PROTOCOL.md 4.5), which this host-memory
     /// consumer never maps as bytes: read it with a CUDA consumer.
     case deviceMemory(stream: String, StreamMemory)
+    /// The stream carries another kind of frames (PROTOCOL.md 4.6) than this consumer reads.
+    case wrongMedia(stream: String, found: MediaKind)
     /// The consumer's entry in the control segment was freed or closed by another process
     /// while it waited (damage, a bug): the producer serves it no more.
     case entryLost(stream: String, index: Int)
@@ -56,6 +58,10 @@ public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
         case .deviceMemory(let stream, let memory):
             "stream '\(stream)' holds its frames in \(memory), which this consumer (host memory) cannot map; "
                 + "read it with a CUDA consumer (libframesrv with FRAMESRV_MEMORY_CUDA)"
+        case .wrongMedia(let stream, let found):
+            found == .audio
+                ? "stream '\(stream)' carries audio, which this consumer (video frames) cannot read; read it with a sink (framesrv sink --in \(stream) --framemd5 -)"
+                : "stream '\(stream)' carries video, not audio; give this consumer an audio stream (produce's --audio-out NAME)"
         case .entryLost(let stream, let index):
             "stream '\(stream)': this consumer's entry \(index) in the control segment was freed or closed by another process, "
                 + "so its producer serves it no more; attach again (framesrv clean removes a damaged stream's files)"

@@ -91,3 +91,15 @@ public final class SharedFrame: @unchecked Sendable {
 
     deinit { owner.releaseShared(slot: slot, epoch: epoch) }
 }
+
+extension Frame {
+    /// Row `i` of an audio frame (PROTOCOL.md 4.6), its sample bytes only: channel `i` of a
+    /// planar format, every channel interleaved in row 0 of a packed one. Empty for a video
+    /// frame or a row past the last.
+    public func audioRow(_ i: Int) -> UnsafeRawBufferPointer {
+        guard let format = header.audioFormat, i >= 0, i < format.rows, let bytes = format.rowBytes else {
+            return UnsafeRawBufferPointer(start: base, count: 0)
+        }
+        return UnsafeRawBufferPointer(rebasing: plane(0)[(i * header.stride(plane: 0))...].prefix(bytes))
+    }
+}

@@ -37,16 +37,19 @@ public final class ControlSegment: @unchecked Sendable {
     let slotCount: UInt32
     /// Where the planes live (validated at open; a producer's own: host).
     let memory: StreamMemory
+    /// What the stream carries (`fs_control.media`, const, validated: PROTOCOL.md 4.6).
+    let media: MediaKind
     private let slotTable: UnsafeMutablePointer<fs_slot_ctl>
     private let consumerTable: UnsafeMutablePointer<fs_consumer>
 
     /// The file's path.
     var path: String { segment.path }
 
-    private init(_ segment: Segment, slotCount: UInt32, memory: StreamMemory = .host) {
+    private init(_ segment: Segment, slotCount: UInt32, memory: StreamMemory = .host, media: MediaKind = .video) {
         self.segment = segment
         self.slotCount = slotCount
         self.memory = memory
+        self.media = media
         header = segment.base.assumingMemoryBound(to: fs_control.self)
         let slotsAt = MemoryLayout<fs_control>.size
         slotTable = (segment.base + slotsAt).assumingMemoryBound(to: fs_slot_ctl.self)
@@ -69,7 +72,7 @@ public final class ControlSegment: @unchecked Sendable {
     }
 
     /// `validate`, with the memory kind it validated.
-    static func validateLayout(_ bytes: UnsafeRawBufferPointer, path: String) throws(SegmentError) -> (slots: Int, memory: StreamMemory) {
+    static func validateLayout(_ bytes: UnsafeRawBufferPointer, path: String) throws(SegmentError) -> (slots: Int, memory: StreamMemory, media: MediaKind) {
         let headerSize = MemoryLayout<fs_control>.size
         guard bytes.count >= headerSize else { throw .tooSmall(path: path, size: bytes.count, needed: headerSize) }
         func u32(_ offset: Int) -> UInt32 { bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self) }
@@ -98,9 +101,13 @@ public final class ControlSegment: @unchecked Sendable {
                             expected: ">= 1 (the rate pair is 0/0 or both >= 1)")
         }
         let memory = try validateMemory(bytes, slots: slots, path: path)
+        let mediaCode = u32(Int(FS_OFF_CONTROL_MEDIA))
+        guard let media = MediaKind(rawValue: mediaCode) else {
+            throw .badField(path: path, field: "media", value: UInt64(mediaCode), expected: "\(FS_MEDIA_VIDEO) (video) or \(FS_MEDIA_AUDIO) (audio)")
+        }
         let needed = memory == .host ? requiredSize(slotCount: slots) : fs_control_size_cuda(slots)
         guard bytes.count >= needed else { throw .tooSmall(path: path, size: bytes.count, needed: needed) }
-        return (Int(slots), memory)
+        return (Int(slots), memory, media)
     }
 
     /// `memory` and `fence_offset` (PROTOCOL.md 4.5): host with no fence table, or CUDA with
@@ -137,13 +144,13 @@ public final class ControlSegment: @unchecked Sendable {
     /// replaced meanwhile cannot lend it another producer.
     static func open(_ path: String, writable: Bool, passingLeftovers: Bool) throws(SegmentError) -> ControlSegment? {
         let segment = try Segment.open(path, writable: writable, minimumSize: MemoryLayout<fs_control>.size)
-        let layout: (slots: Int, memory: StreamMemory)
+        let layout: (slots: Int, memory: StreamMemory, media: MediaKind)
         do { layout = try validateLayout(segment.bytes, path: path) } catch {
             if passingLeftovers, case .versionMismatch = error, !prefixProducerAlive(segment.bytes) { return nil }
             throw error
         }
         try segment.checkIntact()
-        return ControlSegment(segment, slotCount: UInt32(layout.slots), memory: layout.memory)
+        return ControlSegment(segment, slotCount: UInt32(layout.slots), memory: layout.memory, media: layout.media)
     }
 
     /// Whether the producer named by the fixed identity prefix of a control segment's
@@ -166,13 +173,14 @@ public final class ControlSegment: @unchecked Sendable {
         var liveMaxHeld: Int
         var nominalRate: Rational?
         var producerName: String
+        var media: MediaKind = .video
     }
 
     /// Creates and initialises a control segment at `path` (the producer, before it renames
     /// the file into place: nobody else sees it yet, so plain stores suffice).
     static func create(_ path: String, _ s: Setup) throws(SegmentError) -> ControlSegment {
         let slots = UInt32(s.slots)
-        let control = ControlSegment(try Segment.create(path, size: requiredSize(slotCount: slots)), slotCount: slots)
+        let control = ControlSegment(try Segment.create(path, size: requiredSize(slotCount: slots)), slotCount: slots, media: s.media)
         let me = ProcessIdentity.current
         let c = control.header
         c.pointee.magic = FS_MAGIC_CONTROL
@@ -191,6 +199,7 @@ public final class ControlSegment: @unchecked Sendable {
         c.pointee.min_free = UInt64(s.slots)
         c.pointee.live_max_held = UInt32(clamping: s.liveMaxHeld)
         c.pointee.flags = s.liveSource ? FS_CONTROL_LIVE_SOURCE : 0
+        c.pointee.media = s.media.rawValue
         if let r = s.nominalRate, let reduced = Rational(rate: UInt64(max(r.num, 0)), UInt64(max(r.den, 0))) {
             c.pointee.rate_num = UInt64(reduced.num)
             c.pointee.rate_den = UInt64(reduced.den)

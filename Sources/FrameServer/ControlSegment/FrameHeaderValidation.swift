@@ -24,16 +24,45 @@ extension FrameHeader {
     /// - `time_base_num` and `time_base_den` >= 1, `field_order` <= FS_FIELD_MAX,
     ///   `chroma_location` <= FS_CHROMA_MAX.
     ///
+    ///
+    /// `media` is the stream's (`fs_control.media`): the frame must say the same. An audio
+    /// frame's own fields are checked by `checkAudio` (PROTOCOL.md 4.6) instead of the
+    /// picture's geometry.
+    ///
     /// Pure (no shared memory), so a fuzz target can call it with any header.
     public static func validate(_ h: fs_frame, sequence: UInt64, slotBytes: Int,
-                                planesFrom: Int = FrameFormat.headerSize) throws(FrameHeaderError) {
+                                planesFrom: Int = FrameFormat.headerSize, media: MediaKind = .video) throws(FrameHeaderError) {
         guard h.magic == FS_MAGIC_FRAME else { throw .badMagic(found: h.magic) }
         guard h.version == FS_PROTOCOL_VERSION else { throw .versionMismatch(found: h.version) }
         guard h.seq == sequence else { throw .badField(field: "seq", value: Int64(bitPattern: h.seq), expected: "\(sequence), the slot's") }
+        guard h.media == media.rawValue else {
+            throw .badField(field: "media", value: Int64(h.media), expected: "\(media.rawValue), the stream's (\(media))")
+        }
+        if media == .audio {
+            try checkPlaneBounds(FrameHeader(h), planesFrom: planesFrom, slotBytes: slotBytes)
+            try FrameHeader(h).checkAudio()
+            try checkTimestamps(h)
+            try checkRange("time_base_num", Int64(h.time_base_num), 1...Int64(Int32.max))
+            try checkRange("time_base_den", Int64(h.time_base_den), 1...Int64(Int32.max))
+            return
+        }
         try checkRange("width", Int64(h.width), 1...16384)
         try checkRange("height", Int64(h.height), 1...16384)
         try checkRange("plane_count", Int64(h.plane_count), 1...Int64(FS_MAX_PLANES))
         let header = FrameHeader(h)
+        try checkPlaneBounds(header, planesFrom: planesFrom, slotBytes: slotBytes)
+        if let format = try header.checkedFormat() {
+            try header.checkRows(of: format)
+        }
+        try checkTimestamps(h)
+        try checkRange("time_base_num", Int64(h.time_base_num), 1...Int64(Int32.max))
+        try checkRange("time_base_den", Int64(h.time_base_den), 1...Int64(Int32.max))
+        try checkRange("field_order", Int64(h.field_order), 0...Int64(FS_FIELD_MAX))
+        try checkRange("chroma_location", Int64(h.chroma_location), 0...Int64(FS_CHROMA_MAX))
+    }
+
+    /// Every plane starts at `planesFrom` or later and ends inside the slot (overflow-checked).
+    private static func checkPlaneBounds(_ header: FrameHeader, planesFrom: Int, slotBytes: Int) throws(FrameHeaderError) {
         for i in 0..<header.planeCount {
             let offset = header.offset(plane: i), size = header.size(plane: i)
             guard offset >= planesFrom else {
@@ -45,14 +74,6 @@ extension FrameHeader {
                                 expected: "a plane inside the slot's \(slotBytes) bytes (it starts at \(offset))")
             }
         }
-        if let format = try header.checkedFormat() {
-            try header.checkRows(of: format)
-        }
-        try checkTimestamps(h)
-        try checkRange("time_base_num", Int64(h.time_base_num), 1...Int64(Int32.max))
-        try checkRange("time_base_den", Int64(h.time_base_den), 1...Int64(Int32.max))
-        try checkRange("field_order", Int64(h.field_order), 0...Int64(FS_FIELD_MAX))
-        try checkRange("chroma_location", Int64(h.chroma_location), 0...Int64(FS_CHROMA_MAX))
     }
 
     /// `validate` on the 256 raw bytes of a header (a fuzz target's input); shorter input

@@ -248,9 +248,12 @@ public struct StreamSnapshot: Sendable, Encodable {
         let cuda = control.memory != .host
         guard !cuda || epoch == control.epoch else { return nil }   // an older epoch's device stride is not known
         let planeBytes = cuda ? Int(clamping: control.header.pointee.device_slot_stride) : slotBytes
-        guard !pool.truncated, (try? FrameHeader.validate(raw, sequence: seq, slotBytes: planeBytes, planesFrom: cuda ? 0 : FrameFormat.headerSize)) != nil
+        guard !pool.truncated, (try? FrameHeader.validate(raw, sequence: seq, slotBytes: planeBytes, planesFrom: cuda ? 0 : FrameFormat.headerSize,
+                                                               media: control.media)) != nil
         else { return nil }
         let h = FrameHeader(raw)
+        // An audio stream's format as ffmpeg prints one: 48000 Hz, stereo, fltp.
+        if let audio = h.audioFormat { return "\(audio.sampleRate) Hz, \(audio.layout), \(audio.sampleFormat)" }
         let c = h.description.color
         // As ffmpeg names a hardware frame's format: cuda(nv12).
         let format = cuda ? "\(control.memory.kind)(\(h.pixelFormatName))" : h.pixelFormatName

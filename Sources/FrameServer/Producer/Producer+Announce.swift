@@ -45,6 +45,23 @@ extension Producer {
         header.flags = d.flags.rawValue
         header.field_order = d.fieldOrder.rawValue
         header.chroma_location = d.chromaLocation.rawValue
+        commit(slot, header: &header, description: d)
+    }
+
+    /// Publishes a `WritableAudioFrame`'s slot (PROTOCOL.md 4.6).
+    func publishReservedAudio(_ slot: UInt32, format: AudioFormat, description d: FrameDescription) {
+        slotLock.withLock {
+            outstanding -= 1
+            var header = fs_frame(audio: format, description: d)
+            header.epoch = epoch
+            header.capture_ns = d.captureNanos == 0 ? monotonicNanos() : d.captureNanos
+            commit(slot, header: &header, description: d)
+        }
+    }
+
+    /// The part of a publish every frame shares: the source's drops, the sequence number,
+    /// the header stored, the holder bits, the wake and the announcement. `slotLock` held.
+    private func commit(_ slot: UInt32, header: inout fs_frame, description d: FrameDescription) {
         header.source_dropped = d.sourceDropped &+ droppedSincePublish
         if header.source_dropped > 0 { header.flags |= FS_FRAME_DISCONTINUITY }
         droppedSincePublish = 0

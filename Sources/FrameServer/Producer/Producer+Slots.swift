@@ -16,14 +16,36 @@ extension Producer {
     /// consumers still hold stay in the old pool).
     public func reserve(_ format: FrameFormat) throws(ProducerError) -> WritableFrame? {
         try format.validate()
+        guard options.media == .video else { throw .wrongMedia(stream: stream, .audio) }
+        guard let (slot, base) = try reserveSlot(bytes: format.slotBytes, epochBytes: max(format.slotBytes, leaseBytesWanted),
+                                                 blocked: .framesOutstanding(outstanding, "\(format)")) else { return nil }
+        return WritableFrame(producer: Unmanaged.passRetained(self), slot: slot, base: base, format: format)
+    }
+
+    /// Reserves a free slot for an audio frame of `format` (PROTOCOL.md 4.6), as `reserve(_:)`
+    /// does for a picture. A new pool's slots hold at least `capacity` samples per channel
+    /// (the decoder's usual frame), so frames of varying length share one epoch.
+    public func reserve(audio format: AudioFormat, capacity: Int = 0) throws(ProducerError) -> WritableAudioFrame? {
+        try format.validate()
+        guard options.media == .audio else { throw .wrongMedia(stream: stream, .video) }
+        var roomy = format
+        roomy.samples = max(format.samples, min(capacity, Int(FS_MAX_SAMPLES)))
+        guard let (slot, base) = try reserveSlot(bytes: format.slotBytes, epochBytes: roomy.slotBytes,
+                                                 blocked: .framesOutstanding(outstanding, "\(format)")) else { return nil }
+        return WritableAudioFrame(producer: Unmanaged.passRetained(self), slot: slot, base: base, format: format)
+    }
+
+    /// Takes a free slot of at least `bytes` bytes (a new epoch of `epochBytes` when the
+    /// slots are smaller), waiting unless the stream is a live source; nil when a live
+    /// source found none (counted as a drop) or `shouldStop` ended the wait.
+    private func reserveSlot(bytes: Int, epochBytes: Int,
+                             blocked: @autoclosure () -> ProducerError) throws(ProducerError) -> (UInt32, UnsafeMutableRawPointer)? {
         try checkSegmentsIntact()
         guard waitWhileDeserted() else { return nil }
-        return try slotLock.withLock { () throws(ProducerError) -> WritableFrame? in
-            if pool == nil || format.slotBytes > slotStride {
-                guard outstanding == 0 else {
-                    throw .framesOutstanding(outstanding, format)
-                }
-                try startEpoch(bytes: max(format.slotBytes, leaseBytesWanted))
+        return try slotLock.withLock { () throws(ProducerError) -> (UInt32, UnsafeMutableRawPointer)? in
+            if pool == nil || bytes > slotStride {
+                guard outstanding == 0 else { throw blocked() }
+                try startEpoch(bytes: epochBytes)
             } else if leaseBytesWanted > slotStride, outstanding == 0 {
                 // The decoder's frames no longer fit (a new size or format): give it larger
                 // slots. Only an optimisation: if the pool cannot grow, go on copying.
@@ -34,9 +56,8 @@ extension Producer {
                 if options.liveSource { control.countDropped(); droppedSincePublish &+= 1; noteDrop() }
                 return nil
             }
-            let base = pool!.base + Int(slot) * slotStride
             outstanding += 1
-            return WritableFrame(producer: Unmanaged.passRetained(self), slot: slot, base: base, format: format)
+            return (slot, pool!.base + Int(slot) * slotStride)
         }
     }
 

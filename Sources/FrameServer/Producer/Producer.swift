@@ -38,6 +38,9 @@ public struct ProducerOptions: Sendable {
     /// is `deserted`: `reserve` returns nil from then on, and its caller ends the stream. nil:
     /// publish on to nobody. What `--wait-for` asks for (with `--linger`).
     public var lingerWhenDeserted: Double? = nil
+    /// What the stream carries (PROTOCOL.md 4.6): video frames (`reserve(_:)`) or audio
+    /// frames (`reserve(audio:)`), never both.
+    public var media: MediaKind = .video
 
     public init() {}
 }
@@ -171,7 +174,7 @@ public final class Producer: @unchecked Sendable {
         do {
             control = try ControlSegment.create(tmp, .init(stream: stream, slots: options.slots, liveSource: options.liveSource,
                                                            liveMaxHeld: options.liveMaxHeld, nominalRate: options.nominalRate,
-                                                           producerName: options.name))
+                                                           producerName: options.name, media: options.media))
         } catch { throw .segment(error) }
 
         do { socket = try ZMQSocket(type: ZMQ_XPUB) } catch { throw .transport(error) }

@@ -12,8 +12,12 @@ public enum ProducerError: Error, Equatable, Sendable, CustomStringConvertible {
     case slotCount(Int)
     /// A frame size out of 1x1 ... 16384x16384.
     case frameSize(width: Int, height: Int)
+    /// An audio frame outside PROTOCOL.md 4.6's limits (rate, channels, layout, samples).
+    case audioFormat(String)
+    /// A video frame reserved on an audio stream, or the other way round.
+    case wrongMedia(stream: String, MediaKind)
     /// A larger format needs a new pool epoch, but reserved frames are still unpublished.
-    case framesOutstanding(Int, FrameFormat)
+    case framesOutstanding(Int, String)
     /// A segment could not be created, or was truncated under the producer.
     case segment(SegmentError)
     /// A system call for the stream failed (its lock, its eventfd, publishing its control segment).
@@ -29,6 +33,9 @@ public enum ProducerError: Error, Equatable, Sendable, CustomStringConvertible {
             "stream '\(n)' already has a running producer (pid \(pid)); stop it or pick another --out name"
         case .slotCount(let n): "--slots must be between 1 and \(FS_MAX_SLOTS), not \(n)"
         case .frameSize(let w, let h): "frame size \(w)x\(h) is out of range (1x1 to 16384x16384)"
+        case .audioFormat(let problem): "audio frame out of range: \(problem)"
+        case .wrongMedia(let stream, let kind):
+            "stream '\(stream)' carries \(kind); a frame of the other kind cannot be published on it"
         case .framesOutstanding(let n, let format):
             "publish or drop the \(n) frame(s) you hold before reserving a larger format (\(format))"
         case .segment(let e): e.userMessage

@@ -11,7 +11,7 @@ enum ProduceCommand: Command {
     static let help = """
     usage: framesrv produce -i INPUT --out NAME [-f FMT] [-ss T] [-t D] [--loop N] [-re | --readrate X] [--paused]
                            [--pix-fmt FMT] [--size WxH] [--frames N] [--slots N] [--threads N] [--strict]
-                           [--wait-for N [--linger S] | --no-wait] [--name NAME]
+                           [--wait-for N [--linger S] | --no-wait] [--name NAME] [-an | --audio-out NAME]
            framesrv produce --pattern --out NAME [options]
 
     Publishes frames into shared memory as stream NAME and announces each over ZeroMQ.
@@ -21,6 +21,13 @@ enum ProduceCommand: Command {
                            (rebased to start at 0, as ffmpeg does), colour, aspect ratio and
                            key flag; ends the stream at the end of the input. Decode errors
                            are counted and skipped, as ffmpeg does.
+      --audio-out NAME     with -i: publish the input's audio stream (the one ffmpeg maps beside
+                           the video) as stream NAME (default: the --out name with -audio, e.g.
+                           film-audio): every decoded frame with its sample format, rate and
+                           channel layout, pts in 1/sample_rate as ffmpeg stamps it (copied once
+                           into a slot). Its lossless consumers count for --wait-for too. Not with
+                           --loop (said in one line). Read it with 'framesrv sink --framemd5'
+      -an                  with -i: publish no audio
       -f FMT               force the input format (ffmpeg's -f, e.g. yuv4mpegpipe for a pipe), or
                            an input device, as ffmpeg: -f lavfi -i testsrc2=size=320x240:rate=30,
                            -f x11grab -i :0, -f v4l2 -i /dev/video0. A capture device (every device
@@ -99,8 +106,10 @@ enum ProduceCommand: Command {
         let decoder = publisher.decoder
         if !decoder.uncarriedStreams.isEmpty {
             warn("'\(media.input)': not carried: stream \(decoder.uncarriedStreams.joined(separator: ", ")); framesrv publishes "
-                 + "one video stream (#\(decoder.videoStreamIndex)) for now, so a recording or sink of it has no sound")
+                 + "one video stream (#\(decoder.videoStreamIndex)) and one audio stream")
         }
+        if let problem = decoder.audioProblem { warn("'\(media.input)': \(problem)") }
+        if !decoder.hasVideo { return try produceSoundOnly(o, media, publisher) }
         if decoder.seekFailed {
             warn("cannot seek in '\(media.input)': decoding from the start and dropping frames before -ss, as ffmpeg does")
         }
@@ -110,6 +119,8 @@ enum ProduceCommand: Command {
         o.waitFor = policy.waitFor   // what waitForConsumers and the control socket's status wait for
         let producer = try createStream(o, slots: o.slots ?? publisher.path.defaultSlots, liveSource: policy.liveSource,
                                         rate: publisher.frameRate)
+        let audio: Producer?
+        do { audio = try createAudioStream(o, media, decoder, liveSource: policy.liveSource) } catch { producer.close(); throw error }
         let clock = PlaybackClock(rate: media.readrate, paused: media.paused, position: decoder.origin)
         // A file takes run-time controls (framesrv ctl) from the moment its stream exists.
         let waitFor = o.waitFor
@@ -120,27 +131,30 @@ enum ProduceCommand: Command {
         let control = policy.takesControls ? serveControls(o.out, clock: clock, decoder: decoder, directory: producer.directory,
                                                            waiting: waiting) : nil
         // The decoder goes first: freeing it ends the leases of the slots it still references.
-        defer { control?.close(); publisher.close(); producer.close() }
-        guard waitForConsumers(o, producer, sayWaiting: policy.waitsByDefault && !o.quiet) else { return .interrupted }
+        defer { control?.close(); publisher.close(); producer.close(); audio?.close() }
+        guard waitForConsumers(o, producer, audio: audio, sayWaiting: policy.waitsByDefault && !o.quiet) else { return .interrupted }
         let report: MediaPublishReport
         do {
             report = try publisher.run(into: producer, live: policy.liveSource, clock: clock, frames: o.frames,
                                        seekFailed: { warn("\(o.out): \($0)") }) { StopSignal.requested || producer.deserted }
         } catch {
             producer.finish(failed: true)   // consumers get what was published, then learn the input failed
+            audio?.finish(failed: true)
             throw error
         }
-        return try finishMedia(o, media, publisher, producer, report)
+        return try finishMedia(o, media, publisher, producer, audio, report)
     }
 
     /// Ends the stream (or not, when the input failed), reports, and says the exit status.
     static func finishMedia(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ publisher: MediaPublisher,
-                            _ producer: Producer, _ report: MediaPublishReport) throws -> ExitStatus {
+                            _ producer: Producer, _ audio: Producer?, _ report: MediaPublishReport) throws -> ExitStatus {
         let decoder = publisher.decoder
         // A failed input (the first decode error under --strict, more errors than ffmpeg
         // allows) ends the stream as failed: its sinks and filters then exit non-zero too.
         let failed = (media.inputOptions.strict && decoder.firstError != nil) || decoder.tooManyErrors()
         producer.finish(failed: failed)
+        audio?.finish(failed: failed)
+        if let audio, let track = decoder.audio { reportAudio(o, media, track, audio, seconds: report.seconds) }
         try writeStats(o, producer: producer, report: report, decodeErrors: decoder.decodeErrors)
         if media.inputOptions.strict, let error = decoder.firstError {
             // The stream ended at the first decode error; that error is the one line reported.
@@ -164,6 +178,59 @@ enum ProduceCommand: Command {
             warn("'\(media.input)': no frame decoded; the stream ended empty (ffmpeg: \"Output file is empty\")")
         }
         return .success
+    }
+
+    /// The audio stream beside the video (--audio-out, default NAME-audio), when the input
+    /// has a track to carry; nil with -an or without one.
+    static func createAudioStream(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ decoder: MediaDecoder,
+                                  liveSource: Bool, name: String? = nil) throws -> Producer? {
+        guard let name = name ?? media.audioOut, let track = decoder.audio else { return nil }
+        var options = ProducerOptions()
+        options.media = .audio
+        options.slots = 32   // small frames: about 0.7 s of 48 kHz AAC in flight
+        options.liveSource = liveSource
+        options.sendHighWaterMark = Int32(o.sendHighWaterMark)
+        options.stallTimeout = o.stallTimeout
+        options.name = ClientName.fit(o.name + " audio")
+        let producer = try Producer(stream: name, options: options)
+        producer.shouldStop = StopSignal.shouldStop
+        producer.onDropped = { warn("\(name): \($0)") }
+        track.attach(producer)
+        return producer
+    }
+
+    /// An input with sound only (WAV, FLAC, ...): its audio is the stream --out NAME.
+    static func produceSoundOnly(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ publisher: MediaPublisher) throws -> ExitStatus {
+        var o = o
+        if o.waitFor == 0, !o.noWait { o.waitFor = 1 }   // a file waits for its first lossless consumer, as with video
+        guard let audio = try createAudioStream(o, media, publisher.decoder, liveSource: o.liveSource, name: o.out),
+              let track = publisher.decoder.audio else { return .failed }
+        defer { publisher.close(); audio.close() }
+        guard waitForConsumers(o, audio, sayWaiting: o.waitFor > 0 && !o.quiet) else { return .interrupted }
+        let clock = PlaybackClock(rate: nil, paused: false, position: 0)
+        let report: MediaPublishReport
+        do {
+            report = try publisher.run(into: audio, live: o.liveSource, clock: clock, frames: o.frames) { StopSignal.requested }
+        } catch {
+            audio.finish(failed: true)
+            throw error
+        }
+        audio.finish(failed: false)
+        reportAudio(o, media, track, audio, seconds: report.seconds)
+        return .success
+    }
+
+    /// produce's summary line for the audio stream, and one line for frames it skipped.
+    static func reportAudio(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ track: AudioTrack, _ audio: Producer, seconds: Double) {
+        if !o.quiet {
+            let formats = track.formats.map { "\($0.sampleRate) Hz \($0.layout) \($0.sampleFormat)" }.joined(separator: ", then ")
+            print("produce: \(audio.stream): published \(audio.publishedCount) audio frames of \(formats.isEmpty ? "nothing" : formats)"
+                  + " (\(track.codecName), \(audio.publishedCount) copied) in \(formatDouble(seconds, 2)) s,"
+                  + " dropped \(audio.droppedCount), decode errors \(track.decodeErrors), skipped \(track.skipped)")
+        }
+        if let problem = track.firstProblem {
+            warn("'\(media.input)' \(track.label): \(track.skipped) frame(s) skipped, \(track.decodeErrors) decode error(s); the first: \(problem)")
+        }
     }
 
     static func producePattern(_ o: ProduceOptions) throws -> ExitStatus {
@@ -240,12 +307,17 @@ enum ProduceCommand: Command {
 
     /// With --wait-for: waits for that many lossless consumers; false (and the stream
     /// closed) when SIGINT/SIGTERM came first. `sayWaiting`: say once on stderr that it waits.
-    static func waitForConsumers(_ o: ProduceOptions, _ producer: Producer, sayWaiting: Bool) -> Bool {
-        if sayWaiting, producer.losslessConsumerCount < o.waitFor {
-            warn("'\(o.out)': waiting for its first lossless consumer before publishing (--no-wait: publish at once; Ctrl-C to stop)")
+    /// With an audio stream, its lossless consumers count too: an audio sink alone starts the file.
+    static func waitForConsumers(_ o: ProduceOptions, _ producer: Producer, audio: Producer? = nil, sayWaiting: Bool) -> Bool {
+        let attached = { producer.losslessConsumerCount + (audio?.losslessConsumerCount ?? 0) }
+        if sayWaiting, attached() < o.waitFor {
+            let streams = audio.map { "'\(o.out)' (or '\($0.stream)')" } ?? "'\(o.out)'"
+            warn("\(streams): waiting for its first lossless consumer before publishing (--no-wait: publish at once; Ctrl-C to stop)")
         }
-        while o.waitFor > 0, !producer.waitForLosslessConsumers(o.waitFor, timeoutSeconds: nil) {
-            if StopSignal.requested { producer.close(); return false }
+        while o.waitFor > 0, attached() < o.waitFor {
+            // With two streams, look at both every 50 ms; with one, sleep until it is told.
+            _ = producer.waitForLosslessConsumers(o.waitFor, timeoutSeconds: audio == nil ? nil : 0.05)
+            if StopSignal.requested { producer.close(); audio?.close(); return false }
         }
         return true
     }

@@ -16,7 +16,9 @@ enum SinkCommand: Command {
 
       --in NAME            the stream to read
       --null               discard frames; count them and print statistics
-      --framemd5 FILE|-    write what 'ffmpeg -i INPUT -map 0:v:0 -f framemd5' writes for these
+      --framemd5 FILE|-    an audio stream (produce's --audio-out): what 'ffmpeg -i INPUT -map 0:a:0
+                           -f framemd5' writes (samples as s16, ffmpeg's conversion). A video stream:
+                           what 'ffmpeg -i INPUT -map 0:v:0 -f framemd5' writes for these
                            frames (- for standard output; the summary line then goes to stderr)
       --y4m FILE|-         write a YUV4MPEG2 stream, its header as ffmpeg's yuv4mpegpipe muxer writes
                            it (size, exact frame rate, interlacing from the field order, aspect

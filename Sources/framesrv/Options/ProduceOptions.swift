@@ -19,6 +19,8 @@ struct ProduceOptions: CommandOptions {
         var pixelFormat: PixelFormat?
         var size: (Int, Int)?
         var copy = false
+        /// The audio stream's name (--audio-out, default NAME-audio); nil with -an.
+        var audioOut: String?
         var converter: FrameConverter? {
             pixelFormat != nil || size != nil ? FrameConverter(pixelFormat: pixelFormat, size: size) : nil
         }
@@ -86,6 +88,8 @@ struct ProduceOptions: CommandOptions {
         m.strict = args.flag("--strict")
         let name = try args.value("--name")
         m.paused = args.flag("--paused")
+        m.noAudio = args.flag("-an", "--no-audio")
+        m.audioOut = try args.newStreamName("--audio-out")
         try args.finish()
 
         guard wantsPattern != (m.input != nil) else {
@@ -101,7 +105,10 @@ struct ProduceOptions: CommandOptions {
             guard rateText == nil, fill == nil, changes.isEmpty else {
                 throw UsageError("--rate, --fill and --size-change-at go with --pattern")
             }
-            media = try m.media(input, pixelFormat: pixelFormat, size: size)
+            var chosen = try m.media(input, pixelFormat: pixelFormat, size: size)
+            chosen.audioOut = try m.audioStream(out: out)
+            chosen.inputOptions.audio = chosen.audioOut != nil
+            media = chosen
             return
         }
         try m.refuseWithoutInput()
@@ -122,6 +129,22 @@ struct ProduceOptions: CommandOptions {
         var copy = false
         var strict = false
         var paused = false
+        var noAudio = false
+        var audioOut: String?
+
+        /// The audio stream's name: --audio-out, else NAME-audio; nil with -an.
+        func audioStream(out: String) throws(UsageError) -> String? {
+            guard !noAudio else {
+                guard audioOut == nil else { throw UsageError("-an and --audio-out NAME are one choice: -an publishes no audio") }
+                return nil
+            }
+            let name = audioOut ?? out + "-audio"
+            guard name != out else { throw UsageError("--audio-out \(name) is the video stream's name (--out); choose another") }
+            do { try validateStreamName(name) } catch {
+                throw UsageError("the audio stream's name: \(error.description); give --audio-out NAME, or -an")
+            }
+            return name
+        }
 
         /// -i's options checked against each other, with --pix-fmt / --size for the converter.
         func media(_ input: String, pixelFormat: PixelFormat?, size: (Int, Int)?) throws(UsageError) -> Media {
@@ -141,6 +164,7 @@ struct ProduceOptions: CommandOptions {
             guard !strict else { throw UsageError("--strict goes with -i INPUT") }
             guard !copy else { throw UsageError("--copy goes with -i INPUT") }
             guard !paused else { throw UsageError("--paused goes with -i INPUT") }
+            guard !noAudio, audioOut == nil else { throw UsageError("-an and --audio-out go with -i INPUT") }
             guard start == nil, duration == nil, loops == 0, !realTime, readrate == nil else {
                 throw UsageError("-ss, -t, --loop, -re and --readrate go with -i INPUT")
             }

@@ -44,6 +44,9 @@ struct SinkOptions: CommandOptions {
         consumerOptions.pollMicros = try args.int("--poll-us", range: 0...1_000_000) ?? 0
         quiet = args.flag("--quiet", "-q")
         try args.finish()
+        // An audio stream goes to --framemd5 or --null; the picture outputs take video only
+        // (a consumer of the other kind is refused in one line at attach).
+        consumerOptions.media = y4m == nil && raw == nil && record == nil && !settings.verify ? nil : .video
 
         guard let input else { throw UsageError("missing --in NAME: the stream to read") }
         self.input = input

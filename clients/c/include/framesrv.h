@@ -43,7 +43,7 @@ extern "C" {
 #define FRAMESRV_VERSION_MAJOR 1
 #define FRAMESRV_VERSION_MINOR 1
 #define FRAMESRV_VERSION_PATCH 0
-#define FRAMESRV_PROTOCOL_VERSION 4   /* = FS_PROTOCOL_VERSION of the layout header (common.c asserts it) */
+#define FRAMESRV_PROTOCOL_VERSION 5   /* = FS_PROTOCOL_VERSION of the layout header (common.c asserts it) */
 #define FRAMESRV_MAX_PLANES 4
 
 /* ------------------------------------------------------------------------- */
@@ -77,6 +77,8 @@ typedef enum framesrv_status {
                                   * forked child): the message names both pids. Nothing is done; the
                                   * child must open its own. Its close (and a release of a frame held
                                   * across the fork) frees the child's memory and touches nothing shared */
+    FRAMESRV_E_MEDIA = -14,      /* the stream carries audio (PROTOCOL.md 4.6), and libframesrv reads and
+                                  * writes video frames only in this version; the message names the stream */
 } framesrv_status;
 
 /* A static name such as "FRAMESRV_E_BAD_DATA". Any thread. */

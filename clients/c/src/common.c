@@ -87,6 +87,7 @@ const char *framesrv_status_name(int status)
     case FRAMESRV_E_HELD: return "FRAMESRV_E_HELD";
     case FRAMESRV_E_MEMORY: return "FRAMESRV_E_MEMORY";
     case FRAMESRV_E_FORKED: return "FRAMESRV_E_FORKED";
+    case FRAMESRV_E_MEDIA: return "FRAMESRV_E_MEDIA";
     default: return "FRAMESRV_UNKNOWN_STATUS";
     }
 }

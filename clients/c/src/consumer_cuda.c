@@ -16,6 +16,9 @@
 int fsi_consumer_cuda_check(framesrv_consumer *c, fsi_attachment *a)
 {
     uint32_t kind = a->ctl->memory;   /* const, validated */
+    if (a->ctl->media == FS_MEDIA_AUDIO)   /* const, validated */
+        return fsi_fail(FRAMESRV_E_MEDIA, "stream '%s' carries audio; libframesrv reads video frames only in this version "
+                        "(read it with framesrv sink, e.g. 'framesrv sink --in %s --framemd5 -')", c->stream, c->stream);
     char uuid[41];
     fs_cuda_uuid_text(a->ctl->device_uuid, uuid);
     if (kind == FS_MEMORY_CUDA && c->memory != FRAMESRV_MEMORY_CUDA)

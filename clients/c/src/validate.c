@@ -71,6 +71,9 @@ int fsi_validate_control(const void *base, size_t size, const char *path, uint32
     }
     int status = check_memory(bytes, slots, path, memory);
     if (status != FRAMESRV_OK) return status;
+    uint32_t media = u32_at(bytes, offsetof(fs_control, media));
+    if (media != FS_MEDIA_VIDEO && media != FS_MEDIA_AUDIO)
+        return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: media is %u, expected 0 (video) or 1 (audio)", path, media);
     size_t needed = *memory == FS_MEMORY_CUDA ? fs_control_size_cuda(slots) : fs_control_size(slots);
     if (size < needed) return fsi_fail(FRAMESRV_E_BAD_DATA, "%s: it has %zu bytes, its header needs %zu", path, size, needed);
     uint64_t num, den;   /* const: read once here */
@@ -208,7 +211,8 @@ static int validate_frame(const fs_frame *h, uint64_t seq, uint64_t lowest, uint
                         (unsigned long long)h->seq, (unsigned long long)seq);
     int status;
     const fsi_pix_format *f;
-    if ((status = check_range(w, "width", h->width, 1, MAX_DIMENSION)) != FRAMESRV_OK ||
+    if ((status = check_range(w, "media", h->media, FS_MEDIA_VIDEO, FS_MEDIA_VIDEO)) != FRAMESRV_OK ||   /* video only (4.6) */
+        (status = check_range(w, "width", h->width, 1, MAX_DIMENSION)) != FRAMESRV_OK ||
         (status = check_range(w, "height", h->height, 1, MAX_DIMENSION)) != FRAMESRV_OK ||
         (status = check_range(w, "plane_count", h->plane_count, 1, FS_MAX_PLANES)) != FRAMESRV_OK ||
         (status = check_plane_bounds(w, h, lowest, slot_bytes)) != FRAMESRV_OK ||

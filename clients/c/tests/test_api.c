@@ -18,7 +18,8 @@ static void status_names(void)
     CHECK(!strcmp(framesrv_status_name(FRAMESRV_E_HELD), "FRAMESRV_E_HELD"), "held");
     CHECK(!strcmp(framesrv_status_name(FRAMESRV_E_MEMORY), "FRAMESRV_E_MEMORY"), "memory");
     CHECK(!strcmp(framesrv_status_name(FRAMESRV_E_FORKED), "FRAMESRV_E_FORKED"), "forked");
-    const int unknown[] = { 4, -14, 12345, INT32_MIN, INT32_MAX };
+    CHECK(!strcmp(framesrv_status_name(FRAMESRV_E_MEDIA), "FRAMESRV_E_MEDIA"), "media");
+    const int unknown[] = { 4, -15, 12345, INT32_MIN, INT32_MAX };
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
         CHECK(framesrv_status_name(unknown[i]) != NULL && strstr(framesrv_status_name(unknown[i]), "UNKNOWN"), "status %d", unknown[i]);
     CHECK(!strcmp(framesrv_version(), "1.1.0"), "version %s", framesrv_version());

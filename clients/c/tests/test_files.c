@@ -92,6 +92,19 @@ static void bad_control_files(void)
     fs_control *o = make_control("offset", getpid(), fsi_process_start_time(getpid()));
     if (o) o->consumer_offset = 12;
     expect_bad_control("offset", "consumer_offset is 12");
+    fs_control *m = make_control("media", getpid(), fsi_process_start_time(getpid()));
+    if (m) m->media = 7;
+    expect_bad_control("media", "media is 7");
+    /* An audio stream (PROTOCOL.md 4.6): refused at open in one line, no entry taken. */
+    fs_control *a = make_control("sound", getpid(), fsi_process_start_time(getpid()));
+    if (a) a->media = FS_MEDIA_AUDIO;
+    framesrv_consumer *c;
+    CHECK_STATUS(open_consumer("sound", FRAMESRV_LOSSLESS, &c), FRAMESRV_E_MEDIA);
+    CHECK(strstr(framesrv_last_error(), "stream 'sound' carries audio") && !strchr(framesrv_last_error(), '\n'), "%s",
+          framesrv_last_error());
+    for (uint32_t i = 0; a && i < FS_MAX_CONSUMERS; i++)
+        CHECK(((fs_consumer *)((uint8_t *)a + a->consumer_offset))[i].pid == 0, "entry %u taken by a refused consumer", i);
+    framesrv_consumer_close(c);
 }
 
 static void dead_producer(void)
@@ -125,7 +138,7 @@ static void other_version(void)
     framesrv_consumer *c;
     CHECK_STATUS(open_consumer("v1live", FRAMESRV_LOSSLESS, &c), FRAMESRV_E_VERSION);
     const char *e = framesrv_last_error();
-    CHECK(strstr(e, "v1live.ctl speaks framesrv protocol version 1, but this program speaks version 4") && !strchr(e, '\n'),
+    CHECK(strstr(e, "v1live.ctl speaks framesrv protocol version 1, but this program speaks version 5") && !strchr(e, '\n'),
           "one line naming both versions: %s", e);
     make_v1_control("v1dead", getpid(), 12345);   /* a dead producer's leftover: waited past */
     CHECK_STATUS(open_consumer("v1dead", FRAMESRV_LOSSLESS, &c), FRAMESRV_E_NOT_FOUND);

@@ -1,0 +1,109 @@
+import CFFmpeg
+import FrameServer
+import Glibc
+
+/// Converts audio frames read from slots to another sample format through libavfilter
+/// (`abuffer -> aformat -> abuffersink`), the graph ffmpeg builds when its encoder wants
+/// another format: libavfilter inserts the same `aresample` with the same defaults, so the
+/// samples come out as ffmpeg's do. Rebuilt when the stream's format changes.
+final class AudioSampleConverter {
+    let target: SampleFormat
+    private var graph: UnsafeMutablePointer<AVFilterGraph>?
+    private var source: UnsafeMutablePointer<AVFilterContext>?
+    private var sink: UnsafeMutablePointer<AVFilterContext>?
+    private var input: UnsafeMutablePointer<AVFrame>?
+    private var output: UnsafeMutablePointer<AVFrame>?
+    private var built: AudioFormat?
+
+    init(to target: SampleFormat) throws(MediaOutputError) {
+        self.target = target
+        input = av_frame_alloc()
+        output = av_frame_alloc()
+        guard input != nil, output != nil else { throw .ffmpeg("av_frame_alloc", "out of memory") }
+    }
+
+    deinit {
+        avfilter_graph_free(&graph)
+        av_frame_free(&input)
+        av_frame_free(&output)
+    }
+
+    /// Feeds `frame` (validated, audio) and hands each converted frame to `body`: its packed
+    /// samples and their count.
+    func convert(_ frame: borrowing Frame, _ body: (UnsafeRawBufferPointer, Int) throws(MediaOutputError) -> Void) throws(MediaOutputError) {
+        guard let format = frame.header.audioFormat, let input, let output else { return }
+        if built.map({ !$0.sameStream(as: format) }) ?? true { try build(for: format) }
+        av_frame_unref(input)
+        input.pointee.format = Int32(AudioSampleConverter.avFormat(format.sampleFormat).rawValue)
+        input.pointee.sample_rate = Int32(format.sampleRate)
+        input.pointee.nb_samples = Int32(format.samples)
+        input.pointee.pts = frame.header.description.pts ?? cffmpeg_nopts()
+        Self.setLayout(&input.pointee.ch_layout, format.layout)
+        // The slot's rows, read in place; av_buffersrc_add_frame copies them into its own buffer.
+        var r: Int32 = 0
+        withUnsafeTemporaryAllocation(of: UnsafeMutablePointer<UInt8>?.self, capacity: format.rows) { rows in
+            for i in 0..<format.rows {
+                rows[i] = UnsafeMutablePointer(mutating: frame.audioRow(i).baseAddress?.assumingMemoryBound(to: UInt8.self))
+            }
+            input.pointee.extended_data = rows.baseAddress
+            withUnsafeMutableBytes(of: &input.pointee.data) { d in
+                for i in 0..<min(format.rows, 8) { d.storeBytes(of: rows[i], toByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride, as: UnsafeMutablePointer<UInt8>?.self) }
+            }
+            input.pointee.linesize.0 = Int32(clamping: format.rowBytes ?? 0)
+            r = av_buffersrc_add_frame_flags(source, input, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
+            input.pointee.extended_data = nil
+            withUnsafeMutableBytes(of: &input.pointee.data) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        }
+        guard r >= 0 else { throw .ffmpeg("av_buffersrc_add_frame", ffmpegMessage(r)) }
+        while true {
+            av_frame_unref(output)
+            let got = av_buffersink_get_frame(sink, output)
+            if got == cffmpeg_eagain() || got == cffmpeg_eof() { return }
+            guard got >= 0 else { throw .ffmpeg("av_buffersink_get_frame", ffmpegMessage(got)) }
+            let bytes = Int(output.pointee.nb_samples) * Int(output.pointee.ch_layout.nb_channels) * target.bytesPerSample
+            try body(UnsafeRawBufferPointer(start: output.pointee.data.0, count: bytes), Int(output.pointee.nb_samples))
+        }
+    }
+
+    /// The graph for frames of `format`.
+    private func build(for format: AudioFormat) throws(MediaOutputError) {
+        avfilter_graph_free(&graph)
+        guard let g = avfilter_graph_alloc() else { throw .ffmpeg("avfilter_graph_alloc", "out of memory") }
+        graph = g
+        let layout = format.layout.isNative ? "channel_layout=0x\(String(format.layout.mask, radix: 16))" : "channels=\(format.channels)"
+        let args = "time_base=1/\(format.sampleRate):sample_rate=\(format.sampleRate):sample_fmt=\(format.sampleFormat.name):\(layout)"
+        var aformat: UnsafeMutablePointer<AVFilterContext>?
+        var r = avfilter_graph_create_filter(&source, avfilter_get_by_name("abuffer"), "in", args, nil, g)
+        if r >= 0 { r = avfilter_graph_create_filter(&aformat, avfilter_get_by_name("aformat"), "format", "sample_fmts=\(target.name)", nil, g) }
+        if r >= 0 { r = avfilter_graph_create_filter(&sink, avfilter_get_by_name("abuffersink"), "out", nil, nil, g) }
+        if r >= 0 { r = avfilter_link(source, 0, aformat, 0) }
+        if r >= 0 { r = avfilter_link(aformat, 0, sink, 0) }
+        if r >= 0 { r = avfilter_graph_config(g, nil) }
+        guard r >= 0 else { throw .ffmpeg("building the audio conversion to \(target.name) (\(args))", ffmpegMessage(r)) }
+        built = format
+    }
+
+    /// FFmpeg's AVSampleFormat for `format` (by its name).
+    static func avFormat(_ format: SampleFormat) -> AVSampleFormat { av_get_sample_fmt(format.name) }
+
+    /// Sets an AVChannelLayout from framesrv's.
+    static func setLayout(_ target: inout AVChannelLayout, _ layout: ChannelLayout) {
+        av_channel_layout_uninit(&target)
+        if layout.isNative {
+            _ = av_channel_layout_from_mask(&target, layout.mask)
+        } else {
+            target.order = AV_CHANNEL_ORDER_UNSPEC
+            target.nb_channels = Int32(layout.channels)
+        }
+    }
+
+    /// FFmpeg's name for a layout (`stereo`, `5.1(side)`, `6 channels`), as framemd5 prints it.
+    static func layoutName(_ layout: ChannelLayout) -> String {
+        var l = AVChannelLayout()
+        setLayout(&l, layout)
+        defer { av_channel_layout_uninit(&l) }
+        var text = [CChar](repeating: 0, count: 128)
+        guard av_channel_layout_describe(&l, &text, text.count) >= 0 else { return "\(layout.channels) channels" }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

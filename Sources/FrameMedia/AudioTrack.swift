@@ -1,0 +1,250 @@
+import CFFmpeg
+import FrameServer
+import Glibc
+
+/// The audio of a media input: its packets (read by `MediaDecoder`, which demuxes the one
+/// input for both) decoded as ffmpeg 5.1 decodes them and published, frame by frame, into
+/// an audio stream (PROTOCOL.md 4.6).
+///
+/// Timestamps follow fftools: the input's offset (its start time, so it starts at 0) is
+/// added to every packet in the stream's time base, and each frame's pts goes to
+/// 1/sample_rate through `av_rescale_delta`, which keeps consecutive frames contiguous
+/// (ffmpeg's `decode_audio`). A frame header says time base 1/sample_rate and duration
+/// nb_samples. The samples are copied once into the slot (a decoder's audio buffers are
+/// not the pool's; the summary line counts the copies).
+public final class AudioTrack {
+    /// The input's stream index of the track.
+    public let streamIndex: Int32
+    /// The decoder's name (`aac`, `opus`, `flac`, ...).
+    public let codecName: String
+    /// `#1 audio (aac)`, as produce's messages name streams.
+    public let label: String
+    /// Frames decoded, published, and not published (a format framesrv cannot carry, a
+    /// frame out of range): each counted, the first reason kept.
+    public private(set) var decoded = 0, published = 0, skipped = 0
+    /// Packets the decoder rejected (decoding went on, as ffmpeg does).
+    public private(set) var decodeErrors = 0
+    /// Why the first frame was skipped or the first packet rejected.
+    public private(set) var firstProblem: String?
+    /// The formats published, each when it first came.
+    public private(set) var formats: [AudioFormat] = []
+
+    private var codec: UnsafeMutablePointer<AVCodecContext>?
+    private var frame: UnsafeMutablePointer<AVFrame>?
+    private let timeBase: AVRational
+    private var tsOffset: Int64
+    private var rescaleLast: Int64
+    private var previousPacketPts: Int64
+    private var nextPts: Int64 = 0
+    private var producer: Producer?
+    /// Whether the next frame published starts after a gap (a seek): discontinuity flag.
+    private var discontinuity = false
+    /// After -ss or a seek: frames that end before pts 0 are dropped (whole frames: ffmpeg's
+    /// atrim would also cut the one that straddles 0).
+    private var trimming: Bool
+    /// -t, in samples from pts 0 once the rate is known: frames from there on are dropped.
+    private let durationMicros: Int64?
+
+    /// The audio stream ffmpeg would pick beside video stream `video` (`av_find_best_stream`),
+    /// nil when the input has none or no decoder for it.
+    static func find(in ctx: UnsafeMutablePointer<AVFormatContext>, related video: Int32) -> Int32? {
+        let index = av_find_best_stream(ctx, AVMEDIA_TYPE_AUDIO, -1, video, nil, 0)
+        return index >= 0 ? index : nil
+    }
+
+    /// Opens a decoder for stream `index` of `ctx`; `startMicros` is the input's offset as
+    /// MediaDecoder computes it (its start time), in microseconds.
+    init(_ ctx: UnsafeMutablePointer<AVFormatContext>, index: Int32, startMicros: Int64,
+         trimming: Bool = false, durationMicros: Int64? = nil) throws(MediaInputError) {
+        streamIndex = index
+        self.trimming = trimming
+        self.durationMicros = durationMicros
+        let stream = ctx.pointee.streams[Int(index)]!
+        let parameters = stream.pointee.codecpar!
+        let name = String(cString: avcodec_get_name(parameters.pointee.codec_id))
+        label = "#\(index) audio (\(name))"
+        guard let decoder = avcodec_find_decoder(parameters.pointee.codec_id) else { throw .unsupportedCodec("audio \(label)", name) }
+        codecName = String(cString: decoder.pointee.name)
+        timeBase = stream.pointee.time_base
+        tsOffset = -av_rescale_q(startMicros, AVRational(num: 1, den: AV_TIME_BASE), timeBase)
+        rescaleLast = cffmpeg_nopts()
+        previousPacketPts = cffmpeg_nopts()
+        codec = avcodec_alloc_context3(decoder)
+        frame = av_frame_alloc()
+        guard let codec, frame != nil else { close(); throw .ffmpeg("avcodec_alloc_context3", "out of memory") }
+        var r = avcodec_parameters_to_context(codec, parameters)
+        if r >= 0 {
+            codec.pointee.pkt_timebase = timeBase
+            r = avcodec_open2(codec, decoder, nil)
+        }
+        guard r >= 0 else { close(); throw .unsupportedCodec("audio \(label)", "\(codecName) (\(ffmpegMessage(r)))") }
+    }
+
+    deinit { close() }
+
+    /// Frees the decoder (also done at deinit).
+    public func close() {
+        avcodec_free_context(&codec)
+        av_frame_free(&frame)
+    }
+
+    /// Publishes into `producer` from now on (an audio stream: `ProducerOptions.media`).
+    public func attach(_ producer: Producer) { self.producer = producer }
+
+    /// Decodes one packet of the track (timestamps as read) and publishes what comes out.
+    func send(_ packet: UnsafeMutablePointer<AVPacket>) throws(ProducerError) {
+        guard let codec else { return }
+        if packet.pointee.pts != cffmpeg_nopts() { packet.pointee.pts &+= tsOffset }
+        if packet.pointee.dts != cffmpeg_nopts() { packet.pointee.dts &+= tsOffset }
+        let r = avcodec_send_packet(codec, packet)
+        if r < 0, r != cffmpeg_eagain() { noteDecodeError(r); return }
+        try receive(after: packet)
+    }
+
+    /// Sends the end of the input and publishes the frames the decoder still had.
+    func drain() throws(ProducerError) {
+        guard let codec else { return }
+        _ = avcodec_send_packet(codec, nil)
+        try receive(after: nil)
+    }
+
+    /// After a seek: drops what the decoder holds; the next frame carries a discontinuity,
+    /// and its timestamps take `offsetMicros` (the input's new offset) from then on.
+    func restart(offsetMicros: Int64) {
+        guard let codec else { return }
+        avcodec_flush_buffers(codec)
+        tsOffset = -av_rescale_q(offsetMicros, AVRational(num: 1, den: AV_TIME_BASE), timeBase)
+        rescaleLast = cffmpeg_nopts()
+        previousPacketPts = cffmpeg_nopts()
+        discontinuity = true
+        trimming = true
+    }
+
+    /// Takes every frame the decoder has; `packet` (the one just sent) stands in for a
+    /// frame without a pts and resets the rescaling after a gap, for the first frame only,
+    /// as fftools' `decode_audio` does.
+    private func receive(after packet: UnsafeMutablePointer<AVPacket>?) throws(ProducerError) {
+        guard let codec, let frame else { return }
+        var packet = packet
+        while true {
+            av_frame_unref(frame)
+            let r = avcodec_receive_frame(codec, frame)
+            if r == cffmpeg_eagain() || r == cffmpeg_eof() { return }
+            guard r >= 0 else { noteDecodeError(r); return }
+            decoded += 1
+            let pts = stamp(frame, packet: packet)
+            packet = nil
+            try publish(frame, pts: pts)
+        }
+    }
+
+    /// The frame's pts in 1/sample_rate (fftools' decode_audio), or the end of the frame
+    /// before when neither the frame nor its packet has one.
+    private func stamp(_ frame: UnsafeMutablePointer<AVFrame>, packet: UnsafeMutablePointer<AVPacket>?) -> Int64 {
+        let rate = frame.pointee.sample_rate
+        var pts = frame.pointee.pts
+        if pts == cffmpeg_nopts(), let packet { pts = packet.pointee.pts }
+        if let packet {
+            let p = packet.pointee
+            if p.duration != 0, previousPacketPts != cffmpeg_nopts(), p.pts != cffmpeg_nopts(),
+               p.pts &- previousPacketPts > p.duration { rescaleLast = cffmpeg_nopts() }
+            previousPacketPts = p.pts
+        }
+        guard pts != cffmpeg_nopts(), rate > 0 else { return nextPts }
+        let samples = AVRational(num: 1, den: rate)
+        return av_rescale_delta(timeBase, pts, samples, frame.pointee.nb_samples, &rescaleLast, samples)
+    }
+
+    /// Copies the frame into a slot and publishes it; a frame framesrv cannot carry is
+    /// skipped and counted.
+    private func publish(_ frame: UnsafeMutablePointer<AVFrame>, pts: Int64) throws(ProducerError) {
+        let f = frame.pointee
+        nextPts = pts &+ Int64(f.nb_samples)
+        guard let producer, kept(pts: pts, samples: f.nb_samples, rate: f.sample_rate) else { return }
+        let format: AudioFormat
+        switch Self.format(of: frame) {
+        case .failure(let why): noteSkipped(why); return
+        case .success(let found): format = found
+        }
+        if formats.last.map({ !$0.sameStream(as: format) }) ?? true { formats.append(format) }
+        guard var slot = try producer.reserve(audio: format, capacity: max(4096, Int(codec?.pointee.frame_size ?? 0))) else { return }
+        copySamples(frame, into: slot)
+        var d = FrameDescription()
+        d.pts = pts
+        d.timeBase = Rational(1, f.sample_rate)
+        d.duration = Int64(f.nb_samples)
+        d.captureNanos = monotonicNanos()
+        d.flags = discontinuity ? [.keyframe, .discontinuity] : [.keyframe]
+        discontinuity = false
+        slot.description = d
+        slot.publish()
+        published += 1
+    }
+
+    /// Whether a frame lies inside -ss / a seek's start and -t's end.
+    private func kept(pts: Int64, samples: Int32, rate: Int32) -> Bool {
+        if trimming, pts &+ Int64(samples) <= 0 { return false }
+        if let durationMicros, rate > 0, pts >= av_rescale_q(durationMicros, AVRational(num: 1, den: AV_TIME_BASE), AVRational(num: 1, den: rate)) {
+            return false
+        }
+        return true
+    }
+
+    /// Copies the decoder's sample rows into the slot's rows.
+    private func copySamples(_ frame: UnsafeMutablePointer<AVFrame>, into slot: borrowing WritableAudioFrame) {
+        for row in 0..<slot.format.rows {
+            let target = slot.row(row)
+            guard let source = frame.pointee.extended_data[row] else { continue }
+            memcpy(target.baseAddress!, source, target.count)
+        }
+    }
+
+    /// What framesrv makes of a decoded frame's format, or why it cannot carry it.
+    static func format(of frame: UnsafeMutablePointer<AVFrame>) -> Result<AudioFormat, AudioFrameProblem> {
+        let f = frame.pointee
+        let name = av_get_sample_fmt_name(AVSampleFormat(rawValue: f.format)).map { String(cString: $0) } ?? "format \(f.format)"
+        guard let sampleFormat = SampleFormat(name: name) else { return .failure(.init("sample format \(name)")) }
+        let order = f.ch_layout.order.rawValue
+        let channels = Int(f.ch_layout.nb_channels)
+        let layout: ChannelLayout
+        switch order {
+        case AV_CHANNEL_ORDER_NATIVE.rawValue: layout = .native(mask: f.ch_layout.u.mask, channels: channels)
+        case AV_CHANNEL_ORDER_AMBISONIC.rawValue: layout = .ambisonic(channels)
+        case AV_CHANNEL_ORDER_UNSPEC.rawValue:
+            // As ffmpeg (guess_input_channel_layout): FFmpeg's default layout for the count.
+            var guess = AVChannelLayout()
+            av_channel_layout_default(&guess, Int32(channels))
+            defer { av_channel_layout_uninit(&guess) }
+            layout = guess.order == AV_CHANNEL_ORDER_NATIVE ? .native(mask: guess.u.mask, channels: channels) : .unspecified(channels)
+        default: layout = .unspecified(channels)   // a custom order travels as its count
+        }
+        let format = AudioFormat(sampleFormat, sampleRate: Int(f.sample_rate), layout: layout, samples: Int(f.nb_samples))
+        if let problem = AudioFormat.problem(rate: format.sampleRate, samples: format.samples, layout: layout) {
+            return .failure(.init(problem))
+        }
+        return .success(format)
+    }
+
+    private func noteDecodeError(_ code: Int32) {
+        decodeErrors += 1
+        if firstProblem == nil { firstProblem = "decoding audio failed: \(ffmpegMessage(code))" }
+    }
+
+    private func noteSkipped(_ why: AudioFrameProblem) {
+        skipped += 1
+        if firstProblem == nil { firstProblem = "an audio frame framesrv cannot carry (\(why.text)) was skipped" }
+    }
+}
+
+/// Why a decoded audio frame cannot travel (PROTOCOL.md 4.6's limits).
+struct AudioFrameProblem: Error {
+    let text: String
+    init(_ text: String) { self.text = text }
+}
+
+extension AudioFormat {
+    /// The same stream format (rate, layout, sample format), whatever the frame's length.
+    func sameStream(as other: AudioFormat) -> Bool {
+        sampleFormat == other.sampleFormat && sampleRate == other.sampleRate && layout == other.layout
+    }
+}
