@@ -91,7 +91,9 @@ extension MediaDecoder {
     /// input, starts the drain. False when decoding ends (an error, with `strict`).
     private func sendNextPacket() -> Bool {
         guard let codec, let packet, let format else { return false }
-        let r = av_read_frame(format, packet)
+        let (r, errors) = withErrors(loggedBy: UnsafeMutableRawPointer(format)) { av_read_frame(format, packet) }
+        // The demuxer logged an error yet read on (or reached the end): it skipped damaged data.
+        if let why = errors.last, r >= 0 || r == cffmpeg_eof() { noteSkipped(why) }
         if r < 0 {
             // End of input (or a read error, which ffmpeg also treats as the end): drain.
             if r != cffmpeg_eof(), !noteError("reading the input failed", r, failure: false) { return false }
@@ -146,6 +148,28 @@ extension MediaDecoder {
             finished = true
         }
     }
+
+    /// Counts a packet the demuxer skipped, and says so as `onSkipped` asks.
+    private func noteSkipped(_ why: String) {
+        skippedPackets += 1
+        skipsUnreported += 1
+        lastSkipReason = why
+        reportSkips(force: false)
+    }
+
+    /// Says the skipped packets not said yet (`onSkipped`), at once or (`force` false) when the
+    /// last report is a second old.
+    func reportSkips(force: Bool) {
+        let now = monotonicNanos()
+        guard skipsUnreported > 0, let onSkipped, force || lastSkipReport.map({ now - $0 >= 1_000_000_000 }) ?? true else { return }
+        lastSkipReport = now
+        let n = skipsUnreported
+        skipsUnreported = 0
+        onSkipped("skipped \(n) damaged packet\(n == 1 ? "" : "s") of '\(input)' that the demuxer could not read (\(lastSkipReason))")
+    }
+
+    /// Says the skipped packets not said yet (at the end of the input).
+    public func reportPendingSkips() { reportSkips(force: true) }
 
     /// Counts a decode error; the first one is remembered, and with `strict` ends decoding.
     /// Returns whether decoding goes on.

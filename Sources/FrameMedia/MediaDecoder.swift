@@ -39,6 +39,15 @@ public final class MediaDecoder {
     public func tooManyErrors(maxErrorRate: Double = 2.0 / 3.0) -> Bool {
         decodeFailures > 0 && Double(decodeFailures) > maxErrorRate * Double(framesDecoded + decodeFailures)
     }
+    /// Packets the demuxer skipped as damaged (it logged an error and read on: libavformat's
+    /// NUT demuxer past a frame it finds too large, for one), which never reached the decoder.
+    public internal(set) var skippedPackets = 0
+    /// Told at the first skipped packet, then at most once a second, how many it skipped since
+    /// and the demuxer's words (`reportPendingSkips` says the rest at the end).
+    public var onSkipped: ((String) -> Void)?
+    var skipsUnreported = 0
+    var lastSkipReport: UInt64?
+    var lastSkipReason = ""
     /// What the first decode error was (with `strict`, why decoding ended), nil if none.
     public internal(set) var firstError: String?
     /// The input format's name as libavformat calls it (`mov,mp4,m4a,3gp,3g2,mj2`, `x11grab`, ...).

@@ -55,6 +55,7 @@ extension Attachment {
 
     /// Gives a slot back to the producer. SYNC: fs_slot_release (release ordering).
     func release(slot: UInt32, epoch: UInt64, mapped: Bool = true) {
+        guard !isForkedCopy else { return }   // the parent's hold, released by the parent
         control.release(slot: slot, bit: bit)
         guard mapped else { return }
         releaseBookkeeping(epoch: epoch)
@@ -72,6 +73,7 @@ extension Attachment {
     /// goes back to the producer at once (atomics in shared memory only); the consumer's
     /// own counters follow on its thread, at its next `settleReleases`.
     func releaseShared(slot: UInt32, epoch: UInt64) {
+        guard !isForkedCopy else { return }   // the parent's hold, released by the parent
         control.release(slot: slot, bit: bit)
         pendingReleases.withLock { $0.append((slot, epoch)) }
     }

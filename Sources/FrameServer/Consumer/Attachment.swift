@@ -72,6 +72,10 @@ final class Attachment {
     /// consumer's thread has not done yet: see `releaseShared` and `settleReleases`.
     let pendingReleases = Mutex<[(slot: UInt32, epoch: UInt64)]>([])
     private let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256, alignment: 8)
+    /// The process that attached: a forked child's copy releases and detaches nothing (the
+    /// holder bits and the entry are the parent's).
+    let opener = ForkCheck.currentPID
+    var isForkedCopy: Bool { ForkCheck.isForkedChild(of: opener) }
 
     /// Opens and validates the control segment and claims a consumer entry; nil when
     /// there is no stream yet or only a dead producer's leftovers.
@@ -132,7 +136,7 @@ final class Attachment {
     /// Asks the producer to take this consumer out (it clears every reservation still
     /// pending). Frames already handed out stay valid until released.
     func detach() {
-        guard !detached else { return }
+        guard !detached, !isForkedCopy else { return }
         settleReleases()
         detached = true
         // Frames still out keep their slots until released: detach when the last one goes.

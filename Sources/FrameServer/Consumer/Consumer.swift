@@ -81,6 +81,9 @@ public final class Consumer {
     public private(set) var missed: UInt64 = 0
     /// Watches the runtime directory for a control segment renamed into place (inotify).
     private let directoryWatch: FileDescriptor
+    /// The process that opened this consumer: in a forked child of it, every call throws
+    /// `.forked` and nothing shared is touched (the child's copy names the parent's entry).
+    private let opener = ForkCheck.currentPID
 
     public init(stream: String, options: ConsumerOptions = ConsumerOptions(),
                 directory: RuntimeDirectory? = nil) throws(ConsumerError) {
@@ -96,7 +99,18 @@ public final class Consumer {
     }
 
     deinit {
+        if ForkCheck.isForkedChild(of: opener) {
+            // The parent's entry, frames and watcher thread: kept as they are (the child's
+            // copy of the attachment is never detached nor freed).
+            if let attachment { _ = Unmanaged.passRetained(attachment) }
+            return
+        }
         attachment?.detach()   // then directoryWatch closes itself
+    }
+
+    /// Throws `.forked` in a forked child of the process that opened this consumer.
+    private func refuseInForkedChild() throws(ConsumerError) {
+        if ForkCheck.isForkedChild(of: opener) { throw .forked(stream: stream, opener: opener, child: getpid()) }
     }
 
     /// The attached producer's pid, if attached.
@@ -139,7 +153,7 @@ public final class Consumer {
     /// edge-triggered, and ZeroMQ may drop an announcement: poll it with a timeout.
     public var descriptor: Int32 {
         get throws(ConsumerError) {
-            try attach()
+            try attach()   // refuses in a forked child
             guard let a = attachment else { throw .producerGone(stream) }
             return try a.doorbellDescriptor()
         }
@@ -149,6 +163,7 @@ public final class Consumer {
 
     /// Attaches now (waiting for the stream as `waitSeconds` says) instead of at the first `next()`.
     public func attach() throws(ConsumerError) {
+        try refuseInForkedChild()
         if attachment == nil { attachment = try waitAndAttach() }
     }
 
@@ -159,6 +174,7 @@ public final class Consumer {
     /// Blocks without using CPU: on the stream's `frame_wake` futex (after spinning up to
     /// `ConsumerOptions.pollMicros`), at most 500 ms at a time.
     public func next() throws(ConsumerError) -> Frame? {
+        try refuseInForkedChild()
         while true {
             if attachment == nil { attachment = try waitAndAttach() }
             guard let a = attachment else { return nil }   // stopped while waiting

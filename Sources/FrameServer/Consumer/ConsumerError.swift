@@ -38,6 +38,9 @@ public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
     case system(SystemCallError)
     /// The doorbell socket (`Consumer.descriptor`) could not be made or connected.
     case transport(TransportError)
+    /// This consumer was opened by process `opener` and is used in its forked child `child`,
+    /// whose copy names the parent's entry: nothing was done; the child must open its own.
+    case forked(stream: String, opener: Int32, child: Int32)
 
     public var description: String {
         switch self {
@@ -70,6 +73,7 @@ public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
         case .badFrame(let path, let slot, let e): "bad frame header in \(path) slot \(slot): \(e); frame skipped"
         case .system(let e): e.description
         case .transport(let e): e.description
+        case .forked(let stream, let opener, let child): ForkCheck.message("consumer", stream: stream, opener: opener, child: child)
         }
     }
 }

@@ -46,13 +46,20 @@ public struct Frame: ~Copyable {
 
     /// Gives the slot back now.
     public consuming func release() {
-        owner.takeUnretainedValue().release(slot: slot, epoch: epoch)
-        owner.release()
+        let (owner, slot, epoch) = (owner, slot, epoch)
         discard self
+        Self.release(owner, slot: slot, epoch: epoch)
     }
 
-    deinit {
-        owner.takeUnretainedValue().release(slot: slot, epoch: epoch)
+    deinit { Self.release(owner, slot: slot, epoch: epoch) }
+
+    /// Gives `slot` back to `owner` and lets go of it; in a forked child, neither: the hold is
+    /// the parent's, and the child's copy of the attachment is never freed (its watcher thread
+    /// and entry are the parent's).
+    private static func release(_ owner: Unmanaged<Attachment>, slot: UInt32, epoch: UInt64) {
+        let attachment = owner.takeUnretainedValue()
+        guard !attachment.isForkedCopy else { return }
+        attachment.release(slot: slot, epoch: epoch)
         owner.release()
     }
 }
@@ -89,7 +96,11 @@ public final class SharedFrame: @unchecked Sendable {
     /// Plane `i`'s bytes, in place in shared memory (stride x rows, as the header lays them out).
     public func plane(_ i: Int) -> UnsafeRawBufferPointer { header.planeBytes(i, base: base) }
 
-    deinit { owner.releaseShared(slot: slot, epoch: epoch) }
+    deinit {
+        // In a forked child the hold is the parent's, and the attachment is never freed there.
+        if owner.isForkedCopy { _ = Unmanaged.passRetained(owner) }
+        owner.releaseShared(slot: slot, epoch: epoch)
+    }
 }
 
 extension Frame {

@@ -15,6 +15,7 @@ extension Producer {
 
     /// Publishes a `WritableFrame`'s slot (canonical layout).
     func publishReserved(_ slot: UInt32, format: FrameFormat, description: FrameDescription) {
+        guard !isForkedCopy else { return }   // reserved by the parent: a child publishes nothing into its stream
         slotLock.withLock {
             outstanding -= 1
             commit(slot, format: format, layout: nil, description: description)

@@ -15,6 +15,7 @@ extension Producer {
     /// wait. A format larger than the current slots starts a new pool epoch at once (frames
     /// consumers still hold stay in the old pool).
     public func reserve(_ format: FrameFormat) throws(ProducerError) -> WritableFrame? {
+        try refuseInForkedChild()
         try format.validate()
         guard options.media == .video else { throw .wrongMedia(stream: stream, .audio) }
         guard let (slot, base) = try reserveSlot(bytes: format.slotBytes, epochBytes: max(format.slotBytes, leaseBytesWanted),
@@ -79,6 +80,7 @@ extension Producer {
     /// Starts the first epoch when there is no pool yet. Free the decoder (ending its
     /// leases) before `close()`: a slot still leased at close keeps its pool file.
     public func lease(bytes: Int, wait: Bool) throws(ProducerError) -> SlotLease? {
+        try refuseInForkedChild()
         while true {
             let attempt = try slotLock.withLock { () throws(ProducerError) -> LeaseAttempt in
                 if pool == nil { try startEpoch(bytes: bytes) }
@@ -120,7 +122,7 @@ extension Producer {
     /// published or ended, or belongs to an earlier epoch.
     public func publish(_ lease: SlotLease, format: FrameFormat, layout: PlaneLayout,
                         description: FrameDescription) -> Bool {
-        guard layout.fits(format, in: lease.capacity) else { return false }
+        guard layout.fits(format, in: lease.capacity), !isForkedCopy else { return false }
         return slotLock.withLock {
             lease.state.withLock { state in
                 guard state == .writing, lease.epoch == epoch else { return false }
@@ -257,6 +259,7 @@ extension Producer {
     }
 
     func abandon(_ slot: UInt32) {
+        guard !isForkedCopy else { return }   // reserved by the parent: its slot, not the child's
         slotLock.withLock { outstanding -= 1 }
         fs_slot_abandon(slotCtl(slot))
         control.bumpWake()

@@ -10,6 +10,7 @@ extension Producer {
     /// scripted pipelines: a reader attached first gets every frame). Returns false if
     /// `timeoutSeconds` passed first (nil: forever), or when `shouldStop` says so.
     public func waitForLosslessConsumers(_ count: Int, timeoutSeconds: Double? = nil) -> Bool {
+        guard !isForkedCopy else { return false }
         let deadline = timeoutSeconds.map { monotonicNanos() + UInt64(min(max($0, 0), 1e9) * 1e9) }
         return sleepOnWake(until: deadline) {
             if losslessConsumerCount >= count { return true }

@@ -143,6 +143,17 @@ public final class Producer: @unchecked Sendable {
     /// Whether this producer ended the stream (its own flag, not re-read from shared memory).
     private var ended = false
 
+    /// The process that opened the stream: in a forked child of it, every call refuses or
+    /// does nothing (`ProducerError.forked`), and the parent's stream goes on untouched.
+    let opener = ForkCheck.currentPID
+    /// This is a forked child's copy of the producer.
+    var isForkedCopy: Bool { ForkCheck.isForkedChild(of: opener) }
+
+    /// Throws `.forked` in a forked child.
+    func refuseInForkedChild() throws(ProducerError) {
+        if isForkedCopy { throw .forked(stream: stream, opener: opener, child: getpid()) }
+    }
+
     /// Whether anyone subscribes to the doorbell (XPUB passes up the first subscription and
     /// the last unsubscription, so this is a 0/1 count). Guarded by `announceLock`.
     var subscribers = 0
@@ -225,6 +236,12 @@ public final class Producer: @unchecked Sendable {
     public func close() {
         guard !closed else { return }
         closed = true
+        if isForkedCopy {
+            // The parent's stream, threads and ZeroMQ socket (its I/O threads are the parent's):
+            // nothing is ended, joined or closed; the child's copy of the socket is let go unclosed.
+            _ = Unmanaged.passRetained(socket)
+            return
+        }
         if !ended { finish() }
         waitForReleases(timeoutSeconds: 2)
         shared.withLock { $0.running = false }
@@ -287,6 +304,7 @@ public final class Producer: @unchecked Sendable {
     /// `failed`: the source failed (too many decode errors, a read error); consumers still get
     /// every frame published, then learn that the stream is incomplete (`Consumer.sourceFailed`).
     public func finish(failed: Bool = false) {
+        guard !isForkedCopy else { return }   // the parent's stream: not this child's to end
         let last = shared.withLock { $0.nextSeq - 1 }
         ended = true
         control.markEnded(lastSequence: last, failed: failed)   // SYNC: release, publishes end_seq

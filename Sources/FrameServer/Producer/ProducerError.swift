@@ -24,6 +24,9 @@ public enum ProducerError: Error, Equatable, Sendable, CustomStringConvertible {
     case system(SystemCallError)
     /// The stream's doorbell socket could not be made or bound.
     case transport(TransportError)
+    /// This producer was opened by process `opener` and is used in its forked child `child`:
+    /// nothing was done (the parent's stream goes on); the child must open its own.
+    case forked(stream: String, opener: Int32, child: Int32)
 
     public var description: String {
         switch self {
@@ -41,6 +44,7 @@ public enum ProducerError: Error, Equatable, Sendable, CustomStringConvertible {
         case .segment(let e): e.userMessage
         case .system(let e): e.description
         case .transport(let e): e.description
+        case .forked(let stream, let opener, let child): ForkCheck.message("producer", stream: stream, opener: opener, child: child)
         }
     }
 }

@@ -40,12 +40,13 @@ public final class PreviewHub: Sendable {
         self.jpegQuality = min(max(jpegQuality, PreviewEncoder.jpegQualities.lowerBound), PreviewEncoder.jpegQualities.upperBound)
     }
 
-    /// A viewer of `stream`'s live preview, at most `maxFPS` frames/s and `maxWidth` pixels wide.
+    /// A viewer of `stream`'s live preview, at most `maxFPS` frames/s and `maxWidth` pixels wide,
+    /// once the preview's consumer is attached; throws why it could not be (the stream did not admit it).
     public func watch(_ stream: String, maxFPS: Double, maxWidth: Int) throws(PreviewError) -> PreviewViewer {
         try checkExists(stream)
         let fps = maxFPS.isFinite ? min(max(maxFPS, 0.1), Self.fpsCap) : Self.fpsCap
         let width = min(max(maxWidth, Self.widthFloor), Self.widthCap)
-        let (viewer, started) = try state.withLock { (s) throws(PreviewError) -> (PreviewViewer, StreamPreview?) in
+        let (viewer, joined, started) = try state.withLock { (s) throws(PreviewError) -> (PreviewViewer, StreamPreview, StreamPreview?) in
             guard !s.closed else { throw .closed }
             guard s.viewers < viewersInAll else { throw .tooManyViewersInAll(limit: viewersInAll) }
             var feed = s.feeds[stream], started: StreamPreview?
@@ -59,9 +60,14 @@ public final class PreviewHub: Sendable {
                 s.running[ObjectIdentifier(made)] = made
             }
             s.viewers += 1
-            return (viewer, started)
+            return (viewer, feed!, started)
         }
         started?.start()
+        // Answered only once the stream admitted the feed's consumer: a refusal is the error, not an empty preview.
+        do { try joined.waitAttached() } catch {
+            viewer.close()
+            throw error
+        }
         return viewer
     }
 

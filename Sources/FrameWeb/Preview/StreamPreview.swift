@@ -18,6 +18,9 @@ final class StreamPreview: @unchecked Sendable {
     private var viewers: [PreviewViewer] = []
     private var stopping = false
     private var finished = false
+    /// The consumer attached (the stream admitted it), or why it could not.
+    private var attached = false
+    private var failure: PreviewError?
 
     init(stream: String, directory: RuntimeDirectory, quality: Int, onEnd: @escaping @Sendable (StreamPreview) -> Void) {
         self.stream = stream
@@ -55,6 +58,17 @@ final class StreamPreview: @unchecked Sendable {
     /// Asks the consumer to stop (it detaches within its next wake, at most half a second).
     func stop() { lock.withLock { stopping = true; lock.broadcast() } }
 
+    /// Waits until the consumer attached; throws why it could not (the stream did not admit
+    /// it, did not appear, or the feed stopped first), so a viewer is answered before its
+    /// first byte. The attach itself gives up after 5 s (`attach`).
+    func waitAttached() throws(PreviewError) {
+        let failure: PreviewError? = lock.withLock {
+            while !attached, !finished { lock.wait(untilNanos: monotonicNanos() + 1_000_000_000) }
+            return attached ? nil : self.failure ?? .closed
+        }
+        if let failure { throw failure }
+    }
+
     /// Waits until the consumer detached and its thread ended, or until `deadline` (CLOCK_MONOTONIC ns).
     func waitFinished(untilNanos deadline: UInt64) {
         lock.withLock { while !finished, monotonicNanos() < deadline { lock.wait(untilNanos: deadline) } }
@@ -67,6 +81,7 @@ final class StreamPreview: @unchecked Sendable {
         var failure: PreviewError?
         do throws(PreviewError) {
             let consumer = try attach()
+            lock.withLock { attached = true; lock.broadcast() }
             try encodeFrames(from: consumer)
         } catch {
             failure = error
@@ -74,6 +89,7 @@ final class StreamPreview: @unchecked Sendable {
         let left = lock.withLock {
             stopping = true
             finished = true
+            self.failure = failure
             lock.broadcast()
             return viewers
         }

@@ -133,6 +133,7 @@ enum ProduceCommand: Command {
         // The decoder goes first: freeing it ends the leases of the slots it still references.
         defer { control?.close(); publisher.close(); producer.close(); audio?.close() }
         guard waitForConsumers(o, producer, audio: audio, sayWaiting: policy.waitsByDefault && !o.quiet) else { return .interrupted }
+        decoder.onSkipped = { warn("\(o.out): \($0)") }
         let report: MediaPublishReport
         do {
             report = try publisher.run(into: producer, live: policy.liveSource, clock: clock, frames: o.frames,
@@ -149,6 +150,7 @@ enum ProduceCommand: Command {
     static func finishMedia(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ publisher: MediaPublisher,
                             _ producer: Producer, _ audio: Producer?, _ report: MediaPublishReport) throws -> ExitStatus {
         let decoder = publisher.decoder
+        decoder.reportPendingSkips()
         // A failed input (the first decode error under --strict, more errors than ffmpeg
         // allows) ends the stream as failed: its sinks and filters then exit non-zero too.
         let failed = (media.inputOptions.strict && decoder.firstError != nil) || decoder.tooManyErrors()
@@ -166,7 +168,8 @@ enum ProduceCommand: Command {
             print("produce: \(o.out): published \(producer.publishedCount) frames of \(what.isEmpty ? "nothing" : what)"
                   + " (\(decoder.codecName), \(path)) in \(formatDouble(report.seconds, 2)) s"
                   + " (\(formatDouble(Double(producer.publishedCount) / max(report.seconds, 1e-9), 0)) fps),"
-                  + " dropped \(producer.droppedCount), decode errors \(decoder.decodeErrors)")
+                  + " dropped \(producer.droppedCount), decode errors \(decoder.decodeErrors)"
+                  + (decoder.skippedPackets > 0 ? ", skipped \(decoder.skippedPackets) damaged packet\(decoder.skippedPackets == 1 ? "" : "s")" : ""))
         }
         if decoder.tooManyErrors() {
             throw CommandError.tooManyDecodeErrors(input: media.input, decoded: decoder.framesDecoded, failures: decoder.decodeFailures)

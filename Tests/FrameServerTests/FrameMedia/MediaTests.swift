@@ -78,7 +78,8 @@ import Testing
         let wav = scratch.file("tone.wav")
         let (g, _, gerr) = try shell("ffmpeg -v error -y -f lavfi -i sine=duration=0.5 '\(wav)'", scratch)
         #expect(g == 0, "\(gerr)")
-        let audio = try scratch.run(["produce", "-i", wav, "--out", "a"])
+        // Sound only is an audio stream (AudioTests); without its audio (-an) nothing is left.
+        let audio = try scratch.run(["produce", "-i", wav, "-an", "--out", "a"])
         #expect(audio.status == 1)
         #expect(audio.stderr == "framesrv: error: '\(wav)' has no video stream\n")
 
@@ -106,6 +107,23 @@ import Testing
         #expect(producer.stdout.contains("published \(frames) frames"), "\(producer.stdout)")
         #expect(!producer.stdout.contains("decode errors 0"), "\(producer.stdout)")
         #expect(producer.stderr.contains("decode error"), "\(producer.stderr)")
+    }
+
+    /// A packet the demuxer skips (16 MB of side data in a NUT file: libavformat 5.1 finds the
+    /// frame too large and resyncs past it) does not vanish without a word: the producer
+    /// publishes the 59 frames that decode, as ffmpeg does, counts the skip, and says it in
+    /// one line (issue 26 item 9).
+    @Test func aPacketTheDemuxerSkipsIsCountedAndSaid() throws {
+        let scratch = try Scratch()
+        let clip = try generateClip(Input(file: "clip.nut", rate: "30", frames: 60, ffmpegArgs: ["-c:v", "ffv1", "-g", "1", "-pix_fmt", "yuv420p"]), scratch)
+        let damaged = try nutWithLargeSideData(clip, packet: 30, bytes: 16 << 20, scratch)   // every frame a keyframe: the rest decode alike
+        let expected = try ffmpegFramemd5(damaged, scratch)
+        #expect(frameLines(expected).count == 59, "ffmpeg decodes 59 of the 60 frames")
+        let (md5, producer, _) = try framemd5Pipeline(["-i", damaged], stream: "side", scratch)
+        #expect(md5 == expected)
+        #expect(producer.stdout.contains("published 59 frames") && producer.stdout.contains("skipped 1 damaged packet"), "\(producer.stdout)")
+        let lines = producer.stderr.split(separator: "\n").filter { $0.contains("skipped") }
+        #expect(lines.count == 1 && lines[0].contains("frame size"), "one line with the demuxer's words: \(producer.stderr)")
     }
 
     /// `--frames N` stops after N decoded frames and ends the stream.
