@@ -10,8 +10,9 @@ import CFrameServer
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzHeader(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let (raw, slotBytes) = parse(UnsafeRawBufferPointer(start: data, count: count))
-    // -- The validator under test. --
-    guard (try? FrameHeader.validate(raw, sequence: raw.seq, slotBytes: slotBytes)) != nil else { return 0 }
+    // -- The validator under test, for the kind of stream the header claims (PROTOCOL.md 4.6). --
+    let media = MediaKind(rawValue: raw.media) ?? .video
+    guard (try? FrameHeader.validate(raw, sequence: raw.seq, slotBytes: slotBytes, media: media)) != nil else { return 0 }
     checkAccepted(FrameHeader(raw), slotBytes: slotBytes)
     return 0
 }
@@ -33,6 +34,13 @@ func checkAccepted(_ h: FrameHeader, slotBytes: Int) {
         }
     }
     _ = h.description
+    if let audio = h.audioFormat {
+        // Sample rows: one per channel (planar) or one (packed), rowBytes each, at the stride.
+        guard let rowBytes = audio.rowBytes, h.plane(0, holds: audio.rows, rowBytes: rowBytes) else {
+            fatalError("validator accepted an audio frame whose \(audio.rows) rows do not fit its plane (\(audio))")
+        }
+        return
+    }
     guard let format = h.format else { return }
     for i in 0..<h.planeCount {
         let rows = format.rows(plane: i), stride = h.stride(plane: i), rowBytes = format.rowBytes(plane: i)

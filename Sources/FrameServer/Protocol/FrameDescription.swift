@@ -151,7 +151,7 @@ public struct FrameHeader: Sendable {
     public var width: Int { Int(raw.width) }
     public var height: Int { Int(raw.height) }
     /// nil when the producer used a format this build has no code for (see `pixelFormatName`).
-    public var pixelFormat: PixelFormat? { PixelFormat(rawValue: raw.pix_fmt) }
+    public var pixelFormat: PixelFormat? { raw.media == FS_MEDIA_VIDEO ? PixelFormat(rawValue: raw.pix_fmt) : nil }
     /// FFmpeg's name for the pixel format, as the producer wrote it.
     public var pixelFormatName: String {
         withUnsafeBytes(of: raw.pix_fmt_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
@@ -164,7 +164,7 @@ public struct FrameHeader: Sendable {
     public var magic: UInt32 { raw.magic }
     public var version: UInt32 { raw.version }
 
-    /// The frame's format, when its pixel format is one this build knows.
+    /// The frame's format, when its pixel format is one this build knows (nil for sound).
     public var format: FrameFormat? { pixelFormat.map { FrameFormat($0, width: width, height: height) } }
 
     public func offset(plane i: Int) -> Int { Self.pick(raw.plane_offset, i) }
