@@ -8,6 +8,8 @@ import Glibc
 /// samples come out as ffmpeg's do. Rebuilt when the stream's format changes.
 final class AudioSampleConverter {
     let target: SampleFormat
+    /// Samples per output frame (an encoder's frame size); 0: as they come.
+    let frameSize: Int
     private var graph: UnsafeMutablePointer<AVFilterGraph>?
     private var source: UnsafeMutablePointer<AVFilterContext>?
     private var sink: UnsafeMutablePointer<AVFilterContext>?
@@ -15,8 +17,9 @@ final class AudioSampleConverter {
     private var output: UnsafeMutablePointer<AVFrame>?
     private var built: AudioFormat?
 
-    init(to target: SampleFormat) throws(MediaOutputError) {
+    init(to target: SampleFormat, frameSize: Int = 0) throws(MediaOutputError) {
         self.target = target
+        self.frameSize = frameSize
         input = av_frame_alloc()
         output = av_frame_alloc()
         guard input != nil, output != nil else { throw .ffmpeg("av_frame_alloc", "out of memory") }
@@ -31,38 +34,67 @@ final class AudioSampleConverter {
     /// Feeds `frame` (validated, audio) and hands each converted frame to `body`: its packed
     /// samples and their count.
     func convert(_ frame: borrowing Frame, _ body: (UnsafeRawBufferPointer, Int) throws(MediaOutputError) -> Void) throws(MediaOutputError) {
-        guard let format = frame.header.audioFormat, let input, let output else { return }
-        if built.map({ !$0.sameStream(as: format) }) ?? true { try build(for: format) }
-        av_frame_unref(input)
-        input.pointee.format = Int32(AudioSampleConverter.avFormat(format.sampleFormat).rawValue)
-        input.pointee.sample_rate = Int32(format.sampleRate)
-        input.pointee.nb_samples = Int32(format.samples)
-        input.pointee.pts = frame.header.description.pts ?? cffmpeg_nopts()
-        Self.setLayout(&input.pointee.ch_layout, format.layout)
+        guard let format = frame.header.audioFormat, let input else { return }
         // The slot's rows, read in place; av_buffersrc_add_frame copies them into its own buffer.
-        var r: Int32 = 0
-        withUnsafeTemporaryAllocation(of: UnsafeMutablePointer<UInt8>?.self, capacity: format.rows) { rows in
-            for i in 0..<format.rows {
-                rows[i] = UnsafeMutablePointer(mutating: frame.audioRow(i).baseAddress?.assumingMemoryBound(to: UInt8.self))
+        try Self.withAVFrame(input, frame, format) { f throws(MediaOutputError) in
+            try convert(f, format) { out throws(MediaOutputError) in
+                let bytes = Int(out.pointee.nb_samples) * Int(out.pointee.ch_layout.nb_channels) * target.bytesPerSample
+                try body(UnsafeRawBufferPointer(start: out.pointee.data.0, count: bytes), Int(out.pointee.nb_samples))
             }
-            input.pointee.extended_data = rows.baseAddress
-            withUnsafeMutableBytes(of: &input.pointee.data) { d in
-                for i in 0..<min(format.rows, 8) { d.storeBytes(of: rows[i], toByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride, as: UnsafeMutablePointer<UInt8>?.self) }
-            }
-            input.pointee.linesize.0 = Int32(clamping: format.rowBytes ?? 0)
-            r = av_buffersrc_add_frame_flags(source, input, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
-            input.pointee.extended_data = nil
-            withUnsafeMutableBytes(of: &input.pointee.data) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
         }
+    }
+
+    /// Feeds an AVFrame of `format` (nil: the end, flushing what the graph holds) and hands
+    /// each converted frame to `body`, valid until it returns.
+    func convert(_ frame: UnsafeMutablePointer<AVFrame>?, _ format: AudioFormat?,
+                 _ body: (UnsafeMutablePointer<AVFrame>) throws(MediaOutputError) -> Void) throws(MediaOutputError) {
+        guard let output else { return }
+        if let format, built.map({ !$0.sameStream(as: format) }) ?? true { try build(for: format) }
+        guard source != nil else { return }   // the end of a stream that never had a frame
+        let r = av_buffersrc_add_frame_flags(source, frame, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
         guard r >= 0 else { throw .ffmpeg("av_buffersrc_add_frame", ffmpegMessage(r)) }
         while true {
             av_frame_unref(output)
             let got = av_buffersink_get_frame(sink, output)
             if got == cffmpeg_eagain() || got == cffmpeg_eof() { return }
             guard got >= 0 else { throw .ffmpeg("av_buffersink_get_frame", ffmpegMessage(got)) }
-            let bytes = Int(output.pointee.nb_samples) * Int(output.pointee.ch_layout.nb_channels) * target.bytesPerSample
-            try body(UnsafeRawBufferPointer(start: output.pointee.data.0, count: bytes), Int(output.pointee.nb_samples))
+            try body(output)
         }
+    }
+
+    /// `frame`'s samples as an AVFrame (`f`, reused) whose rows point into the slot, for the
+    /// length of `body`.
+    static func withAVFrame(_ f: UnsafeMutablePointer<AVFrame>, _ frame: borrowing Frame, _ format: AudioFormat,
+                            _ body: (UnsafeMutablePointer<AVFrame>) throws(MediaOutputError) -> Void) throws(MediaOutputError) {
+        av_frame_unref(f)
+        describe(f, format, pts: frame.header.description.pts)
+        var rows = [UnsafeMutablePointer<UInt8>?](repeating: nil, count: format.rows)
+        for i in 0..<format.rows {
+            rows[i] = UnsafeMutablePointer(mutating: frame.audioRow(i).baseAddress?.assumingMemoryBound(to: UInt8.self))
+        }
+        defer {
+            f.pointee.extended_data = nil
+            withUnsafeMutableBytes(of: &f.pointee.data) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        }
+        try rows.withUnsafeMutableBufferPointer { (r: inout UnsafeMutableBufferPointer<UnsafeMutablePointer<UInt8>?>) throws(MediaOutputError) in
+            f.pointee.extended_data = r.baseAddress
+            withUnsafeMutableBytes(of: &f.pointee.data) { d in
+                for i in 0..<min(format.rows, 8) {
+                    d.storeBytes(of: r[i], toByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride, as: UnsafeMutablePointer<UInt8>?.self)
+                }
+            }
+            f.pointee.linesize.0 = Int32(clamping: format.rowBytes ?? 0)
+            try body(f)
+        }
+    }
+
+    /// Sets an AVFrame's format, rate, layout, sample count and pts (1/sample_rate).
+    static func describe(_ f: UnsafeMutablePointer<AVFrame>, _ format: AudioFormat, pts: Int64?) {
+        f.pointee.format = Int32(avFormat(format.sampleFormat).rawValue)
+        f.pointee.sample_rate = Int32(format.sampleRate)
+        f.pointee.nb_samples = Int32(format.samples)
+        f.pointee.pts = pts ?? cffmpeg_nopts()
+        setLayout(&f.pointee.ch_layout, format.layout)
     }
 
     /// The graph for frames of `format`.
@@ -79,6 +111,7 @@ final class AudioSampleConverter {
         if r >= 0 { r = avfilter_link(source, 0, aformat, 0) }
         if r >= 0 { r = avfilter_link(aformat, 0, sink, 0) }
         if r >= 0 { r = avfilter_graph_config(g, nil) }
+        if r >= 0, frameSize > 0 { av_buffersink_set_frame_size(sink, UInt32(frameSize)) }
         guard r >= 0 else { throw .ffmpeg("building the audio conversion to \(target.name) (\(args))", ffmpegMessage(r)) }
         built = format
     }

@@ -32,9 +32,12 @@ public enum MediaOutputError: Error, CustomStringConvertible, Sendable {
     case ffmpeg(String, String)
     /// The frame's planes do not hold what FFmpeg reads for its pixel format (a damaged frame).
     case layout(FrameLayoutError)
+    /// The recording's sound: its stream failed (the stream, why), or its encoder cannot be used.
+    case audio(String, String)
 
     public var description: String {
         switch self {
+        case .audio(let what, let why): return "the recording's audio (\(what)): \(why)"
         case .cannotOpen(let path, let why): return "cannot write '\(path)': \(why)"
         case .io(let path, let e): return "cannot write '\(path)': \(e)"
         case .interrupted(let path):

@@ -20,6 +20,11 @@ public struct MediaFileOptions: Sendable {
     public var pixelFormat: String?
     /// `-fps_mode`: every frame's own timestamp (passthrough), or resampled to the nominal rate (cfr).
     public var frameRateMode = FrameRateMode.passthrough
+    /// `-c:a`: the audio encoder, when the recording has sound; nil: the container's choice
+    /// (`MediaFileWriter.defaultAudioEncoder`: aac for MP4/MOV, flac for Matroska and NUT).
+    public var audioCodec: String?
+    /// `-b:a`: the audio encoder's bit rate in bits per second (nil: the encoder's default).
+    public var audioBitRate: Int64?
 
     public init() {}
 

@@ -32,6 +32,7 @@ extension MediaFileWriter {
         outputDescription = "\(encName) \(MediaFilePixelFormat.name(format)) \(header.width)x\(header.height) \(rateText) fps"
             + (options.frameRateMode == .cfr ? " cfr" : "") + ", \(String(cString: outputFormat.pointee.name))"
             + (format != source ? " (converted from \(header.pixelFormatName))" : "")
+            + (audioDescription.map { "; audio \($0)" } ?? "")
     }
 
     /// Opens the encoder for frames like `header`'s, in `format`. Its time base: passthrough,

@@ -91,6 +91,7 @@ extension MediaFileWriter {
             let r = avcodec_send_frame(c, nil)
             guard r >= 0 else { throw .ffmpeg("avcodec_send_frame", ffmpegMessage(r)) }
             try drain()
+            try finishAudio()
             let t = av_write_trailer(oc)
             guard t >= 0 else { throw .cannotOpen(path, ffmpegMessage(t)) }
         }
@@ -114,6 +115,7 @@ extension MediaFileWriter {
         st.pointee.r_frame_rate = rate
         st.pointee.sample_aspect_ratio = c.pointee.sample_aspect_ratio
 
+        if let audioFormat { try addAudioStream(audioFormat) }
         var muxerOptions: OpaquePointer?
         defer { av_dict_free(&muxerOptions) }
         let container = String(cString: outputFormat.pointee.name)

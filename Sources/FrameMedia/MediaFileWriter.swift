@@ -53,6 +53,17 @@ public final class MediaFileWriter {
     public internal(set) var notes: [String] = []
     /// Frames repeated and dropped by `-fps_mode cfr`.
     public internal(set) var duplicated = 0, dropped = 0
+    /// The sound's format, set before the first frame: the header then has an audio stream
+    /// too (`writeAudio`). nil: a silent recording.
+    public var audioFormat: AudioFormat?
+    /// The audio encoder, its stream, and the conversion to the encoder's format and frame size.
+    var audioCodec: UnsafeMutablePointer<AVCodecContext>?
+    var audioStream: UnsafeMutablePointer<AVStream>?
+    var audioConverter: AudioSampleConverter?
+    /// The sound's encoder and format ("aac 44100 Hz stereo fltp"), once its stream exists.
+    var audioDescription: String?
+    /// Audio frames handed to the encoder.
+    public internal(set) var audioFrames = 0
 
     /// Checks the container, encoder and settings (opening the encoder once on a small test
     /// picture) and creates the file; the first frame fixes size and format.
@@ -116,6 +127,7 @@ public final class MediaFileWriter {
 
     deinit {
         avcodec_free_context(&codecContext)
+        avcodec_free_context(&audioCodec)
         av_frame_free(&lastFrame)
         av_packet_free(&packet)
         if let oc = formatContext {

@@ -39,6 +39,12 @@ public final class SinkSession {
     public var onProducerGone: ((Int32) -> Void)?
     /// Called once, after the first frame is written to the outputs (their notes are known then).
     public var onFirstFrame: (() -> Void)?
+    /// The sound recorded beside the frames (`sink --record FILE --audio NAME`): its first
+    /// frame's format goes into the recording's header, then its frames are encoded in
+    /// timestamp order with the pictures.
+    public var audio: AudioFeed?
+    /// Called once when the recording waits for the audio's first frame (what it waits for).
+    public var onAudioWait: ((String) -> Void)?
     /// Called after every frame: frames read, the media time they cover, the recording's size.
     public var onProgress: ((_ frames: Int, _ mediaSeconds: Double, _ bytes: Int64?) -> Void)?
     private let shouldStop: () -> Bool
@@ -72,8 +78,11 @@ public final class SinkSession {
     /// Reads the stream to its end (or `settings.frames`, or `shouldStop`) and completes the
     /// outputs. On an error the outputs are completed too (what was written is kept), then it is thrown.
     public func run() throws -> SinkReport {
+        audio?.start()
+        defer { audio?.stop() }
         do {
             try consume()
+            try feedAudio(upTo: nil)
         } catch {
             try? outputs.finish()
             throw error
@@ -93,7 +102,12 @@ public final class SinkSession {
                 frameRate = consumer.nominalRate
                 outputs.frameRate = frameRate
             }
+            if statistics.received == 1, let audio, let file = outputs.mediaFile {
+                file.audioFormat = audio.firstFormat { [weak self] in self?.onAudioWait?($0) }
+            }
             try outputs.write(frame)
+            let d = frame.header.description
+            try feedAudio(upTo: d.pts.map { Double($0) * d.timeBase.doubleValue } ?? clock.seconds)
             if statistics.received == 1 { onFirstFrame?() }
             if settings.verify, !TestPattern.verify(frame) {
                 statistics.corrupt += 1
@@ -105,6 +119,13 @@ public final class SinkSession {
             frame.release()
             onProgress?(statistics.received, clock.seconds, outputs.bytesRecorded)
         }
+    }
+
+    /// Encodes the queued sound up to `seconds` of media time (nil: all of it, to the audio
+    /// stream's end) into the recording.
+    private func feedAudio(upTo seconds: Double?) throws {
+        guard let audio, let file = outputs.mediaFile, file.audioFormat != nil else { return }
+        try audio.take(upTo: seconds) { frame, format throws(MediaOutputError) in try file.writeAudio(frame, format) }
     }
 
     /// `settings.hold`: keeps the frame that long before releasing it.

@@ -54,6 +54,14 @@ enum SinkCommand: Command {
                            (frames duplicated and dropped to the stream's nominal rate, as ffmpeg)
       -f FMT               --record's container, overriding the extension: any libavformat muxer
                            (mp4, mov, matroska, nut, ...)
+      --audio NAME         --record's sound: the audio stream NAME (produce's --audio-out, e.g.
+                           film-audio), read losslessly on its own thread, encoded beside the
+                           pictures and interleaved by timestamp, so sound and pictures stay in sync
+                           through any chain that keeps pts. The recording's header waits for its
+                           first audio frame (said after 2 s)
+      -c:a CODEC           --audio's encoder (default: aac, FFmpeg's own, for MP4/MOV; flac for
+                           Matroska and NUT)
+      -b:a RATE            --audio's bit rate in bits/s (k, M suffixes: 128k)
 
     When the size or pixel format changes mid-stream, --y4m, --raw and --record keep the first
     frame's: later frames are scaled and converted to it with libswscale.
@@ -91,6 +99,11 @@ enum SinkCommand: Command {
         installStopHandlers()
         let session = SinkSession(consumer: try Consumer(stream: o.input, options: o.consumerOptions), outputs: outputs,
                                   log: log, settings: o.settings) { StopSignal.requested }
+        if let name = o.audio {
+            var options = o.consumerOptions
+            options.name = ClientName.fit("sink record audio")
+            session.audio = try AudioFeed(stream: name, options: options) { StopSignal.requested }
+        }
         say(o, session)
         var progress = Progress(enabled: stderrIsTerminal && !o.quiet)
         if progress.enabled { session.onProgress = { progress.update(frames: $0, mediaSeconds: $1, bytes: $2) } }
@@ -116,6 +129,7 @@ enum SinkCommand: Command {
 
     /// What the session says while it runs: waiting, a producer gone, the outputs' notes.
     static func say(_ o: SinkOptions, _ session: SinkSession) {
+        session.onAudioWait = { if !o.quiet { warn($0) } }
         session.onWaiting = { if stderrIsTerminal, !o.quiet { warn(waitingLine(o.input)) } }
         session.onProducerGone = { pid in
             // Without reattaching, the error that ends the sink is the one line said.

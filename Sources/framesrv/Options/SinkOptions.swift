@@ -10,6 +10,8 @@ struct SinkOptions: CommandOptions {
     var raw: String?
     var record: String?
     var mediaFileOptions = MediaFileOptions()
+    /// --audio NAME: the audio stream recorded beside --in's pictures (with --record).
+    var audio: String?
     var consumerOptions = ConsumerOptions()
     /// --frames, --verify, --hold-us.
     var settings = SinkSettings()
@@ -60,10 +62,11 @@ struct SinkOptions: CommandOptions {
         guard !(live && lossless) else { throw UsageError("choose one of --live and --lossless") }
         consumerOptions.mode = live ? .live : .lossless
         mediaFileOptions = try recording.mediaFileOptions(recording: record != nil)
+        audio = recording.audio
     }
 
     /// `2M`, `800k`, `1.5M`, `500000`: bits per second.
-    static func parseBitRate(_ text: String) throws(UsageError) -> Int64 {
+    static func parseBitRate(_ text: String, option: String = "-b:v") throws(UsageError) -> Int64 {
         var t = Substring(text)
         var scale = 1.0
         if let last = t.last, let s = ["k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9][last] {
@@ -71,7 +74,7 @@ struct SinkOptions: CommandOptions {
             t = t.dropLast()
         }
         guard let v = Double(t), v.isFinite, v > 0, v * scale >= 1, v * scale <= 1e11 else {
-            throw UsageError("-b:v must be a bit rate such as 2M, 800k or 500000, not '\(text)'")
+            throw UsageError("\(option) must be a bit rate such as 2M, 800k or 500000, not '\(text)'")
         }
         return Int64((v * scale).rounded())
     }
@@ -91,6 +94,8 @@ struct SinkOptions: CommandOptions {
         let crf: Double?
         let gop: Int?
         let preset, pixelFormat, fpsMode: String?
+        /// --audio NAME, -c:a, -b:a: the recording's sound.
+        let audio, audioCodec, audioBitRate: String?
 
         init(_ args: inout Arguments) throws(UsageError) {
             container = try args.value("-f", "--format")
@@ -101,6 +106,9 @@ struct SinkOptions: CommandOptions {
             preset = try args.value("--preset")
             pixelFormat = try args.value("-pix_fmt", "--pix-fmt")
             fpsMode = try args.value("-fps_mode", "--fps-mode")
+            audio = try args.value("--audio")
+            audioCodec = try args.value("-c:a", "-acodec")
+            audioBitRate = try args.value("-b:a")
         }
 
         /// The media file's options; without --record (`recording` false) any of them is a usage error.
@@ -108,7 +116,8 @@ struct SinkOptions: CommandOptions {
             var options = MediaFileOptions()
             guard recording else {
                 let given = [("-f", container), ("-c:v", codec), ("-b:v", bitRate), ("--preset", preset),
-                             ("-pix_fmt", pixelFormat), ("-fps_mode", fpsMode)].filter { $0.1 != nil }.map(\.0)
+                             ("-pix_fmt", pixelFormat), ("-fps_mode", fpsMode), ("--audio", audio), ("-c:a", audioCodec),
+                             ("-b:a", audioBitRate)].filter { $0.1 != nil }.map(\.0)
                     + (crf != nil ? ["--crf"] : []) + (gop != nil ? ["-g"] : [])
                 if let first = given.first { throw UsageError("\(first) goes with --record FILE") }
                 return options
@@ -120,6 +129,9 @@ struct SinkOptions: CommandOptions {
             options.gop = gop
             options.preset = preset
             options.pixelFormat = pixelFormat
+            guard audio != nil || (audioCodec == nil && audioBitRate == nil) else { throw UsageError("-c:a and -b:a go with --audio NAME") }
+            options.audioCodec = audioCodec
+            options.audioBitRate = try audioBitRate.map { t throws(UsageError) in try SinkOptions.parseBitRate(t, option: "-b:a") }
             if let fpsMode {
                 guard let mode = FrameRateMode(rawValue: fpsMode) else {
                     throw UsageError("-fps_mode takes passthrough or cfr, not '\(fpsMode)'")

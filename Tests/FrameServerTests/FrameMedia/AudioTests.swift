@@ -105,4 +105,57 @@ import Testing
         bad = h; bad.sample_rate = 0
         #expect(problem(bad) != nil)
     }
+
+    /// produce -> filter gblur -> sink --record out.mkv --audio: the recording's decoded sound
+    /// (FLAC, lossless) is the input's, and its first audio and video timestamps line up.
+    @Test func recordingThroughAChainKeepsTheSound() throws {
+        let scratch = try Scratch()
+        let path = try clip("movie.mp4", "-c:a aac", scratch, video: true)
+        let out = scratch.file("out.mkv")
+        let producer = try scratch.start(["produce", "-i", path, "--out", "film", "--wait-for", "2", "--quiet"])
+        let filter = try scratch.start(["filter", "--in", "film", "--vf", "gblur", "--out", "soft", "--quiet"])
+        let sink = try scratch.start(["sink", "--in", "soft", "--record", out, "--audio", "film-audio"])
+        #expect(sink.wait(timeout: 60) == 0, "\(sink.stderr)")
+        #expect(filter.wait(timeout: 30) == 0, "\(filter.stderr)")
+        #expect(producer.wait(timeout: 30) == 0, "\(producer.stderr)")
+        #expect(sink.stdout.contains("audio flac 44100 Hz"), "\(sink.stdout)")
+        let pcm = { (file: String) throws -> String in
+            let (status, md5, err) = try shell("ffmpeg -v error -i '\(file)' -map 0:a -c:a pcm_s16le -f md5 -", scratch)
+            try #require(status == 0, "\(err)")
+            return String(decoding: md5, as: UTF8.self)
+        }
+        #expect(try pcm(out) == (try pcm(path)), "the recording's sound differs from the input's")
+        let (status, starts, err) = try shell("ffprobe -v error -show_entries stream=codec_type,start_time -of csv=p=0 '\(out)'", scratch)
+        try #require(status == 0, "\(err)")
+        let times = String(decoding: starts, as: UTF8.self).split(separator: "\n").compactMap { line -> Double? in
+            line.split(separator: ",").last.flatMap { Double($0) }
+        }
+        try #require(times.count == 2, "\(String(decoding: starts, as: UTF8.self))")
+        #expect(abs(times[0] - times[1]) <= 1024.0 / 44100, "first video and audio timestamps \(times)")
+    }
+
+    /// --record with --audio into MP4: FFmpeg's AAC by default, the file decodes whole.
+    @Test func mp4RecordingHasAACSound() throws {
+        let scratch = try Scratch()
+        let path = try clip("movie.mp4", "-c:a aac", scratch, video: true)
+        let out = scratch.file("out.mp4")
+        let producer = try scratch.start(["produce", "-i", path, "--out", "film", "--wait-for", "2", "--quiet"])
+        let sink = try scratch.start(["sink", "--in", "film", "--record", out, "--audio", "film-audio", "-b:a", "96k"])
+        #expect(sink.wait(timeout: 60) == 0, "\(sink.stderr)")
+        #expect(producer.wait(timeout: 30) == 0, "\(producer.stderr)")
+        let (status, streams, err) = try shell("ffprobe -v error -show_entries stream=codec_name -of csv=p=0 '\(out)'", scratch)
+        try #require(status == 0, "\(err)")
+        #expect(String(decoding: streams, as: UTF8.self).split(separator: "\n") == ["h264", "aac"])
+        let (decoded, _, derr) = try shell("ffmpeg -v error -xerror -i '\(out)' -f null -", scratch)
+        #expect(decoded == 0, "\(derr)")
+    }
+
+    /// -c:a and -b:a without --audio, and --audio without --record: one usage line each.
+    @Test func audioRecordingOptionsAreChecked() throws {
+        let scratch = try Scratch()
+        let a = try scratch.run(["sink", "--in", "x", "--record", scratch.file("o.mp4"), "-c:a", "aac"])
+        #expect(a.status == 2 && a.stderr.contains("-c:a and -b:a go with --audio NAME"), "\(a.stderr)")
+        let b = try scratch.run(["sink", "--in", "x", "--null", "--audio", "y"])
+        #expect(b.status == 2 && b.stderr.contains("--audio goes with --record FILE"), "\(b.stderr)")
+    }
 }
