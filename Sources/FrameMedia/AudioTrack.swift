@@ -167,18 +167,32 @@ public final class AudioTrack {
         case .success(let found): format = found
         }
         if formats.last.map({ !$0.sameStream(as: format) }) ?? true { formats.append(format) }
-        guard var slot = try producer.reserve(audio: format, capacity: max(4096, Int(codec?.pointee.frame_size ?? 0))) else { return }
-        copySamples(frame, into: slot)
         var d = FrameDescription()
         d.pts = pts
-        d.timeBase = Rational(1, f.sample_rate)
-        d.duration = Int64(f.nb_samples)
-        d.captureNanos = monotonicNanos()
         d.flags = discontinuity ? [.keyframe, .discontinuity] : [.keyframe]
         discontinuity = false
-        slot.description = d
+        if try Self.publish(frame, format, d, into: producer, capacity: Int(codec?.pointee.frame_size ?? 0)) { published += 1 }
+    }
+
+    /// Copies a decoded or filtered frame of `format` into a slot of `producer` and publishes
+    /// it with `d`'s pts and flags (time base 1/sample_rate, duration nb_samples, captured
+    /// now). False when a live source dropped it. A new pool holds at least `capacity` (and
+    /// 4096) samples a slot.
+    static func publish(_ frame: UnsafeMutablePointer<AVFrame>, _ format: AudioFormat, _ d: FrameDescription,
+                        into producer: Producer, capacity: Int) throws(ProducerError) -> Bool {
+        guard var slot = try producer.reserve(audio: format, capacity: max(4096, capacity)) else { return false }
+        for row in 0..<slot.format.rows {
+            let target = slot.row(row)
+            guard let source = frame.pointee.extended_data[row] else { continue }
+            memcpy(target.baseAddress!, source, target.count)
+        }
+        var description = d
+        description.timeBase = Rational(1, Int32(format.sampleRate))
+        description.duration = Int64(format.samples)
+        description.captureNanos = monotonicNanos()
+        slot.description = description
         slot.publish()
-        published += 1
+        return true
     }
 
     /// Whether a frame lies inside -ss / a seek's start and -t's end.
@@ -188,15 +202,6 @@ public final class AudioTrack {
             return false
         }
         return true
-    }
-
-    /// Copies the decoder's sample rows into the slot's rows.
-    private func copySamples(_ frame: UnsafeMutablePointer<AVFrame>, into slot: borrowing WritableAudioFrame) {
-        for row in 0..<slot.format.rows {
-            let target = slot.row(row)
-            guard let source = frame.pointee.extended_data[row] else { continue }
-            memcpy(target.baseAddress!, source, target.count)
-        }
     }
 
     /// What framesrv makes of a decoded frame's format, or why it cannot carry it.

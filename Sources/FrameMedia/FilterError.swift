@@ -7,6 +7,8 @@ public enum FilterError: Error, CustomStringConvertible, Sendable {
     case invalidGraph(String, String)
     /// The graph is not one video input to one video output (the graph, what it has).
     case notAVideoGraph(String, String)
+    /// The graph is not one audio input to one audio output (the graph, what it has).
+    case notAnAudioGraph(String, String)
     /// The graph cannot be configured for the stream's frames (graph, input, message).
     case cannotConfigure(String, String, String)
     /// The stream's frames are in a pixel format FFmpeg does not know.
@@ -22,6 +24,7 @@ public enum FilterError: Error, CustomStringConvertible, Sendable {
         switch self {
         case .invalidGraph(let g, let m): return "bad filter graph '\(g)': \(m)"
         case .notAVideoGraph(let g, let m): return "the filter graph '\(g)' must take one video input and make one video output; \(m)"
+        case .notAnAudioGraph(let g, let m): return "the filter graph '\(g)' must take one audio input and make one audio output; \(m)"
         case .cannotConfigure(let g, let input, let m): return "the filter graph '\(g)' cannot filter \(input) frames: \(m)"
         case .unknownPixelFormat(let name): return "frames in pixel format '\(name)' cannot be filtered (FFmpeg does not know it)"
         case .unsupportedOutput(let name): return "the filter graph made \(name) frames, which framesrv cannot carry"

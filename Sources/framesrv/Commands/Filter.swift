@@ -7,7 +7,7 @@ enum FilterCommand: Command {
     static let name = "filter"
     static let summary = "filter a stream into another with a libavfilter graph (ffmpeg's -vf syntax) or a preset"
     static let help = """
-    usage: framesrv filter --in A --out B (--vf GRAPH | --preset NAME) [--live | --lossless]
+    usage: framesrv filter --in A --out B (--vf GRAPH | --preset NAME | --af GRAPH) [--live | --lossless]
                            [--slots N] [--wait SECONDS] [--wait-for N [--linger S]] [--threads N] [--live-source] [--quiet] [--name NAME]
 
     Reads stream A, runs every frame through a libavfilter graph as 'ffmpeg -i A -vf GRAPH'
@@ -31,6 +31,11 @@ enum FilterCommand: Command {
                            graph; its nominal rate is the graph's output frame rate)
       --vf GRAPH           a libavfilter graph, one video input and one video output, in
                            ffmpeg's -vf syntax (scale filters get ffmpeg's flags=bicubic)
+      --af GRAPH           A and B are audio streams (produce's --audio-out): a libavfilter audio
+                           graph, one input and one output, in ffmpeg's -af syntax (volume=0.5,
+                           aresample=48000, loudnorm, pan=mono|c0=c0, atempo=1.25), as 'ffmpeg -i A
+                           -af GRAPH'; timestamps (1/sample_rate) pass through. Frames are copied into
+                           the graph and each frame out once into B's slot
       --preset NAME        a ready-made graph (instead of --vf):
                              gray                 format=gray
                              sepia                colorchannelmixer=.393:.769:.189:0:.349:.686:.168:0:.272:.534:.131
@@ -63,6 +68,7 @@ enum FilterCommand: Command {
     """
 
     static func run(_ o: FilterOptions) throws -> ExitStatus {
+        if o.audio { return try runAudio(o) }
         if let image = o.blendImage { try BlendImageError.check(image) }
         let graph: FilterGraph
         do {
@@ -100,6 +106,32 @@ enum FilterCommand: Command {
         if pipeline.consumer.sourceFailed {
             throw CommandError.filterInputFailed(input: o.input, output: o.out)
         }
+        return .success
+    }
+
+    /// --af: the audio pipeline; a graph libavfilter rejects is a usage error.
+    static func runAudio(_ o: FilterOptions) throws -> ExitStatus {
+        installStopHandlers()
+        let pipeline: AudioFilterPipeline
+        do {
+            pipeline = try AudioFilterPipeline(graph: o.graph, input: o.input, consumerOptions: o.consumerOptions, output: o.out,
+                                               outputOptions: o.outputOptions) { StopSignal.requested }
+        } catch let error as FilterError {
+            switch error {
+            case .invalidGraph, .notAnAudioGraph: throw UsageError(error.description)
+            default: throw error
+            }
+        }
+        defer { pipeline.close() }
+        let start = monotonicNanos()
+        try pipeline.run()
+        if !o.quiet {
+            let secs = Double(monotonicNanos() - start) / 1e9
+            let what = pipeline.formats.map { "\($0.sampleRate) Hz \($0.layout) \($0.sampleFormat)" }.joined(separator: ", then ")
+            print("filter: \(o.input) -> \(o.out): \(pipeline.framesIn) audio frames in, published \(pipeline.framesOut) of "
+                  + "\(what.isEmpty ? "nothing" : what) (one copy each) in \(formatDouble(secs, 2)) s, graph '\(pipeline.graphText)'")
+        }
+        if pipeline.consumer.sourceFailed { throw CommandError.filterInputFailed(input: o.input, output: o.out) }
         return .success
     }
 

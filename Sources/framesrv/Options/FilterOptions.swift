@@ -14,12 +14,15 @@ struct FilterOptions: CommandOptions {
     var outputOptions = FilterOutputOptions()
     var threads = 0
     var quiet = false
+    /// --af: the graph is an audio one (A and B are audio streams).
+    var audio = false
 
     init(parsing arguments: [String]) throws(UsageError) {
         var args = Arguments(arguments, command: "filter")
         let input = try args.value("--in", "-i")
         let out = try args.newStreamName("--out", "-o")
         let vf = try args.value("--vf", "-vf")
+        let af = try args.value("--af", "-af")
         let preset = try args.value("--preset")
         let live = args.flag("--live")
         let lossless = args.flag("--lossless")
@@ -42,9 +45,15 @@ struct FilterOptions: CommandOptions {
         self.input = input
         self.out = out
         consumerOptions.mode = live ? .live : .lossless
-        consumerOptions.name = name.map { ClientName.fit($0) } ?? ClientName.filter(preset ?? vf ?? "", out: out)
+        consumerOptions.name = name.map { ClientName.fit($0) } ?? ClientName.filter(preset ?? vf ?? af ?? "", out: out)
         outputOptions.name = consumerOptions.name
         outputOptions.liveSource = live || liveSource
+        if let af {
+            guard vf == nil, preset == nil else { throw UsageError("--af filters sound, --vf and --preset pictures: give one of them") }
+            guard !af.allSatisfy({ $0 == " " }) else { throw UsageError("--af needs a filter graph, not an empty string") }
+            (graph, audio) = (af, true)
+            return
+        }
         switch (vf, preset) {
         case (nil, let preset?):
             let compiled: FilterPreset
@@ -54,7 +63,7 @@ struct FilterOptions: CommandOptions {
             guard !vf.allSatisfy({ $0 == " " }) else { throw UsageError("--vf needs a filter graph, not an empty string") }
             graph = vf
         default:
-            throw UsageError("say what to run: --vf GRAPH or --preset NAME (one of them)")
+            throw UsageError("say what to run: --vf GRAPH or --preset NAME (pictures), or --af GRAPH (sound): one of them")
         }
     }
 }

@@ -158,4 +158,40 @@ import Testing
         let b = try scratch.run(["sink", "--in", "x", "--null", "--audio", "y"])
         #expect(b.status == 2 && b.stderr.contains("--audio goes with --record FILE"), "\(b.stderr)")
     }
+
+    /// filter --af GRAPH: equal to `ffmpeg -i F -af GRAPH -f framemd5 -`. (A stage's output
+    /// keeps the graph's own sample format, so resampling compares with ffmpeg's graph pinned
+    /// to it: in one process ffmpeg folds the s16 conversion into the resampler.)
+    @Test(arguments: [("volume=0.5", "volume=0.5"), ("pan=mono|c0=c0", "pan=mono|c0=c0"), ("atempo=1.25", "atempo=1.25"),
+                      ("aresample=48000", "aresample=48000,aformat=sample_fmts=s32")])
+    func audioFilterEqualsFFmpeg(_ graph: String, _ ffmpegGraph: String) throws {
+        let scratch = try Scratch()
+        let path = try clip("flac24.flac", "-ac 2 -c:a flac -sample_fmt s32", scratch)
+        let producer = try scratch.start(["produce", "-i", path, "--out", "snd", "--quiet"])
+        let filter = try scratch.start(["filter", "--in", "snd", "--af", graph, "--out", "loud", "--wait-for", "1"])
+        let sink = try scratch.start(["sink", "--in", "loud", "--framemd5", "-"])
+        #expect(sink.wait(timeout: 60) == 0, "\(sink.stderr)")
+        #expect(filter.wait(timeout: 30) == 0, "\(filter.stderr)")
+        #expect(producer.wait(timeout: 30) == 0, "\(producer.stderr)")
+        let (status, expected, err) = try shell("ffmpeg -v error -i '\(path)' -af '\(ffmpegGraph)' -f framemd5 -", scratch)
+        try #require(status == 0, "\(err)")
+        #expect(sink.stdout == String(decoding: expected, as: UTF8.self), "filter --af \(graph) differs from ffmpeg's")
+        #expect(filter.stdout.contains("audio frames in"), "\(filter.stdout)")
+    }
+
+    /// A graph libavfilter rejects, a picture graph given to --af, and --af with --vf: usage
+    /// errors before anything attaches; --af on a video stream: one line at attach.
+    @Test func badAudioGraphsAreOneLine() throws {
+        let scratch = try Scratch()
+        let bad = try scratch.run(["filter", "--in", "a", "--af", "nosuchfilter", "--out", "b"])
+        #expect(bad.status == 2 && bad.stderr.contains("bad filter graph 'nosuchfilter'"), "\(bad.stderr)")
+        let video = try scratch.run(["filter", "--in", "a", "--af", "gblur", "--out", "b"])
+        #expect(video.status == 2 && video.stderr.contains("one audio input"), "\(video.stderr)")
+        let both = try scratch.run(["filter", "--in", "a", "--af", "volume=2", "--vf", "gblur", "--out", "b"])
+        #expect(both.status == 2, "\(both.stderr)")
+        let producer = try scratch.start(["produce", "--pattern", "--frames", "5", "--out", "pic", "--wait-for", "1"])
+        let wrong = try scratch.run(["filter", "--in", "pic", "--af", "volume=2", "--out", "b"])
+        #expect(wrong.status == 1 && wrong.stderr.contains("stream 'pic' carries video, not audio"), "\(wrong.stderr)")
+        producer.kill()
+    }
 }
