@@ -28,6 +28,9 @@ public final class AudioTrack {
     public private(set) var firstProblem: String?
     /// The formats published, each when it first came.
     public private(set) var formats: [AudioFormat] = []
+    /// Asked before each frame is published, with its media time in seconds: false stops
+    /// the track (sound-only inputs pace themselves through it: -re, pause).
+    var beforePublish: ((Double) -> Bool)?
 
     private var codec: UnsafeMutablePointer<AVCodecContext>?
     private var frame: UnsafeMutablePointer<AVFrame>?
@@ -167,6 +170,7 @@ public final class AudioTrack {
         case .success(let found): format = found
         }
         if formats.last.map({ !$0.sameStream(as: format) }) ?? true { formats.append(format) }
+        if let beforePublish, !beforePublish(Double(pts) / Double(format.sampleRate)) { return }
         var d = FrameDescription()
         d.pts = pts
         d.flags = discontinuity ? [.keyframe, .discontinuity] : [.keyframe]

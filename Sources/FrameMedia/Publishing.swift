@@ -106,8 +106,14 @@ public final class MediaPublisher {
         var report = MediaPublishReport()
         let start = monotonicNanos()
         guard decoder.hasVideo else {
-            // Sound only: the audio track publishes as packets are read (not paced by the clock yet).
-            while !shouldStop(), decoder.pumpAudio() {}
+            // Sound only: the audio track publishes as packets are read, each frame when the
+            // clock releases it (-re, --readrate, --paused; seeks are not taken yet).
+            var stopped = false
+            decoder.audio?.beforePublish = { seconds in
+                if case .stopped = clock.wait(toRelease: seconds, shouldStop: shouldStop) { stopped = true }
+                return !stopped
+            }
+            while !shouldStop(), !stopped, decoder.pumpAudio() {}
             if let failure = decoder.audioFailure { throw failure }
             report.seconds = Double(monotonicNanos() - start) / 1e9
             return report

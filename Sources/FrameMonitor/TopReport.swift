@@ -31,6 +31,8 @@ public struct TopStream: Encodable, Sendable {
     public let producerName: String
     public let fps: Double?
     public let format: String?
+    /// "video" or "audio" (PROTOCOL.md 4.6).
+    public let media: String
     public let slots: Int
     public let slotsInUse: Int
     public let minFreeSlots: UInt64
@@ -54,6 +56,7 @@ public struct TopStream: Encodable, Sendable {
         producerName = s.producerName
         fps = measuredRate(s.published, since: before?.published, seconds: seconds)
         format = s.format
+        media = s.media
         slots = s.slots
         slotsInUse = s.slots - s.freeSlots
         minFreeSlots = s.minFreeSlots

@@ -31,7 +31,7 @@ extension StreamSnapshot {
     func ended() -> StreamSnapshot {
         StreamSnapshot(
             name: name, producerPID: producerPID, producerName: producerName, state: StreamState.ended.rawValue, liveSource: liveSource,
-            memory: memory, device: device,
+            memory: memory, media: media, device: device,
             slots: slots, slotBytes: slotBytes, epoch: epoch, published: published, dropped: dropped,
             minFreeSlots: minFreeSlots, freeSlots: slots, reclaimedConsumers: reclaimedConsumers,
             demotedConsumers: demotedConsumers, blockedMillis: blockedMillis, nominalRate: nominalRate,

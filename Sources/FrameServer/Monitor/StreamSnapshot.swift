@@ -120,6 +120,8 @@ public struct StreamSnapshot: Sendable, Encodable {
     public let liveSource: Bool
     /// Where the planes live: "host" or "cuda" (PROTOCOL.md 4.5).
     public let memory: String
+    /// What the stream carries: "video" or "audio" (PROTOCOL.md 4.6).
+    public let media: String
     /// The CUDA device (nvidia-smi's UUID) of a CUDA stream.
     public let device: String?
     public let slots: Int
@@ -185,7 +187,8 @@ public struct StreamSnapshot: Sendable, Encodable {
         let snapshot = StreamSnapshot(
             name: control.streamName, producerPID: c.pointee.producer_pid, producerName: readCString(c.pointee.producer_name),
             state: (!alive ? StreamState.dead : control.ended ? .ended : .running).rawValue,
-            liveSource: control.liveSource, memory: control.memory.kind, device: control.memory.device, slots: Int(control.slotCount),
+            liveSource: control.liveSource, memory: control.memory.kind, media: control.media.description,
+            device: control.memory.device, slots: Int(control.slotCount),
             slotBytes: control.memory == .host ? c.pointee.slot_stride : c.pointee.device_slot_stride, epoch: control.epoch,
             published: stats.published, dropped: stats.dropped, minFreeSlots: stats.minFree, freeSlots: free,
             reclaimedConsumers: stats.reclaimed, demotedConsumers: stats.demoted, blockedMillis: Double(stats.blockedNanos) / 1e6,
@@ -252,8 +255,9 @@ public struct StreamSnapshot: Sendable, Encodable {
                                                                media: control.media)) != nil
         else { return nil }
         let h = FrameHeader(raw)
-        // An audio stream's format as ffmpeg prints one: 48000 Hz, stereo, fltp.
-        if let audio = h.audioFormat { return "\(audio.sampleRate) Hz, \(audio.layout), \(audio.sampleFormat)" }
+        // An audio stream's: rate and sample format where a picture's size and format go, its
+        // channel layout where the colour goes (48000Hz fltp stereo).
+        if let audio = h.audioFormat { return "\(audio.sampleRate)Hz \(audio.sampleFormat) \(audio.layout)" }
         let c = h.description.color
         // As ffmpeg names a hardware frame's format: cuda(nv12).
         let format = cuda ? "\(control.memory.kind)(\(h.pixelFormatName))" : h.pixelFormatName

@@ -48,20 +48,24 @@ enum WebPageScript {
 
     const shown = new IntersectionObserver(entries => { for (const e of entries) setPreview(e.target.closest(".stream"), e.isIntersecting); });
     function setPreview(card, on) {
+      card.dataset.visible = on ? "1" : "";
       const img = card.querySelector("img.preview"), name = card.dataset.stream;
+      if (!img) return;   // an audio stream: its meters poll while visible
       const src = on ? url(name, "preview.mjpeg") + "?fps=" + card.querySelector("select.fps").value + "&width=" + card.querySelector("select.width").value : "";
       if (img.getAttribute("src") !== src) { if (src) img.src = src; else img.removeAttribute("src"); }
     }
     function source() { const d = $("div", {class: "source"}); d.append($("span", {class: "producer"}), " ", $("span", {class: "dropped"})); return d; }
-    function card(name) {
+    function card(name, media) {
       const id = "stream-" + name.replace(/[^A-Za-z0-9_-]/g, "_");
       let c = document.getElementById(id);
       if (c) return c;
-      c = $("div", {class: "stream", id: id, "data-stream": name});
+      c = $("div", {class: "stream", id: id, "data-stream": name, "data-media": media});
       const left = $("div"), right = $("div");
-      left.append($("h3", {class: "stream-name"}, name), source(),
-                  $("img", {class: "preview", alt: "preview of " + name}));
+      left.append($("h3", {class: "stream-name"}, name), source(), media === "audio"
+                  ? $("canvas", {class: "meter", width: 320, height: 120, title: "peak (bar) and RMS (dark) per channel, dBFS"})
+                  : $("img", {class: "preview", alt: "preview of " + name}));
       const ctl = $("div", {class: "controls"});
+      ctl.hidden = media === "audio";   // a picture's preview settings and snapshot
       const fps = $("select", {class: "fps", title: "preview frames per second"}), width = $("select", {class: "width", title: "preview width"});
       for (const v of [1, 5, 10, 25]) fps.append($("option", v === 5 ? {value: v, selected: ""} : {value: v}, v + " fps"));
       for (const v of [160, 320, 640, 1280]) width.append($("option", v === 320 ? {value: v, selected: ""} : {value: v}, v + " px"));
@@ -94,9 +98,9 @@ enum WebPageScript {
       empty.hidden = g.streams.length > 0;
       empty.textContent = `no streams in ${g.directory} (FRAMESRV_DIR)`;
       const names = new Set(g.streams.map(s => s.name));
-      for (const c of [...document.querySelectorAll(".stream")]) if (!names.has(c.dataset.stream)) { shown.unobserve(c); c.querySelector("img.preview").removeAttribute("src"); c.remove(); }
+      for (const c of [...document.querySelectorAll(".stream")]) if (!names.has(c.dataset.stream)) { shown.unobserve(c); const img = c.querySelector("img.preview"); if (img) img.removeAttribute("src"); c.remove(); }
       for (const s of g.streams) {
-        const c = card(s.name), t = c.querySelector("table.consumers");
+        const c = card(s.name, s.media), t = c.querySelector("table.consumers");
         const rows = [["PID", "CONSUMER", "MODE", "FPS", "LAG", "MISS", "P50", "P99"]];
         t.replaceChildren();
         const head = $("tr"); for (const h of rows[0]) head.append($("th", {}, h)); t.append(head);
@@ -113,8 +117,8 @@ enum WebPageScript {
         play.hidden = !pb;
         if (pb) play.querySelector(".position").textContent = ` ${pb.paused ? "paused" : "playing"} ${fmt(pb.position)} s` + (pb.duration ? ` / ${fmt(pb.duration)} s` : "");
         plots(c, s.name);
-        const r = c.querySelector("img.preview").getBoundingClientRect();
-        c.querySelector("img.preview").dataset.rect = [r.left + scrollX, r.top + scrollY, r.width, r.height].map(Math.round).join(",");
+        const view = c.querySelector("img.preview, canvas.meter"), r = view.getBoundingClientRect();
+        view.dataset.rect = [r.left + scrollX, r.top + scrollY, r.width, r.height].map(Math.round).join(",");
       }
     }
     // One canvas per figure: a line per stream (fps, slots) or per consumer (latency, misses),
@@ -159,6 +163,25 @@ enum WebPageScript {
         x.stroke(); x.fillStyle = x.strokeStyle; x.fillText(k, W - 70, 22 + j * 10);
       });
     }
+    // Level meters of the audio streams on screen: /api/streams/NAME/levels.json 4 times a second.
+    function meter(cv, l) {
+      const x = cv.getContext("2d"), W = cv.width, H = cv.height, n = l.peakDB.length, floor = -60;
+      const y = (db) => db === null ? H : Math.min(H, Math.max(0, -db / -floor * H));
+      x.clearRect(0, 0, W, H); x.fillStyle = "#555"; x.font = "10px sans-serif";
+      x.fillText(l.sampleRate + " Hz " + l.layout + " " + l.sampleFormat, 4, 10);
+      const w = Math.max(4, (W - 40) / n - 4);
+      l.peakDB.forEach((p, i) => {
+        const px = 30 + i * (w + 4);
+        x.fillStyle = p !== null && p > -1 ? "#c23" : "#2a7"; x.fillRect(px, y(p), w, H - y(p));
+        x.fillStyle = "#174"; const r = l.rmsDB[i]; x.fillRect(px + w / 4, y(r), w / 2, H - y(r));
+      });
+      for (const db of [0, -20, -40]) x.fillText(db + "", 2, Math.max(20, y(db) + 4));
+      cv.dataset.peak = l.peakDB.map(v => v === null ? "-inf" : v.toFixed(1)).join(",");
+    }
+    setInterval(() => {
+      for (const c of document.querySelectorAll(".stream[data-media=audio][data-visible='1']"))
+        api(url(c.dataset.stream, "levels.json")).then(l => meter(c.querySelector("canvas.meter"), l)).catch(() => {});
+    }, 250);
     async function refresh() {
       try {
         const [g, t, h] = await Promise.all([api("api/graph"), api("api/top"), api("api/history?since=" + lastTime)]);

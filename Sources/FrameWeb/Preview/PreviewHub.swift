@@ -99,6 +99,32 @@ public final class PreviewHub: Sendable {
         }
     }
 
+    /// An audio stream's levels (peak and RMS per channel) in its newest frame, read as a
+    /// live consumer (2 s at most).
+    public func levels(_ stream: String) throws(PreviewError) -> AudioLevels {
+        try checkExists(stream)
+        let wait = 2.0
+        var options = ConsumerOptions(mode: .live)
+        options.name = "web levels"
+        options.waitSeconds = wait
+        options.reattach = false
+        options.media = .audio
+        do {
+            let consumer = try Consumer(stream: stream, options: options, directory: directory)
+            let deadline = monotonicNanos() + UInt64(wait * 1e9)
+            consumer.shouldStop = { monotonicNanos() > deadline }
+            guard let frame = try consumer.next() else { throw PreviewError.noFrame(stream, seconds: wait) }
+            let levels = AudioLevels(frame)
+            frame.release()
+            guard let levels else { throw PreviewError.failed(stream, "not an audio frame") }
+            return levels
+        } catch let e as PreviewError {
+            throw e
+        } catch {
+            throw .failed(stream, "\(error)")
+        }
+    }
+
     /// Viewers watching now, over all streams.
     public var viewerCount: Int { state.withLock { $0.viewers } }
 

@@ -16,6 +16,8 @@ public struct WebGraph: Encodable, Sendable {
         public let producerPID: Int32
         public let fps: Double?
         public let format: String?
+        /// "video" or "audio": the page draws a preview or level meters.
+        public let media: String
         public let slotsInUse: Int
         public let slots: Int
         /// Frames the source dropped for want of a free slot.
@@ -57,7 +59,7 @@ public struct WebGraph: Encodable, Sendable {
         var streams: [Stream] = [], edges: [Edge] = []
         for s in report?.streams ?? [] where !s.vanished {
             streams.append(Stream(name: s.name, state: s.state, producerPID: s.producerPID, fps: s.fps, format: s.format,
-                                  slotsInUse: s.slotsInUse, slots: s.slots, dropped: s.dropped))
+                                  media: s.media, slotsInUse: s.slotsInUse, slots: s.slots, dropped: s.dropped))
             process(s.producerPID, s.producerName)
             processes[s.producerPID]?.produces.append(s.name)
             edges.append(Edge(from: "pid:\(s.producerPID)", to: "stream:\(s.name)", fps: s.fps, consumer: nil, mode: nil, lag: nil,

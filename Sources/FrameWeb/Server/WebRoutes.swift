@@ -69,6 +69,7 @@ struct WebRoutes: Sendable {
         case ("control", "POST"): return control(name, String(decoding: r.body, as: UTF8.self))
         case ("control", _): return .error(405, "control takes POST with a body such as 'pause', 'seek 10' or 'rate 2'")
         case ("snapshot.png", _) where get: return snapshot(name)
+        case ("levels.json", _) where get: return levels(name)
         case ("preview.mjpeg", _) where get:
             return watch(name, fps: r.query("fps").flatMap(Double.init) ?? 5, width: r.query("width").flatMap(Int.init) ?? 640)
         default: return .error(404, "no such page: \(r.method) \(r.path) (see the README's Web view section)")
@@ -121,6 +122,13 @@ struct WebRoutes: Sendable {
         } catch {
             return .error(503, "no snapshot of '\(name)': \(error)")
         }
+    }
+
+    /// An audio stream's peak and RMS per channel, from its newest frame.
+    func levels(_ name: String) -> WebResponse {
+        if let refusal = checkedStream(name) { return refusal }
+        guard let preview else { return .error(503, "levels are not available in this build") }
+        do { return encoded(try preview.levels(name)) } catch { return .error(503, "no levels of '\(name)': \(error)") }
     }
 
     func watch(_ name: String, fps: Double, width: Int) -> WebResponse {

@@ -63,8 +63,8 @@ struct MonitorColumn {
                    to the microsecond under 100 us ("12us" = 12 to 13 us), then the upper
                    bound of a coarser bucket ("<400us", "<3ms", "<40ms"); ">=100ms" beyond
       RATE         nominal frame rate ("max": unpaced)
-      FORMAT       size and pixel format of the newest frame
-      COLOUR       its colour matrix/range
+      FORMAT       size and pixel format of the newest frame (audio: rate and sample format)
+      COLOUR       its colour matrix/range (audio: channel layout)
     """
 }
 

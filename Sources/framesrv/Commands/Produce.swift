@@ -205,15 +205,17 @@ enum ProduceCommand: Command {
     /// An input with sound only (WAV, FLAC, ...): its audio is the stream --out NAME.
     static func produceSoundOnly(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ publisher: MediaPublisher) throws -> ExitStatus {
         var o = o
-        if o.waitFor == 0, !o.noWait { o.waitFor = 1 }   // a file waits for its first lossless consumer, as with video
-        guard let audio = try createAudioStream(o, media, publisher.decoder, liveSource: o.liveSource, name: o.out),
+        let policy = PublishPolicy(liveRequested: o.liveSource, readrate: media.readrate, noWait: o.noWait, waitFor: o.waitFor,
+                                   decoder: publisher.decoder)
+        o.waitFor = policy.waitFor   // a file waits for its first lossless consumer, as with video
+        guard let audio = try createAudioStream(o, media, publisher.decoder, liveSource: policy.liveSource, name: o.out),
               let track = publisher.decoder.audio else { return .failed }
         defer { publisher.close(); audio.close() }
-        guard waitForConsumers(o, audio, sayWaiting: o.waitFor > 0 && !o.quiet) else { return .interrupted }
-        let clock = PlaybackClock(rate: nil, paused: false, position: 0)
+        guard waitForConsumers(o, audio, sayWaiting: policy.waitsByDefault && !o.quiet) else { return .interrupted }
+        let clock = PlaybackClock(rate: media.readrate, paused: media.paused, position: publisher.decoder.origin)
         let report: MediaPublishReport
         do {
-            report = try publisher.run(into: audio, live: o.liveSource, clock: clock, frames: o.frames) { StopSignal.requested }
+            report = try publisher.run(into: audio, live: policy.liveSource, clock: clock, frames: o.frames) { StopSignal.requested }
         } catch {
             audio.finish(failed: true)
             throw error

@@ -297,7 +297,7 @@ import Testing
     /// ended, with its last totals; then it goes.
     @Test func endedStreamStaysForAFewSeconds() {
         func stream(_ name: String, pid: Int32, published: UInt64) -> StreamSnapshot {
-            StreamSnapshot(name: name, producerPID: pid, producerName: "produce pattern", state: "running", liveSource: false, memory: "host", device: nil, slots: 4, slotBytes: 4096, epoch: 1,
+            StreamSnapshot(name: name, producerPID: pid, producerName: "produce pattern", state: "running", liveSource: false, memory: "host", media: "video", device: nil, slots: 4, slotBytes: 4096, epoch: 1,
                            published: published, dropped: 0, minFreeSlots: 4, freeSlots: 2, reclaimedConsumers: 0,
                            demotedConsumers: 0, blockedMillis: 0, nominalRate: nil, format: nil, lastSequence: published,
                            consumers: [], slotTable: [])
