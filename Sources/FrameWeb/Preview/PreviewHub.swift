@@ -74,50 +74,43 @@ public final class PreviewHub: Sendable {
     /// A PNG of `stream`'s newest frame (waiting up to 2 s for one), at its own size, in RGB
     /// converted with its own matrix and range. Taken by a short-lived live consumer ("web snapshot").
     public func snapshotPNG(_ stream: String) throws(PreviewError) -> [UInt8] {
-        try checkExists(stream)
-        let wait = 2.0
-        var options = ConsumerOptions(mode: .live)
-        options.name = "web snapshot"
-        options.waitSeconds = wait
-        options.reattach = false
-        do {
-            let consumer = try Consumer(stream: stream, options: options, directory: directory)
-            let deadline = monotonicNanos() + UInt64(wait * 1e9)
-            consumer.shouldStop = { monotonicNanos() > deadline }
-            guard let frame = try consumer.next() else { throw PreviewError.noFrame(stream, seconds: wait) }
-            let encoder = PreviewEncoder(.png)
-            do { try encoder.convert(frame) } catch {
-                frame.release()
-                throw PreviewError.failed(stream, error.description)
-            }
-            frame.release()
-            return try encoder.encodeConverted()
-        } catch let e as PreviewError {
-            throw e
-        } catch {
-            throw .failed(stream, "\(error)")
+        let encoder = PreviewEncoder(.png)
+        try withNewestFrame(stream, name: "web snapshot", media: .video) { frame throws(PreviewError) in
+            do { try encoder.convert(frame) } catch { throw .failed(stream, "\(error)") }
         }
+        do { return try encoder.encodeConverted() } catch { throw .failed(stream, "\(error)") }
     }
 
     /// An audio stream's levels (peak and RMS per channel) in its newest frame, read as a
-    /// live consumer (2 s at most).
+    /// short-lived live consumer ("web levels"), as a snapshot is.
     public func levels(_ stream: String) throws(PreviewError) -> AudioLevels {
+        var levels: AudioLevels?
+        try withNewestFrame(stream, name: "web levels", media: .audio) { frame throws(PreviewError) in levels = AudioLevels(frame) }
+        guard let levels else { throw PreviewError.failed(stream, "not an audio frame") }
+        return levels
+    }
+
+    /// Hands `stream`'s newest frame (waiting up to 2 s for one) to `body`, taken by a
+    /// short-lived live consumer of `media` called `name`, and releases it.
+    private func withNewestFrame(_ stream: String, name: String, media: MediaKind,
+                                 _ body: (borrowing Frame) throws(PreviewError) -> Void) throws(PreviewError) {
         try checkExists(stream)
         let wait = 2.0
         var options = ConsumerOptions(mode: .live)
-        options.name = "web levels"
+        options.name = name
         options.waitSeconds = wait
         options.reattach = false
-        options.media = .audio
+        options.media = media
         do {
             let consumer = try Consumer(stream: stream, options: options, directory: directory)
             let deadline = monotonicNanos() + UInt64(wait * 1e9)
             consumer.shouldStop = { monotonicNanos() > deadline }
             guard let frame = try consumer.next() else { throw PreviewError.noFrame(stream, seconds: wait) }
-            let levels = AudioLevels(frame)
+            do { try body(frame) } catch {
+                frame.release()
+                throw error
+            }
             frame.release()
-            guard let levels else { throw PreviewError.failed(stream, "not an audio frame") }
-            return levels
         } catch let e as PreviewError {
             throw e
         } catch {
