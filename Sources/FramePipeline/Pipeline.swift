@@ -5,9 +5,12 @@
 /// new chain reading that stream (fan-out: several chains may start from one name); an exec
 /// stage reads any named stream with {in:NAME} in its words (a join). Elements:
 ///
-///     produce ARGS                 a `framesrv produce` (the launcher adds --out and --wait-for)
+///     produce ARGS [audio=NAME]    a `framesrv produce` (the launcher adds --out and --wait-for);
+///                                  audio=NAME publishes the input's sound as stream NAME
+///                                  (--audio-out NAME; without it, -an)
 ///     filter ARGS                  a `framesrv filter` (adds --in, --out and --wait-for)
-///     sink ARGS                    a `framesrv sink` (adds --in)
+///     sink ARGS                    a `framesrv sink` (adds --in); `--audio NAME` (with --record)
+///                                  reads the named audio stream too
 ///     queue [size=N]               a `framesrv filter --vf null --slots N` (default 30): copies
 ///                                  its input, losslessly, into a stream of N slots of its own
 ///     tee [name=NAME]              no process: a name for the stream, to branch from (a stream
@@ -30,6 +33,10 @@ public struct Pipeline: Sendable {
         /// (indices into `streams`).
         public internal(set) var input: Int?
         public internal(set) var output: Int?
+        /// A produce stage's audio stream (audio=NAME), another stream it creates.
+        public internal(set) var audioOutput: Int?
+        /// Every stream the stage creates.
+        public var outputs: [Int] { (output.map { [$0] } ?? []) + (audioOutput.map { [$0] } ?? []) }
         /// The named streams an exec stage reads through {in:NAME}, in the order written.
         public internal(set) var joins: [Int] = []
         /// Every stream the stage reads.
@@ -102,7 +109,7 @@ public struct Pipeline: Sendable {
     }
 
     /// Stream indices in pipeline order: each stream after the one its producer reads.
-    public var streamOrder: [Int] { startOrder.reversed().compactMap { stages[$0].output } }
+    public var streamOrder: [Int] { startOrder.reversed().flatMap { stages[$0].outputs } }
 
     /// The stages that read no stream: the ones Ctrl-C stops, so the rest drain.
     public var sources: [Int] { stages.indices.filter { stages[$0].inputs.isEmpty } }
@@ -111,7 +118,8 @@ public struct Pipeline: Sendable {
     public func commandLine(_ i: Int) -> (framesrv: Bool, arguments: [String]) {
         let s = stages[i]
         let input = s.input.map { streams[$0].name }, output = s.output.map { streams[$0].name }
-        let waitFor = s.output.map { streams[$0].waitFor } ?? 0
+        // produce counts the lossless consumers of its audio stream with its pictures' (--wait-for).
+        let waitFor = s.outputs.reduce(0) { $0 + streams[$1].waitFor }
         switch s.kind {
         case .exec:
             return (false, s.program.map { word in
@@ -124,6 +132,11 @@ public struct Pipeline: Sendable {
                 : [s.kind.rawValue] + s.words
             if let input { args += ["--in", input] }
             if let output { args += ["--out", output] }
+            if let audio = s.audioOutput {
+                args += ["--audio-out", streams[audio].name]
+            } else if s.kind == .produce, s.words.contains(where: { $0 == "-i" || $0 == "--input" }) {
+                args += ["-an"]   // a file's sound goes nowhere without audio=NAME (produce says it is not carried)
+            }
             if waitFor > 0 { args += ["--wait-for", String(waitFor)] }
             return (true, args)
         }
@@ -137,6 +150,12 @@ extension String {
 }
 
 extension Pipeline.Stage {
+    /// The audio stream a sink records beside its pictures (`--audio NAME`), if any.
+    static func sinkAudio(_ words: [String]) -> String? {
+        guard let i = words.firstIndex(of: "--audio"), i + 1 < words.count else { return nil }
+        return words[i + 1]
+    }
+
     /// The NAMEs of the {in:NAME} in an exec stage's words, each once, in the order written.
     static func joinNames(_ words: [String]) -> [String] {
         var names: [String] = []

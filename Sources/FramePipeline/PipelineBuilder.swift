@@ -16,6 +16,7 @@ struct PipelineBuilder {
         for (position, element) in chain.elements.enumerated() {
             var words = Array(element.dropFirst())
             let name = try Self.takeName(&words, element: element[0])
+            let audio = element[0] == "produce" ? try Self.takeName(&words, element: element[0], key: "audio") : nil
             let hasInput = current != nil || waitingName != nil
             let kind: Pipeline.Kind
             switch element[0] {
@@ -48,6 +49,7 @@ struct PipelineBuilder {
             pipeline.stages.append(Pipeline.Stage(kind: kind, words: words, input: current, output: nil, name: name))
             if reads, current == nil, let waitingName { pending.append((waitingName, index)) }
             if kind == .exec { joins += Pipeline.Stage.joinNames(words).map { ($0, index) } }
+            if kind == .sink, let sound = Pipeline.Stage.sinkAudio(words) { joins.append((sound, index)) }
             current = nil
             waitingName = nil
             if writes {
@@ -56,6 +58,11 @@ struct PipelineBuilder {
                 pipeline.stages[index].output = stream
                 if let name { try declare(name, stream) }
                 current = stream
+            }
+            if let audio {   // the sound, a stream beside the pictures (branches start from it)
+                pipeline.streams.append(Pipeline.Stream(name: audio, producer: index))
+                pipeline.stages[index].audioOutput = pipeline.streams.count - 1
+                try declare(audio, pipeline.streams.count - 1)
             }
         }
         if chain.elements.isEmpty { throw PipelineError("'\(chain.from!).' leads nowhere: follow it with '! sink ...'") }
@@ -125,7 +132,12 @@ struct PipelineBuilder {
     /// Each {in:NAME} becomes one more input of its stage: a stream it reads once.
     mutating func resolveJoins() throws(PipelineError) {
         for (name, stage) in joins {
-            guard let stream = named[name] else { throw PipelineError("'{in:\(name)}' reads a stream nothing is called: add name=\(name) to an element") }
+            guard let stream = named[name] else {
+                if pipeline.stages[stage].kind == .sink {
+                    throw PipelineError("'--audio \(name)' reads a stream nothing is called: add audio=\(name) to the produce whose sound it is")
+                }
+                throw PipelineError("'{in:\(name)}' reads a stream nothing is called: add name=\(name) to an element")
+            }
             guard !pipeline.stages[stage].inputs.contains(stream) else {
                 throw PipelineError("'\(pipeline.stages[stage].label)' reads stream '\(name)' twice")
             }
@@ -150,14 +162,16 @@ struct PipelineBuilder {
         for start in pipeline.stages.indices { try visit(start, [start]) }
     }
 
-    /// Removes `name=NAME` from an element's words; the name of the stream it publishes.
-    static func takeName(_ words: inout [String], element: String) throws(PipelineError) -> String? {
-        let names = words.filter { $0.hasPrefix("name=") }
-        words.removeAll { $0.hasPrefix("name=") }
-        guard names.count <= 1 else { throw PipelineError("'\(element)' has two names: \(names.joined(separator: ", "))") }
-        guard let name = names.first.map({ String($0.dropFirst(5)) }) else { return nil }
+    /// Removes `KEY=NAME` (name=, or audio= on produce) from an element's words; the name of
+    /// the stream it publishes.
+    static func takeName(_ words: inout [String], element: String, key: String = "name") throws(PipelineError) -> String? {
+        let prefix = key + "="
+        let names = words.filter { $0.hasPrefix(prefix) }
+        words.removeAll { $0.hasPrefix(prefix) }
+        guard names.count <= 1 else { throw PipelineError("'\(element)' has two \(key)s: \(names.joined(separator: ", "))") }
+        guard let name = names.first.map({ String($0.dropFirst(prefix.count)) }) else { return nil }
         guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
-            throw PipelineError("name=\(name): a stream name is letters, digits, '-' and '_'")
+            throw PipelineError("\(key)=\(name): a stream name is letters, digits, '-' and '_'")
         }
         return name
     }
@@ -166,6 +180,7 @@ struct PipelineBuilder {
     static func refuseLauncherOptions(_ kind: Pipeline.Kind, _ words: [String]) throws(PipelineError) {
         var set: [String] = ["--wait-for"]
         if kind != .sink { set += ["--out", "-o"] }
+        if kind == .produce { set += ["--audio-out", "-an", "--no-audio"] }
         if kind != .produce { set += ["--in", "-i"] }
         if let given = words.first(where: { set.contains($0) || set.contains(String($0.prefix { $0 != "=" })) }) {
             throw PipelineError("'\(kind.rawValue) ... \(given)': run sets \(set.joined(separator: ", ")) of \(kind.rawValue) itself; leave \(given) out")

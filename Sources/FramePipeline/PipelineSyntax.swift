@@ -11,7 +11,8 @@ enum PipelineSyntax {
 
     static func chains(_ words: [String]) throws(PipelineError) -> [PipelineChain] {
         guard !words.isEmpty else { throw PipelineError("the pipeline is empty: say what to run, e.g. 'produce -i in.mp4 ! sink --null'") }
-        let names = Set(words.compactMap { $0.hasPrefix("name=") ? String($0.dropFirst(5)) : nil })
+        // The streams a chain may start from: name=NAME, and produce's audio=NAME (its sound).
+        let names = Set(words.compactMap { $0.hasPrefix("name=") ? String($0.dropFirst(5)) : $0.hasPrefix("audio=") ? String($0.dropFirst(6)) : nil })
         var chains = [PipelineChain()]
         var element: [String] = []
         var linked = false   // a '!' since the last element

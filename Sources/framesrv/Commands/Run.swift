@@ -20,9 +20,12 @@ enum RunCommand: Command {
     Words are split and quoted as a shell does; in a FILE, newlines are blanks and '#'
     starts a comment.
 
-      produce ARGS        framesrv produce (run adds --out and --wait-for)
-      filter ARGS         framesrv filter (run adds --in, --out and --wait-for)
-      sink ARGS           framesrv sink (run adds --in)
+      produce ARGS        framesrv produce (run adds --out and --wait-for). audio=NAME publishes
+                          the input's sound as stream NAME (branch from it with NAME.); without
+                          it a file's sound is left out (-an; produce names what it leaves)
+      filter ARGS         framesrv filter (run adds --in, --out and --wait-for); --af for sound
+      sink ARGS           framesrv sink (run adds --in); --record FILE --audio NAME records the
+                          stream NAME beside the pictures (a lossless consumer of it too)
       queue [size=N]      a buffer of N frames (default 30, 1..64) for the branch after it:
                           framesrv filter --vf null --slots N, which reads its input losslessly
                           and copies each frame into a stream of N slots of its own (one copy)
@@ -39,6 +42,7 @@ enum RunCommand: Command {
       framesrv run "produce -i in.mp4 ! filter --preset blur=4 ! filter --preset rgb ! sink --record out.mp4"
       framesrv run "produce -i in.mp4 ! tee name=t  t. ! sink --null  t. ! filter --preset gray ! sink --record g.mp4"
       framesrv run "produce -i in.mp4 ! exec python3 my_filter.py --in {in} --out {out} ! sink --null"
+      framesrv run "produce -i in.mp4 audio=snd ! filter --vf gblur ! sink --record out.mkv --audio snd"
       framesrv run "produce -i a.mp4 name=a  produce -i b.mp4 name=b  exec python3 average.py
                     {in:a} {in:b} --out {out} --wait-for {wait-for} ! sink --record avg.mp4"
 

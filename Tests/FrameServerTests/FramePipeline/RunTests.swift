@@ -10,13 +10,47 @@ import Testing
         try generateClip(MediaInput(file: "in.mp4", rate: "25", frames: frames, ffmpegArgs: ["-c:v", "libx264", "-pix_fmt", "yuv420p"]), scratch)
     }
 
+    /// A produce's sound (audio=NAME) is a stream of the graph: branches start from it, a sink
+    /// records it with --audio NAME (a lossless consumer of it), and produce's --wait-for counts
+    /// the consumers of both its streams; without audio= it publishes none (-an, said by produce).
+    @Test func audioBranchesAreStreamsOfTheGraph() throws {
+        let p = try Pipeline(parsing: "produce -i m.mp4 audio=snd ! filter --vf gblur ! sink --record o.mkv --audio snd"
+                             + "  snd. ! filter --af volume=2 ! sink --framemd5 a.md5", base: "run1")
+        #expect(p.streams.map(\.name) == ["run1-1", "snd", "run1-3", "run1-4"])
+        #expect(p.streams.map(\.waitFor) == [1, 2, 1, 1])
+        #expect(p.commandLine(0).arguments == ["produce", "-i", "m.mp4", "--out", "run1-1", "--audio-out", "snd", "--wait-for", "3"])
+        #expect(p.stages[2].inputs == [2, 1], "the recording sink reads the pictures and the sound")
+        #expect(p.streamOrder.contains(1))
+        #expect(throws: PipelineError.self) { try Pipeline(parsing: "produce -i m.mp4 audio=snd ! sink --null", base: "r") }
+        #expect(throws: PipelineError.self) { try Pipeline(parsing: "produce -i m.mp4 ! sink --record o.mkv --audio nosuch", base: "r") }
+        #expect(throws: PipelineError.self) { try Pipeline(parsing: "produce -i m.mp4 -an ! sink --null", base: "r") }
+    }
+
+    /// The sound through run: recorded beside blurred pictures, and filtered on its own branch.
+    @Test func runCarriesAudioBranches() throws {
+        let scratch = try Scratch()
+        let movie = scratch.file("movie.mp4")
+        let (g, _, gerr) = try shell("ffmpeg -v error -f lavfi -i testsrc2=size=160x120:rate=25 -f lavfi -i sine -t 1 "
+                                     + "-c:v libx264 -pix_fmt yuv420p -c:a aac '\(movie)'", scratch)
+        try #require(g == 0, "\(gerr)")
+        let out = scratch.file("out.mkv"), md5 = scratch.file("a.md5")
+        let run = try scratch.run(["run", "--quiet", "produce -i \(movie) audio=snd ! filter --vf gblur ! sink --record \(out) --audio snd"
+                                   + "  snd. ! filter --af volume=0.5 ! sink --framemd5 \(md5)"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let pcm = { (file: String) throws -> String in String(decoding: try shell("ffmpeg -v error -i '\(file)' -map 0:a -c:a pcm_s16le -f md5 -", scratch).stdout, as: UTF8.self) }
+        #expect(try pcm(out) == (try pcm(movie)) && !(try pcm(out)).isEmpty, "the recording's sound")
+        let (f, expected, ferr) = try shell("ffmpeg -v error -i '\(movie)' -map 0:a -af volume=0.5 -f framemd5 -", scratch)
+        try #require(f == 0, "\(ferr)")
+        #expect(try String(contentsOfFile: md5, encoding: .utf8) == String(decoding: expected, as: UTF8.self))
+    }
+
     /// The description's graph: stream names, --wait-for from the lossless consumers, sinks started first.
     @Test func descriptionBecomesAGraph() throws {
         let p = try Pipeline(parsing: "produce -i a.mp4 ! tee name=t  t. ! sink --null  t. ! filter --preset gray ! sink --live --null"
                              + "  t. ! exec my_filter --in {in} --out {out} --n {wait-for} ! sink --null", base: "run1")
         #expect(p.streams.map(\.name) == ["t", "run1-2", "run1-3"])
         #expect(p.streams.map(\.waitFor) == [3, 0, 1])
-        #expect(p.commandLine(0).arguments == ["produce", "-i", "a.mp4", "--out", "t", "--wait-for", "3"])
+        #expect(p.commandLine(0).arguments == ["produce", "-i", "a.mp4", "--out", "t", "-an", "--wait-for", "3"])
         #expect(p.commandLine(2).arguments == ["filter", "--preset", "gray", "--in", "t", "--out", "run1-2"])
         #expect(p.commandLine(4) == (false, ["my_filter", "--in", "t", "--out", "run1-3", "--n", "1"]))
         #expect(p.startOrder.last == 0 && p.sources == [0])
