@@ -194,4 +194,23 @@ import Testing
         #expect(wrong.status == 1 && wrong.stderr.contains("stream 'pic' carries video, not audio"), "\(wrong.stderr)")
         producer.kill()
     }
+
+    /// A SIGKILLed audio consumer's slots come back, as a video consumer's do, and the
+    /// surviving consumer still gets every frame (its framemd5 is ffmpeg's).
+    @Test func killedAudioConsumerIsReclaimed() throws {
+        let scratch = try Scratch()
+        let path = scratch.file("tone.wav")
+        let (g, _, err) = try shell("ffmpeg -v error -f lavfi -i sine=d=20 -ac 1 -c:a pcm_s16le '\(path)'", scratch)
+        try #require(g == 0, "\(err)")
+        let producer = try scratch.start(["produce", "-i", path, "--out", "snd", "--wait-for", "2", "--quiet"])
+        let survivor = try scratch.start(["sink", "--in", "snd", "--framemd5", "-"])
+        let holder = try scratch.start(["sink", "--in", "snd", "--null", "--lossless", "--hold-us", "10000000"])
+        #expect(eventually(timeout: 30) { scratch.snapshot("snd")?.slotTable.contains { !$0.holders.isEmpty } ?? false })
+        let pid = holder.pid
+        holder.kill()
+        #expect(eventually(timeout: 10) { isReclaimed(pid, of: "snd", in: scratch) || scratch.snapshot("snd") == nil })
+        #expect(survivor.wait(timeout: 60) == 0, "\(survivor.stderr)")
+        #expect(producer.wait(timeout: 30) == 0, "\(producer.stderr)")
+        #expect(survivor.stdout == (try ffmpegAudioMD5(path, scratch)), "the survivor lost or changed frames")
+    }
 }
