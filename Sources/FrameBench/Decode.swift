@@ -38,9 +38,10 @@ extension Bench {
               + "\(formatDouble(fps(copied) / max(fps(ffmpeg), 1e-9), 2)) (copy path)")
     }
 
-    /// `framesrv produce -i FILE --wait-for 1` and a lossless null sink, both child processes;
+    /// `framesrv produce -i FILE --wait-for 1` (-an unless `audio`: the pictures alone, as ffmpeg
+    /// -map 0:v:0 decodes them) and a lossless null sink, both child processes;
     /// the sink starts first, so the producer's wait is only the sink's attachment.
-    func framesrvRun(file: String, threads: Int?, copy: Bool) throws -> DecodeRun {
+    func framesrvRun(file: String, threads: Int?, copy: Bool, audio: Bool = false) throws -> DecodeRun {
         let scratch = ScratchDirectory(prefix: "framesrv-bench")
         let env = ["FRAMESRV_DIR": scratch.path]
         let sink = try Child(["sink", "--in", "bench", "--null", "--lossless", "--stats-json", "--quiet", "--wait", "60"],
@@ -48,6 +49,7 @@ extension Bench {
         let start = monotonicNanos()
         let statsFile = scratch.path + "/produce-stats.json"
         let producer = try Child(["produce", "-i", file, "--out", "bench", "--wait-for", "1", "--quiet", "--stats-json", statsFile]
+                                 + (audio ? [] : ["-an"])
                                  + (threads.map { ["--threads", String($0)] } ?? []) + (copy ? ["--copy"] : []),
                                  label: "producer", environment: env)
         let (pStatus, _) = producer.finish()

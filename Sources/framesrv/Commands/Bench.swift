@@ -4,7 +4,7 @@ import FrameBench
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
 enum BenchCommand: Command {
     static let name = "bench"
-    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python), 'bench record' (record, replay, seek; versus ffmpeg), 'bench bridge' (versus ffmpeg tcp://)"
+    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python), 'bench record' (record, replay, seek; versus ffmpeg), 'bench bridge' (versus ffmpeg tcp://), 'bench audio' (versus ffmpeg and a pipe)"
     static let help = """
     usage: framesrv bench transport [--seconds S | --frames N] [--quick] [--python PATH]
            framesrv bench decode [-i FILE] [--threads T]
@@ -12,6 +12,7 @@ enum BenchCommand: Command {
            framesrv bench clients [--seconds S] [--quick] [--python PATH] [--c-tools DIR]
            framesrv bench record [--seconds S | --frames N] [--quick]
            framesrv bench bridge [--frames N] [--quick]
+           framesrv bench audio [-i FILE] [--seconds S] [--quick]
 
     transport: every figure next to its peer, measured in the same run, the systems
     alternated, the median of 3 rounds. Every consumer is a separate process; framesrv's
@@ -35,6 +36,14 @@ enum BenchCommand: Command {
       --frames N     each throughput measurement's frames instead (latency runs: N/20, at least 100)
       --quick        one round of short runs, for smoke tests
       --python PATH  a python with the framesrv package (and iceoryx2) (default: scripts/python-env's)
+
+    audio: a file's sound decoded into slots ('framesrv produce -i FILE' and one lossless null
+    sink process) next to 'ffmpeg -i FILE -map 0:a:0 -f null -', each start to exit, best of 3
+    interleaved runs, and the ratio (goal: at least 0.95); then publish -> acquire latency of the
+    file played at its own pace (-re) for S seconds (default 10; --quick 3), p50/p99, next to a
+    pipe carrying the same bytes at the same pace between two processes of a small C program
+    (compiled with cc in a scratch directory; said absent without one). Without -i, 10 minutes
+    (--quick: 1) of AAC, 48 kHz stereo, 1024-sample frames (46.9 a second), is generated first.
 
     decode: frames per second of 'framesrv produce -i FILE' (a child process, --wait-for 1)
     into the pool with one lossless null sink process attached, decoding straight into the

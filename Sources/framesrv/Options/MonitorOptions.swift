@@ -78,7 +78,7 @@ struct BenchOptions: CommandOptions {
         settings = BenchSettings(input: input, threads: threads, python: python, cTools: cTools)
         let what = args.positionals()
         try args.finish()
-        guard what == ["clients"] || what == ["transport"] || what == ["record"] || (seconds == nil && python == nil && cTools == nil) else {
+        guard what == ["clients"] || what == ["transport"] || what == ["record"] || what == ["audio"] || (seconds == nil && python == nil && cTools == nil) else {
             throw UsageError("--seconds and --python go with 'bench clients' and 'bench transport', --c-tools with 'bench clients'")
         }
         switch what {
@@ -102,13 +102,18 @@ struct BenchOptions: CommandOptions {
             }
             guard frames == nil || seconds == nil else { throw UsageError("choose one of --frames and --seconds") }
             benchmark = .record(frames: frames ?? Int((seconds ?? (quick ? 1 : 10)) * 30), quick: quick)
+        case ["audio"]:
+            guard threads == nil, python == nil, cTools == nil, frames == nil else {
+                throw UsageError("--threads, --frames, --python and --c-tools do not go with 'bench audio'")
+            }
+            benchmark = .audio(seconds: Int(seconds ?? (quick ? 3 : 10)))
         case ["bridge"]:
             guard input == nil, threads == nil, python == nil, cTools == nil, seconds == nil else {
                 throw UsageError("-i, --threads, --seconds, --python and --c-tools do not go with 'bench bridge'")
             }
             benchmark = .bridge(frames: frames ?? (quick ? 100 : 600), quick: quick)
         default:
-            throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain, bench clients, bench record or bench bridge")
+            throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain, bench clients, bench record, bench bridge or bench audio")
         }
     }
 }

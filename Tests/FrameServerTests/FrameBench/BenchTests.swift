@@ -55,6 +55,21 @@ import Testing
         }
     }
 
+    @Test("framesrv bench audio --quick prints its figures next to ffmpeg's and a pipe's", .timeLimit(.minutes(3)))
+    func benchAudioQuick() throws {
+        let scratch = try Scratch()
+        let bench = try scratch.start(["bench", "audio", "--quick"])
+        #expect(bench.wait(timeout: 170) == 0, "bench audio: \(bench.stdout)\n\(bench.stderr)")
+        let lines = bench.stdout.split(separator: "\n").map(String.init)
+        // One minute of 1024-sample frames at 48 kHz: 2813 frames (and AAC's priming frame) reach the sink.
+        #expect(lines.contains { $0.hasPrefix("  framesrv produce -i FILE + 1 lossless null sink process: ") && $0.contains(" audio frames in ") })
+        #expect(lines.contains { $0.hasPrefix("  ffmpeg -i FILE -map 0:a:0 -f null -: ") })
+        #expect(lines.contains { $0.hasPrefix("  ratio framesrv/ffmpeg (speed) ") })
+        #expect(lines.contains { $0.hasPrefix("  publish -> acquire at 46.9 frames/s") && $0.contains("p50 ") && $0.contains("p99 ") })
+        #expect(lines.contains { $0.hasPrefix("  a pipe, same bytes and pace") && $0.contains("ratio framesrv/pipe p50 ") },
+                "the pipe peer (cc is installed by scripts/setup --test): \(bench.stdout)")
+    }
+
     @Test func benchTransportBadInputGetsOneLine() throws {
         let scratch = try Scratch()
         for args in [["bench", "transport", "--frames", "1000", "--seconds", "1"], ["bench", "transport", "--c-tools", "/tmp"],
