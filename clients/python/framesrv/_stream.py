@@ -397,19 +397,17 @@ class Producer:
         self._finish(frame, False)
 
     def _finish(self, frame, publish, stream=None):
-        if frame._f.state != "live":
+        f = frame._f
+        if f.state != "live":
             return
         self._reserved = None
-        if publish:
-            frame._f.set_info(frame._header_update())
-            frame._drop_arrays()
-            if stream is None:
-                frame._f.publish()
-            else:
-                frame._f.publish(_stream_handle(stream))
+        frame._drop_arrays()
+        if not publish:
+            f.abandon()
+        elif stream is None:
+            f.publish()   # the header fields were written into the frame as they were set
         else:
-            frame._drop_arrays()
-            frame._f.abandon()
+            f.publish(_stream_handle(stream))
 
     def wait_for_consumers(self, count, timeout=None):
         """Blocks until `count` lossless consumers are attached: True, or False after
