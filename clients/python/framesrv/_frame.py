@@ -119,7 +119,7 @@ class Frame:
         self._arrays = None
         self._producer = producer
         if producer is not None:
-            self._tracked = []
+            self._tracked = None   # weak references to the arrays handed out (made read-only at publish)
 
     @property
     def _info(self):
@@ -139,7 +139,7 @@ class Frame:
             f = self._f
             arrays = f.arrays() if _C_ARRAYS else _plane_views(f)
             if self._producer is not None:
-                self._tracked.extend(weakref.ref(a) for a in arrays)
+                self._track(arrays)
             self._arrays = arrays
         return arrays
 
@@ -221,8 +221,14 @@ class Frame:
         view = np.lib.stride_tricks.as_strided(y, shape=(h * 3 // 2, w), strides=(w * y.itemsize, y.itemsize),
                                                writeable=y.flags.writeable)
         if self._producer is not None:
-            self._tracked.append(weakref.ref(view))
+            self._track((view,))
         return view
+
+    def _track(self, arrays):
+        """A producer's arrays: made read-only at the publish (see _drop_arrays)."""
+        if self._tracked is None:
+            self._tracked = []
+        self._tracked.extend(weakref.ref(a) for a in arrays)
 
     def dlpack(self, plane=0):
         """The plane as an object for ``torch.from_dlpack`` (or any DLPack consumer): the
@@ -243,7 +249,7 @@ class Frame:
                 a = ref()
                 if a is not None and hasattr(a, "flags"):   # DevicePlanes turn read-only by themselves
                     a.flags.writeable = False
-            self._tracked = []
+            self._tracked = None
 
     # ---- life -----------------------------------------------------------------------
     def release(self, stream=None):

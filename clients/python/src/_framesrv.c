@@ -1290,19 +1290,31 @@ static int reserve_try(void *ctx, int ms)
     return framesrv_producer_reserve(c->producer, ms, &c->frame);
 }
 
+/* A slot that is free already, without letting go of the GIL (the per-frame path of a producer
+ * its consumers keep up with): TIMEOUT if none is, or the lock is busy in another thread. Host
+ * frames only: a CUDA frame's reserve may wait for the GPU. */
+static int reserve_now(OwnerObject *o, struct reserve_ctx *c)
+{
+    if (o->memory == FRAMESRV_MEMORY_CUDA || !PyThread_acquire_lock(o->lock, NOWAIT_LOCK)) return FRAMESRV_TIMEOUT;
+    int status = reserve_try(c, 0);
+    PyThread_release_lock(o->lock);
+    return status;
+}
+
 /* reserve(timeout=None, stream=None): a Frame, or None when no slot became free in time (or a
  * live source dropped). With a stream a CUDA frame's waits for its slot's readers are queued on it. */
-static PyObject *producer_reserve(OwnerObject *o, PyObject *args)
+static PyObject *producer_reserve(OwnerObject *o, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *timeout = Py_None, *stream_obj = Py_None;
     int timeout_ms;
     uint64_t stream;
     struct reserve_ctx ctx = {o->producer, NULL, 0, NULL};
-    if (!PyArg_ParseTuple(args, "|OO", &timeout, &stream_obj) || stream_arg(stream_obj, &stream, &ctx.on_stream) < 0) return NULL;
-    if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
+    if (nargs > 2) { PyErr_SetString(PyExc_TypeError, "reserve(timeout=None, stream=None)"); return NULL; }
+    if (stream_arg(nargs > 1 ? args[1] : Py_None, &stream, &ctx.on_stream) < 0) return NULL;
+    if (timeout_ms_of(nargs > 0 ? args[0] : Py_None, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
     if (o->ended) { PyErr_SetString(StateError, "the stream was ended"); return NULL; }
     ctx.stream = (void *)(uintptr_t)stream;
-    int status = wait_sliced(reserve_try, &ctx, o->lock, timeout_ms, FRAMESRV_TIMEOUT);
+    int status = reserve_now(o, &ctx);
+    if (status == FRAMESRV_TIMEOUT && timeout_ms != 0) status = wait_sliced(reserve_try, &ctx, o->lock, timeout_ms, FRAMESRV_TIMEOUT);
     if (status == INT32_MIN) return NULL;
     if (status < 0) return raise_status(status);
     if (status != FRAMESRV_OK) Py_RETURN_NONE;
@@ -1384,7 +1396,7 @@ static PyObject *producer_stats(OwnerObject *o, PyObject *unused)
 }
 
 static PyMethodDef producer_methods[] = {
-    {"reserve", (PyCFunction)producer_reserve, METH_VARARGS, "reserve(timeout=None, stream=None): a Frame, or None on timeout/drop."},
+    {"reserve", (PyCFunction)(void (*)(void))producer_reserve, METH_FASTCALL, "reserve(timeout=None, stream=None): a Frame, or None on timeout/drop."},
     {"wait_for_consumers", (PyCFunction)producer_wait, METH_VARARGS, "wait_for_consumers(n, timeout=None) -> bool."},
     {"change_format", (PyCFunction)producer_change_format, METH_VARARGS, "change_format(width, height, pix_fmt_code)."},
     {"end", (PyCFunction)producer_end, METH_VARARGS, "end(failed=False): ends the stream."},
