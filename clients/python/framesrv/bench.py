@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -202,12 +203,20 @@ def _versus_producer(args, name):
 
 
 def _versus_iceoryx2(args, size, subscribers):
+    """iceoryx2_pair.py throughput: frames/s, or None when it did not end within a minute (the
+    pair and its subscribers, in a session of their own, are then killed)."""
     w, h = size
-    r = subprocess.run([sys.executable, args.iceoryx2_pair, "throughput", "--bytes", str(w * h * 3 // 2),
-                        "--subscribers", str(subscribers), "--seconds", str(args.seconds)],
-                       stdout=subprocess.PIPE, text=True, timeout=300)
-    line = json.loads(r.stdout.strip().splitlines()[-1])
-    if r.returncode != 0 or any(x != line["sent"] for x in line["received"]):
+    pair = subprocess.Popen([sys.executable, args.iceoryx2_pair, "throughput", "--bytes", str(w * h * 3 // 2),
+                             "--subscribers", str(subscribers), "--seconds", str(args.seconds)],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out = pair.communicate(timeout=60 + 10 * args.seconds)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(pair.pid, signal.SIGKILL)
+        pair.communicate()
+        return None
+    line = json.loads(out.strip().splitlines()[-1])
+    if pair.returncode != 0 or any(x != line["sent"] for x in line["received"]):
         raise RuntimeError(f"iceoryx2 lost frames or failed: {line}")
     return line["fps"]
 
@@ -233,10 +242,13 @@ def versus_iceoryx2(args):
                 with _Others() as o:
                     out.append(run())
                 others.append(o.cores)
-        f, i = statistics.median(fs), statistics.median(ix)
+        hung = ix.count(None)
+        ix = [x for x in ix if x is not None]
+        f, i = statistics.median(fs), statistics.median(ix) if ix else float("nan")
         print(f"  {label:40} framesrv {f:9.0f}  iceoryx2 {i:9.0f} frames/s  ratio {f / i:.2f}   "
-              f"(framesrv {' '.join(f'{x:.0f}' for x in fs)}; iceoryx2 {' '.join(f'{x:.0f}' for x in ix)}; "
-              f"others used {max(others):.2f} cores at most)", flush=True)
+              f"(framesrv {' '.join(f'{x:.0f}' for x in fs)}; iceoryx2 {' '.join(f'{x:.0f}' for x in ix)}"
+              f"{f', {hung} run(s) hung and killed' if hung else ''}; others used {max(others):.2f} cores at most)",
+              flush=True)
     return 0
 
 
