@@ -291,11 +291,11 @@ class Frame:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         if self._producer is None:
             self.release()
         else:
-            self._producer._finish(self, exc[0] is None)
+            self._producer._finish(self, exc_type is None)
         return False
 
     # ---- the header -----------------------------------------------------------------

@@ -374,8 +374,7 @@ class Producer:
         handle = self._p.reserve(timeout) if stream is None else self._p.reserve(timeout, _stream_handle(stream))
         if handle is None:
             return None
-        frame = Frame(handle, producer=self)
-        self._reserved = frame
+        frame = self._reserved = Frame(handle, self)
         return frame
 
     def reserve(self, timeout=None, stream=None):
@@ -401,7 +400,8 @@ class Producer:
         if f.state != "live":
             return
         self._reserved = None
-        frame._drop_arrays()
+        if frame._tracked is not None or frame._arrays is not None:   # arrays were taken
+            frame._drop_arrays()
         if not publish:
             f.abandon()
         elif stream is None:
