@@ -400,7 +400,7 @@ class Producer:
         if f.state != "live":
             return
         self._reserved = None
-        if frame._tracked is not None or frame._arrays is not None:   # arrays were taken
+        if frame._arrays is not None or getattr(frame, "_tracked", None) is not None:   # arrays were taken
             frame._drop_arrays()
         if not publish:
             f.abandon()

@@ -122,3 +122,14 @@ def test_set_info_still_sets_the_writable_fields(fsdir):
         g = c.next(timeout=10)
         assert (g.pts, g.sar, g.color_matrix, g.chroma_location) == (None, Fraction(4, 3), 6, 2)
         g.release()
+
+
+def test_publishing_a_consumer_frame_is_refused(fsdir):
+    with framesrv.Producer("c", 64, 48, "gray", slots=4) as p, framesrv.Consumer("c", timeout=10) as c:
+        with p.reserve(timeout=10):
+            pass
+        g = c.next(timeout=10)
+        with pytest.raises(framesrv.StateError, match="^not a reserved frame"):
+            p.publish(g)
+        assert g.seq == 1
+        g.release()
