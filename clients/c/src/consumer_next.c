@@ -82,6 +82,22 @@ static void record_delivery(fsi_attachment *a, uint64_t seq, uint64_t capture_ns
     if (a->held == 1) fs_stat_set(&e->hold_since_ns, now);
 }
 
+/* fsi_validate_frame (or _device_frame) of a delivered header. The pool's path, which only its
+ * error line names, is made only for a bad frame: validation is pure, so a second pass with the
+ * path says the same (the per-frame path makes no string). */
+static int validate_frame(const framesrv_consumer *c, const fsi_pool *pool, const fs_frame *h, uint64_t seq, uint32_t slot)
+{
+    char path[PATH_MAX + 64], suffix[40];
+    path[0] = '\0';
+    for (int pass = 0;; pass++) {
+        int status = pool->device ? fsi_validate_device_frame(h, seq, pool->device->slot_stride, path, slot)
+                                  : fsi_validate_frame(h, seq, pool->slot_stride, path, slot);
+        if (status == FRAMESRV_OK || pass == 1) return status;
+        snprintf(suffix, sizeof suffix, ".pool.%llu", (unsigned long long)pool->epoch);
+        fsi_path(path, sizeof path, c->dir, c->stream, suffix);
+    }
+}
+
 /* Hands out slot `slot`, which holds frame `seq` for us. A frame that cannot be delivered
  * is released first: LOOK_BAD_FRAME for a header that fails validation (counted, skipped),
  * an error for a pool that cannot be mapped. */
@@ -100,12 +116,8 @@ static int deliver(framesrv_consumer *c, fsi_attachment *a, uint32_t slot, uint6
     uint8_t *base = pool->base + (size_t)slot * pool->slot_stride;
     fs_frame h;   /* one copy: what is validated is what the frame reports and reads through */
     memcpy(&h, base, sizeof h);
-    char path[PATH_MAX + 64], suffix[40];
-    snprintf(suffix, sizeof suffix, ".pool.%llu", (unsigned long long)pool->epoch);
-    fsi_path(path, sizeof path, c->dir, c->stream, suffix);
     framesrv_frame *f = NULL;
-    if ((status = pool->device ? fsi_validate_device_frame(&h, seq, pool->device->slot_stride, path, slot)
-                               : fsi_validate_frame(&h, seq, pool->slot_stride, path, slot)) != FRAMESRV_OK)
+    if ((status = validate_frame(c, pool, &h, seq, slot)) != FRAMESRV_OK)
         status = LOOK_BAD_FRAME;
     else if (!(f = calloc(1, sizeof *f))) status = fsi_fail(FRAMESRV_E_NO_MEMORY, "out of memory delivering frame %llu", (unsigned long long)seq);
     if (status != FRAMESRV_OK) {

@@ -3,10 +3,13 @@
  * libframesrv, as `framesrv produce --pattern` does (same header fields, timing and colour).
  *
  *   framesrv-produce --out NAME [--size WxH] [--pix-fmt F] [--frames N] [--rate R]
- *                    [--slots K] [--wait-for C] [--live-source]
+ *                    [--slots K] [--wait-for C] [--live-source] [--fill every|once]
  *
  * --rate is max, an integer, N/D (exact: 30000/1001) or a decimal, read as FFmpeg's
  * av_d2q(x, 1001000) and framesrv produce read it (29.97 is 2997/100).
+ *
+ * --fill once paints each slot the first time it is reserved and no more (later frames do
+ * not carry their own pattern): the transport alone, as `framesrv produce --fill once`.
  *
  * Prints "c: published N frames" at the end. SIGINT/SIGTERM end the stream cleanly.
  * Exit status 0; 2 on a bad option or an error (one line on stderr).
@@ -24,11 +27,12 @@
 
 static const char usage[] =
     "usage: framesrv-produce --out NAME [--size WxH] [--pix-fmt F] [--frames N] [--rate R]\n"
-    "                        [--slots K] [--wait-for C] [--live-source]\n"
+    "                        [--slots K] [--wait-for C] [--live-source] [--fill every|once]\n"
     "Publishes the test pattern as stream NAME (default 640x360 yuv420p, 30 fps, until SIGINT,\n"
     "8 slots). --rate R: max, an integer, N/D (exact, 30000/1001) or a decimal (29.97 = 2997/100).\n"
     "--wait-for C publishes nothing until C lossless consumers are attached;\n"
     "--live-source never waits for consumers (drops and counts instead).\n"
+    "--fill once paints each slot only the first time (the transport alone; default every).\n"
     "Prints 'c: published N frames'. Exit status 0; 2 on an error.\n";
 
 typedef struct options {
@@ -38,6 +42,7 @@ typedef struct options {
     int64_t rate_num, rate_den; /* frames per second, exact; 0/0: max */
     uint64_t frames;        /* 0: until stopped */
     int live_source;
+    int fill_once;          /* --fill once: paint each slot the first time only */
 } options;
 
 static volatile sig_atomic_t stop_requested;
@@ -131,6 +136,9 @@ static int parse_option(options *o, const char *opt, const char *v)
     } else if (strcmp(opt, "--wait-for") == 0) {
         if (parse_u(v, 63, &n)) return fail("bad --wait-for (0..63)", v);
         o->wait_for = (uint32_t)n;
+    } else if (strcmp(opt, "--fill") == 0) {
+        if (strcmp(v, "once") != 0 && strcmp(v, "every") != 0) return fail("bad --fill (every or once)", v);
+        o->fill_once = strcmp(v, "once") == 0;
     } else return fail("unknown option", opt);
     return 0;
 }
@@ -182,6 +190,20 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* --fill once: whether this slot (known by its plane 0, per pool epoch) is painted already;
+ * notes it as painted. */
+static int painted_before(const framesrv_frame_info *in)
+{
+    static const void *painted[64];
+    static uint64_t epoch;
+    static size_t count;
+    if (in->epoch != epoch) count = 0, epoch = in->epoch;
+    for (size_t i = 0; i < count; i++)
+        if (painted[i] == in->planes[0].data) return 1;
+    if (count < sizeof painted / sizeof painted[0]) painted[count++] = in->planes[0].data;
+    return 0;
+}
+
 /* Reserve (retrying while waiting for consumers, so a signal is noticed), paint, publish.
  * Returns 0, 1 (dropped at a live source or stopped) or a negative status. */
 static int publish_one(framesrv_producer *p, const options *o, uint64_t index)
@@ -191,7 +213,7 @@ static int publish_one(framesrv_producer *p, const options *o, uint64_t index)
     while ((rc = framesrv_producer_reserve(p, 200, &f)) == FRAMESRV_TIMEOUT && !o->live_source && !stop_requested) {}
     if (rc != FRAMESRV_OK) return rc < 0 ? rc : 1;
     framesrv_frame_info *in = framesrv_frame_info_of(f);
-    framesrv_pattern_fill(f);
+    if (!o->fill_once || !painted_before(in)) framesrv_pattern_fill(f);
     int fmt = o->pix_fmt;
     describe(in, o, index, (fmt >= FRAMESRV_PIX_RGB24 && fmt <= FRAMESRV_PIX_RGBA) || fmt == FRAMESRV_PIX_BGR24 ||
                                fmt == FRAMESRV_PIX_GBRP);

@@ -4,6 +4,7 @@ import enum
 import warnings
 import weakref
 from fractions import Fraction
+from operator import attrgetter
 
 import numpy as np
 
@@ -16,9 +17,9 @@ FLAG_DISCONTINUITY = 4
 _asarray = np.asarray
 _C_ARRAYS = hasattr(_framesrv.Frame, "arrays")   # built with numpy's headers (setup.py)
 
-#: the header fields a producer may set (besides pts, time_base, sar, key), with set_info's keys
-_WRITABLE = ("color_matrix", "color_range", "color_primaries", "color_transfer", "duration",
-             "capture_ns", "flags", "field_order", "chroma_location", "source_dropped")
+#: the header fields copy_header_from copies (and flags, but END_OF_STREAM)
+_COPIED = ("color_matrix", "color_range", "color_primaries", "color_transfer", "duration", "capture_ns", "pts",
+           "time_base", "sar", "field_order", "chroma_location", "source_dropped")
 
 
 class I420CopyWarning(UserWarning):
@@ -108,26 +109,22 @@ class Frame:
     frame.
     """
 
-    __slots__ = ("_f", "_header", "_arrays", "_tracked", "_producer", "__weakref__")
+    __slots__ = ("_f", "_arrays", "_tracked", "_producer", "__weakref__")
 
     def __init__(self, handle, producer=None):
-        # The per-frame path of a consumer: nothing but these stores (the header is read
-        # when a field is first asked for: see _info).
+        # The per-frame path: nothing but these stores. The header is never copied into a dict:
+        # each field is read from the frame's header when asked for (one C getter, see below),
+        # and a producer's fields are written into it when set.
         self._f = handle
-        self._header = None
         self._arrays = None
         self._producer = producer
         if producer is not None:
-            self._tracked = []
-            self._header = handle.info()   # before the publish: a producer sets fields
+            self._tracked = None   # weak references to the arrays handed out (made read-only at publish)
 
     @property
     def _info(self):
-        """Every header field (a dict), read from the frame on first use."""
-        header = self._header
-        if header is None:
-            header = self._header = self._f.info()
-        return header
+        """Every header field (a dict, made anew on each call)."""
+        return self._f.info()
 
     # ---- arrays ---------------------------------------------------------------------
     @property
@@ -142,7 +139,7 @@ class Frame:
             f = self._f
             arrays = f.arrays() if _C_ARRAYS else _plane_views(f)
             if self._producer is not None:
-                self._tracked.extend(weakref.ref(a) for a in arrays)
+                self._track(arrays)
             self._arrays = arrays
         return arrays
 
@@ -224,8 +221,14 @@ class Frame:
         view = np.lib.stride_tricks.as_strided(y, shape=(h * 3 // 2, w), strides=(w * y.itemsize, y.itemsize),
                                                writeable=y.flags.writeable)
         if self._producer is not None:
-            self._tracked.append(weakref.ref(view))
+            self._track((view,))
         return view
+
+    def _track(self, arrays):
+        """A producer's arrays: made read-only at the publish (see _drop_arrays)."""
+        if self._tracked is None:
+            self._tracked = []
+        self._tracked.extend(weakref.ref(a) for a in arrays)
 
     def dlpack(self, plane=0):
         """The plane as an object for ``torch.from_dlpack`` (or any DLPack consumer): the
@@ -240,11 +243,13 @@ class Frame:
         """Forgets the frame's own references to its arrays; producer arrays still alive
         are made read-only."""
         self._arrays = None
-        for ref in getattr(self, "_tracked", ()):
-            a = ref()
-            if a is not None and hasattr(a, "flags"):   # DevicePlanes turn read-only by themselves
-                a.flags.writeable = False
-        self._tracked = []
+        tracked = getattr(self, "_tracked", None)
+        if tracked:
+            for ref in tracked:
+                a = ref()
+                if a is not None and hasattr(a, "flags"):   # DevicePlanes turn read-only by themselves
+                    a.flags.writeable = False
+            self._tracked = None
 
     # ---- life -----------------------------------------------------------------------
     def release(self, stream=None):
@@ -286,32 +291,26 @@ class Frame:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         if self._producer is None:
             self.release()
         else:
-            self._producer._finish(self, exc[0] is None)
+            self._producer._finish(self, exc_type is None)
         return False
 
     # ---- the header -----------------------------------------------------------------
-    @property
-    def seq(self):
-        """sequence number: 1, 2, ... per stream"""
-        header = self._header
-        return self._f.seq if header is None else header["seq"]
-    epoch = property(lambda self: self._info["epoch"], doc="the pool epoch (changes with the format)")
-    width = property(lambda self: self._info["width"])
-    height = property(lambda self: self._info["height"])
-    pix_fmt = property(lambda self: self._info["pix_fmt"], doc="FFmpeg's name of the pixel format")
-    publish_ns = property(lambda self: self._info["publish_ns"], doc="CLOCK_MONOTONIC at publish")
-
-    def _set(self, key, value):
-        if self._producer is None or self._f.state != "live":
-            raise AttributeError(f"{key} is read-only: set it on a reserved producer frame")
-        self._info[key] = value
+    # Each field reads the frame's header in C (a consumer's is the copy libframesrv validated
+    # at the acquire; it stays readable after the release); a setter writes a reserved producer
+    # frame's header at once (range-checked), which publish sends.
+    seq = property(attrgetter("_f.seq"), doc="sequence number: 1, 2, ... per stream")
+    epoch = property(attrgetter("_f.epoch"), doc="the pool epoch (changes with the format)")
+    width = property(attrgetter("_f.width"))
+    height = property(attrgetter("_f.height"))
+    pix_fmt = property(attrgetter("_f.pix_fmt"), doc="FFmpeg's name of the pixel format")
+    publish_ns = property(attrgetter("_f.publish_ns"), doc="CLOCK_MONOTONIC at publish")
 
     def _field(key, doc):  # noqa: N805 - a property factory
-        return property(lambda self: self._info[key], lambda self, v: self._set(key, int(v)), doc=doc)
+        return property(attrgetter("_f." + key), lambda self, v: setattr(self._f, key, int(v)), doc=doc)
 
     color_matrix = _field("color_matrix", "H.273 MatrixCoefficients (2: unspecified)")
     color_range = _field("color_range", "0 unspecified, 1 limited, 2 full")
@@ -325,7 +324,8 @@ class Frame:
     del _field
 
     def _enum_field(key, kind, doc):  # noqa: N805 - a property factory
-        return property(lambda self: kind(self._info[key]), lambda self, v: self._set(key, int(kind(v))), doc=doc)
+        get = attrgetter("_f." + key)
+        return property(lambda self: kind(get(self)), lambda self, v: setattr(self._f, key, int(kind(v))), doc=doc)
 
     field_order = _enum_field("field_order", FieldOrder, "a FieldOrder (FFmpeg's AVFieldOrder: 0 unknown, "
                               "1 progressive, 2 tt, 3 bb, 4 tb, 5 bt)")
@@ -336,57 +336,49 @@ class Frame:
     @property
     def pts(self):
         """Presentation timestamp in time_base units, None if unknown."""
-        return self._info["pts"]
+        return self._f.pts
 
     @pts.setter
     def pts(self, value):
-        self._set("pts", None if value is None else int(value))
+        self._f.pts = None if value is None else int(value)
 
     @property
     def time_base(self):
         """The time base of pts and duration (a Fraction), None if unknown."""
-        return _ratio(self._info["time_base"])
+        return _ratio(self._f.time_base)
 
     @time_base.setter
     def time_base(self, value):
         value = Fraction(value)
-        self._set("time_base", (value.numerator, value.denominator))
+        self._f.time_base = (value.numerator, value.denominator)
 
     @property
     def sar(self):
         """Sample aspect ratio (a Fraction), None if unknown."""
-        return _ratio(self._info["sar"])
+        return _ratio(self._f.sar)
 
     @sar.setter
     def sar(self, value):
         value = Fraction(value) if value else Fraction(0, 1)
-        self._set("sar", (value.numerator, value.denominator) if value else (0, 1))
+        self._f.sar = (value.numerator, value.denominator) if value else (0, 1)
 
     @property
     def key(self):
         """A keyframe."""
-        return bool(self._info["flags"] & FLAG_KEY)
+        return bool(self._f.flags & FLAG_KEY)
 
     @key.setter
     def key(self, value):
-        self._set("flags", (self._info["flags"] | FLAG_KEY) if value else (self._info["flags"] & ~FLAG_KEY))
-
-    def _header_update(self):
-        """The writable fields as set_info's dict."""
-        info = self._info
-        d = {k: info[k] for k in _WRITABLE}
-        d["pts"] = info["pts"]
-        d["sar_num"], d["sar_den"] = info["sar"]
-        d["time_base_num"], d["time_base_den"] = info["time_base"]
-        return d
+        flags = self._f.flags
+        self._f.flags = (flags | FLAG_KEY) if value else (flags & ~FLAG_KEY)
 
     def copy_header_from(self, other):
         """Copies pts, time base, duration, colour, sar, field order, chroma location, flags
         (but END_OF_STREAM) and capture time from another frame (a filter's pass-through)."""
-        for k in ("color_matrix", "color_range", "color_primaries", "color_transfer", "duration",
-                  "capture_ns", "pts", "time_base", "sar", "field_order", "chroma_location", "source_dropped"):
-            self._set(k, other._info[k])
-        self._set("flags", other._info["flags"] & ~FLAG_END_OF_STREAM)
+        mine, theirs = self._f, other._f
+        for k in _COPIED:
+            setattr(mine, k, getattr(theirs, k))
+        mine.flags = theirs.flags & ~FLAG_END_OF_STREAM
 
     # ---- checks -----------------------------------------------------------------------
     def pattern_check(self):
@@ -406,6 +398,5 @@ class Frame:
         return self._f._device_range()
 
     def __repr__(self):
-        i = self._info
-        return (f"<framesrv.Frame seq={i['seq']} {i['width']}x{i['height']} {i['pix_fmt']} "
-                f"pts={i['pts']} {self._f.state}>")
+        f = self._f
+        return f"<framesrv.Frame seq={f.seq} {f.width}x{f.height} {f.pix_fmt} pts={f.pts} {f.state}>"

@@ -374,8 +374,7 @@ class Producer:
         handle = self._p.reserve(timeout) if stream is None else self._p.reserve(timeout, _stream_handle(stream))
         if handle is None:
             return None
-        frame = Frame(handle, producer=self)
-        self._reserved = frame
+        frame = self._reserved = Frame(handle, self)
         return frame
 
     def reserve(self, timeout=None, stream=None):
@@ -397,19 +396,18 @@ class Producer:
         self._finish(frame, False)
 
     def _finish(self, frame, publish, stream=None):
-        if frame._f.state != "live":
+        f = frame._f
+        if f.state != "live":
             return
         self._reserved = None
-        if publish:
-            frame._f.set_info(frame._header_update())
+        if frame._arrays is not None or getattr(frame, "_tracked", None) is not None:   # arrays were taken
             frame._drop_arrays()
-            if stream is None:
-                frame._f.publish()
-            else:
-                frame._f.publish(_stream_handle(stream))
+        if not publish:
+            f.abandon()
+        elif stream is None:
+            f.publish()   # the header fields were written into the frame as they were set
         else:
-            frame._drop_arrays()
-            frame._f.abandon()
+            f.publish(_stream_handle(stream))
 
     def wait_for_consumers(self, count, timeout=None):
         """Blocks until `count` lossless consumers are attached: True, or False after

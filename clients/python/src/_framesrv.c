@@ -31,6 +31,7 @@
 #include "frame.h"             /* frame->pool: the pool mapping's range (_pool_range) */
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <string.h>
@@ -379,6 +380,13 @@ static int frame_producer_check(FrameObject *f)
     return owner_usable(f->owner);
 }
 
+/* Before a reserved frame goes (publish, abandon): its header as set, readable afterwards. */
+static void keep_header(FrameObject *f)
+{
+    f->header = *f->in;
+    f->in = &f->header;
+}
+
 /* The publish of libframesrv that fits: kept while views are alive; a CUDA frame's ready fence
  * on `stream` (host frames: none). */
 static int publish_now(framesrv_producer *p, framesrv_frame *frame, int keep, int cuda, void *stream)
@@ -403,12 +411,22 @@ static PyObject *frame_publish(FrameObject *f, PyObject *const *args, Py_ssize_t
     OwnerObject *o = f->owner;
     int keep = f->exports > 0, cuda = f->memory == FRAMESRV_MEMORY_CUDA, status;
     void *on = (void *)(uintptr_t)(given ? stream : f->has_stream ? f->stream : 0);
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(o->lock, WAIT_LOCK);
-    status = publish_now(o->producer, f->frame, keep, cuda, on);
-    PyThread_release_lock(o->lock);
-    Py_END_ALLOW_THREADS
-    if (status < 0) return raise_status(status);
+    keep_header(f);
+    if (cuda) {   /* the ready fence may wait for the GPU */
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(o->lock, WAIT_LOCK);
+        status = publish_now(o->producer, f->frame, keep, cuda, on);
+        PyThread_release_lock(o->lock);
+        Py_END_ALLOW_THREADS
+    } else {      /* a host frame's publish never waits: the GIL stays (the per-frame path) */
+        lock_owner(o);
+        status = publish_now(o->producer, f->frame, keep, cuda, on);
+        PyThread_release_lock(o->lock);
+    }
+    if (status < 0) {
+        f->in = framesrv_frame_info_of(f->frame);   /* still reserved: fields may be set again */
+        return raise_status(status);
+    }
     if (keep) f->state = FRAME_KEPT;
     else { f->state = FRAME_DONE; f->frame = NULL; owner_frame_done(o); }
     return PyBool_FromLong(keep);
@@ -421,6 +439,7 @@ static PyObject *frame_abandon(FrameObject *f, PyObject *unused)
     (void)unused;
     if (!f->owner->is_producer || f->state != FRAME_LIVE) Py_RETURN_NONE;
     OwnerObject *o = f->owner;
+    keep_header(f);
     if (o->forked) {   /* the parent's reservation: nothing is given back here */
         f->state = FRAME_ABANDONED;
         frame_settle(f);
@@ -457,10 +476,11 @@ static PyObject *planes_tuple(const framesrv_frame_info *in)
     return t;
 }
 
-/* A producer's frame is only readable while reserved; a consumer's header stays readable. */
+/* A consumer's header (its validated copy) stays readable after the release, and so does a
+ * producer's (copied at the publish or abandon); a reserved frame's is the library's. */
 static int header_check(FrameObject *f)
 {
-    return f->in == &f->header || frame_check(f);
+    return f->in == &f->header || f->frame || frame_check(f);
 }
 
 /* info(): every header field as a dict. */
@@ -489,18 +509,84 @@ static PyObject *frame_info(FrameObject *f, PyObject *unused)
     return d;
 }
 
-/* Reads an optional integer field of a dict into *out (range-checked). */
-static int dict_int(PyObject *d, const char *key, long long lo, long long hi, long long *out, int *found)
+/* ------------------------------------------------------------------------- */
+/* Header fields, one at a time (the per-frame path: no dict)                 */
+/* ------------------------------------------------------------------------- */
+
+/* How a header field is stored in framesrv_frame_info. */
+enum field_kind { FIELD_U32, FIELD_U64, FIELD_I32, FIELD_I64, FIELD_PTS, FIELD_NAME };
+
+/* One field: its key (info()'s and set_info's), where it is, its kind and, for the (w)
+ * fields a producer sets, the range it must be in (hi > lo; read-only fields: 0, 0). */
+typedef struct {
+    const char *key;
+    size_t offset;
+    int kind;
+    long long lo, hi;
+} field_spec;
+
+/* Every field: the writable ones first, in set_info's order (sar and time_base: pairs of two). */
+#define HEADER_FIELDS(X)                                                                                     \
+    X(color_matrix, FIELD_U32, 0, 255) X(color_range, FIELD_U32, 0, 2) X(color_primaries, FIELD_U32, 0, 255)  \
+    X(color_transfer, FIELD_U32, 0, 255) X(sar_num, FIELD_I32, 0, INT32_MAX) X(sar_den, FIELD_I32, 0, INT32_MAX) \
+    X(pts, FIELD_PTS, INT64_MIN, INT64_MAX) X(time_base_num, FIELD_I32, 0, INT32_MAX)                         \
+    X(time_base_den, FIELD_I32, 0, INT32_MAX) X(duration, FIELD_I64, 0, INT64_MAX)                            \
+    X(capture_ns, FIELD_U64, 0, INT64_MAX) X(flags, FIELD_U32, 0, 7) X(field_order, FIELD_U32, 0, 5)          \
+    X(chroma_location, FIELD_U32, 0, 6) X(source_dropped, FIELD_U32, 0, UINT32_MAX)                           \
+    X(seq, FIELD_U64, 0, 0) X(epoch, FIELD_U64, 0, 0) X(width, FIELD_U32, 0, 0) X(height, FIELD_U32, 0, 0)   \
+    X(publish_ns, FIELD_U64, 0, 0) X(plane_count, FIELD_U32, 0, 0) X(pix_fmt, FIELD_I32, 0, 0)               \
+    X(pix_fmt_name, FIELD_NAME, 0, 0)
+
+#define FIELD_INDEX(name, kind, lo, hi) F_##name,
+enum { HEADER_FIELDS(FIELD_INDEX) WRITABLE_FIELDS = F_seq };
+#undef FIELD_INDEX
+#define FIELD_SPEC(name, kind, lo, hi) {#name, offsetof(framesrv_frame_info, name), kind, lo, hi},
+static const field_spec fields[] = {HEADER_FIELDS(FIELD_SPEC)};
+#undef FIELD_SPEC
+
+static PyObject *field_value(const framesrv_frame_info *in, const field_spec *spec)
 {
-    PyObject *v = PyDict_GetItemString(d, key);
-    *found = 0;
+    const char *at = (const char *)in + spec->offset;
+    switch (spec->kind) {
+    case FIELD_U32: return PyLong_FromUnsignedLong(*(const uint32_t *)at);
+    case FIELD_U64: return PyLong_FromUnsignedLongLong(*(const uint64_t *)at);
+    case FIELD_I32: return PyLong_FromLong(*(const int32_t *)at);
+    case FIELD_PTS: if (*(const int64_t *)at == FRAMESRV_PTS_NONE) Py_RETURN_NONE; /* fall through */
+    case FIELD_I64: return PyLong_FromLongLong(*(const int64_t *)at);
+    default: return PyUnicode_FromString(at);
+    }
+}
+
+/* 0 if x is in the field's range, else -1 with ValueError. */
+static int field_check(const field_spec *spec, long long x)
+{
+    if (x >= spec->lo && x <= spec->hi) return 0;
+    PyErr_Format(PyExc_ValueError, "%s out of range: %lld", spec->key, x);
+    return -1;
+}
+
+/* Stores x into the field, range-checked unless `unchecked`. */
+static int field_store(framesrv_frame_info *in, const field_spec *spec, long long x, int unchecked)
+{
+    if (!unchecked && field_check(spec, x) < 0) return -1;
+    char *at = (char *)in + spec->offset;
+    switch (spec->kind) {
+    case FIELD_U32: *(uint32_t *)at = (uint32_t)x; break;
+    case FIELD_U64: *(uint64_t *)at = (uint64_t)x; break;
+    case FIELD_I32: *(int32_t *)at = (int32_t)x; break;
+    default: *(int64_t *)at = x; break;
+    }
+    return 0;
+}
+
+/* Reads an optional integer field of a dict into the frame (None: FRAMESRV_PTS_NONE, unchecked). */
+static int dict_field(PyObject *d, framesrv_frame_info *in, const field_spec *spec)
+{
+    PyObject *v = PyDict_GetItemString(d, spec->key);
     if (!v) return 0;
     long long x = v == Py_None ? FRAMESRV_PTS_NONE : PyLong_AsLongLong(v);
     if (x == -1 && PyErr_Occurred()) return -1;
-    if (v != Py_None && (x < lo || x > hi)) { PyErr_Format(PyExc_ValueError, "%s out of range: %lld", key, x); return -1; }
-    *out = x;
-    *found = 1;
-    return 0;
+    return field_store(in, spec, x, v == Py_None);
 }
 
 /* set_info(dict): the writable header fields of a reserved frame. */
@@ -509,36 +595,8 @@ static PyObject *frame_set_info(FrameObject *f, PyObject *d)
     if (!frame_producer_check(f)) return NULL;
     if (!PyDict_Check(d)) { PyErr_SetString(PyExc_TypeError, "set_info takes a dict"); return NULL; }
     framesrv_frame_info *in = framesrv_frame_info_of(f->frame);
-    static const struct { const char *key; long long lo, hi; } keys[] = {
-        {"color_matrix", 0, 255}, {"color_range", 0, 2}, {"color_primaries", 0, 255}, {"color_transfer", 0, 255},
-        {"sar_num", 0, INT32_MAX}, {"sar_den", 0, INT32_MAX}, {"pts", INT64_MIN, INT64_MAX},
-        {"time_base_num", 0, INT32_MAX}, {"time_base_den", 0, INT32_MAX}, {"duration", 0, INT64_MAX},
-        {"capture_ns", 0, INT64_MAX}, {"flags", 0, 7}, {"field_order", 0, 5}, {"chroma_location", 0, 6},
-        {"source_dropped", 0, UINT32_MAX},
-    };
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        long long v;
-        int found;
-        if (dict_int(d, keys[i].key, keys[i].lo, keys[i].hi, &v, &found) < 0) return NULL;
-        if (!found) continue;
-        switch (i) {
-        case 0: in->color_matrix = (uint32_t)v; break;
-        case 1: in->color_range = (uint32_t)v; break;
-        case 2: in->color_primaries = (uint32_t)v; break;
-        case 3: in->color_transfer = (uint32_t)v; break;
-        case 4: in->sar_num = (int32_t)v; break;
-        case 5: in->sar_den = (int32_t)v; break;
-        case 6: in->pts = v; break;
-        case 7: in->time_base_num = (int32_t)v; break;
-        case 8: in->time_base_den = (int32_t)v; break;
-        case 9: in->duration = v; break;
-        case 10: in->capture_ns = (uint64_t)v; break;
-        case 11: in->flags = (uint32_t)v; break;
-        case 12: in->field_order = (uint32_t)v; break;
-        case 13: in->chroma_location = (uint32_t)v; break;
-        case 14: in->source_dropped = (uint32_t)v; break;
-        }
-    }
+    for (size_t i = 0; i < WRITABLE_FIELDS; i++)
+        if (dict_field(d, in, &fields[i]) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -622,7 +680,10 @@ static PyObject *frame_get_state(FrameObject *f, void *unused)
 {
     (void)unused;
     static const char *names[] = {"live", "releasing", "kept", "abandoned", "done"};
-    return PyUnicode_FromString(names[f->state]);
+    static PyObject *interned[5];   /* the same str each time: `state != "live"` compares identities */
+    if (!interned[f->state] && !(interned[f->state] = PyUnicode_InternFromString(names[f->state]))) return NULL;
+    Py_INCREF(interned[f->state]);
+    return interned[f->state];
 }
 
 static PyObject *frame_get_exports(FrameObject *f, void *unused)
@@ -652,24 +713,79 @@ static PyMethodDef frame_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* seq and plane_count: without the dict of info() (the per-frame path). */
-static PyObject *frame_get_seq(FrameObject *f, void *unused)
+/* A header field (closure: its index in `fields`), read from the header as delivered (a
+ * consumer's validated copy) or as reserved, without the dict of info(): the per-frame path. */
+static PyObject *frame_get_field(FrameObject *f, void *closure)
 {
-    (void)unused;
     if (!header_check(f)) return NULL;
-    return PyLong_FromUnsignedLongLong(f->in->seq);
+    return field_value(f->in, &fields[(uintptr_t)closure]);
 }
 
-static PyObject *frame_get_plane_count(FrameObject *f, void *unused)
+/* sar and time_base (closure: the index of the pair's first field): (num, den). */
+static PyObject *frame_get_pair(FrameObject *f, void *closure)
 {
-    (void)unused;
     if (!header_check(f)) return NULL;
-    return PyLong_FromUnsignedLong(f->in->plane_count);
+    const field_spec *spec = &fields[(uintptr_t)closure];
+    const char *at = (const char *)f->in;
+    return pair(*(const int32_t *)(at + spec[0].offset), *(const int32_t *)(at + spec[1].offset));
+}
+
+/* The header a field is set in: a reserved producer frame's, where publish takes it from. */
+static framesrv_frame_info *settable_header(FrameObject *f, PyObject *value, const char *key)
+{
+    if (!f->owner->is_producer || f->state != FRAME_LIVE || f->in == &f->header) {
+        PyErr_Format(PyExc_AttributeError, "%s is read-only: set it on a reserved producer frame", key);
+        return NULL;
+    }
+    if (!value) { PyErr_Format(PyExc_AttributeError, "%s cannot be deleted", key); return NULL; }
+    return (framesrv_frame_info *)f->in;
+}
+
+/* frame.<field> = int (pts: or None), range-checked as set_info checks it. */
+static int frame_set_field(FrameObject *f, PyObject *value, void *closure)
+{
+    const field_spec *spec = &fields[(uintptr_t)closure];
+    framesrv_frame_info *in = settable_header(f, value, spec->key);
+    if (!in) return -1;
+    if (value == Py_None && spec->kind == FIELD_PTS) return field_store(in, spec, FRAMESRV_PTS_NONE, 1);
+    long long x = PyLong_AsLongLong(value);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    return field_store(in, spec, x, 0);
+}
+
+/* frame.sar / frame.time_base = (num, den): both checked, then both stored. */
+static int frame_set_pair(FrameObject *f, PyObject *value, void *closure)
+{
+    const field_spec *spec = &fields[(uintptr_t)closure];
+    const char *key = (uintptr_t)closure == F_sar_num ? "sar" : "time_base";
+    framesrv_frame_info *in = settable_header(f, value, key);
+    if (!in) return -1;
+    if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) {
+        PyErr_Format(PyExc_TypeError, "%s: a (num, den) tuple of ints", key);
+        return -1;
+    }
+    long long num = PyLong_AsLongLong(PyTuple_GET_ITEM(value, 0)), den;
+    if ((num == -1 && PyErr_Occurred()) || field_check(&spec[0], num) < 0) return -1;
+    den = PyLong_AsLongLong(PyTuple_GET_ITEM(value, 1));
+    if ((den == -1 && PyErr_Occurred()) || field_check(&spec[1], den) < 0) return -1;
+    field_store(in, &spec[0], num, 1);
+    return field_store(in, &spec[1], den, 1);
 }
 
 static PyGetSetDef frame_getset[] = {
-    {"seq", (getter)frame_get_seq, NULL, "the frame's sequence number", NULL},
-    {"plane_count", (getter)frame_get_plane_count, NULL, "planes of the frame's format", NULL},
+#define READ(name, field, doc) {name, (getter)frame_get_field, NULL, doc, (void *)(uintptr_t)F_##field}
+#define WRITE(field) {#field, (getter)frame_get_field, (setter)frame_set_field, NULL, (void *)(uintptr_t)F_##field}
+#define PAIR(name) {#name, (getter)frame_get_pair, (setter)frame_set_pair, "(num, den)", (void *)(uintptr_t)F_##name##_num}
+    READ("seq", seq, "the frame's sequence number"), READ("epoch", epoch, "the pool epoch"), READ("width", width, "pixels"),
+    READ("height", height, "pixels"), READ("publish_ns", publish_ns, "CLOCK_MONOTONIC at publish"),
+    READ("plane_count", plane_count, "planes of the frame's format"), READ("pix_fmt_code", pix_fmt, "framesrv_pix_fmt"),
+    READ("pix_fmt", pix_fmt_name, "FFmpeg's name of the pixel format"),
+    WRITE(color_matrix), WRITE(color_range), WRITE(color_primaries), WRITE(color_transfer), WRITE(pts), WRITE(duration),
+    WRITE(capture_ns), WRITE(flags), WRITE(field_order), WRITE(chroma_location), WRITE(source_dropped), PAIR(sar),
+    PAIR(time_base),
+#undef READ
+#undef WRITE
+#undef PAIR
     {"state", (getter)frame_get_state, NULL, "live, releasing, kept, abandoned or done", NULL},
     {"exports", (getter)frame_get_exports, NULL, "buffers exported right now", NULL},
     {"memory", (getter)frame_get_memory, NULL, "0 host memory, 1 CUDA memory", NULL},
@@ -1174,19 +1290,31 @@ static int reserve_try(void *ctx, int ms)
     return framesrv_producer_reserve(c->producer, ms, &c->frame);
 }
 
+/* A slot that is free already, without letting go of the GIL (the per-frame path of a producer
+ * its consumers keep up with): TIMEOUT if none is, or the lock is busy in another thread. Host
+ * frames only: a CUDA frame's reserve may wait for the GPU. */
+static int reserve_now(OwnerObject *o, struct reserve_ctx *c)
+{
+    if (o->memory == FRAMESRV_MEMORY_CUDA || !PyThread_acquire_lock(o->lock, NOWAIT_LOCK)) return FRAMESRV_TIMEOUT;
+    int status = reserve_try(c, 0);
+    PyThread_release_lock(o->lock);
+    return status;
+}
+
 /* reserve(timeout=None, stream=None): a Frame, or None when no slot became free in time (or a
  * live source dropped). With a stream a CUDA frame's waits for its slot's readers are queued on it. */
-static PyObject *producer_reserve(OwnerObject *o, PyObject *args)
+static PyObject *producer_reserve(OwnerObject *o, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *timeout = Py_None, *stream_obj = Py_None;
     int timeout_ms;
     uint64_t stream;
     struct reserve_ctx ctx = {o->producer, NULL, 0, NULL};
-    if (!PyArg_ParseTuple(args, "|OO", &timeout, &stream_obj) || stream_arg(stream_obj, &stream, &ctx.on_stream) < 0) return NULL;
-    if (timeout_ms_of(timeout, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
+    if (nargs > 2) { PyErr_SetString(PyExc_TypeError, "reserve(timeout=None, stream=None)"); return NULL; }
+    if (stream_arg(nargs > 1 ? args[1] : Py_None, &stream, &ctx.on_stream) < 0) return NULL;
+    if (timeout_ms_of(nargs > 0 ? args[0] : Py_None, &timeout_ms) < 0 || !owner_usable(o)) return NULL;
     if (o->ended) { PyErr_SetString(StateError, "the stream was ended"); return NULL; }
     ctx.stream = (void *)(uintptr_t)stream;
-    int status = wait_sliced(reserve_try, &ctx, o->lock, timeout_ms, FRAMESRV_TIMEOUT);
+    int status = reserve_now(o, &ctx);
+    if (status == FRAMESRV_TIMEOUT && timeout_ms != 0) status = wait_sliced(reserve_try, &ctx, o->lock, timeout_ms, FRAMESRV_TIMEOUT);
     if (status == INT32_MIN) return NULL;
     if (status < 0) return raise_status(status);
     if (status != FRAMESRV_OK) Py_RETURN_NONE;
@@ -1268,7 +1396,7 @@ static PyObject *producer_stats(OwnerObject *o, PyObject *unused)
 }
 
 static PyMethodDef producer_methods[] = {
-    {"reserve", (PyCFunction)producer_reserve, METH_VARARGS, "reserve(timeout=None, stream=None): a Frame, or None on timeout/drop."},
+    {"reserve", (PyCFunction)(void (*)(void))producer_reserve, METH_FASTCALL, "reserve(timeout=None, stream=None): a Frame, or None on timeout/drop."},
     {"wait_for_consumers", (PyCFunction)producer_wait, METH_VARARGS, "wait_for_consumers(n, timeout=None) -> bool."},
     {"change_format", (PyCFunction)producer_change_format, METH_VARARGS, "change_format(width, height, pix_fmt_code)."},
     {"end", (PyCFunction)producer_end, METH_VARARGS, "end(failed=False): ends the stream."},
