@@ -77,8 +77,10 @@ typedef enum framesrv_status {
                                   * forked child): the message names both pids. Nothing is done; the
                                   * child must open its own. Its close (and a release of a frame held
                                   * across the fork) frees the child's memory and touches nothing shared */
-    FRAMESRV_E_MEDIA = -14,      /* the stream carries audio (PROTOCOL.md 4.6), and libframesrv reads and
-                                  * writes video frames only in this version; the message names the stream */
+    FRAMESRV_E_MEDIA = -14,      /* the stream carries another kind of frames (video or audio, PROTOCOL.md 4.6)
+                                  * than this consumer reads (framesrv_consumer_options.media), or a
+                                  * producer writes (audio frames: framesrv sink and the Swift library);
+                                  * the message names the stream and its kind */
 } framesrv_status;
 
 /* A static name such as "FRAMESRV_E_BAD_DATA". Any thread. */
@@ -116,6 +118,23 @@ typedef enum framesrv_pix_fmt {
 
 /* FFmpeg's name of a code ("yuv420p"), NULL for an unknown code. Any thread. */
 const char *framesrv_pix_fmt_name(int pix_fmt);
+
+/* What a stream carries (PROTOCOL.md 4.6): framesrv_consumer_options.media, framesrv_stream_info.media,
+ * framesrv_frame_info.media. */
+#define FRAMESRV_MEDIA_VIDEO 0
+#define FRAMESRV_MEDIA_AUDIO 1
+
+/* Sample formats of audio frames (framesrv_frame_info.sample_fmt): the protocol's FS_SAMPLE_*
+ * codes; the names are FFmpeg's. A planar format keeps one row per channel (plane 0's rows);
+ * a packed one interleaves the channels in one row. */
+typedef enum framesrv_sample_fmt {
+    FRAMESRV_SAMPLE_U8 = 1, FRAMESRV_SAMPLE_S16 = 2, FRAMESRV_SAMPLE_S32 = 3, FRAMESRV_SAMPLE_FLT = 4,
+    FRAMESRV_SAMPLE_DBL = 5, FRAMESRV_SAMPLE_U8P = 6, FRAMESRV_SAMPLE_S16P = 7, FRAMESRV_SAMPLE_S32P = 8,
+    FRAMESRV_SAMPLE_FLTP = 9, FRAMESRV_SAMPLE_DBLP = 10, FRAMESRV_SAMPLE_S64 = 11, FRAMESRV_SAMPLE_S64P = 12,
+} framesrv_sample_fmt;
+
+/* FFmpeg's name of a sample format ("fltp"); NULL for a code outside the table. */
+const char *framesrv_sample_fmt_name(int sample_fmt);
 /* The code of an FFmpeg name, FRAMESRV_PIX_OTHER (0) if it is not one of the table's. */
 int framesrv_pix_fmt_from_name(const char *name);
 
@@ -173,6 +192,17 @@ typedef struct framesrv_frame_info {
     uint64_t publish_ns;       /* CLOCK_MONOTONIC at publish (consumers)                    */
     uint32_t source_dropped;   /* (w) frames a live source dropped just before this one (with
                                   FRAMESRV_FRAME_DISCONTINUITY); a live producer adds its own drops */
+    /* Audio frames (media FRAMESRV_MEDIA_AUDIO, PROTOCOL.md 4.6): width, height and pix_fmt are 0,
+     * pix_fmt_name is the sample format's name, and plane 0 holds the samples: planar, one row
+     * per channel (height = channels, width = nb_samples, components 1); packed, one row
+     * (height 1, width = nb_samples, components = channels); sample_bytes 1, 2, 4 or 8. */
+    int media;                 /* FRAMESRV_MEDIA_VIDEO or FRAMESRV_MEDIA_AUDIO                */
+    int sample_fmt;            /* audio: framesrv_sample_fmt                                  */
+    uint32_t sample_rate;      /* audio: samples per second per channel                       */
+    uint32_t channels;         /* audio: 1..64                                                */
+    uint32_t channel_order;    /* audio: FFmpeg's AVChannelOrder: 0 unspecified, 1 native, 3 ambisonic */
+    uint32_t nb_samples;       /* audio: samples per channel in this frame                    */
+    uint64_t channel_mask;     /* audio, native order: AV_CH_* bits, one per channel          */
 } framesrv_frame_info;
 
 typedef struct framesrv_frame framesrv_frame;
@@ -252,6 +282,8 @@ typedef struct framesrv_consumer_options {
     uint32_t poll_us;          /* next() may busy-poll up to this many microseconds per call (0..1000000; 0 never spins); on a paced stream the window is centred on when the next frame is due (PROTOCOL.md 11.3) */
     int memory;                /* FRAMESRV_MEMORY_HOST (0, the default) or FRAMESRV_MEMORY_CUDA: the memory this
                                   consumer reads. A stream of the other kind is refused at open (FRAMESRV_E_MEMORY) */
+    int media;                 /* FRAMESRV_MEDIA_VIDEO (0, the default) or FRAMESRV_MEDIA_AUDIO: what this consumer
+                                  reads. A stream of the other kind is refused at open (FRAMESRV_E_MEDIA) */
 } framesrv_consumer_options;
 
 typedef struct framesrv_consumer framesrv_consumer;
@@ -268,6 +300,7 @@ typedef struct framesrv_stream_info {
     char device_uuid[41];         /* CUDA: the device, "GPU-..." as nvidia-smi names it; else "" */
     int device_ordinal;           /* CUDA: the device's ordinal in this process; else -1      */
     int device_read_only;         /* CUDA: 1 when the current epoch's allocation is mapped read-only here */
+    int media;                    /* FRAMESRV_MEDIA_VIDEO or FRAMESRV_MEDIA_AUDIO               */
 } framesrv_stream_info;
 
 /* Counters of one consumer. */

@@ -28,6 +28,8 @@ static int check_options(const framesrv_consumer_options *o, int *mode)
         return fsi_fail(FRAMESRV_E_INVALID, "consumer poll_us %u: use 0..%u microseconds", o->poll_us, FSI_POLL_US_MAX);
     if (o && o->memory != FRAMESRV_MEMORY_HOST && o->memory != FRAMESRV_MEMORY_CUDA)
         return fsi_fail(FRAMESRV_E_INVALID, "consumer memory %d: use FRAMESRV_MEMORY_HOST (0) or FRAMESRV_MEMORY_CUDA (1)", o->memory);
+    if (o && o->media != FRAMESRV_MEDIA_VIDEO && o->media != FRAMESRV_MEDIA_AUDIO)
+        return fsi_fail(FRAMESRV_E_INVALID, "consumer media %d: use FRAMESRV_MEDIA_VIDEO (0) or FRAMESRV_MEDIA_AUDIO (1)", o->media);
     if (!o || o->mode == 0 || o->mode == FRAMESRV_LOSSLESS) return FRAMESRV_OK;
     if (o->mode == FRAMESRV_LIVE) {
         *mode = FS_MODE_LIVE;
@@ -49,6 +51,7 @@ static int consumer_new(framesrv_consumer **out, const char *name, const framesr
     c->mode = mode;
     c->poll_us = options ? options->poll_us : 0;
     c->memory = options ? options->memory : FRAMESRV_MEMORY_HOST;
+    c->media = options ? options->media : FRAMESRV_MEDIA_VIDEO;
     snprintf(c->stream, sizeof c->stream, "%s", name);
     set_client_name(c, options ? options->client_name : NULL);
     *out = c;
@@ -120,6 +123,7 @@ int framesrv_consumer_stream_info(framesrv_consumer *c, framesrv_stream_info *in
     info->live_source = (a->ctl->flags & FS_CONTROL_LIVE_SOURCE) != 0;
     info->epoch = fs_load_u64(&a->ctl->epoch);
     info->memory = a->cuda ? FRAMESRV_MEMORY_CUDA : FRAMESRV_MEMORY_HOST;
+    info->media = a->ctl->media == FS_MEDIA_AUDIO ? FRAMESRV_MEDIA_AUDIO : FRAMESRV_MEDIA_VIDEO;   /* const, validated */
     info->device_ordinal = a->cuda ? a->cuda->device.ordinal : -1;
     if (a->cuda) snprintf(info->device_uuid, sizeof info->device_uuid, "%s", a->cuda->device.uuid_text);
     info->device_read_only = a->pool && a->pool->device && a->pool->device->read_only;

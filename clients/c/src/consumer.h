@@ -90,6 +90,7 @@ struct framesrv_consumer {
     char client_name[32];
     int mode;                      /* the requested FS_MODE_*                                   */
     int memory;                    /* the requested FRAMESRV_MEMORY_*                           */
+    int media;                     /* the requested FRAMESRV_MEDIA_*                            */
     void *zctx;
     int inotify_fd;                /* the runtime directory: a control segment renamed in      */
     fsi_attachment *att;           /* current, NULL between a failed reopen and the next       */

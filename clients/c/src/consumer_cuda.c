@@ -16,9 +16,13 @@
 int fsi_consumer_cuda_check(framesrv_consumer *c, fsi_attachment *a)
 {
     uint32_t kind = a->ctl->memory;   /* const, validated */
-    if (a->ctl->media == FS_MEDIA_AUDIO)   /* const, validated */
-        return fsi_fail(FRAMESRV_E_MEDIA, "stream '%s' carries audio; libframesrv reads video frames only in this version "
-                        "(read it with framesrv sink, e.g. 'framesrv sink --in %s --framemd5 -')", c->stream, c->stream);
+    uint32_t media = a->ctl->media;   /* const, validated (4.6) */
+    if (media == FS_MEDIA_AUDIO && c->media != FRAMESRV_MEDIA_AUDIO)
+        return fsi_fail(FRAMESRV_E_MEDIA, "stream '%s' carries audio, which this consumer (video frames) cannot read; open it "
+                        "with media = FRAMESRV_MEDIA_AUDIO (Python: Consumer(..., media=\"audio\"))", c->stream);
+    if (media == FS_MEDIA_VIDEO && c->media == FRAMESRV_MEDIA_AUDIO)
+        return fsi_fail(FRAMESRV_E_MEDIA, "stream '%s' carries video, not audio; give this consumer an audio stream "
+                        "(framesrv produce's --audio-out NAME)", c->stream);
     char uuid[41];
     fs_cuda_uuid_text(a->ctl->device_uuid, uuid);
     if (kind == FS_MEMORY_CUDA && c->memory != FRAMESRV_MEMORY_CUDA)

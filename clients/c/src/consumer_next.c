@@ -44,7 +44,19 @@ static void fill_info(framesrv_frame_info *info, const fs_frame *h, uint8_t *slo
     info->pix_fmt_name[sizeof info->pix_fmt_name - 1] = '\0';
     info->pix_fmt = h->pix_fmt != FS_PIX_OTHER ? (int)h->pix_fmt : framesrv_pix_fmt_from_name(info->pix_fmt_name);
     if (!info->pix_fmt_name[0] && info->pix_fmt) snprintf(info->pix_fmt_name, sizeof info->pix_fmt_name, "%s", framesrv_pix_fmt_name(info->pix_fmt));
-    fsi_describe_planes(info, h, slot_base);
+    info->media = h->media == FS_MEDIA_AUDIO ? FRAMESRV_MEDIA_AUDIO : FRAMESRV_MEDIA_VIDEO;
+    if (info->media == FRAMESRV_MEDIA_AUDIO) {   /* 4.6: plane 0 holds rows of samples */
+        info->pix_fmt = 0;
+        info->sample_fmt = (int)h->pix_fmt;
+        info->sample_rate = h->sample_rate;
+        info->channels = h->channels;
+        info->channel_order = h->channel_order;
+        info->channel_mask = h->channel_mask;
+        info->nb_samples = h->nb_samples;
+        fsi_describe_samples(info, h, slot_base);
+    } else {
+        fsi_describe_planes(info, h, slot_base);
+    }
     info->color_matrix = h->color_matrix;
     info->color_range = h->color_range;
     info->color_primaries = h->color_primaries;
@@ -91,7 +103,8 @@ static int validate_frame(const framesrv_consumer *c, const fsi_pool *pool, cons
     path[0] = '\0';
     for (int pass = 0;; pass++) {
         int status = pool->device ? fsi_validate_device_frame(h, seq, pool->device->slot_stride, path, slot)
-                                  : fsi_validate_frame(h, seq, pool->slot_stride, path, slot);
+                                  : fsi_validate_frame(h, seq, pool->slot_stride, c->media == FRAMESRV_MEDIA_AUDIO ? FS_MEDIA_AUDIO : FS_MEDIA_VIDEO,
+                                                       path, slot);
         if (status == FRAMESRV_OK || pass == 1) return status;
         snprintf(suffix, sizeof suffix, ".pool.%llu", (unsigned long long)pool->epoch);
         fsi_path(path, sizeof path, c->dir, c->stream, suffix);

@@ -29,6 +29,40 @@ static const fsi_pix_format formats[] = {
 };
 #define FORMAT_COUNT (sizeof formats / sizeof formats[0])
 
+/* Indexed by code - 1 (PROTOCOL.md 4.6). */
+static const fsi_sample_format samples[] = {
+    {1, "u8", 1, false}, {2, "s16", 2, false}, {3, "s32", 4, false}, {4, "flt", 4, false}, {5, "dbl", 8, false},
+    {6, "u8p", 1, true}, {7, "s16p", 2, true}, {8, "s32p", 4, true}, {9, "fltp", 4, true}, {10, "dblp", 8, true},
+    {11, "s64", 8, false}, {12, "s64p", 8, true},
+};
+
+const fsi_sample_format *fsi_sample_format_of(int code)
+{
+    return code >= 1 && (size_t)code <= sizeof samples / sizeof samples[0] ? &samples[code - 1] : NULL;
+}
+
+const char *framesrv_sample_fmt_name(int sample_fmt)
+{
+    const fsi_sample_format *f = fsi_sample_format_of(sample_fmt);
+    return f ? f->name : NULL;
+}
+
+void fsi_describe_samples(framesrv_frame_info *info, const fs_frame *header, uint8_t *slot)
+{
+    const fsi_sample_format *f = fsi_sample_format_of((int)header->pix_fmt);   /* validated: not NULL */
+    memset(info->planes, 0, sizeof info->planes);
+    info->plane_count = 1;
+    framesrv_plane *pl = &info->planes[0];
+    pl->data = slot ? slot + header->plane_offset[0] : NULL;
+    pl->stride = header->plane_stride[0];
+    pl->size = header->plane_size[0];
+    pl->width = header->nb_samples;
+    pl->height = f && f->planar ? header->channels : 1;
+    pl->components = f && f->planar ? 1 : header->channels;
+    pl->sample_bytes = f ? f->bytes : 1;
+    pl->row_bytes = (size_t)pl->width * pl->components * pl->sample_bytes;
+}
+
 _Static_assert(FRAMESRV_PIX_GRAY == FS_PIX_GRAY8 && FRAMESRV_PIX_GBRP == FS_PIX_GBRP &&
                FRAMESRV_PIX_P010LE == FS_PIX_P010LE, "framesrv.h's codes are the protocol's");
 

@@ -25,6 +25,13 @@ typedef struct fsi_pix_format {
 /* The table entry of a code, NULL for 0 or an unknown code. */
 FSI_HIDDEN const fsi_pix_format *fsi_pix_format_of(int code);
 
+/* A sample format of audio frames (PROTOCOL.md 4.6): its code, FFmpeg's name, bytes per
+ * sample of one channel, and whether each channel has a row of its own. */
+typedef struct fsi_sample_format { int code; const char *name; uint32_t bytes; bool planar; } fsi_sample_format;
+FSI_HIDDEN const fsi_sample_format *fsi_sample_format_of(int code);
+/* An audio frame's plane 0 (validated header) as framesrv_plane: rows of samples. */
+FSI_HIDDEN void fsi_describe_samples(framesrv_frame_info *info, const fs_frame *header, uint8_t *slot);
+
 /* The canonical layout of PROTOCOL.md 4.2: offsets, strides, sizes and the slot's bytes.
  * FRAMESRV_E_INVALID on overflow or a bad size. */
 typedef struct fsi_layout {

@@ -198,7 +198,41 @@ static int check_rows(where w, const fs_frame *h, const fsi_pix_format *f)
     return FRAMESRV_OK;
 }
 
-static int validate_frame(const fs_frame *h, uint64_t seq, uint64_t lowest, uint64_t slot_bytes, const char *path, uint32_t slot)
+/* An audio frame's own fields (4.6): width and height 0, a sample format of the table whose
+ * name matches, channels 1..64 with a mask that agrees, rate and samples in range, one plane
+ * whose rows (one per channel when planar) of row_bytes fit at its stride. Every product is
+ * below 2^63: samples <= 2^20, channels <= 64, bytes <= 8, stride < 2^32. */
+static int check_audio(where w, const fs_frame *h)
+{
+    int status;
+    if ((status = check_range(w, "width", h->width, 0, 0)) != FRAMESRV_OK || (status = check_range(w, "height", h->height, 0, 0)) != FRAMESRV_OK ||
+        (status = check_range(w, "pix_fmt", h->pix_fmt, 1, FS_SAMPLE_MAX)) != FRAMESRV_OK ||
+        (status = check_range(w, "channels", h->channels, 1, FS_MAX_CHANNELS)) != FRAMESRV_OK ||
+        (status = check_range(w, "sample_rate", h->sample_rate, 1, FS_MAX_SAMPLE_RATE)) != FRAMESRV_OK ||
+        (status = check_range(w, "nb_samples", h->nb_samples, 1, FS_MAX_SAMPLES)) != FRAMESRV_OK ||
+        (status = check_range(w, "plane_count", h->plane_count, 1, 1)) != FRAMESRV_OK)
+        return status;
+    const fsi_sample_format *f = fsi_sample_format_of((int)h->pix_fmt);
+    char name[sizeof h->pix_fmt_name + 1];
+    memcpy(name, h->pix_fmt_name, sizeof h->pix_fmt_name);
+    name[sizeof h->pix_fmt_name] = '\0';
+    if (name[0] && strcmp(name, f->name) != 0) return frame_bad(w, "pix_fmt", h->pix_fmt, "the code of its sample format name");
+    int bits = __builtin_popcountll(h->channel_mask);
+    if (h->channel_order == FS_CHANNEL_ORDER_NATIVE ? bits != (int)h->channels
+        : (h->channel_order != FS_CHANNEL_ORDER_UNSPEC && h->channel_order != FS_CHANNEL_ORDER_AMBISONIC) || h->channel_mask != 0)
+        return frame_bad(w, "channel_mask", (long long)h->channel_mask, "one bit per channel (native order), else 0 (unspecified, ambisonic)");
+    uint64_t rows = f->planar ? h->channels : 1;
+    uint64_t row_bytes = (uint64_t)h->nb_samples * (f->planar ? 1 : h->channels) * f->bytes;
+    uint64_t stride = h->plane_stride[0];
+    if (stride >= row_bytes && stride * (rows - 1) + row_bytes <= h->plane_size[0]) return FRAMESRV_OK;
+    char expected[128];
+    snprintf(expected, sizeof expected, "a stride and size %u that hold %llu rows of %llu bytes (%s)", h->plane_size[0],
+             (unsigned long long)rows, (unsigned long long)row_bytes, f->name);
+    return frame_bad(w, "plane_stride[0]", (long long)stride, expected);
+}
+
+static int validate_frame(const fs_frame *h, uint64_t seq, uint64_t lowest, uint64_t slot_bytes, uint32_t media, const char *path,
+                          uint32_t slot)
 {
     where w = { path, slot };
     if (h->magic != FS_MAGIC_FRAME)
@@ -211,8 +245,11 @@ static int validate_frame(const fs_frame *h, uint64_t seq, uint64_t lowest, uint
                         (unsigned long long)h->seq, (unsigned long long)seq);
     int status;
     const fsi_pix_format *f;
-    if ((status = check_range(w, "media", h->media, FS_MEDIA_VIDEO, FS_MEDIA_VIDEO)) != FRAMESRV_OK ||   /* video only (4.6) */
-        (status = check_range(w, "width", h->width, 1, MAX_DIMENSION)) != FRAMESRV_OK ||
+    if ((status = check_range(w, "media", h->media, media, media)) != FRAMESRV_OK) return status;   /* the stream's (4.6) */
+    if (media == FS_MEDIA_AUDIO) {
+        if ((status = check_plane_bounds(w, h, lowest, slot_bytes)) != FRAMESRV_OK || (status = check_audio(w, h)) != FRAMESRV_OK)
+            return status;
+    } else if ((status = check_range(w, "width", h->width, 1, MAX_DIMENSION)) != FRAMESRV_OK ||
         (status = check_range(w, "height", h->height, 1, MAX_DIMENSION)) != FRAMESRV_OK ||
         (status = check_range(w, "plane_count", h->plane_count, 1, FS_MAX_PLANES)) != FRAMESRV_OK ||
         (status = check_plane_bounds(w, h, lowest, slot_bytes)) != FRAMESRV_OK ||
@@ -228,14 +265,14 @@ static int validate_frame(const fs_frame *h, uint64_t seq, uint64_t lowest, uint
     return check_range(w, "duration", h->duration, 0, TIMESTAMP_LIMIT);
 }
 
-int fsi_validate_frame(const fs_frame *h, uint64_t seq, uint64_t slot_bytes, const char *path, uint32_t slot)
+int fsi_validate_frame(const fs_frame *h, uint64_t seq, uint64_t slot_bytes, uint32_t media, const char *path, uint32_t slot)
 {
-    return validate_frame(h, seq, sizeof(fs_frame), slot_bytes, path, slot);
+    return validate_frame(h, seq, sizeof(fs_frame), slot_bytes, media, path, slot);
 }
 
 int fsi_validate_device_frame(const fs_frame *h, uint64_t seq, uint64_t device_slot_stride, const char *path, uint32_t slot)
 {
-    return validate_frame(h, seq, 0, device_slot_stride, path, slot);
+    return validate_frame(h, seq, 0, device_slot_stride, FS_MEDIA_VIDEO, path, slot);   /* CUDA streams carry pictures */
 }
 
 /* ---- announcements (5) ------------------------------------------------------------------ */

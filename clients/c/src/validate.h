@@ -27,7 +27,8 @@ FSI_HIDDEN int fsi_validate_header_pool(size_t size, uint32_t slot_count, const 
  * every plane inside the slot (offset >= 256), pix_fmt and its name agree (code 0 only for a
  * name outside the table), a known format's rows fit their planes, pts and duration within
  * +-2^62, time base >= 1/1, field_order 0..5, chroma_location 0..6. `path`/`slot` name it. */
-FSI_HIDDEN int fsi_validate_frame(const fs_frame *header, uint64_t seq, uint64_t slot_bytes, const char *path, uint32_t slot);
+FSI_HIDDEN int fsi_validate_frame(const fs_frame *header, uint64_t seq, uint64_t slot_bytes, uint32_t media, const char *path,
+                                  uint32_t slot);
 /* A CUDA frame header (4.5): as fsi_validate_frame, but every plane inside the device slot
  * (offset >= 0, offset + size <= device_slot_stride). */
 FSI_HIDDEN int fsi_validate_device_frame(const fs_frame *header, uint64_t seq, uint64_t device_slot_stride, const char *path,

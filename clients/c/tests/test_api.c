@@ -78,18 +78,21 @@ static fs_frame good_header(void)
     return h;
 }
 
-/* One bad field: rejected (BAD_DATA) with a message naming it. */
-static void expect_bad_frame(const fs_frame *h, const char *field)
+/* One bad field of a frame on a stream of `media` in slots of `slot_bytes`: rejected (BAD_DATA)
+ * with a message naming it. */
+static void expect_bad(const fs_frame *h, uint32_t media, uint64_t slot_bytes, const char *field)
 {
-    int status = fsi_validate_frame(h, 1, 4096, "test.pool.1", 0);
+    int status = fsi_validate_frame(h, 1, slot_bytes, media, "test.pool.1", 0);
     CHECK(status == FRAMESRV_E_BAD_DATA && strstr(framesrv_last_error(), field), "%s: %s (%s)", field, framesrv_status_name(status),
           framesrv_last_error());
 }
 
+static void expect_bad_frame(const fs_frame *h, const char *field) { expect_bad(h, FS_MEDIA_VIDEO, 4096, field); }
+
 static void bad_frame_headers(void)
 {
     fs_frame h = good_header();
-    CHECK_STATUS(fsi_validate_frame(&h, 1, 4096, "test.pool.1", 0), FRAMESRV_OK);
+    CHECK_STATUS(fsi_validate_frame(&h, 1, 4096, FS_MEDIA_VIDEO, "test.pool.1", 0), FRAMESRV_OK);
     h.time_base_num = 0;
     expect_bad_frame(&h, "time_base_num is 0");
     h = good_header();
@@ -107,7 +110,46 @@ static void bad_frame_headers(void)
     snprintf(h.pix_fmt_name, sizeof h.pix_fmt_name, "yuv420p");   /* a table name under code 0 */
     expect_bad_frame(&h, "pix_fmt is 0");
     snprintf(h.pix_fmt_name, sizeof h.pix_fmt_name, "yuv410p");   /* not in the table: code 0 is right */
-    CHECK_STATUS(fsi_validate_frame(&h, 1, 4096, "test.pool.1", 0), FRAMESRV_OK);
+    CHECK_STATUS(fsi_validate_frame(&h, 1, 4096, FS_MEDIA_VIDEO, "test.pool.1", 0), FRAMESRV_OK);
+}
+
+/* An audio frame (PROTOCOL.md 4.6): 1024 fltp stereo samples, two rows of 4096 bytes. */
+static fs_frame audio_header(void)
+{
+    fs_frame h = { .magic = FS_MAGIC_FRAME, .version = FS_PROTOCOL_VERSION, .seq = 1, .epoch = 1, .media = FS_MEDIA_AUDIO,
+                   .pix_fmt = FS_SAMPLE_FLTP, .plane_count = 1, .plane_offset = { 256 }, .plane_stride = { 4096 },
+                   .plane_size = { 8192 }, .time_base_num = 1, .time_base_den = 48000, .sample_rate = 48000, .channels = 2,
+                   .channel_order = FS_CHANNEL_ORDER_NATIVE, .channel_mask = 3, .nb_samples = 1024 };
+    snprintf(h.pix_fmt_name, sizeof h.pix_fmt_name, "fltp");
+    return h;
+}
+
+static void audio_frame_headers(void)
+{
+    fs_frame h = audio_header();
+    CHECK_STATUS(fsi_validate_frame(&h, 1, 16384, FS_MEDIA_AUDIO, "test.pool.1", 0), FRAMESRV_OK);
+    expect_bad_frame(&h, "media is 1");   /* an audio frame on a video stream */
+    /* One damaged field each: the channel count 0 and 255, a code past the table, a code the
+     * name contradicts, a sample count whose row overflows, a stride too small for a row, a
+     * mask with 3 channels for 2, a width, a plane past the slot. */
+    const struct { uint32_t channels, pix_fmt, nb_samples, stride, width, size; uint64_t mask; const char *field; } bad[] = {
+        {0, FS_SAMPLE_FLTP, 1024, 4096, 0, 8192, 3, "channels is 0"},
+        {255, FS_SAMPLE_FLTP, 1024, 4096, 0, 8192, 3, "channels is 255"},
+        {2, FS_SAMPLE_MAX + 1, 1024, 4096, 0, 8192, 3, "pix_fmt is 13"},
+        {2, FS_SAMPLE_S16, 1024, 4096, 0, 8192, 3, "pix_fmt is 2"},
+        {2, FS_SAMPLE_FLTP, UINT32_MAX, 4096, 0, 8192, 3, "nb_samples"},
+        {2, FS_SAMPLE_FLTP, 1024, 64, 0, 8192, 3, "plane_stride[0] is 64"},
+        {2, FS_SAMPLE_FLTP, 1024, 4096, 0, 8192, 7, "channel_mask is 7"},
+        {2, FS_SAMPLE_FLTP, 1024, 4096, 16, 8192, 3, "width is 16"},
+        {2, FS_SAMPLE_FLTP, 1024, 4096, 0, 1u << 31, 3, "plane_size[0]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        h = audio_header();
+        h.channels = bad[i].channels, h.pix_fmt = bad[i].pix_fmt, h.nb_samples = bad[i].nb_samples;
+        h.plane_stride[0] = bad[i].stride, h.width = bad[i].width, h.plane_size[0] = bad[i].size, h.channel_mask = bad[i].mask;
+        expect_bad(&h, FS_MEDIA_AUDIO, 16384, bad[i].field);
+    }
+    CHECK(!strcmp(framesrv_sample_fmt_name(FRAMESRV_SAMPLE_FLTP), "fltp") && framesrv_sample_fmt_name(13) == NULL, "sample names");
 }
 
 static void missing_stream(void)
@@ -156,5 +198,6 @@ int main(void)
     pixel_formats();
     runtime_directory();
     bad_frame_headers();
+    audio_frame_headers();
     return check_exit("test_api");
 }

@@ -44,6 +44,7 @@ from ._framesrv import (  # noqa: F401
     ForkedError,
     HeldFramesError,
     InvalidArgument,
+    MediaKindError,
     MemoryKindError,
     NoMemory,
     NotFound,
@@ -66,7 +67,7 @@ __all__ = [
     "Consumer", "Producer", "Frame", "I420CopyWarning", "FieldOrder", "ChromaLocation", "filter", "stop_on_signals",
     "EndOfStream", "default_client_name",
     "Error", "InvalidArgument", "NotFound", "BadData", "SystemCallError", "Busy", "StateError",
-    "NoMemory", "Detached", "ZMQError", "HeldFramesError", "MemoryKindError", "ForkedError", "DevicePlane",
+    "NoMemory", "Detached", "ZMQError", "HeldFramesError", "MediaKindError", "MemoryKindError", "ForkedError", "DevicePlane",
     "FLAG_KEY", "FLAG_END_OF_STREAM", "FLAG_DISCONTINUITY",
     "pix_fmt_name", "pix_fmt_from_name", "library_version",
 ]

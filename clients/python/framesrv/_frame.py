@@ -308,6 +308,31 @@ class Frame:
     height = property(attrgetter("_f.height"))
     pix_fmt = property(attrgetter("_f.pix_fmt"), doc="FFmpeg's name of the pixel format")
     publish_ns = property(attrgetter("_f.publish_ns"), doc="CLOCK_MONOTONIC at publish")
+    # Audio frames (PROTOCOL.md 4.6): width and height are 0, pix_fmt names the sample format.
+    media = property(lambda self: "audio" if self._f.media == 1 else "video", doc="'video' or 'audio'")
+    sample_rate = property(attrgetter("_f.sample_rate"), doc="audio: samples per second per channel")
+    channels = property(attrgetter("_f.channels"), doc="audio: channels")
+    nb_samples = property(attrgetter("_f.nb_samples"), doc="audio: samples per channel in this frame")
+    channel_mask = property(attrgetter("_f.channel_mask"), doc="audio, native order: FFmpeg's AV_CH_* bits")
+    sample_format = property(attrgetter("_f.pix_fmt"), doc="audio: FFmpeg's name of the sample format ('fltp', 's16')")
+
+    @property
+    def layout(self):
+        """audio: the channel layout as FFmpeg names the common ones ('mono', 'stereo', '5.1',
+        '5.1(side)'), else 'N channels'."""
+        f = self._f
+        names = {0x4: "mono", 0x3: "stereo", 0x3F: "5.1", 0x60F: "5.1(side)", 0x63F: "7.1", 0x7: "2.1", 0x107: "4.0"}
+        return names.get(f.channel_mask, f"{f.channels} channels") if f.channel_order == 1 else f"{f.channels} channels"
+
+    @property
+    def samples(self):
+        """audio: the samples as one numpy array viewing the slot (zero copy, held as planes are):
+        (nb_samples, channels) for a packed format (and mono), (channels, nb_samples) for a planar
+        one (one row per channel); dtype from the sample format (uint8, int16, int32, float32,
+        float64, int64)."""
+        if self._f.media != 1:
+            raise _framesrv.MediaKindError(f"frame {self.seq} is a picture: read its planes", -14)
+        return self.planes[0]
 
     def _field(key, doc):  # noqa: N805 - a property factory
         return property(attrgetter("_f." + key), lambda self, v: setattr(self._f, key, int(v)), doc=doc)

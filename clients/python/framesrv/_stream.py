@@ -130,6 +130,11 @@ class Consumer:
     keep). close() (or leaving ``with``) detaches; with arrays still alive, the detach
     (and the unmapping) happens when the last of them is garbage-collected.
 
+    media: "video" (the default) or "audio": the kind of stream it reads (a stream of the other
+    kind is refused in one line, MediaKindError). An audio frame has ``samples`` (a numpy view
+    of the slot: (nb_samples, channels) packed or mono, (channels, nb_samples) planar),
+    ``sample_rate``, ``channels``, ``layout``, ``sample_format`` and ``nb_samples``.
+
     device: None (host memory, numpy views) or "cuda" / "cuda:N" for a stream whose frames are
     in CUDA memory: frames then have DevicePlanes (DLPack, CUDA Array Interface; see Frame). A
     stream of the other kind is refused in one line (MemoryKindError), as is "cuda:N" for a
@@ -143,9 +148,11 @@ class Consumer:
     """
 
     def __init__(self, name, mode="lossless", timeout=None, client_name=None, reattach=False, poll_us=0,
-                 held_timeout=None, device=None, stream=None):
+                 held_timeout=None, device=None, stream=None, media="video"):
         if mode not in ("lossless", "live"):
             raise _framesrv.InvalidArgument(f"mode must be 'lossless' or 'live', not {mode!r}", -1)
+        if media not in ("video", "audio"):
+            raise _framesrv.InvalidArgument(f"media must be 'video' or 'audio', not {media!r}", -1)
         memory, ordinal = _device(device)
         self.name = name
         self.mode = mode
@@ -156,7 +163,7 @@ class Consumer:
         self._stats = None
         try:
             self._c = _framesrv.Consumer(name, mode == "live", timeout, client_name or default_client_name(),
-                                         int(poll_us), held_timeout, memory)
+                                         int(poll_us), held_timeout, memory, 1 if media == "audio" else 0)
         except _framesrv.NotFound as e:
             # The wait ran in slices (for Ctrl-C): name the whole wait, not the last slice.
             msg = re.sub(r"within \d+ ms", f"within {timeout} s", e.args[0])

@@ -44,7 +44,7 @@
 /* ------------------------------------------------------------------------- */
 
 PyObject *Error, *InvalidArgument, *NotFound, *BadData, *SystemCallError, *Busy, *StateError, *NoMemory, *Detached,
-    *ZMQError, *HeldFramesError, *MemoryKindError, *ForkedError;
+    *ZMQError, *HeldFramesError, *MemoryKindError, *ForkedError, *MediaKindError;
 
 static PyObject *error_class(int status)
 {
@@ -61,6 +61,7 @@ static PyObject *error_class(int status)
     case FRAMESRV_E_HELD: return HeldFramesError;
     case FRAMESRV_E_MEMORY: return MemoryKindError;
     case FRAMESRV_E_FORKED: return ForkedError;
+    case FRAMESRV_E_MEDIA: return MediaKindError;
     default: return Error;
     }
 }
@@ -495,7 +496,7 @@ static PyObject *frame_info(FrameObject *f, PyObject *unused)
     if (in->pts == FRAMESRV_PTS_NONE) { Py_INCREF(Py_None); pts = Py_None; }
     else pts = PyLong_FromLongLong(in->pts);
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:I,s:I,s:i,s:s,s:N,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:L,s:K,s:I,s:I,s:I,s:I,s:K}",
+        "{s:K,s:K,s:I,s:I,s:i,s:s,s:N,s:I,s:I,s:I,s:I,s:N,s:N,s:N,s:L,s:K,s:I,s:I,s:I,s:I,s:K,s:i,s:i,s:I,s:I,s:I,s:I,s:K}",
         "seq", (unsigned long long)in->seq, "epoch", (unsigned long long)in->epoch,
         "width", in->width, "height", in->height, "pix_fmt_code", in->pix_fmt,
         "pix_fmt", in->pix_fmt_name, "planes", planes,
@@ -505,7 +506,9 @@ static PyObject *frame_info(FrameObject *f, PyObject *unused)
         "time_base", pair(in->time_base_num, in->time_base_den),
         "duration", (long long)in->duration, "capture_ns", (unsigned long long)in->capture_ns,
         "flags", in->flags, "field_order", in->field_order, "chroma_location", in->chroma_location,
-        "source_dropped", in->source_dropped, "publish_ns", (unsigned long long)in->publish_ns);
+        "source_dropped", in->source_dropped, "publish_ns", (unsigned long long)in->publish_ns,
+        "media", in->media, "sample_fmt", in->sample_fmt, "sample_rate", in->sample_rate, "channels", in->channels,
+        "channel_order", in->channel_order, "nb_samples", in->nb_samples, "channel_mask", (unsigned long long)in->channel_mask);
     return d;
 }
 
@@ -535,7 +538,9 @@ typedef struct {
     X(chroma_location, FIELD_U32, 0, 6) X(source_dropped, FIELD_U32, 0, UINT32_MAX)                           \
     X(seq, FIELD_U64, 0, 0) X(epoch, FIELD_U64, 0, 0) X(width, FIELD_U32, 0, 0) X(height, FIELD_U32, 0, 0)   \
     X(publish_ns, FIELD_U64, 0, 0) X(plane_count, FIELD_U32, 0, 0) X(pix_fmt, FIELD_I32, 0, 0)               \
-    X(pix_fmt_name, FIELD_NAME, 0, 0)
+    X(pix_fmt_name, FIELD_NAME, 0, 0) X(media, FIELD_I32, 0, 0) X(sample_fmt, FIELD_I32, 0, 0)                \
+    X(sample_rate, FIELD_U32, 0, 0) X(channels, FIELD_U32, 0, 0) X(channel_order, FIELD_U32, 0, 0)            \
+    X(nb_samples, FIELD_U32, 0, 0) X(channel_mask, FIELD_U64, 0, 0)
 
 #define FIELD_INDEX(name, kind, lo, hi) F_##name,
 enum { HEADER_FIELDS(FIELD_INDEX) WRITABLE_FIELDS = F_seq };
@@ -779,7 +784,11 @@ static PyGetSetDef frame_getset[] = {
     READ("seq", seq, "the frame's sequence number"), READ("epoch", epoch, "the pool epoch"), READ("width", width, "pixels"),
     READ("height", height, "pixels"), READ("publish_ns", publish_ns, "CLOCK_MONOTONIC at publish"),
     READ("plane_count", plane_count, "planes of the frame's format"), READ("pix_fmt_code", pix_fmt, "framesrv_pix_fmt"),
-    READ("pix_fmt", pix_fmt_name, "FFmpeg's name of the pixel format"),
+    READ("pix_fmt", pix_fmt_name, "FFmpeg's name of the pixel format (audio: of the sample format)"),
+    READ("media", media, "0 video, 1 audio (PROTOCOL.md 4.6)"), READ("sample_fmt", sample_fmt, "audio: framesrv_sample_fmt"),
+    READ("sample_rate", sample_rate, "audio: samples per second"), READ("channels", channels, "audio: channels"),
+    READ("channel_order", channel_order, "audio: 0 unspecified, 1 native, 3 ambisonic"),
+    READ("nb_samples", nb_samples, "audio: samples per channel"), READ("channel_mask", channel_mask, "audio: AV_CH_* bits"),
     WRITE(color_matrix), WRITE(color_range), WRITE(color_primaries), WRITE(color_transfer), WRITE(pts), WRITE(duration),
     WRITE(capture_ns), WRITE(flags), WRITE(field_order), WRITE(chroma_location), WRITE(source_dropped), PAIR(sar),
     PAIR(time_base),
@@ -819,6 +828,47 @@ typedef struct {
     int counted;               /* the base of an array from arrays(): counts as one export */
 } PlaneObject;
 
+/* The buffer format of a sample format's samples (struct module syntax, little-endian). */
+static const char *sample_buffer_format(int sample_fmt)
+{
+    switch (sample_fmt) {
+    case FRAMESRV_SAMPLE_U8: case FRAMESRV_SAMPLE_U8P: return "B";
+    case FRAMESRV_SAMPLE_S16: case FRAMESRV_SAMPLE_S16P: return "<h";
+    case FRAMESRV_SAMPLE_S32: case FRAMESRV_SAMPLE_S32P: return "<i";
+    case FRAMESRV_SAMPLE_FLT: case FRAMESRV_SAMPLE_FLTP: return "<f";
+    case FRAMESRV_SAMPLE_DBL: case FRAMESRV_SAMPLE_DBLP: return "<d";
+    default: return "<q";   /* s64, s64p */
+    }
+}
+
+/* An audio frame's plane 0 (PROTOCOL.md 4.6) as samples: (channels, nb_samples) rows of one
+ * channel each when planar, (nb_samples, channels) interleaved when packed. */
+static PyObject *sample_plane_new(FrameObject *f, const framesrv_frame_info *in)
+{
+    const framesrv_plane *p = &in->planes[0];
+    PlaneObject *pl = PyObject_New(PlaneObject, &PlaneType);
+    if (!pl) return NULL;
+    pl->frame = f;
+    Py_INCREF(f);
+    pl->counted = 0;
+    pl->index = 0;
+    pl->ndim = 2;
+    int planar = p->components == 1 && p->height == in->channels && in->channels > 1;
+    if (planar || in->channels == 1) {
+        pl->shape[0] = planar ? p->height : p->width;
+        pl->shape[1] = planar ? p->width : 1;
+        pl->strides[0] = planar ? (Py_ssize_t)p->stride : (Py_ssize_t)p->sample_bytes;
+        pl->strides[1] = planar ? (Py_ssize_t)p->sample_bytes : (Py_ssize_t)p->sample_bytes;
+    } else {
+        pl->shape[0] = p->width;
+        pl->shape[1] = p->components;
+        pl->strides[0] = (Py_ssize_t)(p->components * p->sample_bytes);
+        pl->strides[1] = (Py_ssize_t)p->sample_bytes;
+    }
+    strcpy(pl->format, sample_buffer_format(in->sample_fmt));
+    return (PyObject *)pl;
+}
+
 static PyObject *frame_plane(FrameObject *f, PyObject *arg)
 {
     long i = PyLong_AsLong(arg);
@@ -828,6 +878,7 @@ static PyObject *frame_plane(FrameObject *f, PyObject *arg)
     if (i < 0 || (uint32_t)i >= in->plane_count) { PyErr_Format(PyExc_IndexError, "no plane %ld", i); return NULL; }
     if (f->memory == FRAMESRV_MEMORY_CUDA) return device_plane_new(f, (uint32_t)i);   /* no host bytes */
     const framesrv_plane *p = &in->planes[i];
+    if (in->media == FRAMESRV_MEDIA_AUDIO) return sample_plane_new(f, in);
     if (p->sample_bytes != 1 && p->sample_bytes != 2) { PyErr_SetString(BadData, "sample size not 1 or 2"); return NULL; }
     PlaneObject *pl = PyObject_New(PlaneObject, &PlaneType);
     if (!pl) return NULL;
@@ -850,12 +901,27 @@ static PyObject *frame_plane(FrameObject *f, PyObject *arg)
 /* One plane as a numpy array made here (no buffer-protocol round trip: the per-frame path).
  * Its base is the Plane, which counts as one export until the array (and every view of it)
  * is gone: the same rule as a buffer export. */
+/* numpy's type of a sample format's samples. */
+static int sample_npy_type(int sample_fmt)
+{
+    switch (sample_fmt) {
+    case FRAMESRV_SAMPLE_U8: case FRAMESRV_SAMPLE_U8P: return NPY_UINT8;
+    case FRAMESRV_SAMPLE_S16: case FRAMESRV_SAMPLE_S16P: return NPY_INT16;
+    case FRAMESRV_SAMPLE_S32: case FRAMESRV_SAMPLE_S32P: return NPY_INT32;
+    case FRAMESRV_SAMPLE_FLT: case FRAMESRV_SAMPLE_FLTP: return NPY_FLOAT32;
+    case FRAMESRV_SAMPLE_DBL: case FRAMESRV_SAMPLE_DBLP: return NPY_FLOAT64;
+    default: return NPY_INT64;
+    }
+}
+
 static PyObject *plane_array(FrameObject *f, PyObject *index, int readonly)
 {
     PlaneObject *pl = (PlaneObject *)frame_plane(f, index);
     if (!pl) return NULL;
-    const framesrv_plane *p = &framesrv_frame_info_of(f->frame)->planes[pl->index];
-    PyArray_Descr *descr = PyArray_DescrFromType(p->sample_bytes == 2 ? NPY_UINT16 : NPY_UINT8);
+    const framesrv_frame_info *in = framesrv_frame_info_of(f->frame);
+    const framesrv_plane *p = &in->planes[pl->index];
+    PyArray_Descr *descr = PyArray_DescrFromType(in->media == FRAMESRV_MEDIA_AUDIO ? sample_npy_type(in->sample_fmt)
+                                                 : p->sample_bytes == 2 ? NPY_UINT16 : NPY_UINT8);
     npy_intp shape[3] = {pl->shape[0], pl->shape[1], pl->shape[2]}, strides[3] = {pl->strides[0], pl->strides[1], pl->strides[2]};
     PyObject *a = PyArray_NewFromDescr(&PyArray_Type, descr, pl->ndim, shape, strides, p->data,
                                        readonly ? NPY_ARRAY_ALIGNED : NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, NULL);
@@ -1044,13 +1110,13 @@ static void note_device(OwnerObject *o)
 
 static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"name", "live", "timeout", "client_name", "poll_us", "held_timeout", "memory", NULL};
+    static char *kwlist[] = {"name", "live", "timeout", "client_name", "poll_us", "held_timeout", "memory", "media", NULL};
     const char *name, *client = NULL;
-    int live = 0, timeout_ms, held_ms, memory = FRAMESRV_MEMORY_HOST;
+    int live = 0, timeout_ms, held_ms, memory = FRAMESRV_MEMORY_HOST, media = FRAMESRV_MEDIA_VIDEO;
     long poll_us = 0;
     PyObject *timeout = Py_None, *held_timeout = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pOzlOi", kwlist, &name, &live, &timeout, &client, &poll_us, &held_timeout,
-                                     &memory))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pOzlOii", kwlist, &name, &live, &timeout, &client, &poll_us, &held_timeout,
+                                     &memory, &media))
         return NULL;
     if (timeout_ms_of(timeout, &timeout_ms) < 0 || held_timeout_ms_of(held_timeout, &held_ms) < 0) return NULL;
     if (poll_us < 0 || poll_us > 1000000)
@@ -1058,7 +1124,7 @@ static PyObject *consumer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     OwnerObject *o = owner_new(type);
     if (!o) return NULL;
     framesrv_consumer_options opts = {.mode = live ? FRAMESRV_LIVE : FRAMESRV_LOSSLESS, .client_name = client,
-                                      .poll_us = (uint32_t)poll_us, .memory = memory};
+                                      .poll_us = (uint32_t)poll_us, .memory = memory, .media = media};
     struct open_ctx ctx = {&o->consumer, NULL, name, &opts, deadline_of(timeout_ms), NULL};
     int status = wait_sliced(open_try, &ctx, NULL, timeout_ms, FRAMESRV_E_NOT_FOUND);
     if (status == INT32_MIN) { o->closed = 1; Py_DECREF(o); return NULL; }
@@ -1172,11 +1238,12 @@ static PyObject *consumer_stream_info(OwnerObject *o, PyObject *unused)
     framesrv_stream_info si;
     int status = framesrv_consumer_stream_info(o->consumer, &si);
     if (status < 0) return raise_status(status);
-    return Py_BuildValue("{s:s,s:I,s:N,s:i,s:O,s:K,s:s,s:s,s:i,s:O}", "name", si.name, "slot_count", si.slot_count,
+    return Py_BuildValue("{s:s,s:I,s:N,s:i,s:O,s:K,s:s,s:s,s:i,s:O,s:s}", "name", si.name, "slot_count", si.slot_count,
                          "rate", pair(si.rate_num, si.rate_den), "producer_pid", si.producer_pid,
                          "live_source", si.live_source ? Py_True : Py_False, "epoch", (unsigned long long)si.epoch,
                          "memory", si.memory == FRAMESRV_MEMORY_CUDA ? "cuda" : "host", "device_uuid", si.device_uuid,
-                         "device_ordinal", si.device_ordinal, "device_read_only", si.device_read_only ? Py_True : Py_False);
+                         "device_ordinal", si.device_ordinal, "device_read_only", si.device_read_only ? Py_True : Py_False,
+                         "media", si.media == FRAMESRV_MEDIA_AUDIO ? "audio" : "video");
 }
 
 static PyObject *consumer_stats(OwnerObject *o, PyObject *unused)
@@ -1531,7 +1598,10 @@ static int add_errors(PyObject *m)
     };
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (add_error(m, subs[i].slot, subs[i].name, Error, subs[i].doc) < 0) return -1;
-    if (add_error(m, &MemoryKindError, "MemoryKindError", Error,
+    if (add_error(m, &MediaKindError, "MediaKindError", Error,
+                  "The stream carries another kind of frames (video or audio) than this Consumer reads "
+                  "(Consumer(..., media='audio')).") < 0 ||
+        add_error(m, &MemoryKindError, "MemoryKindError", Error,
                   "The stream's frames are in another kind of memory (host or CUDA) than asked for, or this process "
                   "cannot use the stream's CUDA device.") < 0 ||
         add_error(m, &ForkedError, "ForkedError", StateError,

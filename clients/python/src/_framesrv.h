@@ -16,7 +16,7 @@
 
 /* The exceptions: Error and its subclasses (module init makes them). */
 extern PyObject *Error, *InvalidArgument, *NotFound, *BadData, *SystemCallError, *Busy, *StateError, *NoMemory,
-    *Detached, *ZMQError, *HeldFramesError, *MemoryKindError, *ForkedError;
+    *Detached, *ZMQError, *HeldFramesError, *MemoryKindError, *ForkedError, *MediaKindError;
 
 /* Raises the exception of a negative status with framesrv_last_error()'s line; NULL. */
 PyObject *raise_status(int status);

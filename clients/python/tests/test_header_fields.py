@@ -17,7 +17,9 @@ def assert_fields_match_info(frame):
     info = frame._f.info()
     assert set(info) == {"seq", "epoch", "width", "height", "pix_fmt_code", "pix_fmt", "planes", "color_matrix",
                          "color_range", "color_primaries", "color_transfer", "sar", "pts", "time_base", "duration",
-                         "capture_ns", "flags", "field_order", "chroma_location", "source_dropped", "publish_ns"}
+                         "capture_ns", "flags", "field_order", "chroma_location", "source_dropped", "publish_ns",
+                         # an audio frame's fields (PROTOCOL.md 4.6): 0 in a picture's header
+                         "media", "sample_fmt", "sample_rate", "channels", "channel_order", "nb_samples", "channel_mask"}
     for key, value in info.items():
         if key == "planes":
             assert frame._f.plane_count == len(value)
