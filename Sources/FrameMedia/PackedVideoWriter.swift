@@ -22,6 +22,8 @@ public final class PackedVideoWriter {
     private var rowBytes: [Int] = []
     private var rows: [Int] = []
     private let frameMarker: UnsafeMutableRawBufferPointer
+    /// `.raw` of an audio stream: its samples go here.
+    private var samples: AudioSamplesWriter?
 
     /// The stream's exact nominal frame rate (set it before the first frame): y4m's `F`, as
     /// framemd5 derives its time base (else the first frame's duration).
@@ -91,6 +93,11 @@ public final class PackedVideoWriter {
 
     /// Appends `frame` (after the stream header, before the first frame).
     public func write(_ frame: borrowing Frame) throws(MediaOutputError) {
+        if frame.header.media == .audio {   // --raw of a sound stream: its samples, packed (AudioSamplesWriter)
+            guard kind == .raw else { throw .audio(out.path, "y4m carries pictures; this stream carries sound") }
+            samples = samples ?? AudioSamplesWriter(raw: out)
+            return try samples!.write(frame)
+        }
         if adapter == nil { try start(frame) }
         let f = try adapter!.avFrame(frame)
         var vectors: [iovec] = []

@@ -8,11 +8,14 @@ public final class SinkOutputs {
     public let y4m: PackedVideoWriter?
     public let raw: PackedVideoWriter?
     public let mediaFile: MediaFileWriter?
+    /// `--wav`: an audio stream's samples in a WAV file.
+    public let wav: AudioSamplesWriter?
 
     /// Paths (`-` for standard output) of the outputs wanted; `shouldStop` ends a write
     /// blocked on a reader that does not read.
-    public init(framemd5: String?, y4m: String?, raw: String?, record: String?, mediaFileOptions: MediaFileOptions,
+    public init(framemd5: String?, y4m: String?, raw: String?, record: String?, wav: String? = nil, mediaFileOptions: MediaFileOptions,
                 shouldStop: @escaping () -> Bool) throws(MediaOutputError) {
+        self.wav = try wav.map { path throws(MediaOutputError) in try AudioSamplesWriter(path: path, kind: .wav, shouldStop: shouldStop) }
         mediaFile = try record.map { path throws(MediaOutputError) in try MediaFileWriter(path: path, options: mediaFileOptions) }
         self.y4m = try y4m.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .y4m, shouldStop: shouldStop) }
         self.raw = try raw.map { path throws(MediaOutputError) in try PackedVideoWriter(path: path, kind: .raw, shouldStop: shouldStop) }
@@ -36,11 +39,13 @@ public final class SinkOutputs {
         try y4m?.write(frame)
         try raw?.write(frame)
         try mediaFile?.write(frame)
+        try wav?.write(frame)
     }
 
     /// Completes every output: drains the encoder and writes the trailer, writes the last checksums.
     public func finish() throws(MediaOutputError) {
         try mediaFile?.finish()
+        try wav?.finish()
         try md5?.flush()
     }
 

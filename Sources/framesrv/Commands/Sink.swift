@@ -8,7 +8,7 @@ enum SinkCommand: Command {
     static let summary = "consume a stream (--null: count and verify; --framemd5, --y4m, --raw: write it; --record: encode it)"
     static let help = """
     usage: framesrv sink --in NAME --null [options]
-           framesrv sink --in NAME [--framemd5 FILE|-] [--y4m FILE|-] [--raw FILE|-] [--record FILE] [options]
+           framesrv sink --in NAME [--framemd5 FILE|-] [--y4m FILE|-] [--raw FILE|-] [--record FILE] [--wav FILE|-] [options]
 
     Attaches to stream NAME (waiting for it to appear), reads every frame in place and
     releases it. Exits 0 after the end of the stream, and on SIGINT/SIGTERM (files are
@@ -29,6 +29,10 @@ enum SinkCommand: Command {
                            other formats are an error (use --raw or --record, or produce --pix-fmt)
       --raw FILE|-         write the planes tightly packed, frame after frame (ffmpeg's -f rawvideo);
                            prints the ffmpeg options that read it back on stderr once
+      --wav FILE|-         an audio stream's samples as a WAV file (PCM of the stream's own sample
+                           format, packed: fltp is written as 32-bit float), as 'ffmpeg -i F
+                           -map 0:a -c:a pcm_f32le out.wav' keeps them. --raw FILE|- of an audio
+                           stream writes the same samples bare (as ffmpeg's -f f32le, -f s16le)
       --record FILE        encode with libavcodec into a .mp4, .mov, .mkv or .nut file (the container
                            from the extension). Every frame keeps its own timestamp, in the stream's
                            time base (variable frame rates kept; -fps_mode cfr resamples). The pixel
@@ -93,7 +97,7 @@ enum SinkCommand: Command {
 
     static func run(_ o: SinkOptions) throws -> ExitStatus {
         // The media file first: its checks (container, encoder, settings, path) fail before any other file is truncated.
-        let outputs = try SinkOutputs(framemd5: o.framemd5, y4m: o.y4m, raw: o.raw, record: o.record,
+        let outputs = try SinkOutputs(framemd5: o.framemd5, y4m: o.y4m, raw: o.raw, record: o.record, wav: o.wav,
                                       mediaFileOptions: o.mediaFileOptions) { StopSignal.requested }
         let log = try SequenceLog(path: o.seqLog)
         installStopHandlers()

@@ -9,6 +9,8 @@ struct SinkOptions: CommandOptions {
     var y4m: String?
     var raw: String?
     var record: String?
+    /// --wav FILE|-: an audio stream's samples in a WAV file.
+    var wav: String?
     var mediaFileOptions = MediaFileOptions()
     /// --audio NAME: the audio stream recorded beside --in's pictures (with --record).
     var audio: String?
@@ -20,7 +22,7 @@ struct SinkOptions: CommandOptions {
     var quiet = false
 
     /// The outputs given (paths, `-` for standard output).
-    var outputs: [String] { [framemd5, y4m, raw, record].compactMap { $0 } }
+    var outputs: [String] { [framemd5, y4m, raw, record, wav].compactMap { $0 } }
 
     init(parsing arguments: [String]) throws(UsageError) {
         var args = Arguments(arguments, command: "sink")
@@ -29,6 +31,7 @@ struct SinkOptions: CommandOptions {
         framemd5 = try args.value("--framemd5")
         y4m = try args.value("--y4m")
         raw = try args.value("--raw")
+        wav = try args.value("--wav")
         record = try args.value("--record")
         let recording = try RecordArguments(&args)
         let live = args.flag("--live")
@@ -41,19 +44,21 @@ struct SinkOptions: CommandOptions {
         seqLog = try args.value("--seq-log")
         statsJSON = args.flag("--stats-json")
         consumerOptions.reattach = !args.flag("--no-reattach")
-        consumerOptions.name = try args.value("--name").map { ClientName.fit($0) } ?? ClientName.sink([("framemd5", framemd5), ("y4m", y4m), ("raw", raw), ("record", record)].compactMap { k, p in p.map { (k, $0) } })
+        consumerOptions.name = try args.value("--name").map { ClientName.fit($0) } ?? ClientName.sink([("framemd5", framemd5), ("y4m", y4m), ("raw", raw), ("record", record), ("wav", wav)].compactMap { k, p in p.map { (k, $0) } })
         consumerOptions.receiveHighWaterMark = Int32(try args.int("--rcvhwm", range: 1...1_000_000) ?? 1000)
         consumerOptions.pollMicros = try args.int("--poll-us", range: 0...1_000_000) ?? 0
         quiet = args.flag("--quiet", "-q")
         try args.finish()
         // An audio stream goes to --framemd5 or --null; the picture outputs take video only
         // (a consumer of the other kind is refused in one line at attach).
-        consumerOptions.media = y4m == nil && raw == nil && record == nil && !settings.verify ? nil : .video
+        let pictures = y4m != nil || record != nil || settings.verify
+        guard !(pictures && wav != nil) else { throw UsageError("--wav takes an audio stream; --y4m, --record and --verify take pictures") }
+        consumerOptions.media = pictures ? .video : wav != nil ? .audio : nil
 
         guard let input else { throw UsageError("missing --in NAME: the stream to read") }
         self.input = input
         guard null || !outputs.isEmpty else {
-            throw UsageError("say where frames go: --null, --framemd5 FILE|-, --y4m FILE|-, --raw FILE|- or --record FILE")
+            throw UsageError("say where frames go: --null, --framemd5 FILE|-, --y4m FILE|-, --raw FILE|-, --record FILE or --wav FILE|-")
         }
         guard !null || outputs.isEmpty else { throw UsageError("--null discards frames: it goes with no other output") }
         guard outputs.filter({ $0 == "-" }).count <= 1 else { throw UsageError("only one output can go to standard output (-)") }

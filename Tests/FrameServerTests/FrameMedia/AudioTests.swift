@@ -113,7 +113,7 @@ import Testing
         let path = try clip("movie.mp4", "-c:a aac", scratch, video: true)
         let out = scratch.file("out.mkv")
         let producer = try scratch.start(["produce", "-i", path, "--out", "film", "--wait-for", "2", "--quiet"])
-        let filter = try scratch.start(["filter", "--in", "film", "--vf", "gblur", "--out", "soft", "--quiet"])
+        let filter = try scratch.start(["filter", "--in", "film", "--vf", "gblur", "--out", "soft", "--wait-for", "1", "--quiet"])
         let sink = try scratch.start(["sink", "--in", "soft", "--record", out, "--audio", "film-audio"])
         #expect(sink.wait(timeout: 60) == 0, "\(sink.stderr)")
         #expect(filter.wait(timeout: 30) == 0, "\(filter.stderr)")
@@ -212,5 +212,27 @@ import Testing
         #expect(survivor.wait(timeout: 60) == 0, "\(survivor.stderr)")
         #expect(producer.wait(timeout: 30) == 0, "\(producer.stderr)")
         #expect(survivor.stdout == (try ffmpegAudioMD5(path, scratch)), "the survivor lost or changed frames")
+    }
+
+    /// sink --wav and --raw: the stream's samples, packed, as ffmpeg writes them (-f f32le for
+    /// AAC's fltp; a WAV of pcm_f32le whose decoded samples are the same).
+    @Test func wavAndRawHoldTheSamples() throws {
+        let scratch = try Scratch()
+        let path = try clip("aac.mp4", "-ac 2 -c:a aac", scratch)
+        let wav = scratch.file("out.wav"), raw = scratch.file("out.raw")
+        let producer = try scratch.start(["produce", "-i", path, "--out", "snd", "--wait-for", "2", "--quiet"])
+        let w = try scratch.start(["sink", "--in", "snd", "--wav", wav, "--quiet"])
+        let r = try scratch.start(["sink", "--in", "snd", "--raw", raw, "--quiet"])
+        for p in [w, r, producer] { #expect(p.wait(timeout: 60) == 0, "\(p.stderr)") }
+        let (s1, expected, e1) = try shell("ffmpeg -v error -i '\(path)' -f f32le -", scratch)
+        try #require(s1 == 0, "\(e1)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: raw)) == expected, "--raw differs from ffmpeg -f f32le")
+        let (s2, fromWav, e2) = try shell("ffmpeg -v error -i '\(wav)' -f f32le -", scratch)
+        try #require(s2 == 0, "\(e2)")
+        #expect(fromWav == expected, "the WAV's samples differ from ffmpeg's")
+        let (s3, probe, _) = try shell("ffprobe -v error -show_entries stream=codec_name,channel_layout -of csv=p=0 '\(wav)'", scratch)
+        #expect(s3 == 0 && String(decoding: probe, as: UTF8.self).hasPrefix("pcm_f32le,stereo"))
+        let both = try scratch.run(["sink", "--in", "snd", "--wav", wav, "--y4m", scratch.file("o.y4m")])
+        #expect(both.status == 2 && both.stderr.contains("--wav takes an audio stream"), "\(both.stderr)")
     }
 }

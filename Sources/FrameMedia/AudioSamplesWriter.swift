@@ -1,0 +1,119 @@
+import CFFmpeg
+import FrameServer
+import Glibc
+
+/// Bare samples of an audio stream (`sink --wav`, and `sink --raw` for sound): each frame
+/// interleaved into the packed form of its own sample format (fltp -> flt, exactly: no
+/// value changes) and written as it comes; `.wav` through libavformat's wav muxer (PCM of
+/// that format, the channel mask, RIFF sizes written at the end where the file can seek),
+/// `.raw` as the bytes alone (what `ffmpeg -f f32le` / `-f s16le` writes). The first frame's
+/// format holds for the file: a later frame of another rate or layout is an error.
+public final class AudioSamplesWriter {
+    public enum Kind: Sendable { case wav, raw }
+
+    public let kind: Kind
+    public let path: String
+    /// Frames and bytes of samples written.
+    public private(set) var frames = 0, bytes: Int64 = 0
+    private var raw: OutputFile?
+    private var muxer: UnsafeMutablePointer<AVFormatContext>?
+    private var packet = av_packet_alloc()
+    private var converter: AudioSampleConverter?
+    private var format: AudioFormat?
+
+    /// Opens `path` (`-`: standard output) for `kind`; the stream's format comes with its first frame.
+    public init(path: String, kind: Kind, shouldStop: (() -> Bool)? = nil) throws(MediaOutputError) {
+        self.kind = kind
+        self.path = path
+        if kind == .raw { raw = try OutputFile(path: path, shouldStop: shouldStop) }
+    }
+
+    /// `.raw` into a file already open (`sink --raw`'s, whose stream turned out to be sound).
+    init(raw output: OutputFile) {
+        kind = .raw
+        path = output.path
+        raw = output
+    }
+
+    deinit {
+        av_packet_free(&packet)
+        if let muxer {
+            if muxer.pointee.pb != nil { avio_closep(&muxer.pointee.pb) }
+            avformat_free_context(muxer)
+        }
+    }
+
+    /// The packed form of a sample format (itself when packed).
+    static func packed(_ f: SampleFormat) -> SampleFormat {
+        switch f {
+        case .u8p: .u8; case .s16p: .s16; case .s32p: .s32; case .fltp: .flt; case .dblp: .dbl; case .s64p: .s64
+        default: f
+        }
+    }
+
+    /// Writes an audio frame's samples.
+    public func write(_ frame: borrowing Frame) throws(MediaOutputError) {
+        guard let format = frame.header.audioFormat else { return }
+        if let first = self.format {
+            guard first.sameStream(as: format) else {
+                throw .audio(path, "the stream changed from \(first) to \(format); a \(kind) file keeps one format")
+            }
+        } else {
+            try start(format)
+        }
+        let pts = frame.header.description.pts ?? 0
+        try converter!.convert(frame) { samples, count throws(MediaOutputError) in
+            if let raw { try raw.write(Array(samples)) } else { try mux(samples, pts: pts, count: count) }
+            bytes += Int64(samples.count)
+        }
+        frames += 1
+    }
+
+    /// Writes the trailer (a WAV's sizes).
+    public func finish() throws(MediaOutputError) {
+        guard let muxer else { return }
+        let r = av_write_trailer(muxer)
+        avio_closep(&muxer.pointee.pb)
+        guard r >= 0 else { throw .cannotOpen(path, ffmpegMessage(r)) }
+    }
+
+    private func start(_ format: AudioFormat) throws(MediaOutputError) {
+        self.format = format
+        let packed = Self.packed(format.sampleFormat)
+        converter = try AudioSampleConverter(to: packed)
+        guard kind == .wav else { return }
+        var oc: UnsafeMutablePointer<AVFormatContext>?
+        var r = avformat_alloc_output_context2(&oc, nil, "wav", nil)
+        guard r >= 0, let oc else { throw .ffmpeg("avformat_alloc_output_context2(wav)", ffmpegMessage(r)) }
+        muxer = oc
+        guard let st = avformat_new_stream(oc, nil) else { throw .ffmpeg("avformat_new_stream", "out of memory") }
+        let p = st.pointee.codecpar!
+        p.pointee.codec_type = AVMEDIA_TYPE_AUDIO
+        p.pointee.codec_id = av_get_pcm_codec(AudioSampleConverter.avFormat(packed), 0)
+        p.pointee.format = Int32(AudioSampleConverter.avFormat(packed).rawValue)
+        p.pointee.sample_rate = Int32(format.sampleRate)
+        AudioSampleConverter.setLayout(&p.pointee.ch_layout, format.layout)
+        p.pointee.bits_per_coded_sample = Int32(packed.bytesPerSample * 8)
+        p.pointee.block_align = Int32(packed.bytesPerSample * format.channels)
+        st.pointee.time_base = AVRational(num: 1, den: Int32(format.sampleRate))
+        r = avio_open(&oc.pointee.pb, path == "-" ? "pipe:1" : path, AVIO_FLAG_WRITE)
+        guard r >= 0 else { throw .cannotOpen(path, ffmpegMessage(r)) }
+        r = avformat_write_header(oc, nil)
+        guard r >= 0 else { throw .audio(path, "the wav muxer refused \(format): \(ffmpegMessage(r))") }
+    }
+
+    private func mux(_ samples: UnsafeRawBufferPointer, pts: Int64, count: Int) throws(MediaOutputError) {
+        guard let muxer, let packet, let format else { return }
+        var r = av_new_packet(packet, Int32(samples.count))
+        guard r >= 0 else { throw .ffmpeg("av_new_packet", ffmpegMessage(r)) }
+        if let base = samples.baseAddress { memcpy(packet.pointee.data, base, samples.count) }
+        packet.pointee.pts = pts
+        packet.pointee.dts = pts
+        packet.pointee.duration = Int64(count)
+        packet.pointee.stream_index = 0
+        av_packet_rescale_ts(packet, AVRational(num: 1, den: Int32(format.sampleRate)), muxer.pointee.streams[0]!.pointee.time_base)
+        r = av_write_frame(muxer, packet)
+        av_packet_unref(packet)
+        guard r >= 0 else { throw .cannotOpen(path, ffmpegMessage(r)) }
+    }
+}
