@@ -131,6 +131,7 @@ public final class Replayer {
                 var options = ProducerOptions()
                 options.slots = settings.slots
                 options.nominalRate = track.rate
+                options.media = track.media
                 options.name = ClientName.fit("replay \(settings.path)")
                 let producer = try Producer(stream: name, options: options)
                 producer.shouldStop = stop
@@ -233,6 +234,13 @@ public final class Replayer {
 
     private func publish(_ f: ReadFrame, description: FrameDescription) throws -> Bool {
         let producer = producers[f.track]
+        if let audio = f.record.audio {
+            guard var slot = try producer.reserve(audio: audio) else { return false }
+            f.copy(into: slot)
+            slot.description = description
+            slot.publish()
+            return true
+        }
         guard var slot = try producer.reserve(f.record.format) else { return false }
         f.copy(into: slot)
         slot.description = description
