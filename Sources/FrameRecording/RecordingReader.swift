@@ -8,6 +8,8 @@ public struct RecordedTrack: Sendable {
     public var rate: Rational?
     /// Video, or audio (a PCM track whose frame records are audio records).
     public var media: MediaKind = .video
+    /// Its producer when recorded (tracks of one producer share a pts timeline), if known.
+    public var clock: String?
 }
 
 /// One frame read back: its record and its pixels (decoded, or the raw packet).
@@ -128,7 +130,8 @@ public final class RecordingReader {
             let name = tag(st.pointee.metadata, RecordingKeys.stream) ?? "stream\(i)"
             let rate = tag(st.pointee.metadata, RecordingKeys.rate).flatMap(rational)
             let par = st.pointee.codecpar.pointee
-            tracks.append(RecordedTrack(name: name, rate: rate, media: par.codec_type == AVMEDIA_TYPE_AUDIO ? .audio : .video))
+            tracks.append(RecordedTrack(name: name, rate: rate, media: par.codec_type == AVMEDIA_TYPE_AUDIO ? .audio : .video,
+                                        clock: tag(st.pointee.metadata, RecordingKeys.clock)))
             let extradata = par.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.extradata_size))) } ?? []
             decoders.append(TrackDecoder(codecID: par.codec_id, extradata: extradata, threads: TrackDecoder.threads(sharing: count)))
         }
@@ -186,7 +189,7 @@ public final class RecordingReader {
     /// start, without decoding, then goes back to the start. A file that stops being readable
     /// gives the timeline of what came before.
     public func mediaTimeline() -> MediaTimeline {
-        let timeline = MediaTimeline { body in
+        let timeline = MediaTimeline(clocks: tracks.map(\.clock)) { body in
             guard seek(toOffsetNanos: 0), let ic = context, let p = packet else { return }   // seek first: it may open the file again
             let seekTrack = Int(av_find_default_stream_index(ic))
             var seekTrackSeen = false

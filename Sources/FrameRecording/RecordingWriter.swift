@@ -19,6 +19,9 @@ public struct TrackSpec: Sendable {
     /// An audio stream's first frame's format (the track's declared sample format, rate and
     /// layout; stored as PCM, `AudioPCM`); nil for video.
     public var audio: AudioFormat?
+    /// The producer that published the stream (its process id while recording): tracks of
+    /// one producer share their pts' timeline, and replay keeps their pts' offsets.
+    public var clock: Int32?
 
     public init(name: String, rate: Rational?, format: FrameFormat, description: FrameDescription, codec: RecordingCodec) {
         self.name = name; self.rate = rate; self.format = format; self.description = description; self.codec = codec
@@ -99,6 +102,7 @@ public final class RecordingWriter: @unchecked Sendable {
         st.pointee.time_base = Self.timeBase
         av_dict_set(&st.pointee.metadata, RecordingKeys.stream, t.name, 0)
         av_dict_set(&st.pointee.metadata, "title", t.name, 0)
+        if let clock = t.clock { av_dict_set(&st.pointee.metadata, RecordingKeys.clock, "\(clock)", 0) }
         if let rate = t.rate {
             st.pointee.avg_frame_rate = AVRational(num: rate.num, den: rate.den)
             st.pointee.r_frame_rate = st.pointee.avg_frame_rate
@@ -193,12 +197,13 @@ public final class RecordingWriter: @unchecked Sendable {
         if e.key { p.pointee.flags |= AV_PKT_FLAG_KEY }
         p.pointee.stream_index = Int32(track)
         p.pointee.duration = 0
-        // Strictly increasing per stream (NUT's rule), in capture microseconds.
-        let micros = record.captureOffsetNanos / 1000
-        let ts = max(micros, lastTimestamp[track] == Int64.min ? micros : lastTimestamp[track] + 1)
+        // Strictly increasing per stream (NUT's rule), in the stream's time base: capture
+        // microseconds (the muxer gives an audio stream 1/sample_rate instead).
+        let at = av_rescale_q(record.captureOffsetNanos / 1000, Self.timeBase, oc.pointee.streams[track]!.pointee.time_base)
+        let ts = max(at, lastTimestamp[track] == Int64.min ? at : lastTimestamp[track] + 1)
         lastTimestamp[track] = ts
-        p.pointee.pts = av_rescale_q(ts, Self.timeBase, oc.pointee.streams[track]!.pointee.time_base)
-        p.pointee.dts = p.pointee.pts
+        p.pointee.pts = ts
+        p.pointee.dts = ts
         let r = av_write_frame(oc, p)
         guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
         avio_flush(oc.pointee.pb)
@@ -236,4 +241,6 @@ enum RecordingKeys {
     static let stream = "framesrv_stream"
     /// Stream: its exact nominal rate, num/den.
     static let rate = "framesrv_rate"
+    /// Stream: its producer (tracks of one producer share a pts timeline).
+    static let clock = "framesrv_clock"
 }

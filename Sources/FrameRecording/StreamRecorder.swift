@@ -102,6 +102,7 @@ final class RecordedStream: @unchecked Sendable {
         spec = TrackSpec(name: consumer.stream, rate: consumer.nominalRate, format: record.format,
                          description: record.description, codec: encoder.containerRaw == true ? .raw : codec)
         spec?.audio = record.audio
+        spec?.clock = consumer.producerPID
         spec?.extradata = encoder.extradata
         frame.release()
         started.signal()

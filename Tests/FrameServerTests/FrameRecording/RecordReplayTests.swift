@@ -6,7 +6,10 @@ import Testing
 /// What a test consumer saw of one frame: its format, a digest of its pixels and its
 /// description (capture time as is; compare offsets).
 struct SeenFrame: Equatable {
-    var format: FrameFormat
+    /// A video frame's format (nil for sound).
+    var format: FrameFormat?
+    /// An audio frame's format (nil for pictures).
+    var audio: AudioFormat? = nil
     var digest: UInt64
     var description: FrameDescription
 }
@@ -22,12 +25,14 @@ final class FrameCollector: @unchecked Sendable {
     init(_ stream: String, _ scratch: Scratch) throws {
         var options = ConsumerOptions(mode: .lossless)
         options.waitSeconds = 30
+        options.media = nil   // pictures or sound
         consumer = try Consumer(stream: stream, options: options, directory: scratch.directory)
         try consumer.attach()
         Thread.detachNewThread { [self] in
             do {
                 while let frame = try consumer.next() {
-                    let seen = SeenFrame(format: frame.header.format!, digest: Self.digest(frame), description: frame.header.description)
+                    let seen = SeenFrame(format: frame.header.format, audio: frame.header.audioFormat, digest: Self.digest(frame),
+                                         description: frame.header.description)
                     frame.release()
                     frames.withLock { $0.append(seen) }
                 }
@@ -46,9 +51,13 @@ final class FrameCollector: @unchecked Sendable {
         return frames.withLock { $0 }
     }
 
-    /// FNV-1a over every plane's pixel bytes (no padding).
+    /// FNV-1a over every plane's pixel bytes (no padding), or an audio frame's sample rows.
     static func digest(_ frame: borrowing Frame) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        if let audio = frame.header.audioFormat {
+            for row in 0..<audio.rows { for b in frame.audioRow(row) { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 } }
+            return h
+        }
         let format = frame.header.format!
         for p in format.pixelFormat.planes.indices {
             let plane = frame.plane(p), stride = frame.header.stride(plane: p)
