@@ -6,10 +6,10 @@ import Testing
 /// A movie's sound recorded beside its pictures and replayed with them (issue 25):
 /// `record --in film,film-audio`, `replay`, ffmpeg as the oracle.
 extension RecordReplayTests {
-    /// 2 s of testsrc2 (H.264, 25 fps) and a 440 Hz sine (AAC, 44.1 kHz mono, 1024-sample frames).
-    func movie(_ scratch: Scratch) throws -> String {
+    /// `seconds` of testsrc2 (H.264, 25 fps) and a 440 Hz sine (AAC, 44.1 kHz mono, 1024-sample frames).
+    func movie(_ scratch: Scratch, seconds: Int = 2) throws -> String {
         let path = scratch.file("movie.mp4")
-        _ = try text("ffmpeg -v error -f lavfi -i testsrc2=size=160x120:rate=25 -f lavfi -i sine=frequency=440 -t 2 "
+        _ = try text("ffmpeg -v error -f lavfi -i testsrc2=size=160x120:rate=25 -f lavfi -i sine=frequency=440 -t \(seconds) "
                      + "-c:v libx264 -c:a aac '\(path)'", scratch)
         return path
     }
@@ -122,8 +122,27 @@ extension RecordReplayTests {
                 "\(replay.stderr)")
     }
 
-    /// Before this change: a recorder of pictures refused a sound stream in one line. Now it
-    /// records one alone (a sound-only file) as it records a movie's.
+    /// A recorder of pictures and sound killed with SIGKILL leaves a file that replays both up
+    /// to the cut: the sound's framemd5 lines are the first of ffmpeg's, the pictures' too.
+    @Test func killedMovieRecordingReplaysBoth() throws {
+        let scratch = try Scratch()
+        let path = try movie(scratch, seconds: 8), rec = scratch.file("killed.nut")
+        try killRecording(["-i", path, "--out", "film", "--wait-for", "2", "-re"], streams: "film,film-audio", rec, above: 300_000, scratch)
+        let replay = try scratch.start(["replay", rec, "--rate", "max", "--quiet"])
+        let v = try scratch.start(["sink", "--in", "film", "--framemd5", "-", "--quiet", "--wait", "30"])
+        let a = try scratch.start(["sink", "--in", "film-audio", "--framemd5", "-", "--quiet", "--wait", "30"])
+        #expect(v.wait(timeout: 60) == 0 && a.wait(timeout: 60) == 0, "\(v.stderr)\(a.stderr)")
+        #expect(replay.wait(timeout: 60) == 0, "\(replay.stderr)")
+        #expect(replay.stderr.contains("ends without its index"), "\(replay.stderr)")
+        let (sound, pictures) = (frameLines(a.stdout), frameLines(v.stdout))
+        #expect(sound.count > 10 && pictures.count > 5, "\(sound.count) audio and \(pictures.count) video frames replayed")
+        #expect(sound[...] == frameLines(try audioMD5(path, scratch)).prefix(sound.count))
+        #expect(pictures[...] == frameLines(try ffmpegFramemd5(path, scratch)).prefix(pictures.count))
+    }
+
+    /// A sound-only stream (which record refused in one line before it took audio: "stream
+    /// 'tone' carries audio, which this consumer (video frames) cannot read") records alone,
+    /// 16-bit stereo as pcm_s16le, and replays as ffmpeg decodes the file.
     @Test func soundOnlyStreamRecordsAndReplays() throws {
         let scratch = try Scratch()
         let wav = scratch.file("tone.wav")

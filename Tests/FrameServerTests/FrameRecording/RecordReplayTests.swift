@@ -196,17 +196,24 @@ final class FrameCollector: @unchecked Sendable {
         #expect(rebased(seen[1], base: replayBase) == rebased(ob, base: base))
     }
 
-    /// A recorder killed with SIGKILL leaves a file that replays (its frames verify).
-    @Test func killedRecordingReplays() throws {
-        let scratch = try Scratch()
-        let rec = scratch.file("killed.nut")
-        let producer = try scratch.start(["produce", "--pattern", "--out", "cam", "--rate", "60", "--size", "320x240", "--wait-for", "1"])
-        let recorder = try scratch.start(["record", "--in", "cam", "-o", rec, "--wait", "30"])
-        #expect(eventually { ((try? FileManager.default.attributesOfItem(atPath: rec)[.size] as? Int) ?? 0) > 400_000 })
+    /// Records `streams` of `produce ARGS` into `rec`, SIGKILLs the recorder once the file
+    /// holds more than `bytes`, then stops the producer.
+    func killRecording(_ produce: [String], streams: String, _ rec: String, above bytes: Int, _ scratch: Scratch) throws {
+        let producer = try scratch.start(["produce"] + produce)
+        let recorder = try scratch.start(["record", "--in", streams, "-o", rec, "--wait", "30"])
+        #expect(eventually { ((try? FileManager.default.attributesOfItem(atPath: rec)[.size] as? Int) ?? 0) > bytes })
         recorder.signal(SIGKILL)
         _ = recorder.wait(timeout: 10)
         producer.signal(SIGINT)
         _ = producer.wait(timeout: 30)
+    }
+
+    /// A recorder killed with SIGKILL leaves a file that replays (its frames verify).
+    @Test func killedRecordingReplays() throws {
+        let scratch = try Scratch()
+        let rec = scratch.file("killed.nut")
+        try killRecording(["--pattern", "--out", "cam", "--rate", "60", "--size", "320x240", "--wait-for", "1"],
+                          streams: "cam", rec, above: 400_000, scratch)
         let replay = try scratch.start(["replay", rec, "--rate", "max"])
         let sink = try scratch.run(["sink", "--in", "cam", "--null", "--verify", "--stats-json", "--wait", "30"])
         #expect(replay.wait(timeout: 60) == 0, "replay: \(replay.stderr)")
