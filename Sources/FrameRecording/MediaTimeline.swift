@@ -50,19 +50,19 @@ public struct MediaTimeline: Sendable {
         for (track, clock) in clocks.enumerated() {
             self.clocks[track] = clock.flatMap { c in clocks.firstIndex { $0 == c } } ?? track
         }
-        var read: [(track: Int, record: FrameRecord)] = []
+        // First every track's first pts (a clock's origin needs all of its tracks'), then each frame's media time.
+        var read: [(track: Int, pts: Int64?, offset: Int64, length: Int64)] = []
         records { track, record in
-            let clock = self.clocks[track] ?? track
-            if let pts = Self.nanos(record.description.pts, record.description.timeBase), !trackStarted.contains(track) {
+            let pts = Self.nanos(record.description.pts, record.description.timeBase)
+            if let pts, !trackStarted.contains(track) {
                 trackStarted.insert(track)
+                let clock = self.clocks[track] ?? track
                 if pts < origins[clock]?.ptsNanos ?? .max { origins[clock] = Origin(ptsNanos: pts, offset: record.captureOffsetNanos) }
             }
-            read.append((track, record))
-        }
-        for (track, record) in read {
             let length = Self.nanos(record.description.duration, record.description.timeBase) ?? 0
-            frames.append((mediaNanos(of: record, track: track), record.captureOffsetNanos, max(0, length)))
+            read.append((track, pts, record.captureOffsetNanos, max(0, length)))
         }
+        frames = read.map { (media(pts: $0.pts, offset: $0.offset, track: $0.track), $0.offset, $0.length) }
         guard let last = frames.last else { return }
         mediaLimit = last.media.addingReportingOverflow(Self.spanSlack).partialValue
         offsetLimit = last.offset.addingReportingOverflow(Self.spanSlack).partialValue
@@ -79,12 +79,15 @@ public struct MediaTimeline: Sendable {
 
     /// The frame's media time, nanoseconds.
     public func mediaNanos(of record: FrameRecord, track: Int) -> Int64 {
-        guard let origin = origins[clocks[track] ?? track], let pts = Self.nanos(record.description.pts, record.description.timeBase) else {
-            return record.captureOffsetNanos
-        }
+        media(pts: Self.nanos(record.description.pts, record.description.timeBase), offset: record.captureOffsetNanos, track: track)
+    }
+
+    /// The media time of a frame of `track` with this pts (ns) and capture offset.
+    private func media(pts: Int64?, offset: Int64, track: Int) -> Int64 {
+        guard let origin = origins[clocks[track] ?? track], let pts else { return offset }
         let (fromFirst, o1) = pts.subtractingReportingOverflow(origin.ptsNanos)
         let (media, o2) = origin.offset.addingReportingOverflow(fromFirst)
-        return o1 || o2 ? record.captureOffsetNanos : media
+        return o1 || o2 ? offset : media
     }
 
     /// The capture offset to seek the file to for media time `media`: the earliest capture

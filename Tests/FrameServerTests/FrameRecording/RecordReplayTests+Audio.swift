@@ -92,6 +92,28 @@ extension RecordReplayTests {
         #expect(audio[..<firstAudio].allSatisfy { seconds($0) < seconds(v0) })
     }
 
+    /// Pause, step and rate act on both streams: paused, nothing is published; `step 10`
+    /// publishes the file's next 10 frames, pictures and sound counted alike, each the
+    /// original's; at `rate 4` every audio frame comes whole, none dropped or inserted, its
+    /// samples and pts as recorded (no resampling).
+    @Test func pauseStepAndRateActOnSoundAndPictures() throws {
+        let scratch = try Scratch()
+        let (video, audio, rec) = try recordMovie(try movie(scratch), scratch)
+        let replay = try scratch.start(["replay", rec, "--out", "p_", "--paused"])
+        let cv = try FrameCollector("p_film", scratch), ca = try FrameCollector("p_film-audio", scratch)
+        #expect(try scratch.run(["ctl", "p_film", "step", "10"]).status == 0)
+        #expect(eventually { cv.count + ca.count == 10 })
+        usleep(300_000)   // an observation window: paused, nothing more comes
+        #expect(cv.count + ca.count == 10)
+        #expect(try scratch.run(["ctl", "p_film-audio", "rate", "4"]).status == 0)
+        #expect(try scratch.run(["ctl", "p_film-audio", "resume"]).status == 0)
+        let (sv, sa) = (try cv.wait(), try ca.wait())
+        #expect(replay.wait(timeout: 30) == 0, "\(replay.stderr)")
+        #expect(sv.map(\.digest) == video.map(\.digest))
+        #expect(sa.map(\.digest) == audio.map(\.digest))
+        #expect(sa.map(\.description.pts) == audio.map(\.description.pts) && sa.map(\.audio) == audio.map(\.audio))
+    }
+
     /// Damaged audio frame records (0 channels, 2^32-1 samples: out of range; 512 samples
     /// where the packet holds 1024) are skipped and counted, in one line; the rest replays.
     @Test func damagedAudioRecordIsSkippedAndCounted() throws {
