@@ -17,7 +17,7 @@ export SWIFT_BACKTRACE=enable=no
 ALL=(control header announcement arguments options request record)
 failed=()
 for t in "${@:-${ALL[@]}}"; do
-    case $t in control) max_len=32768 ;; header) max_len=512 ;; record) max_len=1120 ;; *) max_len=1024 ;; esac
+    case $t in control) max_len=32768 ;; header) max_len=512 ;; record) max_len=1360 ;; *) max_len=1024 ;; esac
     work=$OUT/work/$t crashes=$OUT/crashes/$t
     mkdir -p "$work" "$crashes"
     limit=(-max_total_time="${FUZZ_SECONDS:-30}")

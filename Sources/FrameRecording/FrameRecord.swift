@@ -3,7 +3,9 @@ import FrameServer
 /// One recorded frame's header: every `fs_frame` field a replay restores, stored with the
 /// frame's packet (NUT side data `CodecSpecificSide1`, libavformat's
 /// AV_PKT_DATA_MATROSKA_BLOCKADDITIONAL with BlockAddID 1). The byte layout is
-/// docs/RECORDING.md's "Frame record" table: 112 bytes, little-endian.
+/// docs/RECORDING.md's "Frame record" table, little-endian: a video frame's record is
+/// version 1, 112 bytes; an audio frame's is version 2, 136 bytes (the same fields, then
+/// the sample rate, channels, channel order, sample count and channel mask).
 public struct FrameRecord: Sendable, Equatable {
     /// How the packet's bytes hold the pixels.
     public enum Packing: UInt8, Sendable {
@@ -14,8 +16,12 @@ public struct FrameRecord: Sendable, Equatable {
     }
 
     public static let magic: UInt32 = 0x4652_5346   // "FSRF"
+    /// A video frame's record version (and the bridge's wire record).
     public static let version: UInt16 = 1
     public static let size = 112
+    /// An audio frame's record version and size (version 2 added audio).
+    public static let audioVersion: UInt16 = 2
+    public static let audioSize = 136
 
     public var packing: Packing = .codec
     public var description = FrameDescription()
@@ -23,29 +29,53 @@ public struct FrameRecord: Sendable, Equatable {
     public var captureOffsetNanos: Int64 = 0
     public var sequence: UInt64 = 0
     public var epoch: UInt64 = 0
+    /// A video frame's format (an audio frame's record holds `noPicture` here).
     public var format: FrameFormat
+    /// An audio frame's format; nil for a video frame.
+    public var audio: AudioFormat?
 
     public init(format: FrameFormat) { self.format = format }
 
-    /// The 112 bytes.
+    public init(audio: AudioFormat) {
+        self.format = Self.noPicture
+        self.audio = audio
+    }
+
+    /// What an audio frame's record holds as its picture format: none (0x0).
+    public static let noPicture = FrameFormat(.yuv420p, width: 0, height: 0)
+
+    /// What the frame is.
+    public var media: MediaKind { audio == nil ? .video : .audio }
+
+    /// The 112 bytes of a video frame's record, the 136 of an audio frame's.
     public var bytes: [UInt8] {
         var w = ByteWriter()
         let d = description
-        w.u32(Self.magic); w.u16(Self.version); w.u8(packing.rawValue); w.u8(0)
+        w.u32(Self.magic); w.u16(audio == nil ? Self.version : Self.audioVersion); w.u8(packing.rawValue); w.u8(0)
         w.i64(d.pts ?? Int64.min); w.i32(d.timeBase.num); w.i32(d.timeBase.den)
         w.i64(d.duration); w.i64(captureOffsetNanos); w.u64(sequence); w.u64(epoch)
         w.u32(d.flags.rawValue)
         w.u32(d.color.matrix); w.u32(d.color.range); w.u32(d.color.primaries); w.u32(d.color.transfer)
         w.i32(d.sampleAspectRatio.num); w.i32(d.sampleAspectRatio.den)
         w.u32(d.fieldOrder.rawValue); w.u32(d.chromaLocation.rawValue); w.u32(d.sourceDropped)
-        w.u32(UInt32(format.width)); w.u32(UInt32(format.height)); w.u32(format.pixelFormat.rawValue); w.u32(0)
+        guard let a = audio else {
+            w.u32(UInt32(format.width)); w.u32(UInt32(format.height)); w.u32(format.pixelFormat.rawValue); w.u32(0)
+            return w.bytes
+        }
+        w.u32(0); w.u32(0); w.u32(a.sampleFormat.rawValue); w.u32(0)
+        w.u32(UInt32(a.sampleRate)); w.u32(UInt32(a.channels)); w.u32(a.layout.order); w.u32(UInt32(a.samples))
+        w.u64(a.layout.mask)
         return w.bytes
     }
 
-    /// Reads a record; nil when the bytes are not one (wrong magic, version, size or values).
-    public init?(bytes: UnsafeRawBufferPointer) {
+    /// Reads a record (video, or with `audio` an audio frame's too); nil when the bytes are
+    /// not one (wrong magic, version, size or values: an audio format outside PROTOCOL.md 4.6's limits).
+    public init?(bytes: UnsafeRawBufferPointer, audio allowAudio: Bool = false) {
         var r = ByteReader(bytes)
-        guard bytes.count >= Self.size, r.u32() == Self.magic, r.u16() == Self.version,
+        guard bytes.count >= Self.size, r.u32() == Self.magic else { return nil }
+        let version = r.u16()
+        let isAudio = allowAudio && version == Self.audioVersion
+        guard version == Self.version || isAudio, !isAudio || bytes.count >= Self.audioSize,
               let packing = Packing(rawValue: r.u8()) else { return nil }
         _ = r.u8()
         var d = FrameDescription()
@@ -62,10 +92,20 @@ public struct FrameRecord: Sendable, Equatable {
         d.chromaLocation = chroma
         d.sourceDropped = r.u32()
         let width = Int(r.u32()), height = Int(r.u32())
-        guard let pixelFormat = PixelFormat(rawValue: r.u32()) else { return nil }
-        let format = FrameFormat(pixelFormat, width: width, height: height)
-        guard (try? format.validate()) != nil else { return nil }
-        self.format = format
+        if isAudio {
+            guard width == 0, height == 0, let sampleFormat = SampleFormat(rawValue: r.u32()) else { return nil }
+            _ = r.u32()
+            let rate = Int(r.u32()), channels = Int(r.u32()), order = r.u32(), samples = Int(r.u32()), mask = r.u64()
+            let audio = AudioFormat(sampleFormat, sampleRate: rate, layout: ChannelLayout(order: order, mask: mask, channels: channels), samples: samples)
+            guard (try? audio.validate()) != nil else { return nil }
+            self.format = Self.noPicture
+            self.audio = audio
+        } else {
+            guard let pixelFormat = PixelFormat(rawValue: r.u32()) else { return nil }
+            let format = FrameFormat(pixelFormat, width: width, height: height)
+            guard (try? format.validate()) != nil else { return nil }
+            self.format = format
+        }
         self.packing = packing
         self.description = d
         self.captureOffsetNanos = offset

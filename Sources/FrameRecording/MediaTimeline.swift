@@ -11,10 +11,13 @@ public enum ReplayPace: String, Sendable, CaseIterable {
 
 /// A recording's frames on the media timeline (pts), for replay's pacing, -ss, -t and seeks.
 ///
-/// A frame's media time is its pts (in its time base) less its track's first pts, plus the
-/// capture offset of that track's first frame: each track runs by its own pts and the tracks
-/// start as they were captured, so they stay in sync. A frame without a pts is at its capture
-/// offset. All in nanoseconds; a pts whose nanoseconds overflow counts as none.
+/// A frame's media time is its pts (in its time base) less its clock's first pts, plus the
+/// capture offset of the frame that pts belongs to. A clock is the tracks that one producer
+/// published (a movie's pictures and sound: their pts share the file's timeline), so they
+/// keep their pts' offsets, as a player syncs them; tracks of different producers each run by
+/// their own pts and start as they were captured. A clock's first pts is the smallest of its
+/// tracks' first pts. A frame without a pts is at its capture offset. All in nanoseconds; a
+/// pts whose nanoseconds overflow counts as none.
 ///
 /// **The span.** A recorder writes frames in the order they arrive, so the last readable frame
 /// record says how long the recording is, whether or not the file was finished: a record more
@@ -28,6 +31,7 @@ public struct MediaTimeline: Sendable {
     public static let spanSlack: Int64 = 60_000_000_000
 
     private var origins: [Int: Origin] = [:]
+    private var trackStarted: Set<Int> = []
     /// Every frame's media time, capture offset and length, in file order.
     private var frames: [(media: Int64, offset: Int64, length: Int64)] = []
     /// The latest media time and capture offset a frame of the recording can have.
@@ -37,15 +41,28 @@ public struct MediaTimeline: Sendable {
     /// The capture offset of the last frame in the span.
     public private(set) var lastOffsetNanos: Int64 = 0
 
-    /// Builds the timeline from every frame record, in file order.
-    init(records: (_ body: (Int, FrameRecord) -> Void) -> Void) {
+    /// Each track's clock (the first track of the same producer); a track not in it is its own.
+    private var clocks: [Int: Int] = [:]
+
+    /// Builds the timeline from every frame record, in file order; `clocks[track]` names the
+    /// track's producer (tracks of one producer share their pts' timeline), nil: its own.
+    init(clocks: [String?] = [], records: (_ body: (Int, FrameRecord) -> Void) -> Void) {
+        for (track, clock) in clocks.enumerated() {
+            self.clocks[track] = clock.flatMap { c in clocks.firstIndex { $0 == c } } ?? track
+        }
+        // First every track's first pts (a clock's origin needs all of its tracks'), then each frame's media time.
+        var read: [(track: Int, pts: Int64?, offset: Int64, length: Int64)] = []
         records { track, record in
-            if origins[track] == nil, let pts = Self.nanos(record.description.pts, record.description.timeBase) {
-                origins[track] = Origin(ptsNanos: pts, offset: record.captureOffsetNanos)
+            let pts = Self.nanos(record.description.pts, record.description.timeBase)
+            if let pts, !trackStarted.contains(track) {
+                trackStarted.insert(track)
+                let clock = self.clocks[track] ?? track
+                if pts < origins[clock]?.ptsNanos ?? .max { origins[clock] = Origin(ptsNanos: pts, offset: record.captureOffsetNanos) }
             }
             let length = Self.nanos(record.description.duration, record.description.timeBase) ?? 0
-            frames.append((mediaNanos(of: record, track: track), record.captureOffsetNanos, max(0, length)))
+            read.append((track, pts, record.captureOffsetNanos, max(0, length)))
         }
+        frames = read.map { (media(pts: $0.pts, offset: $0.offset, track: $0.track), $0.offset, $0.length) }
         guard let last = frames.last else { return }
         mediaLimit = last.media.addingReportingOverflow(Self.spanSlack).partialValue
         offsetLimit = last.offset.addingReportingOverflow(Self.spanSlack).partialValue
@@ -62,12 +79,15 @@ public struct MediaTimeline: Sendable {
 
     /// The frame's media time, nanoseconds.
     public func mediaNanos(of record: FrameRecord, track: Int) -> Int64 {
-        guard let origin = origins[track], let pts = Self.nanos(record.description.pts, record.description.timeBase) else {
-            return record.captureOffsetNanos
-        }
+        media(pts: Self.nanos(record.description.pts, record.description.timeBase), offset: record.captureOffsetNanos, track: track)
+    }
+
+    /// The media time of a frame of `track` with this pts (ns) and capture offset.
+    private func media(pts: Int64?, offset: Int64, track: Int) -> Int64 {
+        guard let origin = origins[clocks[track] ?? track], let pts else { return offset }
         let (fromFirst, o1) = pts.subtractingReportingOverflow(origin.ptsNanos)
         let (media, o2) = origin.offset.addingReportingOverflow(fromFirst)
-        return o1 || o2 ? record.captureOffsetNanos : media
+        return o1 || o2 ? offset : media
     }
 
     /// The capture offset to seek the file to for media time `media`: the earliest capture

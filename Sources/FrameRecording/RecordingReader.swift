@@ -6,6 +6,10 @@ import Glibc
 public struct RecordedTrack: Sendable {
     public var name: String
     public var rate: Rational?
+    /// Video, or audio (a PCM track whose frame records are audio records).
+    public var media: MediaKind = .video
+    /// Its producer when recorded (tracks of one producer share a pts timeline), if known.
+    public var clock: String?
 }
 
 /// One frame read back: its record and its pixels (decoded, or the raw packet).
@@ -26,6 +30,12 @@ public final class ReadFrame {
     deinit {
         av_frame_free(&frame)
         av_packet_free(&packet)
+    }
+
+    /// Copies an audio frame's samples into `slot` (reserved with `record.audio`).
+    public func copy(into slot: borrowing WritableAudioFrame) {
+        guard let data = packet?.pointee.data else { return }
+        AudioPCM.unpack(data, into: slot)
     }
 
     /// Copies the pixels, row by row, into `slot` (reserved with `record.format`).
@@ -71,6 +81,11 @@ public final class RecordingReader {
     private var ready: [ReadFrame] = []
     private var draining = false
     private var packet = av_packet_alloc()
+    /// Whether each track is audio (its packets must carry audio records, the others video ones).
+    private let audioTracks: [Bool]
+    /// The capture offset of the first packet of the track libavformat seeks by (its default
+    /// stream, the first video track): a seek to before it starts from the first packet.
+    private var firstSeekOffset: Int64 = 0
 
     public init(path: String) throws(RecordingError) {
         self.path = path
@@ -91,6 +106,7 @@ public final class RecordingReader {
         }
         r = avformat_find_stream_info(ic, nil)
         let (tracks, decoders) = Self.tracks(of: ic)
+        self.audioTracks = tracks.map { $0.media == .audio }
         if let twice = Self.firstRepeatedName(tracks.map(\.name)) {
             avformat_close_input(&context)
             throw .cannotRead(path, "two of its tracks are named '\(twice)', and a stream name can be published only once")
@@ -113,8 +129,9 @@ public final class RecordingReader {
             let st = ic.pointee.streams[i]!
             let name = tag(st.pointee.metadata, RecordingKeys.stream) ?? "stream\(i)"
             let rate = tag(st.pointee.metadata, RecordingKeys.rate).flatMap(rational)
-            tracks.append(RecordedTrack(name: name, rate: rate))
             let par = st.pointee.codecpar.pointee
+            tracks.append(RecordedTrack(name: name, rate: rate, media: par.codec_type == AVMEDIA_TYPE_AUDIO ? .audio : .video,
+                                        clock: tag(st.pointee.metadata, RecordingKeys.clock)))
             let extradata = par.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.extradata_size))) } ?? []
             decoders.append(TrackDecoder(codecID: par.codec_id, extradata: extradata, threads: TrackDecoder.threads(sharing: count)))
         }
@@ -172,11 +189,16 @@ public final class RecordingReader {
     /// start, without decoding, then goes back to the start. A file that stops being readable
     /// gives the timeline of what came before.
     public func mediaTimeline() -> MediaTimeline {
-        let timeline = MediaTimeline { body in
-            guard let ic = context, let p = packet, seek(toOffsetNanos: 0) else { return }
+        let timeline = MediaTimeline(clocks: tracks.map(\.clock)) { body in
+            guard seek(toOffsetNanos: 0), let ic = context, let p = packet else { return }   // seek first: it may open the file again
+            let seekTrack = Int(av_find_default_stream_index(ic))
+            var seekTrackSeen = false
             while av_read_frame(ic, p) >= 0 {
                 let track = Int(p.pointee.stream_index)
-                if track >= 0, track < decoders.count, let record = Self.record(of: p) { body(track, record) }
+                if let record = record(of: p, track: track) {
+                    body(track, record)
+                    if track == seekTrack, !seekTrackSeen { seekTrackSeen = true; firstSeekOffset = record.captureOffsetNanos }
+                }
                 av_packet_unref(p)
             }
         }
@@ -198,12 +220,27 @@ public final class RecordingReader {
     public func seek(toOffsetNanos nanos: Int64) -> Bool {
         guard let ic = context else { return false }
         let ts = nanos / 1000   // the container's timeline: microseconds of capture time
-        guard avformat_seek_file(ic, -1, Int64.min, ts, ts, 0) >= 0 || avformat_seek_file(ic, -1, Int64.min, 0, 0, 0) >= 0 else {
+        // Before the seeking track's first keyframe libavformat lands on that keyframe, past the
+        // other tracks' earlier packets (a movie's first audio frames): the file is opened again then.
+        guard nanos <= firstSeekOffset ? reopen()
+                : avformat_seek_file(ic, -1, Int64.min, ts, ts, 0) >= 0 || reopen() else {
             return false
         }
         for d in decoders { d.reset() }
         ready.removeAll()
         draining = false
+        return true
+    }
+
+    /// Opens the file again, at its first packet; false when it cannot be.
+    private func reopen() -> Bool {
+        avformat_close_input(&context)
+        var ic: UnsafeMutablePointer<AVFormatContext>?
+        guard avformat_open_input(&ic, path, nil, nil) >= 0, let ic, Int(ic.pointee.nb_streams) == tracks.count else {
+            avformat_close_input(&ic)
+            return false
+        }
+        context = ic
         return true
     }
 
@@ -218,8 +255,14 @@ public final class RecordingReader {
         }
         defer { av_packet_unref(p) }
         let track = Int(p.pointee.stream_index)
-        guard p.pointee.flags & AV_PKT_FLAG_CORRUPT == 0, track >= 0, track < decoders.count, let record = Self.record(of: p) else {
+        guard p.pointee.flags & AV_PKT_FLAG_CORRUPT == 0, let record = record(of: p, track: track) else {
             skippedPackets += 1
+            return
+        }
+        if record.audio != nil {   // PCM: each packet alone, never before a seek's target
+            guard record.captureOffsetNanos >= skipBefore else { return }
+            guard let frame = Self.audioFrame(p, track: track, record: record) else { decodeErrors += 1; return }
+            ready.append(frame)
             return
         }
         if record.captureOffsetNanos < skipBefore, record.packing == .raw || decoders[track].codecID == AV_CODEC_ID_FFV1 {
@@ -233,16 +276,31 @@ public final class RecordingReader {
         }
     }
 
-    /// The packet's frame record, when it carries a valid one.
+    /// The packet's frame record, when it carries a valid one of its track's kind (an audio
+    /// record on an audio track, a video one on a video track).
+    private func record(of p: UnsafeMutablePointer<AVPacket>, track: Int) -> FrameRecord? {
+        guard track >= 0, track < decoders.count, let record = Self.record(of: p),
+              (record.audio != nil) == audioTracks[track] else { return nil }
+        return record
+    }
+
+    /// The packet's frame record (video or audio), when it carries a valid one.
     static func record(of p: UnsafeMutablePointer<AVPacket>) -> FrameRecord? {
         var size = 0
         guard let side = av_packet_get_side_data(p, AV_PKT_DATA_MATROSKA_BLOCKADDITIONAL, &size) else { return nil }
         // NUT stores the whole side data (BlockAddID included) and its demuxer puts the ID in
         // front again: the record follows one or two 8-byte IDs (docs/RECORDING.md).
         for skip in [16, 8] where size >= skip + FrameRecord.size {
-            if let r = FrameRecord(bytes: UnsafeRawBufferPointer(start: side + skip, count: size - skip)) { return r }
+            if let r = FrameRecord(bytes: UnsafeRawBufferPointer(start: side + skip, count: size - skip), audio: true) { return r }
         }
         return nil
+    }
+
+    /// An audio packet as a frame, when it is raw and its size is the record's format's.
+    static func audioFrame(_ p: UnsafeMutablePointer<AVPacket>, track: Int, record: FrameRecord) -> ReadFrame? {
+        guard record.packing == .raw, let a = record.audio, let size = AudioPCM.packetBytes(a),
+              Int(p.pointee.size) == size, let copy = av_packet_clone(p) else { return nil }
+        return ReadFrame(track: track, record: record, packet: copy)
     }
 
     /// A raw packet as a frame, when its size is the record's format's.

@@ -16,6 +16,12 @@ public struct TrackSpec: Sendable {
     public var codec: RecordingCodec
     /// The codec's parameters for the stream header (FFV1 level 3), if it has any.
     public var extradata: [UInt8] = []
+    /// An audio stream's first frame's format (the track's declared sample format, rate and
+    /// layout; stored as PCM, `AudioPCM`); nil for video.
+    public var audio: AudioFormat?
+    /// The producer that published the stream (its process id while recording): tracks of
+    /// one producer share their pts' timeline, and replay keeps their pts' offsets.
+    public var clock: Int32?
 
     public init(name: String, rate: Rational?, format: FrameFormat, description: FrameDescription, codec: RecordingCodec) {
         self.name = name; self.rate = rate; self.format = format; self.description = description; self.codec = codec
@@ -70,7 +76,9 @@ public final class RecordingWriter: @unchecked Sendable {
         // NUT version 4, the version that carries packet side data (where each frame's record
         // goes): libavformat writes it for 'syncpoints timestamped' at 'strict experimental'.
         oc.pointee.strict_std_compliance = -2
-        av_dict_set(&oc.pointee.metadata, RecordingKeys.recording, "\(FrameRecord.version)", 0)
+        // The newest frame record version the file holds: 2 with an audio track, else 1.
+        let version = tracks.contains { $0.audio != nil } ? FrameRecord.audioVersion : FrameRecord.version
+        av_dict_set(&oc.pointee.metadata, RecordingKeys.recording, "\(version)", 0)
         for t in tracks { try addStream(oc, t) }
         var options: OpaquePointer?
         defer { av_dict_free(&options) }
@@ -91,6 +99,16 @@ public final class RecordingWriter: @unchecked Sendable {
     private func addStream(_ oc: UnsafeMutablePointer<AVFormatContext>, _ t: TrackSpec) throws(RecordingError) {
         guard let st = avformat_new_stream(oc, nil) else { throw .ffmpeg("avformat_new_stream", "out of memory") }
         let p = st.pointee.codecpar!
+        st.pointee.time_base = Self.timeBase
+        av_dict_set(&st.pointee.metadata, RecordingKeys.stream, t.name, 0)
+        av_dict_set(&st.pointee.metadata, "title", t.name, 0)
+        if let clock = t.clock { av_dict_set(&st.pointee.metadata, RecordingKeys.clock, "\(clock)", 0) }
+        if let rate = t.rate {
+            st.pointee.avg_frame_rate = AVRational(num: rate.num, den: rate.den)
+            st.pointee.r_frame_rate = st.pointee.avg_frame_rate
+            av_dict_set(&st.pointee.metadata, RecordingKeys.rate, rate.description, 0)
+        }
+        if let audio = t.audio { return addAudio(p, audio) }
         let pix = av_get_pix_fmt(t.format.pixelFormat.name)
         p.pointee.codec_type = AVMEDIA_TYPE_VIDEO
         p.pointee.codec_id = t.containerCodec.codecID
@@ -110,14 +128,23 @@ public final class RecordingWriter: @unchecked Sendable {
         p.pointee.color_trc = AVColorTransferCharacteristic(rawValue: d.color.transfer)
         p.pointee.chroma_location = AVChromaLocation(rawValue: d.chromaLocation.rawValue)
         if d.sampleAspectRatio.num > 0 { p.pointee.sample_aspect_ratio = AVRational(num: d.sampleAspectRatio.num, den: d.sampleAspectRatio.den) }
-        st.pointee.time_base = Self.timeBase
-        if let rate = t.rate {
-            st.pointee.avg_frame_rate = AVRational(num: rate.num, den: rate.den)
-            st.pointee.r_frame_rate = st.pointee.avg_frame_rate
-            av_dict_set(&st.pointee.metadata, RecordingKeys.rate, rate.description, 0)
+    }
+
+    /// An audio track's parameters: PCM of the first frame's packed sample format, its rate and layout.
+    private func addAudio(_ p: UnsafeMutablePointer<AVCodecParameters>, _ a: AudioFormat) {
+        let id = AudioPCM.codecID(a.sampleFormat)
+        p.pointee.codec_type = AVMEDIA_TYPE_AUDIO
+        p.pointee.codec_id = id
+        p.pointee.format = av_get_packed_sample_fmt(av_get_sample_fmt(a.sampleFormat.name)).rawValue
+        p.pointee.sample_rate = Int32(a.sampleRate)
+        p.pointee.bits_per_coded_sample = av_get_bits_per_sample(id)
+        p.pointee.block_align = Int32(a.channels * a.sampleFormat.bytesPerSample)
+        if a.layout.isNative {
+            av_channel_layout_from_mask(&p.pointee.ch_layout, a.layout.mask)
+        } else {
+            p.pointee.ch_layout.order = AV_CHANNEL_ORDER_UNSPEC   // the exact order is in each frame record
+            p.pointee.ch_layout.nb_channels = Int32(a.channels)
         }
-        av_dict_set(&st.pointee.metadata, RecordingKeys.stream, t.name, 0)
-        av_dict_set(&st.pointee.metadata, "title", t.name, 0)
     }
 
     /// Queues one encoded frame of track `track` and writes, in capture order across tracks,
@@ -170,12 +197,13 @@ public final class RecordingWriter: @unchecked Sendable {
         if e.key { p.pointee.flags |= AV_PKT_FLAG_KEY }
         p.pointee.stream_index = Int32(track)
         p.pointee.duration = 0
-        // Strictly increasing per stream (NUT's rule), in capture microseconds.
-        let micros = record.captureOffsetNanos / 1000
-        let ts = max(micros, lastTimestamp[track] == Int64.min ? micros : lastTimestamp[track] + 1)
+        // Strictly increasing per stream (NUT's rule), in the stream's time base: capture
+        // microseconds (the muxer gives an audio stream 1/sample_rate instead).
+        let at = av_rescale_q(record.captureOffsetNanos / 1000, Self.timeBase, oc.pointee.streams[track]!.pointee.time_base)
+        let ts = max(at, lastTimestamp[track] == Int64.min ? at : lastTimestamp[track] + 1)
         lastTimestamp[track] = ts
-        p.pointee.pts = av_rescale_q(ts, Self.timeBase, oc.pointee.streams[track]!.pointee.time_base)
-        p.pointee.dts = p.pointee.pts
+        p.pointee.pts = ts
+        p.pointee.dts = ts
         let r = av_write_frame(oc, p)
         guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
         avio_flush(oc.pointee.pb)
@@ -213,4 +241,6 @@ enum RecordingKeys {
     static let stream = "framesrv_stream"
     /// Stream: its exact nominal rate, num/den.
     static let rate = "framesrv_rate"
+    /// Stream: its producer (tracks of one producer share a pts timeline).
+    static let clock = "framesrv_clock"
 }

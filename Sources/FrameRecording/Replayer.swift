@@ -131,6 +131,7 @@ public final class Replayer {
                 var options = ProducerOptions()
                 options.slots = settings.slots
                 options.nominalRate = track.rate
+                options.media = track.media
                 options.name = ClientName.fit("replay \(settings.path)")
                 let producer = try Producer(stream: name, options: options)
                 producer.shouldStop = stop
@@ -159,13 +160,13 @@ public final class Replayer {
     /// Plays the file (again and again with `loop`), then ends every stream.
     public func run() throws -> ReplayReport {
         var report = ReplayReport(streams: streamNames, frames: Array(repeating: 0, count: producers.count))
-        var pass = Pass(shift: 0, discontinuity: false)
+        var pass = Pass(shift: 0, discontinuity: [])
         while try playOnce(&pass, into: &report) {
             // At the end with --loop: again from -ss, its capture times right after this pass's
             // last frame (+1 ns); the clock's timeline starts again at -ss (released at once).
             guard settings.loop, !stop(), let last = pass.last, reader.rewind() else { break }
             report.loops += 1
-            pass = Pass(shift: pass.shift + last + 1 - captureOffset(for: settings.start), discontinuity: true)
+            pass = Pass(shift: pass.shift + last + 1 - captureOffset(for: settings.start), discontinuity: allTracks)
             clock.didSeek(to: Double(settings.start) / 1e9)
         }
         report.skippedPackets = reader.skippedPackets
@@ -177,11 +178,14 @@ public final class Replayer {
         return report
     }
 
+    private var allTracks: Set<Int> { Set(reader.tracks.indices) }
+
     /// Where a pass over the file is: the capture time added to its offsets (earlier loops),
     /// the last capture offset published, and whether the next frame starts a new timeline.
     struct Pass {
         var shift: Int64
-        var discontinuity: Bool
+        /// The tracks whose next frame starts a new timeline (each marked once: pictures and sound alike).
+        var discontinuity: Set<Int>
         var last: Int64?
     }
 
@@ -194,8 +198,9 @@ public final class Replayer {
             let offset = f.record.captureOffsetNanos, media = mediaNanos(of: f)
             let spanMedia = settings.pace == .pts ? media : span.mediaNanos(of: f.record, track: f.track)
             if span.isBeyondSpan(media: spanMedia, offset: offset) { report.beyondSpan += 1; continue }
-            if media < (seekTo ?? settings.start) { continue }   // before -ss, or before a seek's target
-            seekTo = nil
+            // Before -ss, or before the last seek's target: on every track (the file interleaves
+            // tracks by capture time, so another track's earlier frames may follow the first one out).
+            if media < (seekTo ?? settings.start) { continue }
             if let d = settings.duration, media >= settings.start + d { return true }
             switch clock.wait(toRelease: Double(media) / 1e9, shouldStop: stop) {
             case .stopped: return false
@@ -208,9 +213,8 @@ public final class Replayer {
             // The first frame out is captured now; every later one at its recorded offset from it.
             if base == nil { base = monotonicNanos() &- UInt64(offset + pass.shift) }
             d.captureNanos = base! &+ UInt64(offset + pass.shift)
-            if pass.discontinuity { d.flags.insert(.discontinuity) }   // after a loop or a seek
+            if pass.discontinuity.remove(f.track) != nil { d.flags.insert(.discontinuity) }   // after a loop or a seek
             guard try publish(f, description: d) else { return false }
-            pass.discontinuity = false
             report.frames[f.track] += 1
             pass.last = offset
         }
@@ -227,12 +231,19 @@ public final class Replayer {
         guard reader.seek(toOffsetNanos: offset) else { throw RecordingError.cannotRead(settings.path, "it cannot seek") }
         reader.skipBefore = offset
         clock.didSeek(to: target)
-        pass.discontinuity = true
+        pass.discontinuity = allTracks
         return media
     }
 
     private func publish(_ f: ReadFrame, description: FrameDescription) throws -> Bool {
         let producer = producers[f.track]
+        if let audio = f.record.audio {
+            guard var slot = try producer.reserve(audio: audio) else { return false }
+            f.copy(into: slot)
+            slot.description = description
+            slot.publish()
+            return true
+        }
         guard var slot = try producer.reserve(f.record.format) else { return false }
         f.copy(into: slot)
         slot.description = description

@@ -72,14 +72,16 @@ public struct SnapshotBound: Sendable, CustomStringConvertible {
         zip(frames, frameBytes).map { "\($0) frames x \($1) bytes" }.joined(separator: " + ") + " = \(megabytes) MB"
     }
 
-    /// For `window` ns of every track at its nominal rate (30 fps when it has none), plus one frame.
+    /// For `window` ns of every track at its nominal rate (30 fps when it has none; an audio
+    /// track: its first frame's sample rate over its sample count), plus one frame.
     static func of(_ tracks: [TrackSpec], windowNanos: Int64) -> SnapshotBound {
         let frames = tracks.map { t -> Int in
-            let fps = t.rate.map { $0.doubleValue } ?? 30
+            let fps = t.audio.map { Double($0.sampleRate) / Double($0.samples) } ?? t.rate.map { $0.doubleValue } ?? 30
             return Int((Double(windowNanos) / 1e9 * fps).rounded(.up)) + 1
         }
         let bytes = tracks.map { t in
-            t.format.pixelFormat.planes.indices.reduce(0) { $0 + t.format.rowBytes(plane: $1) * t.format.rows(plane: $1) }
+            t.audio.flatMap(AudioPCM.packetBytes)
+                ?? t.format.pixelFormat.planes.indices.reduce(0) { $0 + t.format.rowBytes(plane: $1) * t.format.rows(plane: $1) }
         }
         return SnapshotBound(frames: frames, frameBytes: bytes)
     }

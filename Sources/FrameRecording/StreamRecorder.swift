@@ -1,3 +1,4 @@
+import CFFmpeg
 import Dispatch
 import FrameServer
 import Glibc
@@ -35,69 +36,137 @@ extension RecordingWriter: PacketSink {
     func end(track: Int) throws(RecordingError) { try endTrack(track) }
 }
 
-/// The record a frame's header gives (capture offset filled in by the writer).
+/// The record a frame's header gives, a video or an audio frame's (capture offset filled in by the writer).
 func frameRecord(_ frame: borrowing Frame) -> FrameRecord? {
     let h = frame.header
-    guard let format = h.format else { return nil }
-    var r = FrameRecord(format: format)
+    var r: FrameRecord
+    if h.media == .audio, let audio = h.audioFormat {
+        r = FrameRecord(audio: audio)
+    } else if h.media == .video, let format = h.format {
+        r = FrameRecord(format: format)
+    } else {
+        return nil
+    }
     r.description = h.description
     r.sequence = h.sequence
     r.epoch = h.epoch
     return r
 }
 
-/// One stream being recorded: its consumer and encoder, run on its own thread.
+/// One stream being recorded: its consumer and encoder, run on its own thread from its
+/// first frame. Until the file exists (its header needs every track's first frame) the
+/// packets wait here, so one producer's streams (a movie's pictures and sound) all reach
+/// their first frames: the thread reads on up to `holdLimit` bytes, then waits for the file.
 final class RecordedStream: @unchecked Sendable {
     let index: Int
     let consumer: Consumer
     let encoder: TrackEncoder
+    let codec: RecordingCodec
     var spec: TrackSpec?
-    var firstPackets: [EncodedFrame] = []
     var firstCapture: UInt64 = 0
     var error: Error?
+    /// Its first frame was taken (or it ended, failed or was stopped before one): signalled once.
+    let started = DispatchSemaphore(value: 0)
+    /// The stream ended before its first frame.
+    private(set) var endedEmpty = false
+    private let lock = ThreadLock()
+    private var sink: PacketSink?
+    private var held: [EncodedFrame] = []
+    private var heldBytes = 0
+    private let opened = DispatchSemaphore(value: 0)
+    /// The most encoded bytes a stream holds while it waits for the file.
+    static let holdLimit = 64 << 20
 
     init(index: Int, name: String, settings: RecordSettings, stop: @escaping @Sendable () -> Bool) throws {
         self.index = index
         var options = ConsumerOptions(mode: .lossless)
+        options.media = nil   // video or audio: each frame's record says which
         options.waitSeconds = settings.waitSeconds
         options.name = ClientName.fit("record \(settings.path)")
         consumer = try Consumer(stream: name, options: options)
         consumer.shouldStop = stop
         encoder = TrackEncoder(codec: settings.codec)
+        codec = settings.codec
     }
 
     /// Takes the stream's first frame and encodes it; false when the stream ended first.
-    func start(codec: RecordingCodec) throws -> Bool {
+    private func start() throws -> Bool {
         guard let frame = try consumer.next() else { return false }
         guard let record = frameRecord(frame) else {
-            throw RecordingError.cannotWrite(consumer.stream, "its pixel format '\(frame.header.pixelFormatName)' is unknown to this build")
+            let what = frame.header.media == .audio ? "sample" : "pixel"
+            throw RecordingError.cannotWrite(consumer.stream, "its \(what) format '\(frame.header.pixelFormatName)' is unknown to this build")
         }
         firstCapture = record.description.captureNanos
         encoder.rate = consumer.nominalRate
-        firstPackets = try encoder.encode(frame, record: record)
+        let packets = try encoder.encode(frame, record: record)
         spec = TrackSpec(name: consumer.stream, rate: consumer.nominalRate, format: record.format,
                          description: record.description, codec: encoder.containerRaw == true ? .raw : codec)
+        spec?.audio = record.audio
+        spec?.clock = consumer.producerPID
         spec?.extradata = encoder.extradata
         frame.release()
+        started.signal()
+        for e in packets { try deliver(e, stop: { false }) }
         return true
     }
 
-    /// Records frames into `sink` until the stream ends or `stop` says so.
-    func run(into sink: PacketSink, stop: () -> Bool) {
+    /// The file (or ring) is ready: what was held goes to it with the next packet.
+    func open(_ sink: PacketSink) {
+        lock.withLock { self.sink = sink }
+        opened.signal()
+    }
+
+    /// Hands a packet to the file, or holds it until the file exists (waiting once it holds too much).
+    private func deliver(_ e: EncodedFrame, stop: () -> Bool) throws {
+        lock.lock()
+        guard let sink else {
+            held.append(e)
+            heldBytes += Int(e.packet?.pointee.size ?? 0)
+            lock.unlock()
+            while heldBytes > Self.holdLimit, !stop(), opened.wait(timeout: .now() + .milliseconds(100)) == .timedOut {}
+            return
+        }
+        let waiting = held
+        held = []
+        lock.unlock()
+        for h in waiting { try sink.take(h, track: index) }
+        try sink.take(e, track: index)
+    }
+
+    /// The thread's body: the first frame, then every frame until the stream ends or `stop`
+    /// says so; the packets to the sink given by `open` (the recording ends the track there).
+    func run(stop: () -> Bool) {
         do {
-            for e in firstPackets { try sink.take(e, track: index) }
-            firstPackets = []
+            guard try start() else {
+                endedEmpty = true
+                started.signal()
+                return
+            }
             while !stop(), let frame = try consumer.next() {
                 guard let record = frameRecord(frame) else { frame.release(); continue }
                 let packets = try encoder.encode(frame, record: record)
                 frame.release()
-                for e in packets { try sink.take(e, track: index) }
+                for e in packets { try deliver(e, stop: stop) }
             }
-            for e in try encoder.flush() { try sink.take(e, track: index) }
+            for e in try encoder.flush() { try deliver(e, stop: stop) }
         } catch {
             self.error = error
+            if spec == nil { started.signal() }
         }
+        // The file may still be coming (another stream's first frame): wait for it, or a stop.
+        while lock.withLock({ sink == nil }), !stop(), opened.wait(timeout: .now() + .milliseconds(100)) == .timedOut {}
+        guard let sink = lock.withLock({ sink }) else { freeHeld(); return }
+        do {
+            for h in lock.withLock({ () -> [EncodedFrame] in defer { held = [] }; return held }) { try sink.take(h, track: index) }
+        } catch { self.error = self.error ?? error }
         do { try sink.end(track: index) } catch { self.error = self.error ?? error }
+    }
+
+    private func freeHeld() {
+        lock.withLock {
+            for e in held { var p = e.packet; av_packet_free(&p) }
+            held = []
+        }
     }
 }
 
@@ -109,6 +178,8 @@ public final class StreamRecorder: @unchecked Sendable {
     private let stopRequested: @Sendable () -> Bool
     private let failed = ThreadLock()
     private var failure = false
+    /// The streams' threads.
+    private let group = DispatchGroup()
 
     public init(settings: RecordSettings, stop: @escaping @Sendable () -> Bool) {
         self.settings = settings
@@ -121,18 +192,35 @@ public final class StreamRecorder: @unchecked Sendable {
         return failure || stopRequested()
     }
 
-    /// Attaches to every stream and takes its first frame (the header needs every track's
-    /// format); nil when a stop came first.
+    /// Attaches to every stream (each waited for, in order, before any frame is read: a
+    /// producer of several streams may wait for all their consumers), then starts each
+    /// stream's thread and waits until every one has its first frame (the header needs every
+    /// track's format); nil when a stop came first. The threads hold their packets until
+    /// `open(_:)` gives them the file; `wait` ends with them.
     func attach() throws -> [RecordedStream]? {
         try Self.checkWritable(settings.path)
         var streams: [RecordedStream] = []
         for (i, name) in settings.streams.enumerated() {
             let s = try RecordedStream(index: i, name: name, settings: settings) { [unowned self] in shouldStop }
-            guard try s.start(codec: settings.codec) else {
-                if stopRequested() { return nil }
-                throw RecordingError.cannotRead(name, "the stream ended before its first frame")
-            }
+            try s.consumer.attach()
             streams.append(s)
+        }
+        if stopRequested() { return nil }
+        for s in streams {
+            group.enter()
+            pthread_detach(spawnThread { [self] in
+                s.run { shouldStop }
+                if s.error != nil { failed.withLock { failure = true } }
+                group.leave()
+            })
+        }
+        for s in streams { s.started.wait() }
+        if let bad = streams.first(where: { $0.error != nil || $0.endedEmpty || $0.spec == nil }) {
+            failed.withLock { failure = true }   // the other threads stop, nothing written
+            group.wait()
+            if let error = bad.error { throw error }
+            if stopRequested() { return nil }
+            throw RecordingError.cannotRead(bad.consumer.stream, "the stream ended before its first frame")
         }
         return streams
     }
@@ -158,22 +246,10 @@ public final class StreamRecorder: @unchecked Sendable {
                             rawFallbacks: streams.map(\.encoder.rawFallbacks), tracks: writer.tracks)
     }
 
-    /// One thread per stream; returns when all have ended. `poll` runs on the calling
-    /// thread every 50 ms meanwhile.
+    /// Gives every stream's thread `sink` and returns when all have ended. `poll` runs on the
+    /// calling thread every 50 ms meanwhile.
     func runThreads(_ streams: [RecordedStream], into sink: PacketSink, poll: () -> Void = {}) {
-        let group = DispatchGroup()
-        for s in streams {
-            group.enter()
-            pthread_detach(spawnThread { [self] in
-                s.run(into: sink) { shouldStop }
-                if s.error != nil {
-                    failed.lock()
-                    failure = true
-                    failed.unlock()
-                }
-                group.leave()
-            })
-        }
+        for s in streams { s.open(sink) }
         while group.wait(timeout: .now() + .milliseconds(50)) == .timedOut { poll() }
         poll()
     }

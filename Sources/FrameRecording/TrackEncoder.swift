@@ -114,6 +114,11 @@ final class TrackEncoder {
 
     /// Encodes `frame`; returns the packets ready (zero or more, in order).
     func encode(_ frame: borrowing Frame, record: FrameRecord) throws(RecordingError) -> [EncodedFrame] {
+        if let audio = record.audio {   // sound: PCM, whatever the video codec (docs/RECORDING.md)
+            var r = record
+            r.packing = .raw
+            return [EncodedFrame(packet: try AudioPCM.pack(frame, audio), record: r, key: true)]
+        }
         let stored = Self.codecTakes(codec, record.format.pixelFormat) && Self.fitsCodec(codec, frame, record.format)
         if containerRaw == nil { containerRaw = !stored }
         guard stored, containerRaw == false else {

@@ -7,24 +7,31 @@ import Glibc
 /// `framesrv record`: records streams into one file.
 enum RecordCommand: Command {
     static let name = "record"
-    static let summary = "record streams into one lossless file (NUT: FFV1 or raw, every header field kept)"
+    static let summary = "record streams, pictures and sound, into one lossless file (NUT: FFV1 or raw, PCM; every header field kept)"
     static let help = """
     usage: framesrv record --in A[,B,...] -o FILE [--codec ffv1|raw|h264] [--crf N] [--wait S]
            framesrv record --in A[,B,...] -o FILE --snapshot D [--snapshot-max-mb M] [--name NAME]
 
     Records every frame of streams A, B, ... (a lossless consumer each, so nothing is
-    dropped) into one NUT file that ffprobe, ffplay and ffmpeg read: one video stream per
-    recorded stream, named as it (title), with its exact nominal rate. Every frame's header
-    goes with it (pts and time base, duration, capture time, sequence, epoch, key flag,
-    colour, aspect ratio, field order, chroma location, discontinuity, source_dropped, size
-    and pixel format): 'framesrv replay FILE' restores all of it. docs/RECORDING.md
-    describes the file. A size or pixel format change is recorded as it happened.
+    dropped) into one NUT file that ffprobe, ffplay and ffmpeg read: one video or audio
+    stream per recorded stream, named as it (title), with its exact nominal rate. Every
+    frame's header goes with it (pts and time base, duration, capture time, sequence, epoch,
+    key flag, colour, aspect ratio, field order, chroma location, discontinuity,
+    source_dropped, size and pixel format; for sound: sample format, rate, channels, channel
+    order and mask, nb_samples): 'framesrv replay FILE' restores all of it.
+    docs/RECORDING.md describes the file. A size or format change is recorded as it happened.
+
+    Sound (an audio stream among --in, such as produce -i movie.mp4 --out film's film-audio:
+    record --in film,film-audio) is stored losslessly as PCM of its own sample type (pcm_f32le
+    for fltp, pcm_s16le for s16, ...; planar frames interleaved, restored planar), whatever
+    --codec says; replay keeps it in sync with the pictures.
 
       --in A[,B,...]       the streams to record (each waited for)
       -o FILE              the recording (NUT; .nut is the usual extension)
-      --codec C            ffv1 (default: lossless, every frame a keyframe; pixel formats FFV1
-                           does not hold, such as rgb24 and nv12, are stored raw, with a note),
-                           raw (the planes as they are), or h264 (libx264, lossy, small)
+      --codec C            the pictures' codec (sound is PCM): ffv1 (default: lossless, every
+                           frame a keyframe; pixel formats FFV1 does not hold, such as rgb24
+                           and nv12, are stored raw, with a note), raw (the planes as they
+                           are), or h264 (libx264, lossy, small)
       --crf N              --codec h264's constant quality (0-51, default 18)
       --wait SECONDS       give up when a stream has not appeared by then
       --snapshot D         snapshot mode: keep the last D (seconds, or [HH:]MM:SS) of every

@@ -19,6 +19,10 @@ enum ReplayCommand: Command {
     ones, and pts, time base, duration, key flag, colour, aspect ratio, field order, chroma
     location, discontinuity, source_dropped and the nominal rate are restored; capture_ns is
     the replay's start plus the recorded offset. Sequence numbers are the replay's own.
+    A recorded audio stream is republished as an audio stream, its samples and header
+    (sample format, rate, channels, layout, nb_samples, pts, duration, flags) as recorded,
+    on the same clock as the pictures: streams one producer published (a movie's film and
+    film-audio) keep their pts' offsets, so sound stays in sync with its pictures.
 
       --out PREFIX         publish stream NAME as PREFIX + NAME
       --rate X|max         X times real time (0.01 to 100, default 1), or max: as fast as the
@@ -40,8 +44,11 @@ enum ReplayCommand: Command {
     directory), all driving one clock, so the streams stay in sync:
     framesrv ctl NAME pause|resume|toggle|seek T|rate X|step [N]|status [--json]. A seek goes to
     the first frame at or after T (seconds of the --pace timeline from the first recorded
-    frame, whichever pass of --loop plays) and marks it as a
-    discontinuity. On a terminal, keys too: space pause/resume, right/left arrow seek +/-5 s,
+    frame, whichever pass of --loop plays) on every stream and marks each stream's first frame
+    as a discontinuity. Sound follows the clock as pictures do, never resampled: pause holds
+    it, seek moves it with the pictures, rate X releases its frames X times as fast (samples
+    and pts unchanged, nothing dropped or inserted), step N counts its frames with the
+    pictures'. On a terminal, keys too: space pause/resume, right/left arrow seek +/-5 s,
     + and - double and halve the rate, '.' step one frame; and a progress line (position/
     duration, state, rate, frames) on stderr. A truncated or damaged file plays up to where
     it can be read; what was skipped is said.

@@ -6,7 +6,10 @@ import Testing
 /// What a test consumer saw of one frame: its format, a digest of its pixels and its
 /// description (capture time as is; compare offsets).
 struct SeenFrame: Equatable {
-    var format: FrameFormat
+    /// A video frame's format (nil for sound).
+    var format: FrameFormat?
+    /// An audio frame's format (nil for pictures).
+    var audio: AudioFormat? = nil
     var digest: UInt64
     var description: FrameDescription
 }
@@ -22,12 +25,14 @@ final class FrameCollector: @unchecked Sendable {
     init(_ stream: String, _ scratch: Scratch) throws {
         var options = ConsumerOptions(mode: .lossless)
         options.waitSeconds = 30
+        options.media = nil   // pictures or sound
         consumer = try Consumer(stream: stream, options: options, directory: scratch.directory)
         try consumer.attach()
         Thread.detachNewThread { [self] in
             do {
                 while let frame = try consumer.next() {
-                    let seen = SeenFrame(format: frame.header.format!, digest: Self.digest(frame), description: frame.header.description)
+                    let seen = SeenFrame(format: frame.header.format, audio: frame.header.audioFormat, digest: Self.digest(frame),
+                                         description: frame.header.description)
                     frame.release()
                     frames.withLock { $0.append(seen) }
                 }
@@ -46,9 +51,13 @@ final class FrameCollector: @unchecked Sendable {
         return frames.withLock { $0 }
     }
 
-    /// FNV-1a over every plane's pixel bytes (no padding).
+    /// FNV-1a over every plane's pixel bytes (no padding), or an audio frame's sample rows.
     static func digest(_ frame: borrowing Frame) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        if let audio = frame.header.audioFormat {
+            for row in 0..<audio.rows { for b in frame.audioRow(row) { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 } }
+            return h
+        }
         let format = frame.header.format!
         for p in format.pixelFormat.planes.indices {
             let plane = frame.plane(p), stride = frame.header.stride(plane: p)
@@ -187,17 +196,24 @@ final class FrameCollector: @unchecked Sendable {
         #expect(rebased(seen[1], base: replayBase) == rebased(ob, base: base))
     }
 
-    /// A recorder killed with SIGKILL leaves a file that replays (its frames verify).
-    @Test func killedRecordingReplays() throws {
-        let scratch = try Scratch()
-        let rec = scratch.file("killed.nut")
-        let producer = try scratch.start(["produce", "--pattern", "--out", "cam", "--rate", "60", "--size", "320x240", "--wait-for", "1"])
-        let recorder = try scratch.start(["record", "--in", "cam", "-o", rec, "--wait", "30"])
-        #expect(eventually { ((try? FileManager.default.attributesOfItem(atPath: rec)[.size] as? Int) ?? 0) > 400_000 })
+    /// Records `streams` of `produce ARGS` into `rec`, SIGKILLs the recorder once the file
+    /// holds more than `bytes`, then stops the producer.
+    func killRecording(_ produce: [String], streams: String, _ rec: String, above bytes: Int, _ scratch: Scratch) throws {
+        let producer = try scratch.start(["produce"] + produce)
+        let recorder = try scratch.start(["record", "--in", streams, "-o", rec, "--wait", "30"])
+        #expect(eventually { ((try? FileManager.default.attributesOfItem(atPath: rec)[.size] as? Int) ?? 0) > bytes })
         recorder.signal(SIGKILL)
         _ = recorder.wait(timeout: 10)
         producer.signal(SIGINT)
         _ = producer.wait(timeout: 30)
+    }
+
+    /// A recorder killed with SIGKILL leaves a file that replays (its frames verify).
+    @Test func killedRecordingReplays() throws {
+        let scratch = try Scratch()
+        let rec = scratch.file("killed.nut")
+        try killRecording(["--pattern", "--out", "cam", "--rate", "60", "--size", "320x240", "--wait-for", "1"],
+                          streams: "cam", rec, above: 400_000, scratch)
         let replay = try scratch.start(["replay", rec, "--rate", "max"])
         let sink = try scratch.run(["sink", "--in", "cam", "--null", "--verify", "--stats-json", "--wait", "30"])
         #expect(replay.wait(timeout: 60) == 0, "replay: \(replay.stderr)")
