@@ -33,13 +33,18 @@ for f in $FFMPEG_CFLAGS; do INCLUDES+=(-Xcc "$f"); done
 # Rebuilds $1 only when one of the other arguments is newer.
 stale() { local out=$1; shift; [[ ! -e $out ]] || [[ -n $(find "$@" -newer "$out" -print -quit) ]]; }
 
+# A library is rebuilt when its sources changed, or when a library built before it in this run
+# (they come in dependency order) is newer: its module interface may have changed (a library
+# compiled against an older FrameRecording left an undefined symbol at the options target's link).
+BUILT=()
 library() { # name, sources...
     local name=$1; shift
-    if stale "$OUT/lib$name.a" "$@" Fuzz/build.sh; then
+    if stale "$OUT/lib$name.a" "$@" "${BUILT[@]}" Fuzz/build.sh; then
         echo "fuzz: compiling $name"
         "${SWIFTC[@]}" -enable-testing -module-name "$name" -emit-module -emit-module-path "$OUT/$name.swiftmodule" \
             -emit-library -static -o "$OUT/lib$name.a" "${INCLUDES[@]}" "$@"
     fi
+    BUILT+=("$OUT/lib$name.a")
 }
 
 if stale "$OUT/shim.o" Sources/CFrameServer Fuzz/build.sh; then

@@ -29,6 +29,9 @@ public func fuzzOptions(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
         case "record": _ = try RecordCommandOptions(parsing: args)
         case "replay": _ = try ReplayCommandOptions(parsing: args)
         case "web": _ = try WebOptions(parsing: args)
+        case "bridge":   // bridge send|recv ARGS (keygen takes only -o)
+            if let role = args.first, role != "keygen" { _ = try BridgeOptions(role: role, parsing: Array(args.dropFirst())) }
+            else { _ = try BridgeKeygenOptions(parsing: Array(args.dropFirst())) }
         case "run":   // the options, then the pipeline description's parser and graph (no process started)
             if !args.contains("-f"), !args.contains("--file") { _ = try RunCommand.parse(RunOptions(parsing: args).description) }
         default: break
