@@ -438,7 +438,9 @@ int framesrv_producer_open_as(framesrv_producer **out, const char *name,
  * both fit an int32; else 1/1000000, duration 0), sample aspect ratio 0/1, flags 0, the
  * options' colour, field_order 1 (progressive), chroma_location 0 (unspecified)),
  * FRAMESRV_TIMEOUT when no slot became free within timeout_ms (a live source never
- * waits: the frame is dropped and counted), or an error. One frame reserved at a time. */
+ * waits: the frame is dropped and counted), or an error. One frame reserved at a time.
+ * With every slot held it looks again for up to 20 us (within timeout_ms; 0 never does)
+ * before it sleeps, so consumers that keep up make no system call to wake it. */
 int framesrv_producer_reserve(framesrv_producer *producer, int timeout_ms, framesrv_frame **frame);
 
 /* A CUDA producer's reserve, ordered on `stream`: as framesrv_producer_reserve, and before it

@@ -43,6 +43,16 @@ FSI_HIDDEN uint64_t fsi_deadline(int timeout_ms);
 /* Milliseconds left until deadline, clamped to [0, cap_ms]; cap_ms for UINT64_MAX. */
 FSI_HIDDEN int fsi_remaining_ms(uint64_t deadline, int cap_ms);
 
+/* A spin loop's pause (`pause` on x86-64, `yield` on aarch64; PROTOCOL.md 11.3). */
+static inline void fsi_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /* ---- runtime directory and names ------------------------------------------ */
 
 /* $FRAMESRV_DIR, else $XDG_RUNTIME_DIR/framesrv, else /dev/shm/framesrv-<uid> (else

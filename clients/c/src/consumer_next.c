@@ -356,15 +356,6 @@ static int look(framesrv_consumer *c, fsi_attachment *a, framesrv_frame **frame)
     }
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* When this frame's busy-poll window opens (PROTOCOL.md 11.3): on a paced stream (frames
  * further apart than poll_us) half the window before the next frame is due; else 0 (now). */
 static uint64_t poll_window_opens(const framesrv_consumer *c, const fsi_attachment *a)
@@ -381,7 +372,7 @@ static bool spin(const fsi_attachment *a, uint32_t seen, uint64_t end, uint64_t 
     if (end > deadline) end = deadline;
     for (unsigned n = 1;; n++) {
         if (fs_frame_wake_peek(a->ctl) != seen) return true;
-        cpu_relax();
+        fsi_cpu_relax();
         if ((n & 63) == 0 && fsi_monotonic_ns() >= end) return false;
     }
 }

@@ -21,6 +21,12 @@
 /* The longest a producer thread sleeps on a futex before it looks again (17: a segment
  * replaced by the SIGBUS guard's private pages no longer delivers wakes). */
 #define FSP_LONGEST_WAIT_MS 1000
+/* How long a producer that found no free slot looks again before it sleeps on `wake` (20 us,
+ * Swift's Producer.slotSpinNanos). A consumer that keeps up releases a slot within
+ * microseconds; catching that release awake spares both sides the futex round trip (this
+ * FUTEX_WAIT, the consumer's FUTEX_WAKE, two context switches) that would otherwise come with
+ * nearly every frame while the consumers are the slower side. */
+#define FSP_SLOT_SPIN_NS 20000u
 /* How often the background thread polls the pidfds of admitted consumers (12.5). */
 #define FSP_WATCH_POLL_MS 20
 

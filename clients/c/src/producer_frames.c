@@ -36,7 +36,20 @@ static bool took_slot(framesrv_producer *p, void *arg)
     return *slot != UINT32_MAX;
 }
 
-/* A free slot within the timeout (12.3), UINT32_MAX with FRAMESRV_TIMEOUT otherwise. */
+/* Looks for a free slot until `end` (CLOCK_MONOTONIC ns) without sleeping; the clock is read
+ * every 16 scans. producer_waiting stays 0 meanwhile, so the consumers' releases make no
+ * system call (PROTOCOL.md 12.3). */
+static bool spin_for_slot(framesrv_producer *p, uint64_t end, uint32_t *slot)
+{
+    for (unsigned n = 1;; n++) {
+        if ((*slot = try_take_slot(p)) != UINT32_MAX) return true;
+        fsi_cpu_relax();
+        if ((n & 15) == 0 && fsi_monotonic_ns() >= end) return false;
+    }
+}
+
+/* A free slot within the timeout (12.3), UINT32_MAX with FRAMESRV_TIMEOUT otherwise: a spin of
+ * FSP_SLOT_SPIN_NS (within the timeout), then sleeps on `wake`. */
 static int take_slot(framesrv_producer *p, int timeout_ms, uint32_t *slot)
 {
     *slot = try_take_slot(p);
@@ -47,8 +60,11 @@ static int take_slot(framesrv_producer *p, int timeout_ms, uint32_t *slot)
         p->dropped_since_publish++;   /* the next frame says so (PROTOCOL.md 4.2) */
         return FRAMESRV_TIMEOUT;
     }
-    uint64_t start = fsi_monotonic_ns();
-    int rc = fsp_sleep_on_wake(p, fsi_deadline(timeout_ms), true, took_slot, slot);
+    uint64_t deadline = fsi_deadline(timeout_ms), start = fsi_monotonic_ns();   /* timeout 0: no spin */
+    uint64_t spin_end = start + FSP_SLOT_SPIN_NS < deadline ? start + FSP_SLOT_SPIN_NS : deadline;
+    int rc = spin_end > start && spin_for_slot(p, spin_end, slot)
+                 ? FRAMESRV_OK
+                 : fsp_sleep_on_wake(p, deadline, true, took_slot, slot);
     uint64_t waited = fsi_monotonic_ns() - start;
     fs_count(&p->ctl->blocked_ns, waited);
     p->stats.blocked_ns += waited;
