@@ -79,7 +79,7 @@ typedef enum framesrv_status {
                                   * across the fork) frees the child's memory and touches nothing shared */
     FRAMESRV_E_MEDIA = -14,      /* the stream carries another kind of frames (video or audio, PROTOCOL.md 4.6)
                                   * than this consumer reads (framesrv_consumer_options.media), or a
-                                  * producer writes (audio frames: framesrv sink and the Swift library);
+                                  * call is for the other kind (change_format on an audio stream);
                                   * the message names the stream and its kind */
 } framesrv_status;
 
@@ -201,7 +201,10 @@ typedef struct framesrv_frame_info {
     uint32_t sample_rate;      /* audio: samples per second per channel                       */
     uint32_t channels;         /* audio: 1..64                                                */
     uint32_t channel_order;    /* audio: FFmpeg's AVChannelOrder: 0 unspecified, 1 native, 3 ambisonic */
-    uint32_t nb_samples;       /* audio: samples per channel in this frame                    */
+    uint32_t nb_samples;       /* audio: samples per channel in this frame. (w) for a producer: preset
+                                  to max_samples, plane 0 then covers max_samples; set it to
+                                  1..max_samples before publish, which publishes that many (the
+                                  first nb_samples of each row, see framesrv_producer_publish) */
     uint64_t channel_mask;     /* audio, native order: AV_CH_* bits, one per channel          */
 } framesrv_frame_info;
 
@@ -407,6 +410,20 @@ typedef struct framesrv_producer_options {
     int memory;                /* FRAMESRV_MEMORY_HOST (0, the default) or FRAMESRV_MEMORY_CUDA: frames in the memory
                                   of CUDA device `cuda_device`, written through framesrv_frame_device_plane */
     int cuda_device;           /* CUDA: the device's ordinal in this process (0 = the first)  */
+    /* Audio streams (PROTOCOL.md 4.6): media FRAMESRV_MEDIA_AUDIO, with width, height and pix_fmt 0
+     * and host memory. Every frame has this format and 1..max_samples samples per channel
+     * (framesrv_frame_info.nb_samples, set between reserve and publish). rate_num/rate_den
+     * stay the nominal frame rate (frames per second, 0/0 unknown); the time base is 1/sample_rate.
+     * A bad value is FRAMESRV_E_INVALID with one line naming it. */
+    int media;                 /* FRAMESRV_MEDIA_VIDEO (0, the default) or FRAMESRV_MEDIA_AUDIO */
+    int sample_fmt;            /* audio: framesrv_sample_fmt, 1..12                           */
+    uint32_t sample_rate;      /* audio: samples per second per channel, 1..768000            */
+    uint32_t channels;         /* audio: 1..64                                                */
+    uint64_t channel_mask;     /* audio: FFmpeg's AV_CH_* bits, exactly `channels` of them (native
+                                  order, e.g. 0x3 stereo); 0: the order is unspecified (only the count
+                                  is known: libframesrv does not know FFmpeg's default layouts) */
+    uint32_t max_samples;      /* audio: the most samples per channel of one frame, 1..2^20: slots are
+                                  sized for it (e.g. 1024)                                     */
 } framesrv_producer_options;
 
 typedef struct framesrv_producer framesrv_producer;
@@ -440,7 +457,11 @@ int framesrv_producer_open_as(framesrv_producer **out, const char *name,
  * FRAMESRV_TIMEOUT when no slot became free within timeout_ms (a live source never
  * waits: the frame is dropped and counted), or an error. One frame reserved at a time.
  * With every slot held it looks again for up to 20 us (within timeout_ms; 0 never does)
- * before it sleeps, so consumers that keep up make no system call to wake it. */
+ * before it sleeps, so consumers that keep up make no system call to wake it.
+ * An audio stream's frame: plane 0 as a consumer's (framesrv_frame_info, Audio frames) for
+ * max_samples samples (planar: one row per channel, rows planes[0].stride apart), nb_samples
+ * = max_samples, time base 1/sample_rate, pts = the samples published before it, duration 0
+ * (publish writes nb_samples), flags 0; the video fields are not used (written 0). */
 int framesrv_producer_reserve(framesrv_producer *producer, int timeout_ms, framesrv_frame **frame);
 
 /* A CUDA producer's reserve, ordered on `stream`: as framesrv_producer_reserve, and before it
@@ -454,7 +475,12 @@ int framesrv_producer_reserve_on(framesrv_producer *producer, void *stream, int 
  * the consumers asleep for a frame (one futex call, none when nobody sleeps), then announces
  * it over ZeroMQ when anyone subscribes. FRAMESRV_E_INVALID for (w) fields a consumer would
  * reject (time base < 1/1, field_order > 5, chroma_location > 6, pts or duration beyond
- * 2^62). The frame is invalid afterwards. */
+ * 2^62). The frame is invalid afterwards.
+ * An audio frame publishes its first nb_samples (1..max_samples, else FRAMESRV_E_INVALID) of each
+ * row, with the header framesrv's own producer writes: plane_stride = the row's bytes rounded up to
+ * 64, plane_size = stride x rows, duration nb_samples when left 0 in time base 1/sample_rate. A
+ * planar frame shorter than max_samples has its rows moved together for that stride (a kept
+ * frame's planes[0] then describes them as published). */
 int framesrv_producer_publish(framesrv_producer *producer, framesrv_frame *frame);
 
 /* Publishes like framesrv_producer_publish, but the frame stays valid and its slot is not
@@ -483,7 +509,8 @@ int framesrv_producer_abandon(framesrv_producer *producer, framesrv_frame *frame
 int framesrv_producer_wait_for_consumers(framesrv_producer *producer, uint32_t count, int timeout_ms);
 
 /* A mid-stream format change: a new pool epoch with this size and format (the other
- * options stay). No frame may be reserved. Frames held by consumers stay valid. */
+ * options stay). No frame may be reserved. Frames held by consumers stay valid. An audio
+ * stream's format is fixed: FRAMESRV_E_MEDIA. */
 int framesrv_producer_change_format(framesrv_producer *producer, uint32_t width, uint32_t height, int pix_fmt);
 
 /* Ends the stream (failed != 0: the source failed, FS_CONTROL_END_FAILED): consumers

@@ -108,6 +108,9 @@ struct framesrv_producer {
     fsp_cuda *cuda;                  /* CUDA streams only, else NULL                          */
     fsi_pool *retired_pool[FS_MAX_SLOTS];   /* CUDA: the retired epochs' allocations (served while kept) */
     uint32_t dropped_since_publish;  /* live source: drops the next frame's header reports */
+    /* (A) an audio stream (opt.media FRAMESRV_MEDIA_AUDIO; producer_audio.c) */
+    const fsi_sample_format *samples;/* its sample format, NULL for a video stream */
+    int64_t audio_pts;               /* the default pts of the next frame: samples published so far */
 };
 
 /* Whether the current pool holds a frame of the current format (else a new epoch, 13). A
@@ -146,6 +149,14 @@ FSI_HIDDEN void fsp_frame_ready(framesrv_producer *p);
  * true (FRAMESRV_OK) or the deadline passes (FRAMESRV_TIMEOUT). */
 FSI_HIDDEN int fsp_sleep_on_wake(framesrv_producer *p, uint64_t deadline, bool reannounce,
                                  bool (*ready)(framesrv_producer *p, void *arg), void *arg);
+
+/* producer_audio.c: an audio stream's format (PROTOCOL.md 4.6). */
+FSI_HIDDEN int fsp_audio_options(framesrv_producer_options *o);      /* checks them (media audio only) */
+FSI_HIDDEN int fsp_audio_set_format(framesrv_producer *p);           /* the layout and header template */
+FSI_HIDDEN void fsp_audio_preset(framesrv_producer *p, framesrv_frame *f);   /* reserve's (w) fields */
+FSI_HIDDEN int fsp_audio_check(framesrv_producer *p, const framesrv_frame_info *in);
+/* publish: the header's audio fields for in->nb_samples (a planar frame's rows moved together). */
+FSI_HIDDEN void fsp_audio_header(framesrv_producer *p, framesrv_frame *f, fs_frame *h);
 
 /* producer_stream.c */
 FSI_HIDDEN void fsp_announce(framesrv_producer *p, uint16_t kind, uint64_t seq, uint32_t slot,

@@ -108,6 +108,7 @@ static framesrv_frame *make_frame(framesrv_producer *p, uint32_t slot, uint64_t 
     in->field_order = FS_FIELD_PROGRESSIVE;
     in->chroma_location = FS_CHROMA_UNSPECIFIED;
     in->source_dropped = 0;
+    if (p->samples) fsp_audio_preset(p, f);
     return f;
 }
 
@@ -156,8 +157,10 @@ int framesrv_producer_reserve_on(framesrv_producer *p, void *stream, int timeout
 }
 
 /* The (w) fields a consumer's validation would reject (PROTOCOL.md 16). */
-static int check_info(const framesrv_frame_info *in)
+static int check_info(framesrv_producer *p, const framesrv_frame_info *in)
 {
+    int rc = fsp_audio_check(p, in);
+    if (rc != FRAMESRV_OK) return rc;
     const int64_t bound = (int64_t)1 << 62;
     if (in->pts != FRAMESRV_PTS_NONE && (in->pts < -bound || in->pts > bound))
         return fsi_fail(FRAMESRV_E_INVALID, "publish: pts %lld outside -2^62..2^62", (long long)in->pts);
@@ -195,6 +198,7 @@ static void write_header(framesrv_producer *p, framesrv_frame *f, fs_frame *h)
     h->source_dropped = in->source_dropped + p->dropped_since_publish;
     if (h->source_dropped) h->flags |= FS_FRAME_DISCONTINUITY;
     p->dropped_since_publish = 0;
+    if (p->samples) fsp_audio_header(p, f, h);
 }
 
 /* 12.2's publish, under the lock shared with admission and reclaim; a CUDA frame's ready
@@ -210,7 +214,7 @@ static int publish(framesrv_producer *p, framesrv_frame *f, bool keep, void *str
         return fsi_fail(FRAMESRV_E_STATE, "publish on stream '%s': the stream has ended", p->name);
     if (on_stream && !p->cuda)
         return fsi_fail(FRAMESRV_E_MEMORY, "publish_on on stream '%s': a host-memory stream has no GPU stream to order", p->name);
-    int rc = check_info(&f->info);
+    int rc = check_info(p, &f->info);
     if (rc == FRAMESRV_OK && p->cuda) {   /* the seq taken below: only this thread publishes */
         pthread_mutex_lock(&p->lock);
         uint64_t next = p->next_seq;

@@ -28,8 +28,8 @@ static int64_t gcd64(int64_t a, int64_t b)
     return a;
 }
 
-/* Checks the options and fills in their defaults (framesrv.h). */
-static int normalise_options(framesrv_producer_options *o)
+/* A video stream's size, format and default colour (framesrv.h). */
+static int normalise_video(framesrv_producer_options *o)
 {
     if (o->width < 1 || o->width > 16384 || o->height < 1 || o->height > 16384)
         return fsi_fail(FRAMESRV_E_INVALID, "producer: frame size %ux%u: width and height must be 1..16384",
@@ -37,6 +37,20 @@ static int normalise_options(framesrv_producer_options *o)
     const fsi_pix_format *f = fsi_pix_format_of(o->pix_fmt);
     if (f == NULL)
         return fsi_fail(FRAMESRV_E_INVALID, "producer: pix_fmt %d is not a format of the table (1..15)", o->pix_fmt);
+    if (o->color_matrix == 0 && o->color_range == 0 && o->color_primaries == 0 && o->color_transfer == 0) {
+        o->color_matrix = f->rgb ? FS_MATRIX_RGB : FS_MATRIX_UNSPECIFIED;
+        o->color_primaries = 2;
+        o->color_transfer = 2;
+    }
+    return FRAMESRV_OK;
+}
+
+/* Checks the options and fills in their defaults (framesrv.h); an audio stream's in producer_audio.c. */
+static int normalise_options(framesrv_producer_options *o)
+{
+    int rc = fsp_audio_options(o);
+    if (rc == FRAMESRV_OK && o->media == FRAMESRV_MEDIA_VIDEO) rc = normalise_video(o);
+    if (rc != FRAMESRV_OK) return rc;
     if (o->slots == 0) o->slots = 8;
     if (o->slots > FS_MAX_SLOTS)
         return fsi_fail(FRAMESRV_E_INVALID, "producer: slots %u: must be 1..%u", o->slots, FS_MAX_SLOTS);
@@ -54,11 +68,6 @@ static int normalise_options(framesrv_producer_options *o)
     if (o->memory != FRAMESRV_MEMORY_HOST && o->memory != FRAMESRV_MEMORY_CUDA)
         return fsi_fail(FRAMESRV_E_INVALID, "producer: memory %d: use FRAMESRV_MEMORY_HOST (0) or FRAMESRV_MEMORY_CUDA (1)", o->memory);
     if (o->cuda_device < 0) return fsi_fail(FRAMESRV_E_INVALID, "producer: cuda_device %d: a device ordinal >= 0", o->cuda_device);
-    if (o->color_matrix == 0 && o->color_range == 0 && o->color_primaries == 0 && o->color_transfer == 0) {
-        o->color_matrix = f->rgb ? FS_MATRIX_RGB : FS_MATRIX_UNSPECIFIED;
-        o->color_primaries = 2;
-        o->color_transfer = 2;
-    }
     return FRAMESRV_OK;
 }
 
@@ -195,6 +204,7 @@ static int create_control(framesrv_producer *p, const char *tmp)
     c->flags = p->opt.live_source ? FS_CONTROL_LIVE_SOURCE : 0;
     c->rate_num = (uint64_t)p->opt.rate_num;
     c->rate_den = (uint64_t)p->opt.rate_den;
+    c->media = p->samples ? FS_MEDIA_AUDIO : FS_MEDIA_VIDEO;
     memcpy(c->name, p->name, strlen(p->name) + 1);
     memcpy(c->producer_name, p->client_name,   /* what monitors show; NUL from the zeroed file */
            strnlen(p->client_name, sizeof c->producer_name - 1));
@@ -292,7 +302,8 @@ int framesrv_producer_open_as(framesrv_producer **out, const char *name, const f
     p->start_time = fsi_process_start_time(p->opener);
     rc = fsi_runtime_dir(p->dir, sizeof p->dir, true);
     if (rc == FRAMESRV_OK) rc = fsp_cuda_open(p);
-    if (rc == FRAMESRV_OK) rc = fsp_set_format(p, opt.width, opt.height, opt.pix_fmt);
+    if (rc == FRAMESRV_OK)
+        rc = opt.media == FRAMESRV_MEDIA_AUDIO ? fsp_audio_set_format(p) : fsp_set_format(p, opt.width, opt.height, opt.pix_fmt);
     if (rc == FRAMESRV_OK) rc = take_lock(p);
     if (rc == FRAMESRV_OK) rc = remove_leftovers(p);
     if (rc == FRAMESRV_OK) rc = create_stream(p);

@@ -81,6 +81,8 @@ int framesrv_producer_change_format(framesrv_producer *p, uint32_t width, uint32
     if (p->reserved != NULL)
         return fsi_fail(FRAMESRV_E_STATE, "change_format on stream '%s': a frame is reserved (publish or abandon it first)",
                         p->name);
+    if (p->samples)
+        return fsi_fail(FRAMESRV_E_MEDIA, "change_format on stream '%s': it carries audio, whose format is fixed at open", p->name);
     int rc = fsp_set_format(p, width, height, pix_fmt);
     if (rc != FRAMESRV_OK) return rc;
     /* A larger frame starts a new epoch; a smaller one reuses the pool (13). */

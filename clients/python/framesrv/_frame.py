@@ -79,6 +79,10 @@ def _ratio(pair):
     return Fraction(num, den) if num > 0 and den > 0 else None
 
 
+#: FFmpeg's names of the common channel layouts by their AV_CH_* mask (native order).
+LAYOUTS = {0x4: "mono", 0x3: "stereo", 0x3F: "5.1", 0x60F: "5.1(side)", 0x63F: "7.1", 0x7: "2.1", 0x107: "4.0"}
+
+
 class Frame:
     """One frame of a stream: its planes as numpy arrays that view shared memory without
     a copy, and every field of its header.
@@ -312,7 +316,6 @@ class Frame:
     media = property(lambda self: "audio" if self._f.media == 1 else "video", doc="'video' or 'audio'")
     sample_rate = property(attrgetter("_f.sample_rate"), doc="audio: samples per second per channel")
     channels = property(attrgetter("_f.channels"), doc="audio: channels")
-    nb_samples = property(attrgetter("_f.nb_samples"), doc="audio: samples per channel in this frame")
     channel_mask = property(attrgetter("_f.channel_mask"), doc="audio, native order: FFmpeg's AV_CH_* bits")
     sample_format = property(attrgetter("_f.pix_fmt"), doc="audio: FFmpeg's name of the sample format ('fltp', 's16')")
 
@@ -321,8 +324,7 @@ class Frame:
         """audio: the channel layout as FFmpeg names the common ones ('mono', 'stereo', '5.1',
         '5.1(side)'), else 'N channels'."""
         f = self._f
-        names = {0x4: "mono", 0x3: "stereo", 0x3F: "5.1", 0x60F: "5.1(side)", 0x63F: "7.1", 0x7: "2.1", 0x107: "4.0"}
-        return names.get(f.channel_mask, f"{f.channels} channels") if f.channel_order == 1 else f"{f.channels} channels"
+        return LAYOUTS.get(f.channel_mask, f"{f.channels} channels") if f.channel_order == 1 else f"{f.channels} channels"
 
     @property
     def samples(self):
@@ -346,6 +348,9 @@ class Frame:
     flags = _field("flags", "FLAG_KEY | FLAG_END_OF_STREAM | FLAG_DISCONTINUITY")
     source_dropped = _field("source_dropped", "frames a live source dropped just before this one "
                             "(0: none; the frame then carries FLAG_DISCONTINUITY)")
+    nb_samples = _field("nb_samples", "audio: samples per channel in this frame. A producer's frame: preset to "
+                        "max_samples (``samples`` views that many); set 1..max_samples before the publish to publish "
+                        "the first nb_samples of each channel")
     del _field
 
     def _enum_field(key, kind, doc):  # noqa: N805 - a property factory

@@ -6,7 +6,7 @@ import weakref
 from fractions import Fraction
 
 from . import _framesrv
-from ._frame import Frame, _ratio, _stream_handle
+from ._frame import LAYOUTS, Frame, _ratio, _stream_handle
 
 _TIMEOUT, _END, _GONE = _framesrv.TIMEOUT, _framesrv.END, _framesrv.GONE
 _CFrame = _framesrv.Frame
@@ -65,6 +65,27 @@ def _pix_fmt_code(pix_fmt):
     if not code:
         raise _framesrv.InvalidArgument(f"unknown pixel format: {pix_fmt!r}", -1)
     return code
+
+
+#: FFmpeg's names of the sample formats, by code - 1 (PROTOCOL.md 4.6).
+_SAMPLE_FORMATS = ("u8", "s16", "s32", "flt", "dbl", "u8p", "s16p", "s32p", "fltp", "dblp", "s64", "s64p")
+
+
+def _audio_options(sample_format, sample_rate, channels, layout, max_samples):
+    """(sample_fmt code, sample_rate, channels, channel_mask, max_samples) of Producer's audio
+    arguments; the library checks their ranges."""
+    if sample_format not in _SAMPLE_FORMATS:
+        raise _framesrv.InvalidArgument(f"sample_format {sample_format!r}: one of {', '.join(_SAMPLE_FORMATS)}", -1)
+    if sample_rate is None:
+        raise _framesrv.InvalidArgument("an audio Producer needs sample_rate (samples per second, e.g. 48000)", -1)
+    names = {name: mask for mask, name in LAYOUTS.items()}
+    if isinstance(layout, str) and layout not in names:
+        raise _framesrv.InvalidArgument(f"layout {layout!r}: one of {', '.join(names)}, an AV_CH_* mask, or None", -1)
+    mask = names[layout] if isinstance(layout, str) else int(layout or 0)
+    if channels is None and not mask:
+        raise _framesrv.InvalidArgument("an audio Producer needs channels or a layout", -1)
+    channels = bin(mask).count("1") if channels is None else int(channels)
+    return _SAMPLE_FORMATS.index(sample_format) + 1, int(sample_rate), channels, mask, int(max_samples)
 
 
 def _rate_fraction(rate):
@@ -343,22 +364,51 @@ class Producer:
     publish(stream=S) the frame's ready fence after S's work (default: the stream the frame
     was last given, else the legacy default stream). In a forked child every call raises
     ForkedError and the close leaves the parent's stream as it was.
+
+    media="audio" publishes sound (PROTOCOL.md 4.6): no width, height or pix_fmt, but
+    sample_format (FFmpeg's name: u8, s16, s32, flt, dbl, s64, or planar u8p ... s64p),
+    sample_rate (1..768000), channels (1..64) and/or layout ('mono', 'stereo', '5.1', ...
+    or an AV_CH_* mask; None: the order is unspecified) and max_samples (1..2^20, the most
+    samples per channel of one frame; slots are sized for it). reserve() gives a frame whose
+    ``samples`` is a writable numpy view of max_samples samples: (max_samples, channels) packed
+    (and mono), (channels, max_samples) planar. Set ``frame.nb_samples`` (1..max_samples)
+    before the publish to publish only the first nb_samples of each channel. The time base is
+    1/sample_rate, pts counts the samples published before the frame and duration is its
+    nb_samples, unless you set them. (A planar frame shorter than max_samples has its rows
+    moved together at the publish: a view kept past it no longer shows the frame.)
     """
 
-    def __init__(self, name, width, height, pix_fmt="yuv420p", rate=None, slots=8,
+    def __init__(self, name, width=None, height=None, pix_fmt="yuv420p", rate=None, slots=8,
                  live_source=False, live_max_held=1, color_matrix=0, color_range=0,
-                 color_primaries=0, color_transfer=0, producer_name=None, device=None):
+                 color_primaries=0, color_transfer=0, producer_name=None, device=None, media="video",
+                 sample_format=None, sample_rate=None, channels=None, layout=None, max_samples=1024):
         memory, ordinal = _device(device)
         self.name = name
         r = _rate_fraction(rate)
         self.rate = r
-        self.pix_fmt = _framesrv.pix_fmt_name(_pix_fmt_code(pix_fmt))
-        self.width, self.height = int(width), int(height)
+        if media not in ("video", "audio"):
+            raise _framesrv.InvalidArgument(f"media must be 'video' or 'audio', not {media!r}", -1)
+        self.media = media
+        audio = (0, 0, 0, 0, 0)
+        if media == "audio":
+            if width is not None or height is not None:
+                raise _framesrv.InvalidArgument("an audio Producer has no width or height", -1)
+            audio = _audio_options(sample_format, sample_rate, channels, layout, max_samples)
+            self.sample_format, self.sample_rate, self.channels, self.channel_mask, self.max_samples = (
+                sample_format, *audio[1:])
+            self.pix_fmt, self.width, self.height, code = sample_format, 0, 0, 0
+        elif width is None or height is None or sample_format or sample_rate or channels or layout:
+            raise _framesrv.InvalidArgument("a video Producer needs width and height; sample_format, sample_rate, "
+                                            "channels and layout are for media='audio'", -1)
+        else:
+            code = _pix_fmt_code(pix_fmt)
+            self.pix_fmt = _framesrv.pix_fmt_name(code)
+            self.width, self.height = int(width), int(height)
         self._p = _framesrv.Producer(
-            name, self.width, self.height, _pix_fmt_code(pix_fmt), int(slots),
+            name, self.width, self.height, code, int(slots),
             r.numerator if r else 0, r.denominator if r else 0, bool(live_source), int(live_max_held),
             color_matrix, color_range, color_primaries, color_transfer, producer_name or default_client_name(),
-            memory, ordinal or 0)
+            memory, ordinal or 0, 1 if media == "audio" else 0, *audio)
         self._reserved = None
         self.device = "cpu" if memory == _framesrv.MEMORY_HOST else f"cuda:{ordinal or 0}"
         _open_handles.add(self)
@@ -369,7 +419,9 @@ class Producer:
 
     @property
     def time_base(self):
-        """The default time base, 1/rate (a Fraction), None if the rate is unknown."""
+        """The default time base, 1/rate (a Fraction), None if the rate is unknown; audio: 1/sample_rate."""
+        if self.media == "audio":
+            return Fraction(1, self.sample_rate)
         return 1 / self.rate if self.rate else None
 
     def try_reserve(self, timeout=None, stream=None):
@@ -406,7 +458,6 @@ class Producer:
         f = frame._f
         if f.state != "live":
             return
-        self._reserved = None
         if frame._arrays is not None or getattr(frame, "_tracked", None) is not None:   # arrays were taken
             frame._drop_arrays()
         if not publish:
@@ -415,6 +466,7 @@ class Producer:
             f.publish()   # the header fields were written into the frame as they were set
         else:
             f.publish(_stream_handle(stream))
+        self._reserved = None   # a refused publish (InvalidArgument) leaves it reserved: fix a field, publish again
 
     def wait_for_consumers(self, count, timeout=None):
         """Blocks until `count` lossless consumers are attached: True, or False after

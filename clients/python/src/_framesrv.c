@@ -536,11 +536,12 @@ typedef struct {
     X(time_base_den, FIELD_I32, 0, INT32_MAX) X(duration, FIELD_I64, 0, INT64_MAX)                            \
     X(capture_ns, FIELD_U64, 0, INT64_MAX) X(flags, FIELD_U32, 0, 7) X(field_order, FIELD_U32, 0, 5)          \
     X(chroma_location, FIELD_U32, 0, 6) X(source_dropped, FIELD_U32, 0, UINT32_MAX)                           \
+    X(nb_samples, FIELD_U32, 0, 1 << 20)                                                                      \
     X(seq, FIELD_U64, 0, 0) X(epoch, FIELD_U64, 0, 0) X(width, FIELD_U32, 0, 0) X(height, FIELD_U32, 0, 0)   \
     X(publish_ns, FIELD_U64, 0, 0) X(plane_count, FIELD_U32, 0, 0) X(pix_fmt, FIELD_I32, 0, 0)               \
     X(pix_fmt_name, FIELD_NAME, 0, 0) X(media, FIELD_I32, 0, 0) X(sample_fmt, FIELD_I32, 0, 0)                \
     X(sample_rate, FIELD_U32, 0, 0) X(channels, FIELD_U32, 0, 0) X(channel_order, FIELD_U32, 0, 0)            \
-    X(nb_samples, FIELD_U32, 0, 0) X(channel_mask, FIELD_U64, 0, 0)
+    X(channel_mask, FIELD_U64, 0, 0)
 
 #define FIELD_INDEX(name, kind, lo, hi) F_##name,
 enum { HEADER_FIELDS(FIELD_INDEX) WRITABLE_FIELDS = F_seq };
@@ -788,9 +789,9 @@ static PyGetSetDef frame_getset[] = {
     READ("media", media, "0 video, 1 audio (PROTOCOL.md 4.6)"), READ("sample_fmt", sample_fmt, "audio: framesrv_sample_fmt"),
     READ("sample_rate", sample_rate, "audio: samples per second"), READ("channels", channels, "audio: channels"),
     READ("channel_order", channel_order, "audio: 0 unspecified, 1 native, 3 ambisonic"),
-    READ("nb_samples", nb_samples, "audio: samples per channel"), READ("channel_mask", channel_mask, "audio: AV_CH_* bits"),
+    READ("channel_mask", channel_mask, "audio: AV_CH_* bits"),
     WRITE(color_matrix), WRITE(color_range), WRITE(color_primaries), WRITE(color_transfer), WRITE(pts), WRITE(duration),
-    WRITE(capture_ns), WRITE(flags), WRITE(field_order), WRITE(chroma_location), WRITE(source_dropped), PAIR(sar),
+    WRITE(capture_ns), WRITE(flags), WRITE(field_order), WRITE(chroma_location), WRITE(source_dropped), WRITE(nb_samples), PAIR(sar),
     PAIR(time_base),
 #undef READ
 #undef WRITE
@@ -1315,14 +1316,17 @@ static int producer_options_of(PyObject *args, PyObject *kw, const char **name, 
 {
     static char *kwlist[] = {"name", "width", "height", "pix_fmt", "slots", "rate_num", "rate_den",
                              "live_source", "live_max_held", "color_matrix", "color_range",
-                             "color_primaries", "color_transfer", "producer_name", "memory", "cuda_device", NULL};
+                             "color_primaries", "color_transfer", "producer_name", "memory", "cuda_device",
+                             "media", "sample_fmt", "sample_rate", "channels", "channel_mask", "max_samples", NULL};
     int live = 0;
     memset(o, 0, sizeof *o);
     *shown = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sIIi|ILLpIIIIIzii", kwlist, name, &o->width, &o->height,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sIIi|ILLpIIIIIziiiiIIKI", kwlist, name, &o->width, &o->height,
                                      &o->pix_fmt, &o->slots, &o->rate_num, &o->rate_den, &live,
                                      &o->live_max_held, &o->color_matrix, &o->color_range,
-                                     &o->color_primaries, &o->color_transfer, shown, &o->memory, &o->cuda_device))
+                                     &o->color_primaries, &o->color_transfer, shown, &o->memory, &o->cuda_device,
+                                     &o->media, &o->sample_fmt, &o->sample_rate, &o->channels, &o->channel_mask,
+                                     &o->max_samples))
         return -1;
     o->live_source = (uint32_t)live;
     return 0;
