@@ -1,5 +1,5 @@
 /*
- * framesrv.h: libframesrv, the C API of framesrv (protocol version 4; soname libframesrv.so.1).
+ * framesrv.h: libframesrv, the C API of framesrv (protocol version 5; soname libframesrv.so.2).
  *
  * One C library that publishes and consumes framesrv streams. A stream made or read
  * through it is indistinguishable from one made or read by the framesrv command or the

@@ -65,7 +65,7 @@ int fsi_fail_errno(const char *fmt, ...)
 
 const char *framesrv_last_error(void) { return last_error; }
 
-const char *framesrv_version(void) { return "1.1.0"; }
+const char *framesrv_version(void) { return "2.0.0"; }
 
 const char *framesrv_status_name(int status)
 {

@@ -22,7 +22,7 @@ static void status_names(void)
     const int unknown[] = { 4, -15, 12345, INT32_MIN, INT32_MAX };
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
         CHECK(framesrv_status_name(unknown[i]) != NULL && strstr(framesrv_status_name(unknown[i]), "UNKNOWN"), "status %d", unknown[i]);
-    CHECK(!strcmp(framesrv_version(), "1.1.0"), "version %s", framesrv_version());
+    CHECK(!strcmp(framesrv_version(), "2.0.0"), "version %s", framesrv_version());
     CHECK(framesrv_last_error() != NULL, "last error is never NULL");
 }
 

@@ -61,7 +61,7 @@ from ._frame import (  # noqa: F401
 from ._stream import Consumer, EndOfStream, Producer, default_client_name  # noqa: F401
 from ._filter import filter, stop_on_signals  # noqa: F401
 
-__version__ = "1.1.0"   # 1.0: framesrv protocol version 2; 1.1: version 3
+__version__ = "2.0.0"   # 1.0: framesrv protocol version 2; 1.1: version 3 and 4; 2.0: version 5 (audio)
 
 __all__ = [
     "Consumer", "Producer", "Frame", "I420CopyWarning", "FieldOrder", "ChromaLocation", "filter", "stop_on_signals",

@@ -31,7 +31,7 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, fsdir):
     wheels = tmp_path / "wheels"
     run(sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", wheels,
         REPO / "clients" / "python")
-    (wheel,) = wheels.glob("framesrv-1.1.0-*.whl")
+    (wheel,) = wheels.glob("framesrv-2.0.0-*.whl")
     venv = tmp_path / "venv"
     # A venv of its own (nothing of the project's or the system's): the wheel's declared
     # dependency (numpy) is what pip brings, at the version scripts/python-requirements.txt pins.
@@ -42,4 +42,4 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path, fsdir):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     out = run(venv / "bin" / "python", "-c", CHECK, cwd=elsewhere, env={**os.environ, "REPO": str(REPO)})
-    assert out.strip() == "ok 1.1.0"
+    assert out.strip() == "ok 2.0.0"
