@@ -55,6 +55,12 @@ public final class AudioTrack {
         return index >= 0 ? index : nil
     }
 
+    /// The input's `n`th audio stream (0-based, as ffmpeg's `-map 0:a:N` counts), nil if it has fewer.
+    static func find(in ctx: UnsafeMutablePointer<AVFormatContext>, nth n: Int) -> Int32? {
+        let audio = (0..<Int(ctx.pointee.nb_streams)).filter { ctx.pointee.streams[$0]!.pointee.codecpar!.pointee.codec_type == AVMEDIA_TYPE_AUDIO }
+        return n >= 0 && n < audio.count ? Int32(audio[n]) : nil
+    }
+
     /// Opens a decoder for stream `index` of `ctx`; `startMicros` is the input's offset as
     /// MediaDecoder computes it (its start time), in microseconds.
     init(_ ctx: UnsafeMutablePointer<AVFormatContext>, index: Int32, startMicros: Int64,

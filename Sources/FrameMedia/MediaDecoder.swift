@@ -133,7 +133,8 @@ public final class MediaDecoder {
         let found: (index: Int32, decoder: UnsafePointer<AVCodec>)?
         do { found = try Self.videoDecoder(in: ctx, input: input) } catch {
             // An input with sound only (WAV, FLAC, ...) is its audio stream when audio is wanted.
-            guard case .noVideoStream = error, options.audio, AudioTrack.find(in: ctx, related: -1) != nil else {
+            guard case .noVideoStream = error, options.audio,
+                  (options.audioStream.map { AudioTrack.find(in: ctx, nth: $0) } ?? AudioTrack.find(in: ctx, related: -1)) != nil else {
                 avformat_close_input(&format)
                 throw error
             }
@@ -181,7 +182,11 @@ public final class MediaDecoder {
     /// Opens the audio stream ffmpeg would map beside the video; a track that cannot be
     /// decoded is said in `audioProblem` and left out.
     private func openAudio(_ ctx: UnsafeMutablePointer<AVFormatContext>) {
-        guard let index = AudioTrack.find(in: ctx, related: streamIndex) else { return }
+        let chosen = options.audioStream.map { AudioTrack.find(in: ctx, nth: $0) } ?? AudioTrack.find(in: ctx, related: streamIndex)
+        guard let index = chosen else {
+            if let n = options.audioStream { audioProblem = "-map 0:a:\(n): the input has no audio stream \(n) (they count from 0)" }
+            return
+        }
         guard options.loops == 0 else {
             audioProblem = "audio #\(index) is not carried with --loop (its timestamps would not continue across plays yet)"
             return

@@ -48,6 +48,8 @@ public struct MediaInputOptions: Sendable {
     /// Decode the input's audio too (`MediaDecoder.audio`), as ffmpeg maps one audio stream
     /// beside the video; false: `-an`.
     public var audio = false
+    /// `-map 0:a:N`: the input's Nth audio stream (0-based) instead of the one ffmpeg picks.
+    public var audioStream: Int?
 
     public init(start: Int64? = nil, duration: Int64? = nil, loops: Int = 0, strict: Bool = false, audio: Bool = false) {
         self.start = start; self.duration = duration; self.loops = loops; self.strict = strict; self.audio = audio

@@ -11,7 +11,7 @@ enum ProduceCommand: Command {
     static let help = """
     usage: framesrv produce -i INPUT --out NAME [-f FMT] [-ss T] [-t D] [--loop N] [-re | --readrate X] [--paused]
                            [--pix-fmt FMT] [--size WxH] [--frames N] [--slots N] [--threads N] [--strict]
-                           [--wait-for N [--linger S] | --no-wait] [--name NAME] [-an | --audio-out NAME]
+                           [--wait-for N [--linger S] | --no-wait] [--name NAME] [-an | --audio-out NAME] [-map 0:a:N]
            framesrv produce --pattern --out NAME [options]
 
     Publishes frames into shared memory as stream NAME and announces each over ZeroMQ.
@@ -27,6 +27,7 @@ enum ProduceCommand: Command {
                            channel layout, pts in 1/sample_rate as ffmpeg stamps it (copied once
                            into a slot). Its lossless consumers count for --wait-for too. Not with
                            --loop (said in one line). Read it with 'framesrv sink --framemd5'
+      -map 0:a:N           with -i: the input's Nth audio stream (from 0) instead of the one ffmpeg picks
       -an                  with -i: publish no audio
       -f FMT               force the input format (ffmpeg's -f, e.g. yuv4mpegpipe for a pipe), or
                            an input device, as ffmpeg: -f lavfi -i testsrc2=size=320x240:rate=30,

@@ -90,6 +90,7 @@ struct ProduceOptions: CommandOptions {
         m.paused = args.flag("--paused")
         m.noAudio = args.flag("-an", "--no-audio")
         m.audioOut = try args.newStreamName("--audio-out")
+        m.map = try args.value("-map", "--map")
         try args.finish()
 
         guard wantsPattern != (m.input != nil) else {
@@ -108,6 +109,7 @@ struct ProduceOptions: CommandOptions {
             var chosen = try m.media(input, pixelFormat: pixelFormat, size: size)
             chosen.audioOut = try m.audioStream(out: out)
             chosen.inputOptions.audio = chosen.audioOut != nil
+            chosen.inputOptions.audioStream = try m.audioStreamNumber()
             media = chosen
             return
         }
@@ -131,6 +133,20 @@ struct ProduceOptions: CommandOptions {
         var paused = false
         var noAudio = false
         var audioOut: String?
+        /// -map 0:a:N: which audio stream.
+        var map: String?
+
+        /// `-map 0:a:N` (or `0:a`, the first): the audio stream's number; other maps are refused.
+        func audioStreamNumber() throws(UsageError) -> Int? {
+            guard let map else { return nil }
+            let parts = map.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count >= 2, parts.count <= 3, parts[0] == "0", parts[1] == "a",
+                  let n = parts.count == 3 ? Int(parts[2]) : 0, (0...1023).contains(n) else {
+                throw UsageError("-map takes 0:a:N (the input's Nth audio stream, from 0) for the sound; the pictures are the first video stream, not '\(map)'")
+            }
+            guard !noAudio else { throw UsageError("-an and -map 0:a:N are one choice: -an publishes no audio") }
+            return n
+        }
 
         /// The audio stream's name: --audio-out, else NAME-audio; nil with -an.
         func audioStream(out: String) throws(UsageError) -> String? {
@@ -164,7 +180,7 @@ struct ProduceOptions: CommandOptions {
             guard !strict else { throw UsageError("--strict goes with -i INPUT") }
             guard !copy else { throw UsageError("--copy goes with -i INPUT") }
             guard !paused else { throw UsageError("--paused goes with -i INPUT") }
-            guard !noAudio, audioOut == nil else { throw UsageError("-an and --audio-out go with -i INPUT") }
+            guard !noAudio, audioOut == nil, map == nil else { throw UsageError("-an, -map and --audio-out go with -i INPUT") }
             guard start == nil, duration == nil, loops == 0, !realTime, readrate == nil else {
                 throw UsageError("-ss, -t, --loop, -re and --readrate go with -i INPUT")
             }

@@ -235,4 +235,25 @@ import Testing
         let both = try scratch.run(["sink", "--in", "snd", "--wav", wav, "--y4m", scratch.file("o.y4m")])
         #expect(both.status == 2 && both.stderr.contains("--wav takes an audio stream"), "\(both.stderr)")
     }
+
+    /// -map 0:a:N picks the Nth audio stream, as ffmpeg's -map does; other maps are one usage line.
+    @Test func mapPicksTheAudioStream() throws {
+        let scratch = try Scratch()
+        let path = scratch.file("two.mkv")
+        let (g, _, err) = try shell("ffmpeg -v error -f lavfi -i testsrc=d=1:size=160x120 -f lavfi -i sine=f=440:d=1 -f lavfi -i sine=f=880:d=1 "
+                                    + "-map 0 -map 1 -map 2 -c:v libx264 -c:a aac '\(path)'", scratch)
+        try #require(g == 0, "\(err)")
+        let producer = try scratch.start(["produce", "-i", path, "--out", "m", "-map", "0:a:1", "--wait-for", "1", "--quiet"])
+        let sink = try scratch.start(["sink", "--in", "m-audio", "--framemd5", "-"])
+        #expect(sink.wait(timeout: 60) == 0, "\(sink.stderr)")
+        #expect(producer.wait(timeout: 30) == 0, "\(producer.stderr)")
+        let (f, expected, ferr) = try shell("ffmpeg -v error -i '\(path)' -map 0:a:1 -f framemd5 -", scratch)
+        try #require(f == 0, "\(ferr)")
+        #expect(sink.stdout == String(decoding: expected, as: UTF8.self), "-map 0:a:1 is not the second audio stream")
+        #expect(producer.stderr.contains("not carried: stream #1 audio"), "\(producer.stderr)")
+        let bad = try scratch.run(["produce", "-i", path, "--out", "x", "-map", "1:v"])
+        #expect(bad.status == 2 && bad.stderr.contains("-map takes 0:a:N"), "\(bad.stderr)")
+        let missing = try scratch.run(["produce", "-i", path, "--out", "y", "-map", "0:a:5", "--no-wait", "--quiet"])
+        #expect(missing.stderr.contains("-map 0:a:5: the input has no audio stream 5"), "\(missing.stderr)")
+    }
 }
