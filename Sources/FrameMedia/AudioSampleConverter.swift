@@ -74,7 +74,7 @@ final class AudioSampleConverter {
         }
         defer {
             f.pointee.extended_data = nil
-            withUnsafeMutableBytes(of: &f.pointee.data) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+            _ = withUnsafeMutableBytes(of: &f.pointee.data) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
         }
         try rows.withUnsafeMutableBufferPointer { (r: inout UnsafeMutableBufferPointer<UnsafeMutablePointer<UInt8>?>) throws(MediaOutputError) in
             f.pointee.extended_data = r.baseAddress
