@@ -8,6 +8,7 @@
 // itself; the timeline's duration and span are sane for whatever offsets and timestamps the
 // records carry (a damaged record is beyond the span), three tracks, two of one producer.
 @testable import FrameRecording
+import FrameMedia
 import FrameServer
 
 @_cdecl("LLVMFuzzerTestOneInput")

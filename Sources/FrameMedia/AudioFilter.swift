@@ -78,9 +78,8 @@ final class AudioFilterGraph {
         (source, sink) = (nil, nil)
         guard let g = avfilter_graph_alloc() else { throw .ffmpeg("avfilter_graph_alloc", "out of memory") }
         graph = g
-        let layout = format.layout.isNative ? "channel_layout=0x\(String(format.layout.mask, radix: 16))" : "channels=\(format.channels)"
-        let args = "time_base=1/\(format.sampleRate):sample_rate=\(format.sampleRate):sample_fmt=\(format.sampleFormat.name):\(layout)"
-        var r = avfilter_graph_create_filter(&source, avfilter_get_by_name("abuffer"), "in", args, nil, g)
+        var r = avfilter_graph_create_filter(&source, avfilter_get_by_name("abuffer"), "in",
+                                             AudioSampleConverter.abufferArguments(format), nil, g)
         if r >= 0 { r = avfilter_graph_create_filter(&sink, avfilter_get_by_name("abuffersink"), "out", nil, nil, g) }
         guard r >= 0 else { throw .ffmpeg("avfilter_graph_create_filter(abuffer)", ffmpegMessage(r)) }
         var inputs: UnsafeMutablePointer<AVFilterInOut>?

@@ -102,8 +102,7 @@ final class AudioSampleConverter {
         avfilter_graph_free(&graph)
         guard let g = avfilter_graph_alloc() else { throw .ffmpeg("avfilter_graph_alloc", "out of memory") }
         graph = g
-        let layout = format.layout.isNative ? "channel_layout=0x\(String(format.layout.mask, radix: 16))" : "channels=\(format.channels)"
-        let args = "time_base=1/\(format.sampleRate):sample_rate=\(format.sampleRate):sample_fmt=\(format.sampleFormat.name):\(layout)"
+        let args = Self.abufferArguments(format)
         var aformat: UnsafeMutablePointer<AVFilterContext>?
         var r = avfilter_graph_create_filter(&source, avfilter_get_by_name("abuffer"), "in", args, nil, g)
         if r >= 0 { r = avfilter_graph_create_filter(&aformat, avfilter_get_by_name("aformat"), "format", "sample_fmts=\(target.name)", nil, g) }
@@ -114,6 +113,13 @@ final class AudioSampleConverter {
         if r >= 0, frameSize > 0 { av_buffersink_set_frame_size(sink, UInt32(frameSize)) }
         guard r >= 0 else { throw .ffmpeg("building the audio conversion to \(target.name) (\(args))", ffmpegMessage(r)) }
         built = format
+    }
+
+    /// `abuffer`'s arguments for frames of `format`: time base 1/sample_rate, the rate, the
+    /// sample format, and the layout's mask (or, without one, the channel count).
+    static func abufferArguments(_ format: AudioFormat) -> String {
+        let layout = format.layout.isNative ? "channel_layout=0x\(String(format.layout.mask, radix: 16))" : "channels=\(format.channels)"
+        return "time_base=1/\(format.sampleRate):sample_rate=\(format.sampleRate):sample_fmt=\(format.sampleFormat.name):\(layout)"
     }
 
     /// FFmpeg's AVSampleFormat for `format` (by its name).

@@ -3,8 +3,8 @@ import FrameServer
 import Glibc
 
 /// Bare samples of an audio stream (`sink --wav`, and `sink --raw` for sound): each frame
-/// interleaved into the packed form of its own sample format (fltp -> flt, exactly: no
-/// value changes) and written as it comes; `.wav` through libavformat's wav muxer (PCM of
+/// interleaved into the packed form of its own sample format (`AudioPCM`: fltp -> flt,
+/// exactly, no value changes) and written as it comes; `.wav` through libavformat's wav muxer (PCM of
 /// that format, the channel mask, RIFF sizes written at the end where the file can seek),
 /// `.raw` as the bytes alone (what `ffmpeg -f f32le` / `-f s16le` writes). The first frame's
 /// format holds for the file: a later frame of another rate or layout is an error.
@@ -18,7 +18,8 @@ public final class AudioSamplesWriter {
     private var raw: OutputFile?
     private var muxer: UnsafeMutablePointer<AVFormatContext>?
     private var packet = av_packet_alloc()
-    private var converter: AudioSampleConverter?
+    /// One frame's interleaved samples (raw), reused.
+    private var buffer: [UInt8] = []
     private var format: AudioFormat?
 
     /// Opens `path` (`-`: standard output) for `kind`; the stream's format comes with its first frame.
@@ -43,14 +44,6 @@ public final class AudioSamplesWriter {
         }
     }
 
-    /// The packed form of a sample format (itself when packed).
-    static func packed(_ f: SampleFormat) -> SampleFormat {
-        switch f {
-        case .u8p: .u8; case .s16p: .s16; case .s32p: .s32; case .fltp: .flt; case .dblp: .dbl; case .s64p: .s64
-        default: f
-        }
-    }
-
     /// Writes an audio frame's samples.
     public func write(_ frame: borrowing Frame) throws(MediaOutputError) {
         guard let format = frame.header.audioFormat else { return }
@@ -61,11 +54,17 @@ public final class AudioSamplesWriter {
         } else {
             try start(format)
         }
-        let pts = frame.header.description.pts ?? 0
-        try converter!.convert(frame) { samples, count throws(MediaOutputError) in
-            if let raw { try raw.write(Array(samples)) } else { try mux(samples, pts: pts, count: count) }
-            bytes += Int64(samples.count)
+        guard let size = AudioPCM.packetBytes(format), size < Int(Int32.max) else {
+            throw .audio(path, "an audio frame of \(format) is too large to write")
         }
+        if let raw {
+            if buffer.count != size { buffer = [UInt8](repeating: 0, count: size) }
+            buffer.withUnsafeMutableBytes { AudioPCM.copyInterleaved(frame, format, to: $0.baseAddress!) }
+            try raw.write(buffer)
+        } else {
+            try mux(frame, format, size: size)
+        }
+        bytes += Int64(size)
         frames += 1
     }
 
@@ -79,9 +78,9 @@ public final class AudioSamplesWriter {
 
     private func start(_ format: AudioFormat) throws(MediaOutputError) {
         self.format = format
-        let packed = Self.packed(format.sampleFormat)
-        converter = try AudioSampleConverter(to: packed)
         guard kind == .wav else { return }
+        let packed = av_get_packed_sample_fmt(AudioSampleConverter.avFormat(format.sampleFormat))
+        let bytesPerSample = Int32(format.sampleFormat.bytesPerSample)
         var oc: UnsafeMutablePointer<AVFormatContext>?
         var r = avformat_alloc_output_context2(&oc, nil, "wav", nil)
         guard r >= 0, let oc else { throw .ffmpeg("avformat_alloc_output_context2(wav)", ffmpegMessage(r)) }
@@ -89,12 +88,12 @@ public final class AudioSamplesWriter {
         guard let st = avformat_new_stream(oc, nil) else { throw .ffmpeg("avformat_new_stream", "out of memory") }
         let p = st.pointee.codecpar!
         p.pointee.codec_type = AVMEDIA_TYPE_AUDIO
-        p.pointee.codec_id = av_get_pcm_codec(AudioSampleConverter.avFormat(packed), 0)
-        p.pointee.format = Int32(AudioSampleConverter.avFormat(packed).rawValue)
+        p.pointee.codec_id = AudioPCM.codecID(format.sampleFormat)
+        p.pointee.format = Int32(packed.rawValue)
         p.pointee.sample_rate = Int32(format.sampleRate)
         AudioSampleConverter.setLayout(&p.pointee.ch_layout, format.layout)
-        p.pointee.bits_per_coded_sample = Int32(packed.bytesPerSample * 8)
-        p.pointee.block_align = Int32(packed.bytesPerSample * format.channels)
+        p.pointee.bits_per_coded_sample = bytesPerSample * 8
+        p.pointee.block_align = bytesPerSample * Int32(format.channels)
         st.pointee.time_base = AVRational(num: 1, den: Int32(format.sampleRate))
         r = avio_open(&oc.pointee.pb, path == "-" ? "pipe:1" : path, AVIO_FLAG_WRITE)
         guard r >= 0 else { throw .cannotOpen(path, ffmpegMessage(r)) }
@@ -102,14 +101,16 @@ public final class AudioSamplesWriter {
         guard r >= 0 else { throw .audio(path, "the wav muxer refused \(format): \(ffmpegMessage(r))") }
     }
 
-    private func mux(_ samples: UnsafeRawBufferPointer, pts: Int64, count: Int) throws(MediaOutputError) {
-        guard let muxer, let packet, let format else { return }
-        var r = av_new_packet(packet, Int32(samples.count))
+    /// The frame's interleaved samples as one packet of the WAV.
+    private func mux(_ frame: borrowing Frame, _ format: AudioFormat, size: Int) throws(MediaOutputError) {
+        guard let muxer, let packet else { return }
+        var r = av_new_packet(packet, Int32(size))
         guard r >= 0 else { throw .ffmpeg("av_new_packet", ffmpegMessage(r)) }
-        if let base = samples.baseAddress { memcpy(packet.pointee.data, base, samples.count) }
+        AudioPCM.copyInterleaved(frame, format, to: packet.pointee.data)
+        let pts = frame.header.description.pts ?? 0
         packet.pointee.pts = pts
         packet.pointee.dts = pts
-        packet.pointee.duration = Int64(count)
+        packet.pointee.duration = Int64(format.samples)
         packet.pointee.stream_index = 0
         av_packet_rescale_ts(packet, AVRational(num: 1, den: Int32(format.sampleRate)), muxer.pointee.streams[0]!.pointee.time_base)
         r = av_write_frame(muxer, packet)

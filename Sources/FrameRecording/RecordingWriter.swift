@@ -1,5 +1,6 @@
 import CFFmpeg
 import FoundationEssentials
+import FrameMedia
 import FrameServer
 
 /// One recorded stream as the file's header declares it.

@@ -1,4 +1,5 @@
 import CFFmpeg
+import FrameMedia
 import FrameServer
 import Glibc
 

@@ -41,18 +41,15 @@ extension FrameHeader {
         if media == .audio {
             try checkPlaneBounds(FrameHeader(h), planesFrom: planesFrom, slotBytes: slotBytes)
             try FrameHeader(h).checkAudio()
-            try checkTimestamps(h)
-            try checkRange("time_base_num", Int64(h.time_base_num), 1...Int64(Int32.max))
-            try checkRange("time_base_den", Int64(h.time_base_den), 1...Int64(Int32.max))
-            return
-        }
-        try checkRange("width", Int64(h.width), 1...16384)
-        try checkRange("height", Int64(h.height), 1...16384)
-        try checkRange("plane_count", Int64(h.plane_count), 1...Int64(FS_MAX_PLANES))
-        let header = FrameHeader(h)
-        try checkPlaneBounds(header, planesFrom: planesFrom, slotBytes: slotBytes)
-        if let format = try header.checkedFormat() {
-            try header.checkRows(of: format)
+        } else {
+            try checkRange("width", Int64(h.width), 1...16384)
+            try checkRange("height", Int64(h.height), 1...16384)
+            try checkRange("plane_count", Int64(h.plane_count), 1...Int64(FS_MAX_PLANES))
+            let header = FrameHeader(h)
+            try checkPlaneBounds(header, planesFrom: planesFrom, slotBytes: slotBytes)
+            if let format = try header.checkedFormat() {
+                try header.checkRows(of: format)
+            }
         }
         try checkTimestamps(h)
         try checkRange("time_base_num", Int64(h.time_base_num), 1...Int64(Int32.max))

@@ -93,7 +93,7 @@ import Testing
         #expect(problem(bad) != nil)
         bad = h; bad.nb_samples = UInt32.max
         #expect(problem(bad) != nil, "nb_samples x bytes per sample overflows the plane")
-        bad = h; bad.pix_fmt = FS_PIX_NV12; withUnsafeMutableBytes(of: &bad.pix_fmt_name) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        bad = h; bad.pix_fmt = FS_PIX_NV12; _ = withUnsafeMutableBytes(of: &bad.pix_fmt_name) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
         bad.pix_fmt = 99
         #expect(problem(bad)?.contains("pix_fmt") == true)
         bad = h; bad.channel_mask = 0x7

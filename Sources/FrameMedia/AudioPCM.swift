@@ -2,15 +2,15 @@ import CFFmpeg
 import FrameServer
 import Glibc
 
-/// How a recording stores an audio frame (docs/RECORDING.md, "Audio tracks"): PCM of the
-/// frame's own sample type, the channels interleaved (a planar frame's rows interleaved
-/// sample by sample, as the packed form of its format lays them out), so every sample
-/// format is kept bit for bit and ffmpeg reads the track as `pcm_*`; the frame record says
-/// whether the frame was planar, and replay lays its rows out again.
-enum AudioPCM {
+/// An audio frame's samples as PCM: the packed form of the frame's own sample type, the
+/// channels interleaved (a planar frame's rows interleaved sample by sample), every value
+/// kept bit for bit. What a recording stores (docs/RECORDING.md, "Audio tracks": the frame
+/// record says whether the frame was planar, and replay lays its rows out again) and what
+/// `sink --wav`/`--raw` write.
+package enum AudioPCM {
     /// The container codec of a track whose first frame is `format`: the PCM codec of its
     /// packed form (little-endian, as framesrv's hosts are).
-    static func codecID(_ format: SampleFormat) -> AVCodecID {
+    package static func codecID(_ format: SampleFormat) -> AVCodecID {
         switch format {
         case .u8, .u8p: AV_CODEC_ID_PCM_U8
         case .s16, .s16p: AV_CODEC_ID_PCM_S16LE
@@ -22,7 +22,7 @@ enum AudioPCM {
     }
 
     /// Bytes of the packet of a frame of `format`: every sample of every channel; nil when it overflows.
-    static func packetBytes(_ format: AudioFormat) -> Int? {
+    package static func packetBytes(_ format: AudioFormat) -> Int? {
         guard let row = format.rowBytes else { return nil }
         let (all, overflow) = row.multipliedReportingOverflow(by: format.rows)
         return overflow ? nil : all
@@ -31,7 +31,7 @@ enum AudioPCM {
     /// Walks the samples of a frame of `format` in interleaved order: `body(packed offset,
     /// row, offset in the row, bytes)` for each run of bytes to move between the interleaved
     /// packet and the frame's rows (one run for a packed format, one per sample for a planar one).
-    static func interleave(_ format: AudioFormat, _ body: (Int, Int, Int, Int) -> Void) {
+    package static func interleave(_ format: AudioFormat, _ body: (Int, Int, Int, Int) -> Void) {
         guard format.sampleFormat.isPlanar else {
             body(0, 0, 0, packetBytes(format) ?? 0)
             return
@@ -42,25 +42,14 @@ enum AudioPCM {
         }
     }
 
-    /// The frame's samples, interleaved, in a new packet (a key frame: each decodes alone).
-    static func pack(_ frame: borrowing Frame, _ format: AudioFormat) throws(RecordingError) -> UnsafeMutablePointer<AVPacket> {
-        guard let size = packetBytes(format), size < Int(Int32.max), let p = av_packet_alloc() else {
-            throw .ffmpeg("av_packet_alloc", "an audio frame of \(format) does not fit a packet")
-        }
-        guard av_new_packet(p, Int32(size)) >= 0 else {
-            var q: UnsafeMutablePointer<AVPacket>? = p
-            av_packet_free(&q)
-            throw .ffmpeg("av_new_packet", "out of memory")
-        }
+    /// Copies the frame's samples, interleaved, to `out` (`packetBytes(format)` bytes).
+    package static func copyInterleaved(_ frame: borrowing Frame, _ format: AudioFormat, to out: UnsafeMutableRawPointer) {
         let rows = (0..<format.rows).map { frame.audioRow($0).baseAddress! }
-        let out = p.pointee.data!
         interleave(format) { at, row, offset, bytes in memcpy(out + at, rows[row] + offset, bytes) }
-        p.pointee.flags |= AV_PKT_FLAG_KEY
-        return p
     }
 
     /// Lays an interleaved packet (`packetBytes(format)` bytes) out in a slot's rows.
-    static func unpack(_ packet: UnsafePointer<UInt8>, into slot: borrowing WritableAudioFrame) {
+    package static func unpack(_ packet: UnsafePointer<UInt8>, into slot: borrowing WritableAudioFrame) {
         let rows = (0..<slot.format.rows).map { slot.row($0).baseAddress! }
         interleave(slot.format) { at, row, offset, bytes in memcpy(rows[row] + offset, packet + at, bytes) }
     }
