@@ -45,18 +45,8 @@ static void fill_info(framesrv_frame_info *info, const fs_frame *h, uint8_t *slo
     info->pix_fmt = h->pix_fmt != FS_PIX_OTHER ? (int)h->pix_fmt : framesrv_pix_fmt_from_name(info->pix_fmt_name);
     if (!info->pix_fmt_name[0] && info->pix_fmt) snprintf(info->pix_fmt_name, sizeof info->pix_fmt_name, "%s", framesrv_pix_fmt_name(info->pix_fmt));
     info->media = h->media == FS_MEDIA_AUDIO ? FRAMESRV_MEDIA_AUDIO : FRAMESRV_MEDIA_VIDEO;
-    if (info->media == FRAMESRV_MEDIA_AUDIO) {   /* 4.6: plane 0 holds rows of samples */
-        info->pix_fmt = 0;
-        info->sample_fmt = (int)h->pix_fmt;
-        info->sample_rate = h->sample_rate;
-        info->channels = h->channels;
-        info->channel_order = h->channel_order;
-        info->channel_mask = h->channel_mask;
-        info->nb_samples = h->nb_samples;
-        fsi_describe_samples(info, h, slot_base);
-    } else {
-        fsi_describe_planes(info, h, slot_base);
-    }
+    if (info->media == FRAMESRV_MEDIA_AUDIO) fsi_describe_samples(info, h, slot_base);   /* 4.6: rows of samples */
+    else fsi_describe_planes(info, h, slot_base);
     info->color_matrix = h->color_matrix;
     info->color_range = h->color_range;
     info->color_primaries = h->color_primaries;

@@ -50,6 +50,14 @@ const char *framesrv_sample_fmt_name(int sample_fmt)
 void fsi_describe_samples(framesrv_frame_info *info, const fs_frame *header, uint8_t *slot)
 {
     const fsi_sample_format *f = fsi_sample_format_of((int)header->pix_fmt);   /* validated: not NULL */
+    info->media = FRAMESRV_MEDIA_AUDIO;
+    info->pix_fmt = 0;   /* the code is sample_fmt's; pix_fmt_name names it */
+    info->sample_fmt = (int)header->pix_fmt;
+    info->sample_rate = header->sample_rate;
+    info->channels = header->channels;
+    info->channel_order = header->channel_order;
+    info->channel_mask = header->channel_mask;
+    info->nb_samples = header->nb_samples;
     memset(info->planes, 0, sizeof info->planes);
     info->plane_count = 1;
     framesrv_plane *pl = &info->planes[0];

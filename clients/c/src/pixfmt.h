@@ -29,7 +29,8 @@ FSI_HIDDEN const fsi_pix_format *fsi_pix_format_of(int code);
  * sample of one channel, and whether each channel has a row of its own. */
 typedef struct fsi_sample_format { int code; const char *name; uint32_t bytes; bool planar; } fsi_sample_format;
 FSI_HIDDEN const fsi_sample_format *fsi_sample_format_of(int code);
-/* An audio frame's plane 0 (validated header) as framesrv_plane: rows of samples. */
+/* An audio frame's fields (validated header): media, sample format, rate, channels, layout,
+ * nb_samples, and plane 0 as framesrv_plane: rows of samples. */
 FSI_HIDDEN void fsi_describe_samples(framesrv_frame_info *info, const fs_frame *header, uint8_t *slot);
 
 /* The canonical layout of PROTOCOL.md 4.2: offsets, strides, sizes and the slot's bytes.

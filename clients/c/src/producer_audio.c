@@ -90,15 +90,7 @@ void fsp_audio_preset(framesrv_producer *p, framesrv_frame *f)
 {
     framesrv_frame_info *in = &f->info;
     const fs_frame *h = &p->template_header;
-    fsi_describe_samples(in, h, p->pool->base + (size_t)f->slot * p->pool->slot_stride);
-    in->pix_fmt = 0;   /* as a consumer's audio frame: the code is sample_fmt's */
-    in->media = FRAMESRV_MEDIA_AUDIO;
-    in->sample_fmt = p->samples->code;
-    in->sample_rate = h->sample_rate;
-    in->channels = h->channels;
-    in->channel_order = h->channel_order;
-    in->channel_mask = h->channel_mask;
-    in->nb_samples = p->opt.max_samples;
+    fsi_describe_samples(in, h, p->pool->base + (size_t)f->slot * p->pool->slot_stride);   /* nb_samples: max_samples */
     in->color_matrix = in->color_range = in->color_primaries = in->color_transfer = 0;
     in->sar_num = in->sar_den = 0;
     in->field_order = in->chroma_location = 0;
