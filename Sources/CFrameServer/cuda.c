@@ -50,6 +50,7 @@ static const struct { size_t offset; const char *symbol; } entries[] = {
     ENTRY(cuMemHostUnregister, "cuMemHostUnregister"),
     ENTRY(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
     ENTRY(cuStreamSynchronize, "cuStreamSynchronize"),
+    ENTRY(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2"),
     ENTRY(cuStreamWaitValue64, "cuStreamWaitValue64_v2"),
     ENTRY(cuStreamWriteValue64, "cuStreamWriteValue64_v2"),
 };

@@ -55,6 +55,25 @@ typedef struct fs_cuda_access_desc {              /* CUmemAccessDesc */
     int flags;                                    /* CUmemAccess_flags */
 } fs_cuda_access_desc;
 
+typedef struct fs_cuda_memcpy2d {                 /* CUDA_MEMCPY2D (CUDA_MEMCPY2D_v2) */
+    size_t src_x_in_bytes;
+    size_t src_y;
+    int src_memory_type;                          /* CUmemorytype */
+    const void *src_host;
+    fs_cuda_deviceptr src_device;
+    void *src_array;                              /* CUarray */
+    size_t src_pitch;
+    size_t dst_x_in_bytes;
+    size_t dst_y;
+    int dst_memory_type;                          /* CUmemorytype */
+    void *dst_host;
+    fs_cuda_deviceptr dst_device;
+    void *dst_array;                              /* CUarray */
+    size_t dst_pitch;
+    size_t width_in_bytes;
+    size_t height;
+} fs_cuda_memcpy2d;
+
 /* CUresult values framesrv tells apart. */
 #define FS_CU_SUCCESS 0
 #define FS_CU_ERROR_INVALID_VALUE 1
@@ -78,6 +97,11 @@ typedef struct fs_cuda_access_desc {              /* CUmemAccessDesc */
 #define FS_CU_MEM_ALLOC_GRANULARITY_MINIMUM 0
 #define FS_CU_MEMHOSTREGISTER_PORTABLE 0x01
 #define FS_CU_MEMHOSTREGISTER_DEVICEMAP 0x02
+#define FS_CU_MEMHOSTREGISTER_READ_ONLY 0x08
+
+/* CUmemorytype: where one side of a copy is */
+#define FS_CU_MEMORYTYPE_HOST 1
+#define FS_CU_MEMORYTYPE_DEVICE 2
 
 /* Stream memory operations */
 #define FS_CU_STREAM_WAIT_VALUE_GEQ 0x0
@@ -120,6 +144,7 @@ typedef struct fs_cuda_api {
     fs_cuda_result (*cuMemHostUnregister)(void *p);
     fs_cuda_result (*cuMemHostGetDevicePointer)(fs_cuda_deviceptr *ptr, void *p, unsigned int flags); /* _v2 */
     fs_cuda_result (*cuStreamSynchronize)(fs_cuda_stream stream);
+    fs_cuda_result (*cuMemcpy2DAsync)(const fs_cuda_memcpy2d *copy, fs_cuda_stream stream); /* _v2 */
     fs_cuda_result (*cuStreamWaitValue64)(fs_cuda_stream stream, fs_cuda_deviceptr addr, uint64_t value,
                                           unsigned int flags);                             /* _v2 */
     fs_cuda_result (*cuStreamWriteValue64)(fs_cuda_stream stream, fs_cuda_deviceptr addr, uint64_t value,

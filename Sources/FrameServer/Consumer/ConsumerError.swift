@@ -60,7 +60,8 @@ public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
             "a live consumer may hold at most \(max) frames at once; release a frame before taking the next"
         case .deviceMemory(let stream, let memory):
             "stream '\(stream)' holds its frames in \(memory), which this consumer (host memory) cannot map; "
-                + "read it with a CUDA consumer (libframesrv with FRAMESRV_MEMORY_CUDA)"
+                + "read it with a CUDA consumer (libframesrv with FRAMESRV_MEMORY_CUDA), or a host copy of it: "
+                + "framesrv-cuda download --in \(stream) --out \(stream)-host (libframesrv's tool)"
         case .wrongMedia(let stream, let found):
             found == .audio
                 ? "stream '\(stream)' carries audio, which this consumer (video frames) cannot read; read it with a sink (framesrv sink --in \(stream) --framemd5 -)"

@@ -269,6 +269,29 @@ int framesrv_frame_release_on(framesrv_frame *frame, void *stream);
  * wait. FRAMESRV_E_MEMORY for a host frame. Any thread that owns the frame. */
 int framesrv_frame_wait_on(framesrv_frame *frame, void *stream);
 
+/* Copies the planes of `src` into `dst`, a reserved frame of the same geometry (plane count,
+ * rows and bytes per row: the same size and pixel format), each in the memory it is in: host
+ * to CUDA (an upload), CUDA to host (a download), CUDA to CUDA on one device, or host to
+ * host. No header field is copied: set dst's (w) fields. The copies (one cuMemcpy2DAsync per
+ * plane, pitch to pitch) are queued on `stream`, a CUstream of the device's primary context
+ * (NULL: its legacy default stream), which must already be ordered after src's ready fence
+ * and dst's readers (framesrv_consumer_next_on and framesrv_producer_reserve_on on the same
+ * stream do both). When either frame is in host memory the call returns once the copy has
+ * ended (it synchronizes `stream`): a host source may be released and a host destination
+ * published at once. CUDA to CUDA only queues: publish dst with framesrv_producer_publish_on
+ * and release src with framesrv_frame_release_on, on the same stream.
+ * A host frame's pool is registered with CUDA (cuMemHostRegister, once per pool epoch,
+ * read-only for a consumer's pool), so the copy engine reads and writes the slot itself;
+ * where the driver refuses, the driver stages the copy (framesrv_frame_pinned says which).
+ * FRAMESRV_E_INVALID when the geometries differ, FRAMESRV_E_MEMORY for frames on two CUDA
+ * devices, FRAMESRV_E_SYSTEM with the driver's error when a copy fails. */
+int framesrv_frame_copy_on(framesrv_frame *dst, framesrv_frame *src, void *stream);
+
+/* 1 when `frame` is a host frame whose pool framesrv_frame_copy_on registered with CUDA
+ * (copies go straight to and from the slot), 0 otherwise (a CUDA frame, a pool never copied
+ * with CUDA, or one the driver would not register). */
+int framesrv_frame_pinned(const framesrv_frame *frame);
+
 /* ------------------------------------------------------------------------- */
 /* Consumer                                                                   */
 /* ------------------------------------------------------------------------- */

@@ -28,11 +28,11 @@ int fsi_consumer_cuda_check(framesrv_consumer *c, fsi_attachment *a)
     if (kind == FS_MEMORY_CUDA && c->memory != FRAMESRV_MEMORY_CUDA)
         return fsi_fail(FRAMESRV_E_MEMORY, "stream '%s' holds its frames in CUDA memory of device %s, which this consumer (host "
                         "memory) cannot map; open it with memory = FRAMESRV_MEMORY_CUDA and read it with framesrv_consumer_next_on, "
-                        "or read a host copy of the stream (framesrv download)", c->stream, uuid);
+                        "or read a host copy of the stream (framesrv-cuda download --in %s --out %s-host)", c->stream, uuid, c->stream, c->stream);
     if (kind == FS_MEMORY_HOST && c->memory == FRAMESRV_MEMORY_CUDA)
         return fsi_fail(FRAMESRV_E_MEMORY, "stream '%s' holds its frames in host memory, but this consumer asked for CUDA memory; "
                         "open it with memory = FRAMESRV_MEMORY_HOST (the default) and copy the planes to the device, or have its "
-                        "producer write CUDA memory (framesrv upload)", c->stream);
+                        "producer write CUDA memory (framesrv-cuda upload --in %s --out %s-cuda)", c->stream, c->stream, c->stream);
     if (kind == FS_MEMORY_HOST) return FRAMESRV_OK;
     if (!(a->cuda = calloc(1, sizeof *a->cuda))) return fsi_fail(FRAMESRV_E_NO_MEMORY, "out of memory attaching to '%s'", c->stream);
     a->cuda->fence = (fs_slot_fence *)((uint8_t *)a->ctl + a->ctl->fence_offset);

@@ -51,6 +51,7 @@ int framesrv_frame_device_plane(framesrv_frame *frame, uint32_t plane, framesrv_
 void fsi_pool_unref_forked(fsi_pool *pool)
 {
     if (!pool || __atomic_sub_fetch(&pool->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    fsi_pinned_free(pool->pinned, true);
     if (pool->base) munmap(pool->base, pool->size);
     if (pool->device && pool->device->fd >= 0) close(pool->device->fd);
     free(pool->device);

@@ -15,6 +15,7 @@ void fsi_pool_ref(fsi_pool *pool)
 void fsi_pool_unref(fsi_pool *pool)
 {
     if (!pool || __atomic_sub_fetch(&pool->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    fsi_pinned_free(pool->pinned, false);
     if (pool->base) munmap(pool->base, pool->size);
     fsi_device_memory_free(pool->device);
     free(pool);

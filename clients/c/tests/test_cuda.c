@@ -108,7 +108,7 @@ static void refusals(const char *cuda_name, const char *host_name)
     CHECK_STATUS(open_consumer(cuda_name, FRAMESRV_MEMORY_HOST, &c), FRAMESRV_E_MEMORY);
     const char *e = framesrv_last_error();
     CHECK(strstr(e, cuda_name) && strstr(e, "CUDA memory of device GPU-face0cda-0102-0304-0506-0708090a0b0c") &&
-          strstr(e, "FRAMESRV_MEMORY_CUDA") && strstr(e, "framesrv download") && !strchr(e, '\n'), "host consumer: %s", e);
+          strstr(e, "FRAMESRV_MEMORY_CUDA") && strstr(e, "framesrv-cuda download --in") && !strchr(e, '\n'), "host consumer: %s", e);
     CHECK_STATUS(open_consumer(host_name, FRAMESRV_MEMORY_CUDA, &c), FRAMESRV_E_MEMORY);
     e = framesrv_last_error();
     CHECK(strstr(e, host_name) && strstr(e, "host memory") && strstr(e, "FRAMESRV_MEMORY_HOST") && !strchr(e, '\n'), "cuda consumer: %s", e);

@@ -45,6 +45,7 @@ def fakecuda_lib(tmp_path_factory):
         pytest.skip("no C compiler to build the stand-in CUDA driver (clients/c/tests/fakecuda)")
     out = tmp_path_factory.mktemp("fakecuda") / "libfakecuda.so"
     subprocess.run([cc, "-std=gnu11", "-O1", "-shared", "-fPIC", "-fvisibility=hidden",
+                    "-I", str(REPO / "Sources" / "CFrameServer" / "include"),
                     str(REPO / "clients" / "c" / "tests" / "fakecuda" / "fakecuda.c"), "-o", str(out)], check=True)
     return out
 

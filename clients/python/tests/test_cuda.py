@@ -256,7 +256,7 @@ def test_wrong_kinds_are_refused_in_one_line(fsdir, fakecuda):
         with pytest.raises(framesrv.MemoryKindError) as e:
             framesrv.Consumer("gpu", timeout=5)
         line = str(e.value)
-        assert "CUDA memory of device GPU-face0cda-0102-0304-0506-0708090a0b0c" in line and "framesrv download" in line
+        assert "CUDA memory of device GPU-face0cda-0102-0304-0506-0708090a0b0c" in line and "framesrv-cuda download --in" in line
         assert "device='cuda'" in line and "\n" not in line and e.value.code == -12
         with pytest.raises(framesrv.MemoryKindError, match="host memory") as e:
             framesrv.Consumer("host", timeout=5, device="cuda")

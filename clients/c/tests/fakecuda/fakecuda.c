@@ -8,11 +8,14 @@
  * (tests/gpu) runs the same paths on a real device.
  *   FAKECUDA_NO_MEMOPS=1    the device reports no 64-bit stream memory operations
  *   FAKECUDA_NO_READONLY=1  cuMemSetAccess refuses PROT_READ (the read-write fallback)
+ * A 2D copy (cuMemcpy2DAsync) copies its rows at once; device and host addresses are both
+ * this process's, so it reads and writes through either. fakecuda_copies() counts them.
  * fakecuda_last_stream(1) is the stream of the last cuStreamWriteValue64 (0: of the last
  * cuStreamWaitValue64), for tests of which stream a binding orders its fences on.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "CFrameServerCUDA.h"   /* fs_cuda_memcpy2d, cuda.h's CUDA_MEMCPY2D */
 
 #define EXPORT __attribute__((visibility("default")))
 typedef int R;
@@ -139,6 +144,12 @@ EXPORT R cuMemSetAccess(unsigned long long p, size_t size, const struct access *
     if (a->flags == 1 && env("FAKECUDA_NO_READONLY")) return NOT_SUPPORTED;
     return mprotect((void *)(uintptr_t)p, size, a->flags == 3 ? PROT_READ | PROT_WRITE : PROT_READ) == 0 ? OK : INVALID_VALUE;
 }
+EXPORT int fakecuda_registered(void)
+{
+    int n = 0;
+    for (int i = 0; i < 64; i++) n += __atomic_load_n(&registered[i], __ATOMIC_SEQ_CST) != NULL;
+    return n;
+}
 EXPORT R cuMemHostRegister_v2(void *p, size_t size, unsigned int flags)
 {
     (void)size, (void)flags;
@@ -171,5 +182,22 @@ EXPORT R cuStreamWriteValue64_v2(void *s, unsigned long long addr, uint64_t valu
     __atomic_store_n(&last_stream[1], s, __ATOMIC_SEQ_CST);
     if (flags != 0) return INVALID_VALUE;
     __atomic_store_n((uint64_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
+    return OK;
+}
+
+static size_t copies;
+EXPORT size_t fakecuda_copies(void) { return __atomic_load_n(&copies, __ATOMIC_SEQ_CST); }
+EXPORT R cuMemcpy2DAsync_v2(const fs_cuda_memcpy2d *c, void *s)
+{
+    (void)s;
+    bool kinds_ok = (c->src_memory_type == FS_CU_MEMORYTYPE_HOST || c->src_memory_type == FS_CU_MEMORYTYPE_DEVICE) &&
+                    (c->dst_memory_type == FS_CU_MEMORYTYPE_HOST || c->dst_memory_type == FS_CU_MEMORYTYPE_DEVICE);
+    if (!kinds_ok || c->src_pitch < c->width_in_bytes || c->dst_pitch < c->width_in_bytes) return INVALID_VALUE;
+    const uint8_t *from = c->src_memory_type == FS_CU_MEMORYTYPE_HOST ? c->src_host : (const uint8_t *)(uintptr_t)c->src_device;
+    uint8_t *to = c->dst_memory_type == FS_CU_MEMORYTYPE_HOST ? c->dst_host : (uint8_t *)(uintptr_t)c->dst_device;
+    for (size_t y = 0; y < c->height; y++)
+        memcpy(to + (c->dst_y + y) * c->dst_pitch + c->dst_x_in_bytes, from + (c->src_y + y) * c->src_pitch + c->src_x_in_bytes,
+               c->width_in_bytes);
+    __atomic_add_fetch(&copies, 1, __ATOMIC_SEQ_CST);
     return OK;
 }

@@ -53,11 +53,29 @@ static void structs(void)
     SAME(sizeof(fs_cuda_access_desc), sizeof(CUmemAccessDesc));
     FIELD(fs_cuda_access_desc, location, CUmemAccessDesc, location);
     FIELD(fs_cuda_access_desc, flags, CUmemAccessDesc, flags);
+    SAME(sizeof(fs_cuda_memcpy2d), sizeof(CUDA_MEMCPY2D));
+    FIELD(fs_cuda_memcpy2d, src_x_in_bytes, CUDA_MEMCPY2D, srcXInBytes);
+    FIELD(fs_cuda_memcpy2d, src_y, CUDA_MEMCPY2D, srcY);
+    FIELD(fs_cuda_memcpy2d, src_memory_type, CUDA_MEMCPY2D, srcMemoryType);
+    FIELD(fs_cuda_memcpy2d, src_host, CUDA_MEMCPY2D, srcHost);
+    FIELD(fs_cuda_memcpy2d, src_device, CUDA_MEMCPY2D, srcDevice);
+    FIELD(fs_cuda_memcpy2d, src_array, CUDA_MEMCPY2D, srcArray);
+    FIELD(fs_cuda_memcpy2d, src_pitch, CUDA_MEMCPY2D, srcPitch);
+    FIELD(fs_cuda_memcpy2d, dst_x_in_bytes, CUDA_MEMCPY2D, dstXInBytes);
+    FIELD(fs_cuda_memcpy2d, dst_y, CUDA_MEMCPY2D, dstY);
+    FIELD(fs_cuda_memcpy2d, dst_memory_type, CUDA_MEMCPY2D, dstMemoryType);
+    FIELD(fs_cuda_memcpy2d, dst_host, CUDA_MEMCPY2D, dstHost);
+    FIELD(fs_cuda_memcpy2d, dst_device, CUDA_MEMCPY2D, dstDevice);
+    FIELD(fs_cuda_memcpy2d, dst_array, CUDA_MEMCPY2D, dstArray);
+    FIELD(fs_cuda_memcpy2d, dst_pitch, CUDA_MEMCPY2D, dstPitch);
+    FIELD(fs_cuda_memcpy2d, width_in_bytes, CUDA_MEMCPY2D, WidthInBytes);
+    FIELD(fs_cuda_memcpy2d, height, CUDA_MEMCPY2D, Height);
     /* The enums our ints stand for are int-sized. */
     SAME(sizeof(int), sizeof(CUmemLocationType));
     SAME(sizeof(int), sizeof(CUmemAllocationType));
     SAME(sizeof(int), sizeof(CUmemAllocationHandleType));
     SAME(sizeof(int), sizeof(CUmemAccess_flags));
+    SAME(sizeof(int), sizeof(CUmemorytype));
     SAME(sizeof(int), sizeof(CUdevice_attribute));
     SAME(sizeof(int), sizeof(CUmemAllocationGranularity_flags));
 }
@@ -83,6 +101,9 @@ static void values(void)
     SAME(FS_CU_MEM_ALLOC_GRANULARITY_MINIMUM, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     SAME(FS_CU_MEMHOSTREGISTER_PORTABLE, CU_MEMHOSTREGISTER_PORTABLE);
     SAME(FS_CU_MEMHOSTREGISTER_DEVICEMAP, CU_MEMHOSTREGISTER_DEVICEMAP);
+    SAME(FS_CU_MEMHOSTREGISTER_READ_ONLY, CU_MEMHOSTREGISTER_READ_ONLY);
+    SAME(FS_CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_HOST);
+    SAME(FS_CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE);
     SAME(FS_CU_STREAM_WAIT_VALUE_GEQ, CU_STREAM_WAIT_VALUE_GEQ);
     SAME(FS_CU_STREAM_WRITE_VALUE_DEFAULT, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
@@ -121,6 +142,7 @@ PROTOTYPE(cuMemHostRegister_v2, CUresult (*)(void *, size_t, unsigned int));
 PROTOTYPE(cuMemHostUnregister, CUresult (*)(void *));
 PROTOTYPE(cuMemHostGetDevicePointer_v2, CUresult (*)(CUdeviceptr *, void *, unsigned int));
 PROTOTYPE(cuStreamSynchronize, CUresult (*)(CUstream));
+PROTOTYPE(cuMemcpy2DAsync_v2, CUresult (*)(const CUDA_MEMCPY2D *, CUstream));
 PROTOTYPE(cuStreamWaitValue64_v2, CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int));
 PROTOTYPE(cuStreamWriteValue64_v2, CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int));
 /* cuuint64_t is our uint64_t. */
@@ -130,7 +152,7 @@ int main(void)
 {
     structs();
     values();
-    checks += 32;   /* the prototypes above, checked while compiling */
+    checks += 33;   /* the prototypes above, checked while compiling */
     printf("gpu_layout: %d checks against cuda.h %d.%d, %d failed\n", checks, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
            failures);
     return failures ? 1 : 0;

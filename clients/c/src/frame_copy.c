@@ -1,0 +1,138 @@
+/*
+ * frame_copy.c: framesrv_frame_copy_on, the copy between a host frame and a CUDA frame (or
+ * two of one kind) that upload and download stages are made of, and the registration of a
+ * host pool with CUDA that lets the copy engine read and write the slots themselves.
+ */
+#include "frame.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_cuda(const framesrv_frame *f) { return framesrv_frame_memory(f) == FRAMESRV_MEMORY_CUDA; }
+
+void fsi_pinned_free(fsi_pinned *pinned, bool forked)
+{
+    if (!pinned) return;
+    if (!forked && fsi_device_push(&pinned->device) == FRAMESRV_OK) {
+        pinned->device.cu->cuMemHostUnregister(pinned->base);
+        fsi_device_pop(&pinned->device);
+    }
+    if (!forked) fsi_device_release(&pinned->device);
+    free(pinned);
+}
+
+/* Registers a host frame's pool with `d` (its context pushed) once; a refusal is remembered,
+ * and the copies of that pool are then staged by the driver. A consumer's pool is mapped
+ * PROT_READ: it is registered read-only. */
+static void pin(framesrv_frame *f, const fsi_device *d)
+{
+    fsi_pool *pool = f->pool;
+    if (!pool || !pool->base || pool->pin_state != 0) return;
+    pool->pin_state = -1;
+    fsi_pinned *pinned = calloc(1, sizeof *pinned);
+    if (!pinned) return;
+    if (fsi_device_copy(&pinned->device, d) != FRAMESRV_OK) {
+        free(pinned);
+        return;
+    }
+    unsigned flags = FS_CU_MEMHOSTREGISTER_PORTABLE | (f->consumer ? FS_CU_MEMHOSTREGISTER_READ_ONLY : 0);
+    if (d->cu->cuMemHostRegister(pool->base, pool->size, flags) != FS_CU_SUCCESS) {
+        fsi_device_release(&pinned->device);
+        free(pinned);
+        return;
+    }
+    pinned->base = pool->base;
+    pool->pinned = pinned;
+    pool->pin_state = 1;
+}
+
+int framesrv_frame_pinned(const framesrv_frame *frame)
+{
+    return frame && frame->pool && frame->pool->pin_state == 1;
+}
+
+static bool same_geometry(const framesrv_frame_info *a, const framesrv_frame_info *b)
+{
+    if (a->plane_count != b->plane_count || a->plane_count > FRAMESRV_MAX_PLANES) return false;
+    for (uint32_t p = 0; p < a->plane_count; p++)
+        if (a->planes[p].row_bytes != b->planes[p].row_bytes || a->planes[p].height != b->planes[p].height) return false;
+    return true;
+}
+
+static void host_rows(framesrv_frame *dst, const framesrv_frame *src)
+{
+    for (uint32_t p = 0; p < src->info.plane_count; p++) {
+        const framesrv_plane *from = &src->info.planes[p], *to = &dst->info.planes[p];
+        for (size_t y = 0; y < from->height; y++) memcpy(to->data + y * to->stride, from->data + y * from->stride, from->row_bytes);
+    }
+}
+
+/* The device whose context the copy runs in: the CUDA frame's (both frames': one device). */
+static int copy_device(const framesrv_frame *dst, const framesrv_frame *src, const fsi_device **out)
+{
+    const fsi_device *s = is_cuda(src) ? &src->pool->device->device : NULL;
+    const fsi_device *d = is_cuda(dst) ? &dst->pool->device->device : NULL;
+    if (s && d && memcmp(s->uuid, d->uuid, sizeof s->uuid) != 0)
+        return fsi_fail(FRAMESRV_E_MEMORY, "framesrv_frame_copy_on: the source is on CUDA device %s and the destination on %s: "
+                        "copy between devices through a host stream", s->uuid_text, d->uuid_text);
+    *out = s ? s : d;
+    return FRAMESRV_OK;
+}
+
+/* One side of plane p's copy: a host slot's bytes, or a CUDA slot's device address. */
+static void side(const framesrv_frame *f, uint32_t p, int *type, const void **host, fs_cuda_deviceptr *device, size_t *pitch)
+{
+    *pitch = f->info.planes[p].stride;
+    if (is_cuda(f)) {
+        *type = FS_CU_MEMORYTYPE_DEVICE;
+        *device = fsi_frame_device_slot(f) + f->device_offset[p];
+    } else {
+        *type = FS_CU_MEMORYTYPE_HOST;
+        *host = f->info.planes[p].data;
+    }
+}
+
+static int queue_planes(const fsi_device *d, framesrv_frame *dst, const framesrv_frame *src, void *stream)
+{
+    for (uint32_t p = 0; p < src->info.plane_count; p++) {
+        fs_cuda_memcpy2d c = { .width_in_bytes = src->info.planes[p].row_bytes, .height = src->info.planes[p].height };
+        const void *dst_host = NULL;
+        side(src, p, &c.src_memory_type, &c.src_host, &c.src_device, &c.src_pitch);
+        side(dst, p, &c.dst_memory_type, &dst_host, &c.dst_device, &c.dst_pitch);
+        c.dst_host = (void *)dst_host;   /* a reserved frame's planes are writable */
+        fs_cuda_result r = d->cu->cuMemcpy2DAsync(&c, stream);
+        if (r != FS_CU_SUCCESS) return fsi_cuda_fail(r, "framesrv_frame_copy_on: cuMemcpy2DAsync");
+    }
+    return FRAMESRV_OK;
+}
+
+static int copy_with_cuda(const fsi_device *d, framesrv_frame *dst, framesrv_frame *src, void *stream)
+{
+    int rc = fsi_device_push(d);
+    if (rc != FRAMESRV_OK) return rc;
+    if (!is_cuda(src)) pin(src, d);
+    if (!is_cuda(dst)) pin(dst, d);
+    rc = queue_planes(d, dst, src, stream);
+    bool host_side = !is_cuda(src) || !is_cuda(dst);
+    fs_cuda_result r = host_side ? d->cu->cuStreamSynchronize(stream) : FS_CU_SUCCESS;
+    if (rc == FRAMESRV_OK && r != FS_CU_SUCCESS) rc = fsi_cuda_fail(r, "framesrv_frame_copy_on: cuStreamSynchronize");
+    fsi_device_pop(d);
+    return rc;
+}
+
+int framesrv_frame_copy_on(framesrv_frame *dst, framesrv_frame *src, void *stream)
+{
+    if (!dst || !src) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_copy_on: NULL frame");
+    if (!dst->producer) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_copy_on: the destination must be a reserved frame");
+    if (!same_geometry(&dst->info, &src->info))
+        return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_copy_on: frame %llu (%ux%u %s) and the reserved frame (%ux%u %s) "
+                        "differ in geometry", (unsigned long long)src->info.seq, src->info.width, src->info.height,
+                        src->info.pix_fmt_name, dst->info.width, dst->info.height, dst->info.pix_fmt_name);
+    if (!is_cuda(src) && !is_cuda(dst)) {
+        host_rows(dst, src);
+        return FRAMESRV_OK;
+    }
+    const fsi_device *d = NULL;
+    int rc = copy_device(dst, src, &d);
+    return rc != FRAMESRV_OK ? rc : copy_with_cuda(d, dst, src, stream);
+}
