@@ -1,7 +1,7 @@
 /// What `framesrv bench` measures: one case per benchmark, with the settings only it takes.
 public enum Benchmark: Equatable, Sendable {
     case transport(TransportBudget), decode, chain, clients(seconds: Double), record(frames: Int, quick: Bool),
-         bridge(frames: Int, quick: Bool), audio(seconds: Int)
+         bridge(frames: Int, quick: Bool), audio(seconds: Int), gpu(seconds: Double)
 }
 
 /// bench transport: each measurement runs `seconds`, or `frames` frames when given;
@@ -17,7 +17,7 @@ public struct TransportBudget: Equatable, Sendable {
 }
 
 /// What a benchmark reads besides its own case: the input and decoder threads (decode,
-/// chain), the Python with the framesrv package (transport, clients) and the C tools' directory (clients).
+/// chain), the Python with the framesrv package (transport, clients, gpu) and the C tools' directory (clients).
 public struct BenchSettings: Equatable, Sendable {
     public var input: String?
     public var threads: Int?
@@ -46,6 +46,7 @@ public struct Bench {
         case .record(let frames, let quick): try bench.record(frames: frames, rounds: quick ? 1 : 3, quick: quick)
         case .bridge(let frames, let quick): try bench.bridge(frames: frames, rounds: quick ? 1 : 3)
         case .audio(let seconds): try bench.audio(input: settings.input, seconds: seconds)
+        case .gpu(let seconds): try bench.gpu(seconds: seconds, python: settings.python)
         }
     }
 

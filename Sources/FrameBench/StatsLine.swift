@@ -2,7 +2,9 @@ import FoundationEssentials
 
 /// The fields the benchmarks read from a stage's JSON line: a sink's --stats-json (received,
 /// latency), a producer's --stats-json file (zero_copy, copied), iceoryx2_pair.py's result
-/// (sent, received per subscriber, fps, p50_us, p99_us). A field that is not there is nil.
+/// (sent, received per subscriber, fps, p50_us, p99_us), bench gpu's Python processes (role,
+/// frames, seconds, cpu_s, copies, cuda_calls_per_frame; p50_us, p99_us). A field that is not
+/// there is nil.
 struct StatsLine: Decodable {
     var received: Int?
     var receivedPerSubscriber: [Int]?
@@ -10,10 +12,12 @@ struct StatsLine: Decodable {
     var latencyP50: Double?, latencyP99: Double?
     var zeroCopy: Int?, copied: Int?
     var fps: Double?, p50: Double?, p99: Double?
+    var role: String?, frames: Int?, seconds: Double?, cpuSeconds: Double?, copies: Double?, cudaCallsPerFrame: Double?
 
     enum CodingKeys: String, CodingKey {
-        case received, sent, copied, fps
+        case received, sent, copied, fps, role, frames, seconds, copies
         case latencyP50 = "latency_p50_us", latencyP99 = "latency_p99_us", zeroCopy = "zero_copy", p50 = "p50_us", p99 = "p99_us"
+        case cpuSeconds = "cpu_s", cudaCallsPerFrame = "cuda_calls_per_frame"
     }
 
     /// `text`'s JSON object, nil when it is not one.
@@ -35,5 +39,11 @@ struct StatsLine: Decodable {
         fps = try? c.decodeIfPresent(Double.self, forKey: .fps)
         p50 = try? c.decodeIfPresent(Double.self, forKey: .p50)
         p99 = try? c.decodeIfPresent(Double.self, forKey: .p99)
+        role = try? c.decodeIfPresent(String.self, forKey: .role)
+        frames = try? c.decodeIfPresent(Int.self, forKey: .frames)
+        seconds = try? c.decodeIfPresent(Double.self, forKey: .seconds)
+        cpuSeconds = try? c.decodeIfPresent(Double.self, forKey: .cpuSeconds)
+        copies = try? c.decodeIfPresent(Double.self, forKey: .copies)
+        cudaCallsPerFrame = try? c.decodeIfPresent(Double.self, forKey: .cudaCallsPerFrame)
     }
 }

@@ -4,7 +4,7 @@ import FrameBench
 /// `framesrv bench`: benchmarks that print figures next to a peer measured in the same run.
 enum BenchCommand: Command {
     static let name = "bench"
-    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python), 'bench record' (record, replay, seek; versus ffmpeg), 'bench bridge' (versus ffmpeg tcp://), 'bench audio' (versus ffmpeg and a pipe)"
+    static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python), 'bench record' (record, replay, seek; versus ffmpeg), 'bench bridge' (versus ffmpeg tcp://), 'bench audio' (versus ffmpeg and a pipe), 'bench gpu' (CUDA frames; versus torch.multiprocessing)"
     static let help = """
     usage: framesrv bench transport [--seconds S | --frames N] [--quick] [--python PATH]
            framesrv bench decode [-i FILE] [--threads T]
@@ -13,6 +13,7 @@ enum BenchCommand: Command {
            framesrv bench record [--seconds S | --frames N] [--quick]
            framesrv bench bridge [--frames N] [--quick]
            framesrv bench audio [-i FILE] [--seconds S] [--quick]
+           framesrv bench gpu [--seconds S] [--quick] [--python PATH]
 
     transport: every figure next to its peer, measured in the same run, the systems
     alternated, the median of 3 rounds. Every consumer is a separate process; framesrv's
@@ -44,6 +45,23 @@ enum BenchCommand: Command {
     pipe carrying the same bytes at the same pace between two processes of a small C program
     (compiled with cc in a scratch directory; said absent without one). Without -i, 10 minutes
     (--quick: 1) of AAC, 48 kHz stereo, 1024-sample frames (46.9 a second), is generated first.
+
+    gpu: CUDA frames (issue 24), on a machine with an NVIDIA GPU, torch and the framesrv package;
+    every process is a Python one run by --python. Without a CUDA device (nvidia-smi lists no GPU,
+    or torch sees none) it prints one line saying so and exits 0.
+      1. 3840x2160 nv12 between two processes, transport alone: frames/s, CPU per frame (user+sys
+         of both processes) and copies per frame (counted), with the ratios to framesrv's row:
+         a framesrv CUDA stream (reserve and publish on a torch stream, nothing written; a lossless
+         Consumer(device='cuda') taking both planes with torch.from_dlpack, released on its stream);
+         torch.multiprocessing (8 CUDA tensors through a Queue, each reused after the consumer's
+         done token); a host stream whose consumer uploads each plane with .cuda(); and one
+         device-to-device copy a frame in one process, the floor of any design that copies.
+         Goal: framesrv at least 10x torch.multiprocessing.
+      2. publish -> ready on the consumer's stream at 60 and 200 fps: the frame's publish_ns to
+         the consumer's stream synchronized after next on it, p50/p99. Goal: p50 at most 50 us.
+      --seconds S    each measurement's length (default 2; --quick: 0.5)
+      --python PATH  a python with torch and the framesrv package (default: python3; PYTHONPATH is
+                     passed on: after 'scripts/test-gpu --python', PYTHONPATH=clients/c/build-gpu/python)
 
     decode: frames per second of 'framesrv produce -i FILE' (a child process, --wait-for 1)
     into the pool with one lossless null sink process attached, decoding straight into the

@@ -63,7 +63,7 @@ struct TopOptions: CommandOptions {
 /// `framesrv bench`'s options.
 struct BenchOptions: CommandOptions {
     var benchmark: Benchmark
-    /// -i and --threads (decode, chain), --python (transport, clients), --c-tools (clients).
+    /// -i and --threads (decode, chain), --python (transport, clients, gpu), --c-tools (clients).
     var settings = BenchSettings()
 
     init(parsing arguments: [String]) throws(UsageError) {
@@ -78,8 +78,9 @@ struct BenchOptions: CommandOptions {
         settings = BenchSettings(input: input, threads: threads, python: python, cTools: cTools)
         let what = args.positionals()
         try args.finish()
-        guard what == ["clients"] || what == ["transport"] || what == ["record"] || what == ["audio"] || (seconds == nil && python == nil && cTools == nil) else {
-            throw UsageError("--seconds and --python go with 'bench clients' and 'bench transport', --c-tools with 'bench clients'")
+        guard ["clients", "transport", "record", "audio", "gpu"].contains(what.first ?? "") || (seconds == nil && python == nil && cTools == nil) else {
+            throw UsageError("--seconds goes with 'bench transport', 'clients', 'record', 'audio' and 'gpu', --python with 'transport', "
+                             + "'clients' and 'gpu', --c-tools with 'clients'")
         }
         switch what {
         case ["decode"], ["chain"]:
@@ -112,8 +113,13 @@ struct BenchOptions: CommandOptions {
                 throw UsageError("-i, --threads, --seconds, --python and --c-tools do not go with 'bench bridge'")
             }
             benchmark = .bridge(frames: frames ?? (quick ? 100 : 600), quick: quick)
+        case ["gpu"]:
+            guard input == nil, threads == nil, frames == nil, cTools == nil else {
+                throw UsageError("-i, --threads, --frames and --c-tools do not go with 'bench gpu' (it runs for --seconds)")
+            }
+            benchmark = .gpu(seconds: seconds ?? (quick ? 0.5 : 2))
         default:
-            throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain, bench clients, bench record, bench bridge or bench audio")
+            throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain, bench clients, bench record, bench bridge, bench audio or bench gpu")
         }
     }
 }

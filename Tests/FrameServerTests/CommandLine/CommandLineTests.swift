@@ -20,6 +20,8 @@ import Testing
         #expect(try SinkOptions(parsing: ["--in", "a", "--framemd5", "-"]).outputs == ["-"])
         #expect(try FilterOptions(parsing: ["--in", "a", "--out", "b", "--preset", "gray"]).graph == "format=gray")
         #expect(try BenchOptions(parsing: ["transport", "--quick"]).benchmark == .transport(.init(frames: nil, seconds: 0.25, rounds: 1)))
+        #expect(try BenchOptions(parsing: ["gpu", "--quick"]).benchmark == .gpu(seconds: 0.5))
+        #expect(try BenchOptions(parsing: ["gpu", "--seconds", "3", "--python", "/p"]).settings.python == "/p")
         #expect(try DemoOptions(parsing: ["-o", "/nonexistent/x.mp4", "--frames", "2"]).frames == 2)
         _ = try ListOptions(parsing: ["--json"])
         _ = try TopOptions(parsing: ["-n", "1", "-b"])

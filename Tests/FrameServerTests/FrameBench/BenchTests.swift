@@ -1,4 +1,5 @@
 import Foundation
+@testable import FrameBench
 import Testing
 
 /// `framesrv bench transport --quick` runs end to end and prints every section's rows. No
@@ -70,10 +71,40 @@ import Testing
                 "the pipe peer (cc is installed by scripts/setup --test): \(bench.stdout)")
     }
 
+    /// Without a CUDA device (nvidia-smi listing none), or without torch in the python given (the
+    /// project's venv has none), bench gpu says why in one line and exits 0; on a machine with both
+    /// it prints its two sections.
+    @Test("framesrv bench gpu --quick without a CUDA device or torch prints one line saying why, and exits 0", .timeLimit(.minutes(3)))
+    func benchGpuQuick() throws {
+        let python = try ClientTools.python()
+        let scratch = try Scratch()
+        let bench = try scratch.start(["bench", "gpu", "--quick", "--python", python])
+        #expect(bench.wait(timeout: 170) == 0, "bench gpu: \(bench.stdout)\n\(bench.stderr)")
+        let lines = bench.stdout.split(separator: "\n").map(String.init)
+        if lines.first?.hasPrefix("framesrv bench gpu: skipped: ") == true {
+            #expect(lines.count == 1 && bench.stderr.isEmpty, "more than the skip line: \(bench.stdout)\n\(bench.stderr)")
+        } else {
+            for section in ["1. 3840x2160 nv12", "2. publish -> ready on the consumer's stream", "  framesrv / torch.multiprocessing",
+                            "  framesrv CUDA stream ", "  60 fps: p50 ", "  200 fps: p50 "] {
+                #expect(lines.contains { $0.hasPrefix(section) }, "no '\(section)' in:\n\(bench.stdout)")
+            }
+        }
+    }
+
+    /// The Python side of bench gpu (a Swift string, written out at run time) compiles: the GPU
+    /// machine that runs it is not this one.
+    @Test func benchGpuScriptCompiles() throws {
+        let folder = TemporaryFolder("framesrv-bench-gpu-script")
+        try Data(Bench.gpuScript.utf8).write(to: URL(fileURLWithPath: folder.file("bench_gpu.py")))
+        let (status, _, err) = try Spawned.run([try ClientTools.python(), "-m", "py_compile", folder.file("bench_gpu.py")])
+        #expect(status == 0, "py_compile: \(err)")
+    }
+
     @Test func benchTransportBadInputGetsOneLine() throws {
         let scratch = try Scratch()
         for args in [["bench", "transport", "--frames", "1000", "--seconds", "1"], ["bench", "transport", "--c-tools", "/tmp"],
-                     ["bench", "record", "--frames", "100", "--seconds", "1"], ["bench", "record", "-i", "x.mp4"]] {
+                     ["bench", "record", "--frames", "100", "--seconds", "1"], ["bench", "record", "-i", "x.mp4"],
+                     ["bench", "gpu", "--frames", "100"], ["bench", "gpu", "--c-tools", "/tmp"], ["bench", "decode", "--python", "x"]] {
             let (status, _, err) = try scratch.run(args, timeout: 20)
             #expect(status == 2 && err.split(separator: "\n").count == 1, "\(args): \(err)")
         }
