@@ -19,12 +19,18 @@ let package = Package(
         // FFmpeg's libavdevice, libavformat, libavcodec, libavutil and libswscale, from Debian's -dev packages.
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavcodec",
                        providers: [.apt(["libavdevice-dev", "libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
+        // libframesrv (clients/c, the protocol's C implementation), linked in for CUDA streams only: the Swift
+        // library implements host streams itself; a CUDA stream's producer and consumer are libframesrv's, so
+        // the CUDA half of the protocol (fences, NAME.cuda, device memory) has one implementation, in C.
+        // Its CUDA loader is CFrameServer's (the same cuda.c), so src/cuda_loader.c stays out.
+        .target(name: "CFrameServerClient", dependencies: ["CFrameServer", "CZMQ"], path: "clients/c",
+                exclude: ["src/cuda_loader.c"], sources: ["src"], publicHeadersPath: "include"),
         // The protocol: producer and consumer sides, and the one ZeroMQ wrapper (package-visible), no FFmpeg.
         .target(name: "FrameServer", dependencies: ["CFrameServer", "CZMQ"]),
         // A stream's control socket (`framesrv ctl`): requests, replies, playback and link statuses, no FFmpeg.
         .target(name: "FrameControl", dependencies: ["FrameServer", "CZMQ"]),
         // Everything that touches FFmpeg, behind a Swift API: no FFmpeg pointer leaves it; the playback clock.
-        .target(name: "FrameMedia", dependencies: ["FrameServer", "FrameControl", "CFFmpeg"]),
+        .target(name: "FrameMedia", dependencies: ["FrameServer", "FrameControl", "CFFmpeg", "CFrameServerClient"]),
         // `framesrv record` / `replay`: the recording format (docs/RECORDING.md), writer, reader, snapshot ring.
         .target(name: "FrameRecording", dependencies: ["FrameServer", "FrameControl", "FrameMedia", "CFFmpeg"]),
         // Stages as child processes (each its own process group), for framesrv's commands.

@@ -13,6 +13,26 @@
 #include <libavfilter/avfilter.h>
 #include <libavfilter/buffersrc.h>
 #include <libavfilter/buffersink.h>
+#include <libavutil/hwcontext.h>
+
+/// A hardware frame's software format (its hw_frames_ctx's sw_format), AV_PIX_FMT_NONE for a software frame.
+static inline int cffmpeg_frame_sw_format(const AVFrame *f) {
+    if (!f->hw_frames_ctx) return AV_PIX_FMT_NONE;
+    return ((const AVHWFramesContext *)(const void *)f->hw_frames_ctx->data)->sw_format;
+}
+/// The decoder's get_format for --hwaccel cuda: CUDA frames (NVDEC) when the codec offers
+/// them, else the first software format (ffmpeg's fallback to software decoding).
+static inline enum AVPixelFormat cffmpeg_get_cuda_format(AVCodecContext *c, const enum AVPixelFormat *formats) {
+    (void)c;
+    for (const enum AVPixelFormat *p = formats; *p != AV_PIX_FMT_NONE; p++)
+        if (*p == AV_PIX_FMT_CUDA) return *p;
+    for (const enum AVPixelFormat *p = formats; *p != AV_PIX_FMT_NONE; p++) {
+        const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(*p);
+        if (d && !(d->flags & AV_PIX_FMT_FLAG_HWACCEL)) return *p;
+    }
+    return AV_PIX_FMT_NONE;
+}
+static inline void cffmpeg_use_cuda_format(AVCodecContext *c) { c->get_format = cffmpeg_get_cuda_format; }
 
 static inline int cffmpeg_averror(int e) { return AVERROR(e); }
 static inline int cffmpeg_eagain(void) { return AVERROR(EAGAIN); }

@@ -17,6 +17,9 @@ public struct DecodedFrame: ~Copyable {
     public let description: FrameDescription
 
     let allocator: SlotAllocator?
+    /// Decoded by NVDEC into CUDA memory (`--hwaccel cuda`): the planes are device addresses,
+    /// and the pixel format is the hardware frames' software format (nv12, p010le).
+    public let isCUDA: Bool
 
     /// The deprecated full-range "j" formats have the layout of their plain twins.
     private static let jpegFormats = ["yuvj420p": PixelFormat.yuv420p, "yuvj422p": .yuv422p, "yuvj444p": .yuv444p]
@@ -31,8 +34,9 @@ public struct DecodedFrame: ~Copyable {
         self.frame = frame
         self.allocator = allocator
         let f = frame.pointee
-        let fmt = AVPixelFormat(rawValue: f.format)
-        pixelFormatName = av_get_pix_fmt_name(fmt).map { String(cString: $0) } ?? "format \(f.format)"
+        isCUDA = f.format == AV_PIX_FMT_CUDA.rawValue
+        let fmt = AVPixelFormat(rawValue: isCUDA ? cffmpeg_frame_sw_format(frame) : f.format)
+        pixelFormatName = av_get_pix_fmt_name(fmt).map { String(cString: $0) } ?? "format \(fmt.rawValue)"
         pixelFormat = Self.framesrvFormat(named: pixelFormatName)
         width = Int(f.width)
         height = Int(f.height)
@@ -73,6 +77,13 @@ public struct DecodedFrame: ~Copyable {
         guard offsets.count == pixelFormat.planes.count else { return false }
         return producer.publish(lease, format: format, layout: PlaneLayout(offsets: offsets, strides: strides),
                                 description: description)
+    }
+
+    /// The planes' first bytes (device addresses for a CUDA frame) and row pitches.
+    public func planeAddresses() throws(MediaInputError) -> (planes: [UInt64], pitches: [Int]) {
+        let count = try frameFormat().pixelFormat.planes.count
+        let planes = avPlanes(frame, count: count)
+        return (planes.map { UInt64(UInt(bitPattern: $0.data)) }, planes.map(\.linesize))
     }
 
     /// Copies the frame's planes, row by row, into `slot` (which must have this frame's format).

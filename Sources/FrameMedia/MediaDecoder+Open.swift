@@ -55,8 +55,22 @@ extension MediaDecoder {
         codec.pointee.pkt_timebase = tb
         codec.pointee.thread_count = Int32(max(0, threads))
         allocator?.install(on: codec)
+        if let device = options.cudaDevice { try useCUDA(device, on: codec) }
         r = avcodec_open2(codec, decoder, nil)
         guard r >= 0 else { close(); throw .unsupportedCodec(input, "\(codecName) (\(ffmpegMessage(r)))") }
+    }
+
+    /// `--hwaccel cuda`: NVDEC on CUDA device `device` (its primary context), CUDA frames out
+    /// when the codec has a CUDA hwaccel; else FFmpeg decodes in software (`hardwareDecoded` says which).
+    func useCUDA(_ device: Int, on codec: UnsafeMutablePointer<AVCodecContext>) throws(MediaInputError) {
+        var hw: UnsafeMutablePointer<AVBufferRef>?
+        var options: OpaquePointer?
+        av_dict_set(&options, "primary_ctx", "1", 0)
+        let r = av_hwdevice_ctx_create(&hw, AV_HWDEVICE_TYPE_CUDA, "\(device)", options, 0)
+        av_dict_free(&options)
+        guard r >= 0, let hw else { close(); throw .hardwareDevice("\(device)", ffmpegMessage(r)) }
+        codec.pointee.hw_device_ctx = hw   // the codec owns the reference
+        cffmpeg_use_cuda_format(codec)
     }
 
     /// Every stream of `ctx` but those of `carried`, as `#N type (codec)`.

@@ -17,6 +17,8 @@ public enum MediaInputError: Error, CustomStringConvertible, Sendable {
     case ffmpeg(String, String)
     /// With `strict`: the first decode error (the input, what failed).
     case decodeError(String, String)
+    /// `--hwaccel cuda`: FFmpeg could not open the CUDA device (the device, FFmpeg's message).
+    case hardwareDevice(String, String)
 
     public var description: String {
         switch self {
@@ -29,6 +31,9 @@ public enum MediaInputError: Error, CustomStringConvertible, Sendable {
                 + PixelFormat.allCases.map(\.name).joined(separator: ", ") + ", and yuvj420p/yuvj422p/yuvj444p)"
         case .ffmpeg(let call, let message): return "FFmpeg's \(call) failed: \(message)"
         case .decodeError(let input, let what): return "decode error in '\(input)' (--strict): \(what)"
+        case .hardwareDevice(let device, let message):
+            return "--hwaccel cuda: FFmpeg cannot open CUDA device \(device) (\(message)): is the NVIDIA driver installed, "
+                + "and the device visible (CUDA_VISIBLE_DEVICES)?"
         }
     }
 }
@@ -50,6 +55,10 @@ public struct MediaInputOptions: Sendable {
     public var audio = false
     /// `-map 0:a:N`: the input's Nth audio stream (0-based) instead of the one ffmpeg picks.
     public var audioStream: Int?
+    /// `--hwaccel cuda` (`--hwaccel-device N`): decode with NVDEC on CUDA device N, the frames
+    /// staying in device memory (ffmpeg's `-hwaccel cuda -hwaccel_output_format cuda`), through
+    /// the device's primary context (the one libframesrv, PyTorch and CuPy use).
+    public var cudaDevice: Int?
 
     public init(start: Int64? = nil, duration: Int64? = nil, loops: Int = 0, strict: Bool = false, audio: Bool = false) {
         self.start = start; self.duration = duration; self.loops = loops; self.strict = strict; self.audio = audio

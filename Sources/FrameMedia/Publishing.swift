@@ -75,6 +75,42 @@ public struct MediaPublishReport: Sendable {
     public init(seconds: Double = 0) { self.seconds = seconds }
 }
 
+/// Where `MediaPublisher.run` puts each decoded picture: a host stream (`Producer`) or a CUDA
+/// stream (`CUDAStreamProducer`).
+public protocol PictureTarget: AnyObject {
+    /// Before the first frame.
+    func begin(_ publisher: MediaPublisher, live: Bool)
+    /// Publishes one picture, counting in `report` how.
+    func publish(_ picture: borrowing DecodedFrame, _ description: FrameDescription, by publisher: MediaPublisher,
+                 report: inout MediaPublishReport) throws
+    /// Frames published where the decoder wrote them (zero copy).
+    var publishedInPlace: UInt64 { get }
+}
+
+extension Producer: PictureTarget {
+    public func begin(_ publisher: MediaPublisher, live: Bool) { publisher.lendSlots(of: self, wait: !live) }
+    public func publish(_ picture: borrowing DecodedFrame, _ description: FrameDescription, by publisher: MediaPublisher,
+                        report: inout MediaPublishReport) throws {
+        try publisher.publish(picture, description, into: self, report: &report)
+    }
+}
+
+extension CUDAStreamProducer: PictureTarget {
+    public func begin(_ publisher: MediaPublisher, live: Bool) {}
+    public var publishedInPlace: UInt64 { 0 }
+    /// One copy per plane into a CUDA slot: device to device from NVDEC, an upload from a
+    /// software decoder (--memory cuda, or a codec NVDEC does not decode).
+    public func publish(_ picture: borrowing DecodedFrame, _ description: FrameDescription, by publisher: MediaPublisher,
+                        report: inout MediaPublishReport) throws {
+        let format = try picture.frameFormat()
+        if report.formats.last != format { report.formats.append(format) }
+        let (planes, pitches) = try picture.planeAddresses()
+        if try publish(planes: planes, pitches: pitches, onDevice: picture.isCUDA, format: format, description: description) {
+            report.copied += 1
+        }
+    }
+}
+
 /// Decodes a media input and publishes every frame into a producer's pool, by the path
 /// `PublishPath` chooses. The decoder and its allocator are made together: with zero
 /// copy the decoder's buffers are the pool's slots.
@@ -86,7 +122,8 @@ public final class MediaPublisher {
 
     public init(input: String, formatName: String?, threads: Int, options: MediaInputOptions,
                 converter: FrameConverter?, copy: Bool) throws(MediaInputError) {
-        path = PublishPath(converting: converter != nil, copy: copy)
+        // NVDEC decodes into its own surfaces: each frame is copied into its slot on the device.
+        path = PublishPath(converting: converter != nil, copy: copy || options.cudaDevice != nil)
         allocator = path == .zeroCopy ? SlotAllocator() : nil
         self.converter = converter
         decoder = try MediaDecoder(input: input, formatName: formatName, threads: threads, options: options, allocator: allocator)
@@ -101,7 +138,7 @@ public final class MediaPublisher {
     /// asked for through the clock is performed here, between frames: the first frame after
     /// it carries the discontinuity flag. `live`: never wait for a slot (drop instead).
     /// `seekFailed` hears why a seek could not be done (playback goes on where it was).
-    public func run(into producer: Producer, live: Bool, clock: PlaybackClock, frames: Int?,
+    public func run(into target: some PictureTarget, live: Bool, clock: PlaybackClock, frames: Int?,
                     seekFailed: (String) -> Void = { _ in }, shouldStop: @escaping () -> Bool) throws -> MediaPublishReport {
         var report = MediaPublishReport()
         let start = monotonicNanos()
@@ -118,7 +155,7 @@ public final class MediaPublisher {
             report.seconds = Double(monotonicNanos() - start) / 1e9
             return report
         }
-        allocator?.attach(producer, wait: !live)
+        target.begin(self, live: live)
         var discontinuity = false
         playing: while !shouldStop(), frames.map({ report.decoded < $0 }) ?? true, let picture = decoder.next() {
             var description = picture.description
@@ -141,16 +178,17 @@ public final class MediaPublisher {
             description.captureNanos = monotonicNanos()
             if discontinuity { description.flags.insert(.discontinuity) }
             discontinuity = false
-            try publish(picture, description, into: producer, report: &report)
+            try target.publish(picture, description, by: self, report: &report)
         }
         if let failure = decoder.audioFailure { throw failure }
-        report.inPlace = producer.publishedInPlace
+        report.inPlace = target.publishedInPlace
         report.seconds = Double(monotonicNanos() - start) / 1e9
         return report
     }
 
-    private func publish(_ picture: borrowing DecodedFrame, _ description: FrameDescription, into producer: Producer,
-                         report: inout MediaPublishReport) throws {
+    /// A picture into a host stream's slot: where the decoder put it, copied, or converted.
+    func publish(_ picture: borrowing DecodedFrame, _ description: FrameDescription, into producer: Producer,
+                 report: inout MediaPublishReport) throws {
         let format = try converter?.outputFormat(for: picture) ?? picture.frameFormat()
         if report.formats.last != format { report.formats.append(format) }
         if converter == nil, picture.publishInPlace(to: producer, description: description) { return }
@@ -169,6 +207,9 @@ public final class MediaPublisher {
         }
         slot.publish()
     }
+
+    /// A host stream lends the decoder its slots (zero copy), when this path decodes into them.
+    func lendSlots(of producer: Producer, wait: Bool) { allocator?.attach(producer, wait: wait) }
 
     /// Frees the decoder first: that ends the leases of the slots it still references.
     public func close() { decoder.close() }

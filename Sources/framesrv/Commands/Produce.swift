@@ -12,6 +12,7 @@ enum ProduceCommand: Command {
     usage: framesrv produce -i INPUT --out NAME [-f FMT] [-ss T] [-t D] [--loop N] [-re | --readrate X] [--paused]
                            [--pix-fmt FMT] [--size WxH] [--frames N] [--slots N] [--threads N] [--strict]
                            [--wait-for N [--linger S] | --no-wait] [--name NAME] [-an | --audio-out NAME] [-map 0:a:N]
+                           [--hwaccel cuda | --memory cuda] [--hwaccel-device N]
            framesrv produce --pattern --out NAME [options]
 
     Publishes frames into shared memory as stream NAME and announces each over ZeroMQ.
@@ -59,6 +60,15 @@ enum ProduceCommand: Command {
                            a slot the decoder still uses as a reference picture is not reused
                            until it lets go. Other frames are copied once into a slot; the
                            summary line counts both.
+      --hwaccel cuda       with -i: decode with NVDEC (ffmpeg's -hwaccel cuda -hwaccel_output_format
+                           cuda) and publish a CUDA stream: the frames stay in GPU memory (nv12,
+                           p010le), each copied once on the device from NVDEC's surface into its
+                           slot (counted in the summary line). A codec NVDEC cannot decode is
+                           decoded on the CPU and uploaded. Read it with a CUDA consumer (C,
+                           Python: torch.from_dlpack) or 'framesrv-cuda download'. The sound is
+                           not carried; --pix-fmt, --size and --copy do not apply
+      --memory cuda        with -i: decode on the CPU and publish a CUDA stream (one upload a frame)
+      --hwaccel-device N   the CUDA device (default 0, as CUDA_VISIBLE_DEVICES numbers them)
       --copy               with -i: decode into FFmpeg's own memory and copy every frame
                            (on a damaged input, areas the decoder could not decode then hold
                            what ffmpeg's own buffers held, as in ffmpeg's output; zero copy
@@ -111,6 +121,7 @@ enum ProduceCommand: Command {
         }
         if let problem = decoder.audioProblem { warn("'\(media.input)': \(problem)") }
         if !decoder.hasVideo { return try produceSoundOnly(o, media, publisher) }
+        if let cuda = media.cuda { return try produceCUDA(o, media, publisher, device: cuda.device) }
         if decoder.seekFailed {
             warn("cannot seek in '\(media.input)': decoding from the start and dropping frames before -ss, as ffmpeg does")
         }

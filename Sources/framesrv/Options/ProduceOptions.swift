@@ -21,6 +21,9 @@ struct ProduceOptions: CommandOptions {
         var copy = false
         /// The audio stream's name (--audio-out, default NAME-audio); nil with -an.
         var audioOut: String?
+        /// --hwaccel cuda / --memory cuda: a CUDA stream on this device, decoded by NVDEC (`nvdec`)
+        /// or on the CPU and uploaded.
+        var cuda: (device: Int, nvdec: Bool)?
         var converter: FrameConverter? {
             pixelFormat != nil || size != nil ? FrameConverter(pixelFormat: pixelFormat, size: size) : nil
         }
@@ -91,6 +94,9 @@ struct ProduceOptions: CommandOptions {
         m.noAudio = args.flag("-an", "--no-audio")
         m.audioOut = try args.newStreamName("--audio-out")
         m.map = try args.value("-map", "--map")
+        m.hwaccel = try args.value("--hwaccel", "-hwaccel")
+        m.hwaccelDevice = try args.int("--hwaccel-device", "-hwaccel_device", range: 0...63)
+        m.memory = try args.value("--memory")
         try args.finish()
 
         guard wantsPattern != (m.input != nil) else {
@@ -107,7 +113,9 @@ struct ProduceOptions: CommandOptions {
                 throw UsageError("--rate, --fill and --size-change-at go with --pattern")
             }
             var chosen = try m.media(input, pixelFormat: pixelFormat, size: size)
-            chosen.audioOut = try m.audioStream(out: out)
+            chosen.cuda = try m.cudaOutput(converting: pixelFormat != nil || size != nil)
+            chosen.inputOptions.cudaDevice = chosen.cuda.flatMap { $0.nvdec ? $0.device : nil }
+            chosen.audioOut = chosen.cuda == nil ? try m.audioStream(out: out) : nil
             chosen.inputOptions.audio = chosen.audioOut != nil
             chosen.inputOptions.audioStream = try m.audioStreamNumber()
             media = chosen
@@ -135,6 +143,32 @@ struct ProduceOptions: CommandOptions {
         var audioOut: String?
         /// -map 0:a:N: which audio stream.
         var map: String?
+        /// --hwaccel cuda, --hwaccel-device N, --memory host|cuda.
+        var hwaccel, memory: String?
+        var hwaccelDevice: Int?
+
+        /// A CUDA stream's device and decoder, nil for a host stream.
+        func cudaOutput(converting: Bool) throws(UsageError) -> (device: Int, nvdec: Bool)? {
+            guard hwaccel == nil || hwaccel == "cuda" else { throw UsageError("--hwaccel takes cuda (NVDEC), not '\(hwaccel!)'") }
+            guard memory == nil || memory == "cuda" || memory == "host" else {
+                throw UsageError("--memory takes host or cuda, not '\(memory!)'")
+            }
+            guard hwaccel != nil || memory == "cuda" else {
+                guard hwaccelDevice == nil else { throw UsageError("--hwaccel-device N goes with --hwaccel cuda or --memory cuda") }
+                return nil
+            }
+            guard memory != "host" else {
+                throw UsageError("--hwaccel cuda keeps the frames on the GPU (a CUDA stream): --memory host is framesrv-cuda download's work")
+            }
+            guard !converting, !copy else {
+                throw UsageError("--pix-fmt, --size and --copy convert host frames; a CUDA stream carries the decoder's frames "
+                                 + "(convert on the GPU with a filter, or on a host copy: framesrv-cuda download)")
+            }
+            guard !noAudio, audioOut == nil, map == nil else {
+                throw UsageError("-an, -map and --audio-out: a CUDA stream carries the pictures only (its sound is not carried yet)")
+            }
+            return (hwaccelDevice ?? 0, hwaccel != nil)
+        }
 
         /// `-map 0:a:N` (or `0:a`, the first): the audio stream's number; other maps are refused.
         func audioStreamNumber() throws(UsageError) -> Int? {
@@ -181,6 +215,9 @@ struct ProduceOptions: CommandOptions {
             guard !copy else { throw UsageError("--copy goes with -i INPUT") }
             guard !paused else { throw UsageError("--paused goes with -i INPUT") }
             guard !noAudio, audioOut == nil, map == nil else { throw UsageError("-an, -map and --audio-out go with -i INPUT") }
+            guard hwaccel == nil, hwaccelDevice == nil, memory == nil else {
+                throw UsageError("--hwaccel, --hwaccel-device and --memory go with -i INPUT")
+            }
             guard start == nil, duration == nil, loops == 0, !realTime, readrate == nil else {
                 throw UsageError("-ss, -t, --loop, -re and --readrate go with -i INPUT")
             }

@@ -287,6 +287,18 @@ int framesrv_frame_wait_on(framesrv_frame *frame, void *stream);
  * devices, FRAMESRV_E_SYSTEM with the driver's error when a copy fails. */
 int framesrv_frame_copy_on(framesrv_frame *dst, framesrv_frame *src, void *stream);
 
+/* Fills reserved frame `dst`'s planes from `count` source planes (its plane count) of the same
+ * geometry that live elsewhere: `planes[i]` is a host address (memory FRAMESRV_MEMORY_HOST) or a
+ * CUdeviceptr of dst's device (FRAMESRV_MEMORY_CUDA: an NVDEC surface of FFmpeg's, a tensor),
+ * `pitches[i]` the bytes from one of its rows to the next. Into a CUDA frame: one
+ * cuMemcpy2DAsync per plane on `stream`, as framesrv_frame_copy_on (a host source is
+ * synchronized before the call returns; a device source only queued: publish with
+ * framesrv_producer_publish_on on the same stream). Into a host frame: host planes only, copied
+ * by the CPU (device planes: FRAMESRV_E_MEMORY). FRAMESRV_E_INVALID for a wrong count, a NULL
+ * plane or a pitch under a row's bytes. */
+int framesrv_frame_write_on(framesrv_frame *dst, int memory, const uint64_t *planes, const size_t *pitches, uint32_t count,
+                            void *stream);
+
 /* 1 when `frame` is a host frame whose pool framesrv_frame_copy_on registered with CUDA
  * (copies go straight to and from the slot), 0 otherwise (a CUDA frame, a pool never copied
  * with CUDA, or one the driver would not register). */

@@ -59,14 +59,6 @@ static bool same_geometry(const framesrv_frame_info *a, const framesrv_frame_inf
     return true;
 }
 
-static void host_rows(framesrv_frame *dst, const framesrv_frame *src)
-{
-    for (uint32_t p = 0; p < src->info.plane_count; p++) {
-        const framesrv_plane *from = &src->info.planes[p], *to = &dst->info.planes[p];
-        for (size_t y = 0; y < from->height; y++) memcpy(to->data + y * to->stride, from->data + y * from->stride, from->row_bytes);
-    }
-}
-
 /* The device whose context the copy runs in: the CUDA frame's (both frames': one device). */
 static int copy_device(const framesrv_frame *dst, const framesrv_frame *src, const fsi_device **out)
 {
@@ -79,45 +71,95 @@ static int copy_device(const framesrv_frame *dst, const framesrv_frame *src, con
     return FRAMESRV_OK;
 }
 
-/* One side of plane p's copy: a host slot's bytes, or a CUDA slot's device address. */
-static void side(const framesrv_frame *f, uint32_t p, int *type, const void **host, fs_cuda_deviceptr *device, size_t *pitch)
+/* One side of a copy: a frame's planes, or planes a caller names (framesrv_frame_write_on). */
+typedef struct side {
+    int type;                             /* FS_CU_MEMORYTYPE_HOST or _DEVICE */
+    uint64_t at[FRAMESRV_MAX_PLANES];     /* host addresses or CUdeviceptr values */
+    size_t pitch[FRAMESRV_MAX_PLANES];
+} side;
+
+static side side_of(const framesrv_frame *f)
 {
-    *pitch = f->info.planes[p].stride;
-    if (is_cuda(f)) {
-        *type = FS_CU_MEMORYTYPE_DEVICE;
-        *device = fsi_frame_device_slot(f) + f->device_offset[p];
-    } else {
-        *type = FS_CU_MEMORYTYPE_HOST;
-        *host = f->info.planes[p].data;
+    side s = { .type = is_cuda(f) ? FS_CU_MEMORYTYPE_DEVICE : FS_CU_MEMORYTYPE_HOST };
+    for (uint32_t p = 0; p < f->info.plane_count && p < FRAMESRV_MAX_PLANES; p++) {
+        s.pitch[p] = f->info.planes[p].stride;
+        s.at[p] = is_cuda(f) ? fsi_frame_device_slot(f) + f->device_offset[p] : (uint64_t)(uintptr_t)f->info.planes[p].data;
     }
+    return s;
 }
 
-static int queue_planes(const fsi_device *d, framesrv_frame *dst, const framesrv_frame *src, void *stream)
+static void place(const side *s, uint32_t p, int *type, const void **host, fs_cuda_deviceptr *device, size_t *pitch)
 {
-    for (uint32_t p = 0; p < src->info.plane_count; p++) {
-        fs_cuda_memcpy2d c = { .width_in_bytes = src->info.planes[p].row_bytes, .height = src->info.planes[p].height };
+    *type = s->type;
+    *pitch = s->pitch[p];
+    if (s->type == FS_CU_MEMORYTYPE_DEVICE) *device = s->at[p];
+    else *host = (const void *)(uintptr_t)s->at[p];
+}
+
+/* One cuMemcpy2DAsync per plane of dst's geometry. */
+static int queue_planes(const fsi_device *d, const framesrv_frame *dst, const side *to, const side *from, void *stream)
+{
+    for (uint32_t p = 0; p < dst->info.plane_count; p++) {
+        fs_cuda_memcpy2d c = { .width_in_bytes = dst->info.planes[p].row_bytes, .height = dst->info.planes[p].height };
         const void *dst_host = NULL;
-        side(src, p, &c.src_memory_type, &c.src_host, &c.src_device, &c.src_pitch);
-        side(dst, p, &c.dst_memory_type, &dst_host, &c.dst_device, &c.dst_pitch);
+        place(from, p, &c.src_memory_type, &c.src_host, &c.src_device, &c.src_pitch);
+        place(to, p, &c.dst_memory_type, &dst_host, &c.dst_device, &c.dst_pitch);
         c.dst_host = (void *)dst_host;   /* a reserved frame's planes are writable */
         fs_cuda_result r = d->cu->cuMemcpy2DAsync(&c, stream);
-        if (r != FS_CU_SUCCESS) return fsi_cuda_fail(r, "framesrv_frame_copy_on: cuMemcpy2DAsync");
+        if (r != FS_CU_SUCCESS) return fsi_cuda_fail(r, "cuMemcpy2DAsync");
     }
     return FRAMESRV_OK;
 }
 
-static int copy_with_cuda(const fsi_device *d, framesrv_frame *dst, framesrv_frame *src, void *stream)
+/* The copy in `d`'s context; a host side is synchronized before it returns. */
+static int copy_with_cuda(const fsi_device *d, framesrv_frame *dst, const side *from, framesrv_frame *src_frame, void *stream)
 {
     int rc = fsi_device_push(d);
     if (rc != FRAMESRV_OK) return rc;
-    if (!is_cuda(src)) pin(src, d);
+    if (src_frame && !is_cuda(src_frame)) pin(src_frame, d);
     if (!is_cuda(dst)) pin(dst, d);
-    rc = queue_planes(d, dst, src, stream);
-    bool host_side = !is_cuda(src) || !is_cuda(dst);
+    side to = side_of(dst);
+    rc = queue_planes(d, dst, &to, from, stream);
+    bool host_side = from->type == FS_CU_MEMORYTYPE_HOST || !is_cuda(dst);
     fs_cuda_result r = host_side ? d->cu->cuStreamSynchronize(stream) : FS_CU_SUCCESS;
-    if (rc == FRAMESRV_OK && r != FS_CU_SUCCESS) rc = fsi_cuda_fail(r, "framesrv_frame_copy_on: cuStreamSynchronize");
+    if (rc == FRAMESRV_OK && r != FS_CU_SUCCESS) rc = fsi_cuda_fail(r, "cuStreamSynchronize");
     fsi_device_pop(d);
     return rc;
+}
+
+/* Rows of host planes into a host frame, by the CPU. */
+static void host_rows(framesrv_frame *dst, const side *from)
+{
+    for (uint32_t p = 0; p < dst->info.plane_count; p++) {
+        const framesrv_plane *to = &dst->info.planes[p];
+        const uint8_t *row = (const uint8_t *)(uintptr_t)from->at[p];
+        for (size_t y = 0; y < to->height; y++) memcpy(to->data + y * to->stride, row + y * from->pitch[p], to->row_bytes);
+    }
+}
+
+int framesrv_frame_write_on(framesrv_frame *dst, int memory, const uint64_t *planes, const size_t *pitches, uint32_t count,
+                            void *stream)
+{
+    if (!dst || !planes || !pitches) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_write_on: NULL argument");
+    if (!dst->producer) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_write_on: the destination must be a reserved frame");
+    if (count != dst->info.plane_count || count > FRAMESRV_MAX_PLANES)
+        return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_write_on: %u source planes for a frame of %u", count, dst->info.plane_count);
+    if (memory != FRAMESRV_MEMORY_HOST && memory != FRAMESRV_MEMORY_CUDA)
+        return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_write_on: memory %d is neither host nor CUDA", memory);
+    if (memory == FRAMESRV_MEMORY_CUDA && !is_cuda(dst))
+        return fsi_fail(FRAMESRV_E_MEMORY, "framesrv_frame_write_on: device planes go into a CUDA frame (this one is in host memory)");
+    side from = { .type = memory == FRAMESRV_MEMORY_CUDA ? FS_CU_MEMORYTYPE_DEVICE : FS_CU_MEMORYTYPE_HOST };
+    for (uint32_t p = 0; p < count; p++) {
+        if (planes[p] == 0 || pitches[p] < dst->info.planes[p].row_bytes)
+            return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_write_on: source plane %u is NULL or its pitch %zu is under "
+                            "the %zu bytes of a row", p, pitches[p], dst->info.planes[p].row_bytes);
+        from.at[p] = planes[p], from.pitch[p] = pitches[p];
+    }
+    if (!is_cuda(dst)) {
+        host_rows(dst, &from);
+        return FRAMESRV_OK;
+    }
+    return copy_with_cuda(&dst->pool->device->device, dst, &from, NULL, stream);
 }
 
 int framesrv_frame_copy_on(framesrv_frame *dst, framesrv_frame *src, void *stream)
@@ -128,11 +170,13 @@ int framesrv_frame_copy_on(framesrv_frame *dst, framesrv_frame *src, void *strea
         return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_copy_on: frame %llu (%ux%u %s) and the reserved frame (%ux%u %s) "
                         "differ in geometry", (unsigned long long)src->info.seq, src->info.width, src->info.height,
                         src->info.pix_fmt_name, dst->info.width, dst->info.height, dst->info.pix_fmt_name);
+    side from = side_of(src);
     if (!is_cuda(src) && !is_cuda(dst)) {
-        host_rows(dst, src);
+        host_rows(dst, &from);
         return FRAMESRV_OK;
     }
     const fsi_device *d = NULL;
     int rc = copy_device(dst, src, &d);
-    return rc != FRAMESRV_OK ? rc : copy_with_cuda(d, dst, src, stream);
+    if (rc != FRAMESRV_OK) return rc;
+    return copy_with_cuda(d, dst, &from, src, stream);
 }

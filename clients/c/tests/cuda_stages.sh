@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# cuda_stages.sh FRAMESRV TOOLS CLIP [EXPECTED]: the upload and download stages between framesrv's
-# own commands. `framesrv produce -i CLIP` -> `framesrv-cuda upload` -> `framesrv-cuda download`
+# cuda_stages.sh FRAMESRV TOOLS CLIP [EXPECTED [EXPECTED_NV12]]: the upload and download stages
+# between framesrv's own commands, and produce's CUDA streams. `framesrv produce -i CLIP` -> `framesrv-cuda upload` -> `framesrv-cuda download`
 # -> `framesrv sink --framemd5` must write what `framesrv produce -i CLIP ! sink --framemd5`
 # writes (and, given, EXPECTED: ffmpeg's framemd5 of CLIP), every header field carried across
 # the CUDA stream; and a Swift sink meeting the CUDA stream is refused in one line that says
 # how to download it. FRAMESRV is the framesrv binary, TOOLS the folder of libframesrv's tools.
 # Runs against the real driver on a GPU (scripts/test-gpu --stages) and against
 # tests/fakecuda where FRAMESRV_LIBCUDA names it (test_cuda_copy). Prints one line; exit 0 or 1.
+# `produce -i CLIP --memory cuda` (a CPU decode uploaded into CUDA slots) -> download -> sink must
+# equal the host path too. Given EXPECTED_NV12 (ffmpeg's framemd5 of CLIP with -vf format=nv12,
+# which is what `ffmpeg -hwaccel cuda -hwaccel_output_format cuda -i CLIP -vf hwdownload,format=nv12`
+# writes for H.264), `produce -i CLIP --hwaccel cuda` (NVDEC) -> download -> sink must equal it.
 set -euo pipefail
-framesrv=$1 tools=$2 clip=$3 expected=${4:-}
+framesrv=$1 tools=$2 clip=$3 expected=${4:-} expected_nv12=${5:-}
 work=$(mktemp -d /dev/shm/framesrv-stages.XXXXXX)
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
@@ -41,6 +45,27 @@ wait "$up" || fail "upload: $(cat "$work/upload.out")"
 wait "$down" || fail "download: $(cat "$work/download.out")"
 diff <(md5s "$work/direct.md5") <(md5s "$work/chain.md5") >&2 || fail "the chain's framemd5 differs from the host path's"
 if [[ -n $expected ]]; then diff <(md5s "$expected") <(md5s "$work/chain.md5") >&2 || fail "the chain's framemd5 differs from ffmpeg's"; fi
+# produce's own CUDA stream: --memory cuda (and --hwaccel cuda where NVDEC is), through download.
+through_cuda() {   # NAME produce-options... : writes $work/NAME.md5
+    local name=$1; shift
+    "$framesrv" produce -i "$clip" --out "$name" --wait-for 1 "$@" > "$work/$name.produce" 2>&1 & pids+=($!)
+    local p=$!
+    "$tools/framesrv-cuda" download --in "$name" --out "$name-back" --wait-for 1 --wait 30 > /dev/null 2> "$work/$name.download" & pids+=($!)
+    "$framesrv" sink --in "$name-back" --framemd5 "$work/$name.md5" --wait 30 > /dev/null 2> "$work/$name.sink" ||
+        fail "$name: sink: $(cat "$work/$name.sink" "$work/$name.download")"
+    wait "$p" || fail "$name: produce $*: $(cat "$work/$name.produce")"
+}
+through_cuda uploaded --memory cuda
+diff <(md5s "$work/direct.md5") <(md5s "$work/uploaded.md5") >&2 || fail "produce --memory cuda: the framemd5 differs from the host path's"
+grep -q "uploaded from host memory" "$work/uploaded.produce" || fail "produce --memory cuda said: $(cat "$work/uploaded.produce")"
+nvdec=""
+if [[ -n $expected_nv12 ]]; then
+    through_cuda nvdec --hwaccel cuda
+    diff <(md5s "$expected_nv12") <(md5s "$work/nvdec.md5") >&2 || fail "produce --hwaccel cuda: the framemd5 differs from ffmpeg's nv12"
+    grep -q " 0 uploaded" "$work/nvdec.produce" || fail "produce --hwaccel cuda did not decode on the GPU: $(cat "$work/nvdec.produce")"
+    nvdec="; NVDEC: $(grep -vc '^#' "$work/nvdec.md5") frames equal to ffmpeg's nv12 ($(sed 's/.*(\(h264[^)]*\)).*/\1/' "$work/nvdec.produce"))"
+fi
+
 frames=$(grep -vc '^#' "$work/chain.md5")
 [[ $frames -gt 0 ]] || fail "no frame went through"
-echo "cuda_stages: $frames frames through upload and download, framemd5 identical to the host path${expected:+ and to ffmpeg}; $(tail -n 1 "$work/upload.out" | sed 's/^framesrv-cuda: //')"
+echo "cuda_stages: $frames frames through upload and download, framemd5 identical to the host path${expected:+ and to ffmpeg}, and through produce --memory cuda; $(tail -n 1 "$work/upload.out" | sed 's/^framesrv-cuda: //')$nvdec"

@@ -92,6 +92,45 @@ static void round_trip(void)
           registered_before);
 }
 
+/* framesrv_frame_write_on: host planes and device planes (the CUDA slot of a frame) into a reserved frame. */
+static void write_planes(void)
+{
+    framesrv_producer *a = open_producer("wa", FRAMESRV_MEMORY_HOST, W), *g = open_producer("wg", FRAMESRV_MEMORY_CUDA, W);
+    framesrv_producer *h = open_producer("wh", FRAMESRV_MEMORY_HOST, W);
+    framesrv_consumer *c = open_consumer("wa", FRAMESRV_MEMORY_HOST);
+    publish_pattern(a);
+    framesrv_frame *in = NULL, *up = NULL, *down = NULL;
+    CHECK_STATUS(framesrv_consumer_next(c, 1000, &in), FRAMESRV_OK);
+    const framesrv_frame_info *info = framesrv_frame_info_of(in);
+    uint64_t host[3], device[3];
+    size_t pitch[3];
+    for (int p = 0; p < 3; p++) host[p] = (uintptr_t)info->planes[p].data, pitch[p] = info->planes[p].stride;
+    CHECK_STATUS(framesrv_producer_reserve_on(g, STREAM, 1000, &up), FRAMESRV_OK);
+    size_t copies = fake_copies();
+    CHECK_STATUS(framesrv_frame_write_on(up, FRAMESRV_MEMORY_HOST, host, pitch, 3, STREAM), FRAMESRV_OK);
+    CHECK(fake_copies() - copies == 3, "one copy per plane");
+    CHECK_STATUS(framesrv_frame_write_on(up, FRAMESRV_MEMORY_HOST, host, pitch, 2, STREAM), FRAMESRV_E_INVALID);
+    size_t short_pitch[3] = { 1, 1, 1 };
+    CHECK_STATUS(framesrv_frame_write_on(up, FRAMESRV_MEMORY_HOST, host, short_pitch, 3, STREAM), FRAMESRV_E_INVALID);
+    for (int p = 0; p < 3; p++) {
+        framesrv_device_plane d;
+        CHECK_STATUS(framesrv_frame_device_plane(up, (uint32_t)p, &d), FRAMESRV_OK);
+        device[p] = d.ptr, pitch[p] = d.pitch;
+    }
+    CHECK_STATUS(framesrv_producer_reserve(h, 1000, &down), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_frame_write_on(down, FRAMESRV_MEMORY_CUDA, device, pitch, 3, STREAM), FRAMESRV_E_MEMORY);
+    /* fakecuda's device memory is this process's: the device planes read back as host ones */
+    CHECK_STATUS(framesrv_frame_write_on(down, FRAMESRV_MEMORY_HOST, device, pitch, 3, STREAM), FRAMESRV_OK);
+    CHECK(framesrv_pattern_check(down) == 0, "the pattern went through the device planes");
+    CHECK_STATUS(framesrv_producer_abandon(h, down), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_producer_abandon(g, up), FRAMESRV_OK);
+    framesrv_frame_release(in);
+    framesrv_consumer_close(c);
+    framesrv_producer_close(h);
+    framesrv_producer_close(g);
+    framesrv_producer_close(a);
+}
+
 /* Host -> host: rows copied by the CPU, no CUDA call. */
 static void host_to_host(void)
 {
@@ -178,6 +217,7 @@ int main(int argc, char **argv)
     check_runtime_dir();
     round_trip();
     host_to_host();
+    write_planes();
     tools_chain();
     stages();
     return check_exit("test_cuda_copy");
