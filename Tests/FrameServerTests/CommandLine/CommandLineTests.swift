@@ -16,6 +16,11 @@ import Testing
         #expect(produce.out == "p" && produce.stallTimeout == 2.5 && produce.pattern.frames == 3 && produce.media == nil)
         let media = try ProduceOptions(parsing: ["-i", "/nonexistent.mp4", "--out", "m", "-ss", "1.5", "--copy"])
         #expect(media.media?.input == "/nonexistent.mp4" && media.media?.inputOptions.start == 1_500_000 && media.media?.copy == true)
+        let nvdec = try ProduceOptions(parsing: ["-i", "a.mp4", "--out", "g", "--hwaccel", "cuda", "--hwaccel-device", "1"])
+        #expect(nvdec.media?.cuda?.device == 1 && nvdec.media?.cuda?.nvdec == true && nvdec.media?.inputOptions.cudaDevice == 1
+                && nvdec.media?.audioOut == nil)
+        let uploaded = try ProduceOptions(parsing: ["-i", "a.mp4", "--out", "g", "--memory", "cuda"])
+        #expect(uploaded.media?.cuda?.nvdec == false && uploaded.media?.inputOptions.cudaDevice == nil)
         #expect(try InspectOptions(parsing: ["--", "-x"]).stream == "-x")
         #expect(try SinkOptions(parsing: ["--in", "a", "--framemd5", "-"]).outputs == ["-"])
         #expect(try FilterOptions(parsing: ["--in", "a", "--out", "b", "--preset", "gray"]).graph == "format=gray")
@@ -36,6 +41,15 @@ import Testing
         ["--pattern", "--out", "p", "--stall-timeout", "0"],
         ["--pattern", "--out", "p", "--stall-timeout", "nan"],
         ["-i", "a.mp4", "--out", "p", "--rate", "5"],
+        ["-i", "a.mp4", "--out", "p", "--hwaccel", "vaapi"],
+        ["-i", "a.mp4", "--out", "p", "--memory", "gpu"],
+        ["-i", "a.mp4", "--out", "p", "--hwaccel", "cuda", "--memory", "host"],
+        ["-i", "a.mp4", "--out", "p", "--hwaccel", "cuda", "--size", "64x64"],
+        ["-i", "a.mp4", "--out", "p", "--memory", "cuda", "--copy"],
+        ["-i", "a.mp4", "--out", "p", "--hwaccel", "cuda", "-an"],
+        ["-i", "a.mp4", "--out", "p", "--hwaccel-device", "1"],
+        ["-i", "a.mp4", "--out", "p", "--hwaccel", "cuda", "--hwaccel-device", "64"],
+        ["--pattern", "--out", "p", "--memory", "cuda"],
     ])
     func produceUsageErrors(_ arguments: [String]) {
         #expect(throws: UsageError.self) { try ProduceOptions(parsing: arguments) }
