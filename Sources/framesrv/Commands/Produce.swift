@@ -216,6 +216,7 @@ enum ProduceCommand: Command {
 
     /// An input with sound only (WAV, FLAC, ...): its audio is the stream --out NAME.
     static func produceSoundOnly(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ publisher: MediaPublisher) throws -> ExitStatus {
+        installStopHandlers()   // SIGINT/SIGTERM end the stream cleanly, as with video (the file fuzzer's audio victim found it missing)
         var o = o
         let policy = PublishPolicy(liveRequested: o.liveSource, readrate: media.readrate, noWait: o.noWait, waitFor: o.waitFor,
                                    decoder: publisher.decoder)

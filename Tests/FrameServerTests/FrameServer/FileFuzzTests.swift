@@ -11,7 +11,7 @@ import Testing
 /// than one line on stderr, the web server must answer every request, and a healthy stream in
 /// the same runtime directory must still be listed and still deliver verified frames.
 ///
-/// FRAMESRV_FILE_FUZZ_MUTATIONS (default one pass of the catalogue, 640), _SEED, _WORKERS and _ONLY (a failure's
+/// FRAMESRV_FILE_FUZZ_MUTATIONS (default one pass of the catalogue, 694; an audio field or issue-25 case is made on a stream of -f lavfi -i sine), _SEED, _WORKERS and _ONLY (a failure's
 /// mutation number, to run it alone) are described in FileFuzzConfiguration.
 @Suite(.serialized) struct FileFuzzTests {
     @Test func damagedStreamFilesNeverCrashAnyProcess() throws {

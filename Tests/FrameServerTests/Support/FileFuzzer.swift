@@ -250,7 +250,10 @@ final class FuzzWorker: @unchecked Sendable {
     /// stops the producer. Leaves `victim.producer` nil after a setup failure.
     private func start(_ victim: inout Victim, _ name: String, _ files: StreamFiles, _ mutation: FileMutation,
                        _ command: FuzzCommand, _ record: inout FuzzRecord) throws {
-        let producer = try spawn(["produce", "--pattern", "--out", name, "--size", "64x48", "--rate", "250", "--slots", "4", "--quiet"])
+        // An audio mutation meets an audio stream: a sine at 5x real time (about 235 frames/s).
+        let source = mutation.isAudio ? ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "--readrate", "5"]
+                                      : ["--pattern", "--size", "64x48", "--rate", "250"]
+        let producer = try spawn(["produce"] + source + ["--out", name, "--slots", "4", "--quiet"])
         guard eventually(timeout: config.timeout, { (files.published ?? 0) >= 3 }) else {
             producer.kill()
             producer.removeLogs()

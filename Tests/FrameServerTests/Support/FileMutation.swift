@@ -21,7 +21,11 @@ struct SplitMix64: RandomNumberGenerator, Sendable {
 enum FieldValue: Sendable, CustomStringConvertible {
     case zero, allOnes, signedMax, signedMin, plusOne, minusOne
     case number(UInt64)
+    /// A number that only means something on an audio stream (a sample format code).
+    case audio(UInt64)
     case text(String)
+
+    var isAudioCase: Bool { if case .audio = self { true } else { false } }
 
     var description: String {
         switch self {
@@ -31,7 +35,7 @@ enum FieldValue: Sendable, CustomStringConvertible {
         case .signedMin: "min"
         case .plusOne: "+1"
         case .minusOne: "-1 off"
-        case .number(let n): "0x" + String(n, radix: 16)
+        case .number(let n), .audio(let n): "0x" + String(n, radix: 16)
         case .text(let s): s.count > 20 ? "\"\(s.prefix(4))...\" (\(s.count) chars, no NUL)" : "\"\(s)\""
         }
     }
@@ -58,7 +62,7 @@ enum FieldValue: Sendable, CustomStringConvertible {
         case .signedMin: (mask >> 1) + 1
         case .plusOne: (current &+ 1) & mask
         case .minusOne: (current &- 1) & mask
-        case .number(let n): n & mask
+        case .number(let n), .audio(let n): n & mask
         case .text: 0
         }
         return (0..<field.size).map { UInt8(truncatingIfNeeded: value >> UInt64(8 * $0)) }
@@ -97,6 +101,15 @@ enum FileMutation: Sendable {
     }
 
     /// Whether the change is to frame headers (applied to every slot).
+    /// A change an audio stream's files must survive (its own fields, the issue-25 cases):
+    /// the fuzzer runs it on a stream of `-f lavfi -i sine` instead of the test pattern.
+    var isAudio: Bool {
+        if case .fields(let changes) = self {
+            return changes.contains { SharedLayout.audioFieldNames.contains($0.0.name) } || changes.contains { $0.1.isAudioCase }
+        }
+        return false
+    }
+
     var isFrameHeader: Bool {
         if case .fields(let changes) = self { return changes.contains { $0.0.structure == .frame } }
         return false
@@ -184,7 +197,7 @@ enum FileMutation: Sendable {
             let values = field.kind == .text ? FieldValue.texts(size: field.size) : FieldValue.integers
             all += values.map { .fields([(field, $0)]) }
         }
-        all += compounds
+        all += compounds + audioCompounds
         for file in [StreamFile.control, .pool] {
             all += [FileMutation.Length.zero, .one, .headerMinusOne, .header, .recordMinusOne, .sizeMinusOne, .half, .grown]
                 .map { .truncate(file, $0) }
@@ -204,6 +217,22 @@ enum FileMutation: Sendable {
         (SharedLayout.field(.frame, "pix_fmt"), .zero), (SharedLayout.field(.frame, "pix_fmt_name"), .text("yuv444p16le")),
         (SharedLayout.field(.frame, "height"), .number(16384)),
     ])
+
+    /// Issue 25's bad audio headers: sizes that overflow, no channels or 255, a sample format
+    /// code of another kind (a pixel format's) or a name that is not a sample format's.
+    static let audioCompounds: [FileMutation] = {
+        let f = { (n: String) in SharedLayout.field(.frame, n) }
+        return [
+            .fields([(f("channels"), .zero)]),
+            .fields([(f("channels"), .number(255)), (f("channel_mask"), .zero)]),
+            .fields([(f("pix_fmt"), .audio(UInt64(FS_PIX_YUV420P)))]),
+            .fields([(f("pix_fmt"), .audio(UInt64(FS_SAMPLE_S16))), (f("pix_fmt_name"), .text("yuv420p"))]),
+            .fields([(f("pix_fmt"), .audio(UInt64(FS_SAMPLE_DBLP))), (f("pix_fmt_name"), .text("dblp"))]),
+            .fields([(f("nb_samples"), .allOnes), (f("plane_stride[0]"), .allOnes), (f("plane_size[0]"), .allOnes)]),
+            .fields([(f("nb_samples"), .number(1 << 20)), (f("channels"), .number(64))]),
+            .fields([(f("media"), .number(UInt64(FS_MEDIA_VIDEO))), (f("width"), .number(64)), (f("height"), .number(48))]),
+        ]
+    }()
 
     /// The combinations issues 9 and 27 found crashes with, which no single field reaches.
     static let compounds: [FileMutation] = {

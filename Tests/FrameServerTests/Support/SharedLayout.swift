@@ -84,7 +84,7 @@ enum SharedLayout {
         .init(text: .control, "name", \fs_control.name), .init(.control, "pool_size", \fs_control.pool_size),
         .init(.control, "last_publish_ns", \fs_control.last_publish_ns), .init(.control, "rate_num", \fs_control.rate_num),
         .init(.control, "rate_den", \fs_control.rate_den), .init(.control, "frame_wake", \fs_control.frame_wake),
-        .init(.control, "sleepers", \fs_control.sleepers),
+        .init(.control, "sleepers", \fs_control.sleepers), .init(.control, "media", \fs_control.media),
     ]
 
     static let slot: [SharedField] = [
@@ -124,7 +124,14 @@ enum SharedLayout {
         .init(.frame, "capture_ns", \fs_frame.capture_ns), .init(.frame, "flags", \fs_frame.flags),
         .init(.frame, "payload_size", \fs_frame.payload_size), .init(text: .frame, "pix_fmt_name", \fs_frame.pix_fmt_name),
         .init(.frame, "field_order", \fs_frame.field_order), .init(.frame, "chroma_location", \fs_frame.chroma_location),
+        // Audio frames (PROTOCOL.md 4.6): mutated on an audio stream's slots (FileMutation.isAudio).
+        .init(.frame, "media", \fs_frame.media), .init(.frame, "sample_rate", \fs_frame.sample_rate),
+        .init(.frame, "channels", \fs_frame.channels), .init(.frame, "channel_order", \fs_frame.channel_order),
+        .init(.frame, "nb_samples", \fs_frame.nb_samples), .init(.frame, "channel_mask", \fs_frame.channel_mask),
     ]
+
+    /// The fields only an audio frame gives meaning to (and the stream's kind).
+    static let audioFieldNames: Set<String> = ["media", "sample_rate", "channels", "channel_order", "nb_samples", "channel_mask"]
 
     /// A field by structure and name (for compound mutations and the tests' own reads).
     static func field(_ structure: SharedStructure, _ name: String) -> SharedField {
