@@ -42,6 +42,9 @@ public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
     /// whose copy names the parent's entry: nothing was done; the child must open its own.
     case forked(stream: String, opener: Int32, child: Int32)
 
+    /// The stream is in device memory (a CUDA stream), which a host consumer cannot map.
+    public var isDeviceMemory: Bool { if case .deviceMemory = self { true } else { false } }
+
     public var description: String {
         switch self {
         case .invalidStreamName(let n): StreamNameError.invalid(n).description

@@ -99,12 +99,36 @@ enum FilterCommand: Command {
             guard o.consumerOptions.reattach else { return }   // the error that ends the filter says it
             warn("producer of '\(o.input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
         }
+        if case .failure(let error) = Result(catching: { () throws(ConsumerError) in try pipeline.consumer.attach() }) {
+            guard error.isDeviceMemory else { throw error }
+            pipeline.close()
+            return try runCUDA(o)   // a CUDA stream: FFmpeg's CUDA filters, on the GPU
+        }
         let start = monotonicNanos()
         try pipeline.run()
         progress.finish(frames: clock.frames, mediaSeconds: clock.seconds)
         if !o.quiet { print(summary(pipeline, seconds: Double(monotonicNanos() - start) / 1e9)) }
         if pipeline.consumer.sourceFailed {
             throw CommandError.filterInputFailed(input: o.input, output: o.out)
+        }
+        return .success
+    }
+
+    /// A CUDA input: the graph runs FFmpeg's CUDA filters from CUDA stream A into CUDA stream B.
+    static func runCUDA(_ o: FilterOptions) throws -> ExitStatus {
+        let out = o.outputOptions
+        let pipeline = try CUDAFilterPipeline(
+            graph: o.graph, input: o.input, live: o.consumerOptions.mode == .live, waitSeconds: o.consumerOptions.waitSeconds,
+            output: .init(name: o.out, device: 0, slots: out.slots, rate: nil, liveSource: out.liveSource, waitFor: out.waitFor)
+        ) { StopSignal.requested }
+        defer { pipeline.close() }
+        let start = monotonicNanos()
+        try pipeline.run()
+        if !o.quiet {
+            let secs = Double(monotonicNanos() - start) / 1e9
+            let what = pipeline.formats.map(\.description).joined(separator: ", then ")
+            print("filter: \(o.input) -> \(o.out) (CUDA): \(pipeline.framesIn) frames in (in place), published \(pipeline.framesOut) "
+                  + "of \(what.isEmpty ? "nothing" : what) (one device copy each) in \(formatDouble(secs, 2)) s, graph '\(o.graph)'")
         }
         return .success
     }

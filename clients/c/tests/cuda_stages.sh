@@ -46,11 +46,16 @@ wait "$down" || fail "download: $(cat "$work/download.out")"
 diff <(md5s "$work/direct.md5") <(md5s "$work/chain.md5") >&2 || fail "the chain's framemd5 differs from the host path's"
 if [[ -n $expected ]]; then diff <(md5s "$expected") <(md5s "$work/chain.md5") >&2 || fail "the chain's framemd5 differs from ffmpeg's"; fi
 # produce's own CUDA stream: --memory cuda (and --hwaccel cuda where NVDEC is), through download.
-through_cuda() {   # NAME produce-options... : writes $work/NAME.md5
-    local name=$1; shift
+through_cuda() {   # NAME [--vf GRAPH] produce-options... : writes $work/NAME.md5 (GRAPH: framesrv filter on the CUDA stream)
+    local name=$1 cuda=$1; shift
+    if [[ ${1:-} == --vf ]]; then
+        cuda=$name-filtered
+        "$framesrv" filter --in "$name" --out "$cuda" --vf "$2" --wait-for 1 --wait 30 > "$work/$name.filter" 2>&1 & pids+=($!)
+        shift 2
+    fi
     "$framesrv" produce -i "$clip" --out "$name" --wait-for 1 "$@" > "$work/$name.produce" 2>&1 & pids+=($!)
     local p=$!
-    "$tools/framesrv-cuda" download --in "$name" --out "$name-back" --wait-for 1 --wait 30 > /dev/null 2> "$work/$name.download" & pids+=($!)
+    "$tools/framesrv-cuda" download --in "$cuda" --out "$name-back" --wait-for 1 --wait 30 > /dev/null 2> "$work/$name.download" & pids+=($!)
     "$framesrv" sink --in "$name-back" --framemd5 "$work/$name.md5" --wait 30 > /dev/null 2> "$work/$name.sink" ||
         fail "$name: sink: $(cat "$work/$name.sink" "$work/$name.download")"
     wait "$p" || fail "$name: produce $*: $(cat "$work/$name.produce")"
@@ -64,6 +69,17 @@ if [[ -n $expected_nv12 ]]; then
     diff <(md5s "$expected_nv12") <(md5s "$work/nvdec.md5") >&2 || fail "produce --hwaccel cuda: the framemd5 differs from ffmpeg's nv12"
     grep -q " 0 uploaded" "$work/nvdec.produce" || fail "produce --hwaccel cuda did not decode on the GPU: $(cat "$work/nvdec.produce")"
     nvdec="; NVDEC: $(grep -vc '^#' "$work/nvdec.md5") frames equal to ffmpeg's nv12 ($(sed 's/.*(\(h264[^)]*\)).*/\1/' "$work/nvdec.produce"))"
+    # framesrv filter with FFmpeg's CUDA filters, CUDA stream to CUDA stream: scale_cuda at the
+    # same size passes frames through (its default), so the chain still equals ffmpeg's nv12;
+    # at half size every frame is 960x540 nv12, the same in two runs.
+    through_cuda same --vf scale_cuda=1920:1080 --hwaccel cuda
+    diff <(md5s "$expected_nv12") <(md5s "$work/same.md5") >&2 || fail "filter scale_cuda (same size): differs from ffmpeg's nv12: $(cat "$work/same.filter")"
+    through_cuda half1 --vf scale_cuda=960:540 --hwaccel cuda
+    through_cuda half2 --vf scale_cuda=960:540 --hwaccel cuda
+    [[ $(grep -vc '^#' "$work/half1.md5") -eq $(grep -vc '^#' "$expected_nv12") ]] && grep -q "960x540" "$work/half1.md5" ||
+        fail "filter scale_cuda=960:540: $(head -c 600 "$work/half1.md5") $(cat "$work/half1.filter")"
+    diff <(md5s "$work/half1.md5") <(md5s "$work/half2.md5") >&2 || fail "filter scale_cuda=960:540 differs between two runs"
+    nvdec+="; filter scale_cuda (CUDA to CUDA): $(tail -n 1 "$work/half1.filter")"
 fi
 
 frames=$(grep -vc '^#' "$work/chain.md5")
