@@ -61,6 +61,11 @@ enum FilterCommand: Command {
       --name NAME          what this consumer is called in ls/top/inspect (default: its
                            role, 'filter PRESET -> OUT')
 
+    A CUDA stream (produce --hwaccel cuda, framesrv-cuda upload) is filtered on the GPU with
+    FFmpeg's CUDA filters (scale_cuda, yadif_cuda, thumbnail_cuda, ...): each frame enters the
+    graph in place, the graph's output must be CUDA frames, and B is a CUDA stream on the same
+    device (each frame out copied once on the device).
+
     Formats the graph makes that framesrv cannot carry are converted by libavfilter to one it
     can (as ffmpeg does for an encoder). A graph libavfilter rejects, an unknown preset or a
     misused option is a usage error (exit status 2); what fails while running (a graph that
