@@ -1,4 +1,5 @@
 import CFFmpeg
+import CFrameServer
 import CFrameServerClient
 import FrameServer
 import Glibc
@@ -22,11 +23,23 @@ public final class CUDAFilterPipeline {
     private var device: UnsafeMutablePointer<AVBufferRef>?
     private var graph: CUDAGraph?
 
-    public init(graph: String, input: String, live: Bool, waitSeconds: Double?, output: CUDAStreamProducer.Settings,
-                shouldStop: @escaping () -> Bool) throws(CUDAStreamError) {
+    /// `device`: the stream's device as nvidia-smi names it (GPU-...). FFmpeg's CUDA device is
+    /// opened first: FFmpeg sets the primary context's flags, and refuses a primary context
+    /// that libframesrv's consumer made active with others.
+    public init(graph: String, input: String, device uuid: String, live: Bool, waitSeconds: Double?,
+                output: CUDAStreamProducer.Settings, shouldStop: @escaping () -> Bool) throws(CUDAStreamError) {
         graphText = graph
         self.input = input
         self.shouldStop = shouldStop
+        guard let ordinal = Self.ordinal(of: uuid) else {
+            throw CUDAStreamError("filter: stream '\(input)' is on CUDA device \(uuid), which this process cannot see "
+                                  + "(CUDA_VISIBLE_DEVICES?) or the CUDA driver cannot be loaded")
+        }
+        var options: OpaquePointer?
+        av_dict_set(&options, "primary_ctx", "1", 0)
+        let r = av_hwdevice_ctx_create(&device, AV_HWDEVICE_TYPE_CUDA, "\(ordinal)", options, 0)
+        av_dict_free(&options)
+        guard r >= 0 else { throw CUDAStreamError("filter: FFmpeg cannot open CUDA device \(ordinal) (\(uuid)): \(ffmpegMessage(r))") }
         var o = framesrv_consumer_options()
         o.mode = live ? FRAMESRV_LIVE : FRAMESRV_LOSSLESS
         o.memory = FRAMESRV_MEMORY_CUDA
@@ -44,11 +57,21 @@ public final class CUDAFilterPipeline {
         }
         self.output = CUDAStreamProducer(settings)
         self.output.shouldStop = shouldStop
-        var options: OpaquePointer?
-        av_dict_set(&options, "primary_ctx", "1", 0)
-        let r = av_hwdevice_ctx_create(&device, AV_HWDEVICE_TYPE_CUDA, "\(info.device_ordinal)", options, 0)
-        av_dict_free(&options)
-        guard r >= 0 else { throw CUDAStreamError("filter: FFmpeg cannot open CUDA device \(info.device_ordinal): \(ffmpegMessage(r))") }
+    }
+
+    /// The ordinal, in this process, of the CUDA device nvidia-smi names `uuid`.
+    static func ordinal(of uuid: String) -> Int? {
+        guard fs_cuda_load() == nil, let cu = fs_cuda_api_get()?.pointee else { return nil }
+        var count: Int32 = 0
+        guard cu.cuDeviceGetCount(&count) == FS_CU_SUCCESS else { return nil }
+        for i in 0..<count {
+            var dev: Int32 = 0, id = fs_cuda_uuid()
+            guard cu.cuDeviceGet(&dev, i) == FS_CU_SUCCESS, cu.cuDeviceGetUuid(&id, dev) == FS_CU_SUCCESS else { continue }
+            var text = [CChar](repeating: 0, count: 41)
+            withUnsafeBytes(of: id.bytes) { fs_cuda_uuid_text($0.bindMemory(to: UInt8.self).baseAddress, &text) }
+            if String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) == uuid { return Int(i) }
+        }
+        return nil
     }
 
     deinit {

@@ -42,8 +42,9 @@ public enum ConsumerError: Error, Equatable, Sendable, CustomStringConvertible {
     /// whose copy names the parent's entry: nothing was done; the child must open its own.
     case forked(stream: String, opener: Int32, child: Int32)
 
-    /// The stream is in device memory (a CUDA stream), which a host consumer cannot map.
-    public var isDeviceMemory: Bool { if case .deviceMemory = self { true } else { false } }
+    /// The device ("GPU-..." as nvidia-smi names it) of a stream in device memory (a CUDA
+    /// stream), which a host consumer cannot map; nil for any other error.
+    public var cudaDevice: String? { if case .deviceMemory(_, let memory) = self { memory.device } else { nil } }
 
     public var description: String {
         switch self {

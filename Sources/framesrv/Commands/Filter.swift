@@ -105,9 +105,9 @@ enum FilterCommand: Command {
             warn("producer of '\(o.input)' (pid \(pid)) exited without ending the stream; waiting for it to come back")
         }
         if case .failure(let error) = Result(catching: { () throws(ConsumerError) in try pipeline.consumer.attach() }) {
-            guard error.isDeviceMemory else { throw error }
+            guard let device = error.cudaDevice else { throw error }
             pipeline.close()
-            return try runCUDA(o)   // a CUDA stream: FFmpeg's CUDA filters, on the GPU
+            return try runCUDA(o, device: device)   // a CUDA stream: FFmpeg's CUDA filters, on the GPU
         }
         let start = monotonicNanos()
         try pipeline.run()
@@ -120,10 +120,10 @@ enum FilterCommand: Command {
     }
 
     /// A CUDA input: the graph runs FFmpeg's CUDA filters from CUDA stream A into CUDA stream B.
-    static func runCUDA(_ o: FilterOptions) throws -> ExitStatus {
+    static func runCUDA(_ o: FilterOptions, device: String) throws -> ExitStatus {
         let out = o.outputOptions
         let pipeline = try CUDAFilterPipeline(
-            graph: o.graph, input: o.input, live: o.consumerOptions.mode == .live, waitSeconds: o.consumerOptions.waitSeconds,
+            graph: o.graph, input: o.input, device: device, live: o.consumerOptions.mode == .live, waitSeconds: o.consumerOptions.waitSeconds,
             output: .init(name: o.out, device: 0, slots: out.slots, rate: nil, liveSource: out.liveSource, waitFor: out.waitFor)
         ) { StopSignal.requested }
         defer { pipeline.close() }
