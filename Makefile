@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-.PHONY: demo test test-timing test-fresh build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan test-gpu tour check-warnings \
+.PHONY: demo test test-timing test-fresh build bench clean fuzz fuzz-long fuzz-files test-tsan test-asan test-gpu tour check-warnings soak \
 	install install-bin install-man install-lib install-python bundle test-bundle
 
 ## Installs what is missing, builds, and runs the decode -> blur -> rgb -> record chain (writes framesrv-demo.mp4).
@@ -156,6 +156,14 @@ check-warnings:
 	@mkdir -p .build
 	set -o pipefail; swift build -c release 2>&1 | tee .build/check-warnings.log
 	@if grep -q "warning:" .build/check-warnings.log; then echo "check-warnings: the build printed warnings (above)" >&2; exit 1; fi
+
+## Each long-running consumer (sink, filter, record, bridge send and recv, web) fed 1,000,000 frames
+## of a small stream (SOAK_FRAMES=N to change it): its RSS growth once its bounded buffers are full,
+## one line each, failing at 1 MB or more per million frames (scripts/soak). Not part of `make test`.
+soak:
+	@scripts/setup
+	swift build -c release
+	scripts/soak
 
 ## Runs the README's tour (scripts/tour.sh) in a scratch HOME and directory.
 tour:
