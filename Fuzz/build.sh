@@ -15,7 +15,7 @@ ROOT=$PWD
 OUT=${FUZZ_BUILD:-$ROOT/.build-fuzz}
 SAN=(-sanitize=fuzzer,address -use-ld=lld)
 SWIFTC=(swiftc -O -g -parse-as-library -package-name framesrv "${SAN[@]}")
-mkdir -p "$OUT/include/CFrameServer"
+mkdir -p "$OUT/include/CFrameServer" "$OUT/include/CFrameServerClient"
 
 # CFrameServer: SwiftPM generates this module map from the include/ directory; so do we.
 cat > "$OUT/include/CFrameServer/module.modulemap" <<MAP
@@ -25,9 +25,16 @@ module CFrameServer {
     export *
 }
 MAP
+# CFrameServerClient: libframesrv (clients/c), which FrameMedia's CUDA streams use.
+cat > "$OUT/include/CFrameServerClient/module.modulemap" <<MAP
+module CFrameServerClient {
+    header "$ROOT/clients/c/include/framesrv.h"
+    export *
+}
+MAP
 FFMPEG_CFLAGS=$(pkg-config --cflags libavcodec libavformat libavdevice libavutil libswscale libavfilter)
 FFMPEG_LIBS=$(pkg-config --libs libavcodec libavformat libavdevice libavutil libswscale libavfilter)
-INCLUDES=(-I "$OUT" -I "$OUT/include/CFrameServer" -I Sources/CZMQ -I Sources/CFFmpeg -I Sources/CMicroHTTPD)
+INCLUDES=(-I "$OUT" -I "$OUT/include/CFrameServer" -I "$OUT/include/CFrameServerClient" -I Sources/CZMQ -I Sources/CFFmpeg -I Sources/CMicroHTTPD)
 for f in $FFMPEG_CFLAGS; do INCLUDES+=(-Xcc "$f"); done
 
 # Rebuilds $1 only when one of the other arguments is newer.
@@ -47,12 +54,21 @@ library() { # name, sources...
     BUILT+=("$OUT/lib$name.a")
 }
 
-if stale "$OUT/shim.o" Sources/CFrameServer Fuzz/build.sh; then
+# shim.o: CFrameServer's C (shim.c, the CUDA loader) and libframesrv's (clients/c/src but its own
+# copy of the loader), as SwiftPM links them into framesrv.
+if stale "$OUT/shim.o" Sources/CFrameServer clients/c/src clients/c/include Fuzz/build.sh; then
     clang -g -O2 -fsanitize=fuzzer-no-link,address -I Sources/CFrameServer/include \
         -c Sources/CFrameServer/shim.c -o "$OUT/shim-only.o"
     clang -g -O2 -fsanitize=fuzzer-no-link,address -I Sources/CFrameServer/include \
         -c Sources/CFrameServer/cuda.c -o "$OUT/cuda.o"
-    ld -r "$OUT/shim-only.o" "$OUT/cuda.o" -o "$OUT/shim.o"
+    client=()
+    for c in clients/c/src/*.c; do
+        [[ $c == */cuda_loader.c ]] && continue
+        clang -g -O2 -fsanitize=fuzzer-no-link,address -fvisibility=hidden -I clients/c/include -I clients/c/src \
+            -I Sources/CFrameServer/include -c "$c" -o "$OUT/client-$(basename "$c" .c).o"
+        client+=("$OUT/client-$(basename "$c" .c).o")
+    done
+    ld -r "$OUT/shim-only.o" "$OUT/cuda.o" "${client[@]}" -o "$OUT/shim.o"
 fi
 mapfile -t SERVER < <(find Sources/FrameServer -name '*.swift' | sort)
 mapfile -t CONTROL < <(find Sources/FrameControl -name '*.swift' | sort)
