@@ -30,7 +30,7 @@ let package = Package(
         // A stream's control socket (`framesrv ctl`): requests, replies, playback and link statuses, no FFmpeg.
         .target(name: "FrameControl", dependencies: ["FrameServer", "CZMQ"]),
         // Everything that touches FFmpeg, behind a Swift API: no FFmpeg pointer leaves it; the playback clock.
-        .target(name: "FrameMedia", dependencies: ["FrameServer", "FrameControl", "CFFmpeg", "CFrameServerClient"]),
+        .target(name: "FrameMedia", dependencies: ["FrameServer", "FrameControl", "CFFmpeg", "CFrameServer", "CFrameServerClient"]),
         // `framesrv record` / `replay`: the recording format (docs/RECORDING.md), writer, reader, snapshot ring.
         .target(name: "FrameRecording", dependencies: ["FrameServer", "FrameControl", "FrameMedia", "CFFmpeg"]),
         // Stages as child processes (each its own process group), for framesrv's commands.
