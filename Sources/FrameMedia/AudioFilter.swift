@@ -82,22 +82,7 @@ final class AudioFilterGraph {
                                              AudioSampleConverter.abufferArguments(format), nil, g)
         if r >= 0 { r = avfilter_graph_create_filter(&sink, avfilter_get_by_name("abuffersink"), "out", nil, nil, g) }
         guard r >= 0 else { throw .ffmpeg("avfilter_graph_create_filter(abuffer)", ffmpegMessage(r)) }
-        var inputs: UnsafeMutablePointer<AVFilterInOut>?
-        var outputs: UnsafeMutablePointer<AVFilterInOut>?
-        defer { avfilter_inout_free(&inputs); avfilter_inout_free(&outputs) }
-        let parsed = withLogCapture { avfilter_graph_parse2(g, text, &inputs, &outputs) }
-        guard parsed.value >= 0 else { throw .invalidGraph(text, parsed.message ?? ffmpegMessage(parsed.value)) }
-        guard let input = inputs, input.pointee.next == nil, let output = outputs, output.pointee.next == nil else {
-            throw .notAnAudioGraph(text, "it has other than one unconnected input and one unconnected output")
-        }
-        let inCtx = input.pointee.filter_ctx!, outCtx = output.pointee.filter_ctx!
-        guard avfilter_pad_get_type(inCtx.pointee.input_pads, input.pointee.pad_idx) == AVMEDIA_TYPE_AUDIO,
-              avfilter_pad_get_type(outCtx.pointee.output_pads, output.pointee.pad_idx) == AVMEDIA_TYPE_AUDIO else {
-            throw .notAnAudioGraph(text, "its input or output is not audio")
-        }
-        r = avfilter_link(source, 0, inCtx, UInt32(input.pointee.pad_idx))
-        if r >= 0 { r = avfilter_link(outCtx, UInt32(output.pointee.pad_idx), sink, 0) }
-        guard r >= 0 else { throw .ffmpeg("avfilter_link", ffmpegMessage(r)) }
+        try FilterGraph.connect(text, source: source!, sink: sink!, media: AVMEDIA_TYPE_AUDIO, in: g)
         guard configure else { return }
         let configured = withLogCapture { avfilter_graph_config(g, nil) }
         guard configured.value >= 0 else {

@@ -132,12 +132,11 @@ public final class CUDAFilterPipeline {
         }
         let format = FrameFormat(pixelFormat, width: Int(f.pointee.width), height: Int(f.pointee.height))
         if formats.last != format { formats.append(format) }
-        let planes = avPlanes(f, count: pixelFormat.planes.count)
+        let (planes, pitches) = avPlaneAddresses(f, count: pixelFormat.planes.count)
         var d = FrameDescription(f.pointee, color: ColorDescription(f.pointee), pts: f.pointee.pts, duration: f.pointee.pkt_duration,
                                  timeBase: timeBase, sampleAspectRatio: Rational(f.pointee.sample_aspect_ratio))
         d.captureNanos = monotonicNanos()
-        if try output.publish(planes: planes.map { UInt64(UInt(bitPattern: $0.data)) }, pitches: planes.map(\.linesize),
-                              onDevice: true, format: format, description: d) {
+        if try output.publish(planes: planes, pitches: pitches, onDevice: true, format: format, description: d) {
             framesOut += 1
         }
     }
@@ -165,9 +164,13 @@ final class CUDAGraph {
         frames = try Self.framesContext(key, device: device)
         graph = avfilter_graph_alloc()
         guard let g = graph else { throw CUDAStreamError("filter: out of memory") }
-        source = try Self.source(key, frames: frames!, frameRate: frameRate, in: g)
-        sink = try Self.sink(in: g)
-        try Self.connect(text, source: source, sink: sink, in: g)
+        do {
+            source = try Self.source(key, frames: frames!, frameRate: frameRate, in: g)
+            sink = try FilterGraph.bufferSink(in: g, formats: [AV_PIX_FMT_CUDA.rawValue])
+            try FilterGraph.connect(text, source: source, sink: sink, media: AVMEDIA_TYPE_VIDEO, in: g)
+        } catch {
+            throw CUDAStreamError("filter: \(error)")
+        }
         let configured = avfilter_graph_config(g, nil)
         guard configured >= 0 else {
             throw CUDAStreamError("filter: the graph '\(text)' cannot take \(key.width)x\(key.height) \(key.pixFmt) CUDA frames, or "
@@ -199,45 +202,17 @@ final class CUDAGraph {
     }
 
     private static func source(_ key: Key, frames: UnsafeMutablePointer<AVBufferRef>, frameRate: Rational?,
-                               in g: UnsafeMutablePointer<AVFilterGraph>) throws(CUDAStreamError) -> UnsafeMutablePointer<AVFilterContext> {
+                               in g: UnsafeMutablePointer<AVFilterGraph>) throws(FilterError) -> UnsafeMutablePointer<AVFilterContext> {
         guard let s = avfilter_graph_alloc_filter(g, avfilter_get_by_name("buffer"), "in"),
-              let par = av_buffersrc_parameters_alloc() else { throw CUDAStreamError("filter: out of memory") }
+              let par = av_buffersrc_parameters_alloc() else { throw .ffmpeg("avfilter_graph_alloc_filter(buffer)", "out of memory") }
         par.pointee.hw_frames_ctx = frames   // buffersrc takes its own reference
         av_buffersrc_parameters_set(s, par)
         av_free(par)
-        let sar = key.sar.num > 0 && key.sar.den > 0 ? key.sar : Rational(0, 1)
-        var args = "video_size=\(key.width)x\(key.height):pix_fmt=cuda:time_base=\(key.timeBase.num)/\(key.timeBase.den)"
-            + ":pixel_aspect=\(sar.num)/\(sar.den)"
-        if let fr = frameRate, fr.num > 0, fr.den > 0 { args += ":frame_rate=\(fr.num)/\(fr.den)" }
+        let args = FilterGraph.bufferArguments(width: key.width, height: key.height, pixelFormat: "cuda", timeBase: key.timeBase,
+                                               sampleAspectRatio: key.sar, frameRate: frameRate)
         let r = avfilter_init_str(s, args)
-        guard r >= 0 else { throw CUDAStreamError("filter: buffer source of CUDA frames: \(ffmpegMessage(r))") }
+        guard r >= 0 else { throw .ffmpeg("avfilter_init_str(buffer of CUDA frames)", ffmpegMessage(r)) }
         return s
-    }
-
-    private static func sink(in g: UnsafeMutablePointer<AVFilterGraph>) throws(CUDAStreamError) -> UnsafeMutablePointer<AVFilterContext> {
-        guard let sink = avfilter_graph_alloc_filter(g, avfilter_get_by_name("buffersink"), "out") else {
-            throw CUDAStreamError("filter: out of memory")
-        }
-        let formats: [Int32] = [AV_PIX_FMT_CUDA.rawValue]
-        var r = formats.withUnsafeBytes { av_opt_set_bin(UnsafeMutableRawPointer(sink), "pix_fmts", $0.baseAddress, Int32($0.count), AV_OPT_SEARCH_CHILDREN) }
-        if r >= 0 { r = avfilter_init_str(sink, nil) }
-        guard r >= 0 else { throw CUDAStreamError("filter: buffersink of CUDA frames: \(ffmpegMessage(r))") }
-        return sink
-    }
-
-    /// source -> the parsed one-in, one-out graph -> sink.
-    private static func connect(_ text: String, source: UnsafeMutablePointer<AVFilterContext>, sink: UnsafeMutablePointer<AVFilterContext>,
-                                in g: UnsafeMutablePointer<AVFilterGraph>) throws(CUDAStreamError) {
-        var inputs: UnsafeMutablePointer<AVFilterInOut>?
-        var outputs: UnsafeMutablePointer<AVFilterInOut>?
-        defer { avfilter_inout_free(&inputs); avfilter_inout_free(&outputs) }
-        let parsed = avfilter_graph_parse2(g, text, &inputs, &outputs)
-        guard parsed >= 0, let i = inputs, let o = outputs, i.pointee.next == nil, o.pointee.next == nil else {
-            throw CUDAStreamError("filter: '\(text)' is not a one-input, one-output video graph (\(ffmpegMessage(parsed)))")
-        }
-        var r = avfilter_link(source, 0, i.pointee.filter_ctx, UInt32(i.pointee.pad_idx))
-        if r >= 0 { r = avfilter_link(o.pointee.filter_ctx, UInt32(o.pointee.pad_idx), sink, 0) }
-        guard r >= 0 else { throw CUDAStreamError("filter: linking '\(text)': \(ffmpegMessage(r))") }
     }
 
     /// An AVFrame over the frame's device planes; libavfilter's last reference releases the

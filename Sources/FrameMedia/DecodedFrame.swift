@@ -79,11 +79,9 @@ public struct DecodedFrame: ~Copyable {
                                 description: description)
     }
 
-    /// The planes' first bytes (device addresses for a CUDA frame) and row pitches.
-    public func planeAddresses() throws(MediaInputError) -> (planes: [UInt64], pitches: [Int]) {
-        let count = try frameFormat().pixelFormat.planes.count
-        let planes = avPlanes(frame, count: count)
-        return (planes.map { UInt64(UInt(bitPattern: $0.data)) }, planes.map(\.linesize))
+    /// The planes of `format` (the frame's own): first bytes (device addresses for a CUDA frame) and row pitches.
+    public func planeAddresses(of format: FrameFormat) -> (planes: [UInt64], pitches: [Int]) {
+        avPlaneAddresses(frame, count: format.pixelFormat.planes.count)
     }
 
     /// Copies the frame's planes, row by row, into `slot` (which must have this frame's format).

@@ -17,35 +17,9 @@ extension FilterGraph {
         g.pointee.scale_sws_opts = av_strdup("flags=bicubic")
 
         let source = try bufferSource(key, sampleAspectRatio: sar, in: g)
-        let sink = try Self.bufferSink(in: g)
+        let sink = try Self.bufferSink(in: g, formats: Self.carriedFormats)
 
-        var inputs: UnsafeMutablePointer<AVFilterInOut>?
-        var outputs: UnsafeMutablePointer<AVFilterInOut>?
-        defer { avfilter_inout_free(&inputs); avfilter_inout_free(&outputs) }
-        let parsed = withLogCapture { avfilter_graph_parse2(g, graph, &inputs, &outputs) }
-        guard parsed.value >= 0 else { throw .invalidGraph(graph, parsed.message ?? ffmpegMessage(parsed.value)) }
-        func count(_ l: UnsafeMutablePointer<AVFilterInOut>?) -> Int {
-            var n = 0, p = l
-            while let q = p { n += 1; p = q.pointee.next }
-            return n
-        }
-        guard let input = inputs, count(inputs) == 1 else {
-            throw .notAVideoGraph(graph, "it has \(count(inputs)) unconnected inputs")
-        }
-        guard let output = outputs, count(outputs) == 1 else {
-            throw .notAVideoGraph(graph, "it has \(count(outputs)) unconnected outputs")
-        }
-        let inCtx = input.pointee.filter_ctx!, outCtx = output.pointee.filter_ctx!
-        guard avfilter_pad_get_type(inCtx.pointee.input_pads, input.pointee.pad_idx) == AVMEDIA_TYPE_VIDEO else {
-            throw .notAVideoGraph(graph, "its input is not video")
-        }
-        guard avfilter_pad_get_type(outCtx.pointee.output_pads, output.pointee.pad_idx) == AVMEDIA_TYPE_VIDEO else {
-            throw .notAVideoGraph(graph, "its output is not video")
-        }
-        var r = avfilter_link(source, 0, inCtx, UInt32(input.pointee.pad_idx))
-        guard r >= 0 else { throw .ffmpeg("avfilter_link", ffmpegMessage(r)) }
-        r = avfilter_link(outCtx, UInt32(output.pointee.pad_idx), sink, 0)
-        guard r >= 0 else { throw .ffmpeg("avfilter_link", ffmpegMessage(r)) }
+        try Self.connect(graph, source: source, sink: sink, media: AVMEDIA_TYPE_VIDEO, in: g)
         guard configure else { return nil }
         let configured = withLogCapture { avfilter_graph_config(g, nil) }
         guard configured.value >= 0 else {
@@ -56,24 +30,61 @@ extension FilterGraph {
         return Instance(graph: g, source: source, sink: sink, key: key)
     }
 
+    /// Parses `text` into `g` and links it between `source` and `sink`: it must be one unconnected
+    /// input and one unconnected output of `media` (the video and audio graphs, and the CUDA one).
+    static func connect(_ text: String, source: UnsafeMutablePointer<AVFilterContext>, sink: UnsafeMutablePointer<AVFilterContext>,
+                        media: AVMediaType, in g: UnsafeMutablePointer<AVFilterGraph>) throws(FilterError) {
+        let wrong: (String) -> FilterError = { media == AVMEDIA_TYPE_AUDIO ? .notAnAudioGraph(text, $0) : .notAVideoGraph(text, $0) }
+        let kind = media == AVMEDIA_TYPE_AUDIO ? "audio" : "video"
+        var inputs: UnsafeMutablePointer<AVFilterInOut>?
+        var outputs: UnsafeMutablePointer<AVFilterInOut>?
+        defer { avfilter_inout_free(&inputs); avfilter_inout_free(&outputs) }
+        let parsed = withLogCapture { avfilter_graph_parse2(g, text, &inputs, &outputs) }
+        guard parsed.value >= 0 else { throw .invalidGraph(text, parsed.message ?? ffmpegMessage(parsed.value)) }
+        func count(_ l: UnsafeMutablePointer<AVFilterInOut>?) -> Int {
+            var n = 0, p = l
+            while let q = p { n += 1; p = q.pointee.next }
+            return n
+        }
+        guard let input = inputs, count(inputs) == 1 else { throw wrong("it has \(count(inputs)) unconnected inputs") }
+        guard let output = outputs, count(outputs) == 1 else { throw wrong("it has \(count(outputs)) unconnected outputs") }
+        let inCtx = input.pointee.filter_ctx!, outCtx = output.pointee.filter_ctx!
+        guard avfilter_pad_get_type(inCtx.pointee.input_pads, input.pointee.pad_idx) == media else {
+            throw wrong("its input is not \(kind)")
+        }
+        guard avfilter_pad_get_type(outCtx.pointee.output_pads, output.pointee.pad_idx) == media else {
+            throw wrong("its output is not \(kind)")
+        }
+        var r = avfilter_link(source, 0, inCtx, UInt32(input.pointee.pad_idx))
+        if r >= 0 { r = avfilter_link(outCtx, UInt32(output.pointee.pad_idx), sink, 0) }
+        guard r >= 0 else { throw .ffmpeg("avfilter_link", ffmpegMessage(r)) }
+    }
+
+    /// The arguments ffmpeg gives a video buffer source (`pixelFormat`: FFmpeg's code or name; cuda for CUDA frames).
+    static func bufferArguments(width: Int, height: Int, pixelFormat: String, timeBase: Rational, sampleAspectRatio sar: Rational,
+                                frameRate: Rational?) -> String {
+        var args = "video_size=\(width)x\(height):pix_fmt=\(pixelFormat):time_base=\(timeBase.num)/\(timeBase.den)"
+        args += ":pixel_aspect=\(sar.num > 0 && sar.den > 0 ? sar.num : 0)/\(sar.num > 0 && sar.den > 0 ? sar.den : 1)"
+        if let fr = frameRate, fr.num > 0, fr.den > 0 { args += ":frame_rate=\(fr.num)/\(fr.den)" }
+        return args
+    }
+
     /// The buffer source for input `key`, with the arguments ffmpeg gives it.
     private func bufferSource(_ key: InputKey, sampleAspectRatio sar: Rational,
                               in g: UnsafeMutablePointer<AVFilterGraph>) throws(FilterError) -> UnsafeMutablePointer<AVFilterContext> {
-        var args = "video_size=\(key.width)x\(key.height):pix_fmt=\(key.format):time_base=\(key.tbNum)/\(key.tbDen)"
-        args += ":pixel_aspect=\(sar.num > 0 && sar.den > 0 ? sar.num : 0)/\(sar.num > 0 && sar.den > 0 ? sar.den : 1)"
-        if let fr = inputFrameRate, fr.num > 0, fr.den > 0 { args += ":frame_rate=\(fr.num)/\(fr.den)" }
+        let args = Self.bufferArguments(width: Int(key.width), height: Int(key.height), pixelFormat: "\(key.format)",
+                                        timeBase: Rational(key.tbNum, key.tbDen), sampleAspectRatio: sar, frameRate: inputFrameRate)
         var source: UnsafeMutablePointer<AVFilterContext>?
         let r = avfilter_graph_create_filter(&source, avfilter_get_by_name("buffer"), "in", args, nil, g)
         guard r >= 0, let source else { throw .ffmpeg("avfilter_graph_create_filter(buffer)", ffmpegMessage(r)) }
         return source
     }
 
-    /// The buffersink, which takes what framesrv can carry.
-    private static func bufferSink(in g: UnsafeMutablePointer<AVFilterGraph>) throws(FilterError) -> UnsafeMutablePointer<AVFilterContext> {
+    /// A buffersink that takes `formats` (FFmpeg's codes): what framesrv carries, or CUDA frames.
+    static func bufferSink(in g: UnsafeMutablePointer<AVFilterGraph>, formats: [Int32]) throws(FilterError) -> UnsafeMutablePointer<AVFilterContext> {
         guard let sink = avfilter_graph_alloc_filter(g, avfilter_get_by_name("buffersink"), "out") else {
             throw .ffmpeg("avfilter_graph_alloc_filter(buffersink)", "out of memory")
         }
-        let formats = carriedFormats
         var r = formats.withUnsafeBytes { av_opt_set_bin(UnsafeMutableRawPointer(sink), "pix_fmts", $0.baseAddress, Int32($0.count), AV_OPT_SEARCH_CHILDREN) }
         guard r >= 0 else { throw .ffmpeg("av_opt_set_bin(pix_fmts)", ffmpegMessage(r)) }
         r = avfilter_init_str(sink, nil)

@@ -104,7 +104,7 @@ extension CUDAStreamProducer: PictureTarget {
                         report: inout MediaPublishReport) throws {
         let format = try picture.frameFormat()
         if report.formats.last != format { report.formats.append(format) }
-        let (planes, pitches) = try picture.planeAddresses()
+        let (planes, pitches) = picture.planeAddresses(of: format)
         if try publish(planes: planes, pitches: pitches, onDevice: picture.isCUDA, format: format, description: description) {
             report.copied += 1
         }
