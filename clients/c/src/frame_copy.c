@@ -59,7 +59,7 @@ static bool same_geometry(const framesrv_frame_info *a, const framesrv_frame_inf
     return true;
 }
 
-/* The device whose context the copy runs in: the CUDA frame's (both frames': one device). */
+/* The device whose context the copy runs in: the CUDA frame's (both frames': one device); NULL for two host frames. */
 static int copy_device(const framesrv_frame *dst, const framesrv_frame *src, const fsi_device **out)
 {
     const fsi_device *s = is_cuda(src) ? &src->pool->device->device : NULL;
@@ -137,6 +137,16 @@ static void host_rows(framesrv_frame *dst, const side *from)
     }
 }
 
+/* `from` into dst: rows by the CPU when both are in host memory, else CUDA copies in `d`'s context. */
+static int copy_from(const fsi_device *d, framesrv_frame *dst, const side *from, framesrv_frame *src_frame, void *stream)
+{
+    if (!is_cuda(dst) && from->type == FS_CU_MEMORYTYPE_HOST) {
+        host_rows(dst, from);
+        return FRAMESRV_OK;
+    }
+    return copy_with_cuda(d, dst, from, src_frame, stream);
+}
+
 int framesrv_frame_write_on(framesrv_frame *dst, int memory, const uint64_t *planes, const size_t *pitches, uint32_t count,
                             void *stream)
 {
@@ -155,11 +165,7 @@ int framesrv_frame_write_on(framesrv_frame *dst, int memory, const uint64_t *pla
                             "the %zu bytes of a row", p, pitches[p], dst->info.planes[p].row_bytes);
         from.at[p] = planes[p], from.pitch[p] = pitches[p];
     }
-    if (!is_cuda(dst)) {
-        host_rows(dst, &from);
-        return FRAMESRV_OK;
-    }
-    return copy_with_cuda(&dst->pool->device->device, dst, &from, NULL, stream);
+    return copy_from(is_cuda(dst) ? &dst->pool->device->device : NULL, dst, &from, NULL, stream);
 }
 
 int framesrv_frame_copy_on(framesrv_frame *dst, framesrv_frame *src, void *stream)
@@ -171,12 +177,7 @@ int framesrv_frame_copy_on(framesrv_frame *dst, framesrv_frame *src, void *strea
                         "differ in geometry", (unsigned long long)src->info.seq, src->info.width, src->info.height,
                         src->info.pix_fmt_name, dst->info.width, dst->info.height, dst->info.pix_fmt_name);
     side from = side_of(src);
-    if (!is_cuda(src) && !is_cuda(dst)) {
-        host_rows(dst, &from);
-        return FRAMESRV_OK;
-    }
-    const fsi_device *d = NULL;
+    const fsi_device *d = NULL;   /* NULL for two host frames */
     int rc = copy_device(dst, src, &d);
-    if (rc != FRAMESRV_OK) return rc;
-    return copy_with_cuda(d, dst, &from, src, stream);
+    return rc != FRAMESRV_OK ? rc : copy_from(d, dst, &from, src, stream);
 }
