@@ -51,7 +51,7 @@ public final class CUDAStreamProducer {
                         description: FrameDescription) throws(CUDAStreamError) -> Bool {
         guard try ready(for: frameFormat), let frame = try reserve() else { return false }
         let wrote = planes.withUnsafeBufferPointer { p in
-            pitches.map { size_t($0) }.withUnsafeBufferPointer { q in
+            pitches.withUnsafeBufferPointer { q in   // size_t is Int
                 framesrv_frame_write_on(frame, onDevice ? FRAMESRV_MEMORY_CUDA : FRAMESRV_MEMORY_HOST, p.baseAddress, q.baseAddress,
                                         UInt32(planes.count), nil)
             }
