@@ -42,6 +42,8 @@ public final class RecordingWriter: @unchecked Sendable {
     public let tracks: [TrackSpec]
     private var context: UnsafeMutablePointer<AVFormatContext>?
     private var lastTimestamp: [Int64]
+    /// Per track, the capture offset of the last packet marked as a seek point (nil before the first).
+    private var lastSeekPoint: [Int64?]
     /// Frames waiting to be written in capture order, per track, and the tracks that ended.
     private var queues: [[EncodedFrame]]
     private var ended: [Bool]
@@ -63,6 +65,7 @@ public final class RecordingWriter: @unchecked Sendable {
         self.baseCaptureNanos = baseCaptureNanos
         self.tracks = tracks
         lastTimestamp = Array(repeating: Int64.min, count: tracks.count)
+        lastSeekPoint = Array(repeating: nil, count: tracks.count)
         queues = Array(repeating: [], count: tracks.count)
         ended = Array(repeating: false, count: tracks.count)
         frames = Array(repeating: 0, count: tracks.count)
@@ -195,7 +198,11 @@ public final class RecordingWriter: @unchecked Sendable {
         }
         for i in 0..<8 { side[i] = i == 7 ? 1 : 0 }   // BlockAddID 1, big-endian
         for (i, b) in bytes.enumerated() { side[8 + i] = b }
-        if e.key { p.pointee.flags |= AV_PKT_FLAG_KEY }
+        if e.key && isSeekPoint(record.captureOffsetNanos, track: track) {
+            p.pointee.flags |= AV_PKT_FLAG_KEY
+        } else {
+            p.pointee.flags &= ~AV_PKT_FLAG_KEY   // (the encoder marks every FFV1 packet)
+        }
         p.pointee.stream_index = Int32(track)
         p.pointee.duration = 0
         // Strictly increasing per stream (NUT's rule), in the stream's time base: capture
@@ -209,6 +216,27 @@ public final class RecordingWriter: @unchecked Sendable {
         guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
         avio_flush(oc.pointee.pb)
         frames[track] += 1
+    }
+
+    /// The least capture time between two packets of a track marked as seek points (NUT
+    /// keyframes) where every packet could be one (raw, FFV1, PCM: each decodes alone).
+    /// libavformat's muxer keeps an index entry in memory for every keyframe it writes (about
+    /// 30 bytes, never freed while the file is open): one a second bounds that to about 100 KB
+    /// a day per track, where one a frame grew 33 MB per million frames. Seeking lands on the
+    /// seek point before the target and the frames between are read and dropped undecoded.
+    static let seekPointNanos: Int64 = 1_000_000_000
+
+    /// Whether a keyframe of `track` captured at `offset` is marked as a seek point: the first,
+    /// then one `seekPointNanos` after the last (H.264's keyframes are rare and all kept: a GOP
+    /// is at most a few seconds). Called with `lock` held.
+    private func isSeekPoint(_ offset: Int64, track: Int) -> Bool {
+        let everyFrameKey = switch tracks[track].containerCodec {
+        case .ffv1, .raw: true
+        case .h264, .h264Bitrate: tracks[track].audio != nil
+        }
+        if everyFrameKey, let last = lastSeekPoint[track], offset &- last < Self.seekPointNanos { return false }
+        lastSeekPoint[track] = offset
+        return true
     }
 
     /// Writes the trailer (NUT's index) and closes the file.

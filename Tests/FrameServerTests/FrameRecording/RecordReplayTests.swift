@@ -196,6 +196,22 @@ final class FrameCollector: @unchecked Sendable {
         #expect(rebased(seen[1], base: replayBase) == rebased(ob, base: base))
     }
 
+    /// FFV1 and raw tracks mark one seek point (NUT keyframe) a second of capture time, not
+    /// every frame: libavformat's muxer keeps an index entry in memory per keyframe for as long
+    /// as the file is open (33 MB per million frames before). Seeking past the seek point still
+    /// lands on its target frame, and ffmpeg still reads every frame.
+    @Test func seekPointsAreOneASecond() throws {
+        let scratch = try Scratch()
+        let (original, md5, rec) = try record(["--pattern", "--frames", "45", "--size", "64x48", "--rate", "30"], scratch)
+        try #require(original.count == 45)
+        let flags = try text("ffprobe -v error -show_entries packet=flags -of csv=p=0 '\(rec)'", scratch).split(separator: "\n")
+        #expect(flags.count == 45 && flags.filter { $0.hasPrefix("K") }.count == 2, "keyframe flags: \(flags)")
+        #expect(hashes(try text("ffmpeg -v error -i '\(rec)' -fps_mode passthrough -f framemd5 -", scratch)) == hashes(md5))
+        let replayed = try replay(rec, streams: ["cam"], scratch, extra: ["-ss", "1.2"])[0]
+        let target = mediaOffsets(original).firstIndex { $0 >= 1_200_000_000 }!
+        #expect(replayed.map(\.digest) == original[target...].map(\.digest), "replay -ss 1.2 did not start at frame \(target)")
+    }
+
     /// Records `streams` of `produce ARGS` into `rec`, SIGKILLs the recorder once the file
     /// holds more than `bytes`, then stops the producer.
     func killRecording(_ produce: [String], streams: String, _ rec: String, above bytes: Int, _ scratch: Scratch) throws {
