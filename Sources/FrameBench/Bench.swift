@@ -46,7 +46,7 @@ public struct Bench {
         case .record(let frames, let quick): try bench.record(frames: frames, rounds: quick ? 1 : 3, quick: quick)
         case .bridge(let frames, let quick): try bench.bridge(frames: frames, rounds: quick ? 1 : 3)
         case .audio(let seconds): try bench.audio(input: settings.input, seconds: seconds)
-        case .gpu(let seconds): try bench.gpu(seconds: seconds, python: settings.python)
+        case .gpu(let seconds): try bench.gpu(seconds: seconds, python: settings.python, input: settings.input)
         }
     }
 

@@ -6,11 +6,12 @@ import Glibc
 /// `framesrv bench gpu` (issue 24): 4K NV12 frames between two processes through a framesrv
 /// CUDA stream, next to torch.multiprocessing, a host stream uploaded with `.cuda()` and one
 /// device-to-device copy a frame (the floor of any design that copies); then publish -> ready
-/// on the consumer's stream at 60 and 200 fps. Every process is a role of the Python script
+/// on the consumer's stream at 60 and 200 fps; then NVDEC into slots against ffmpeg's NVDEC
+/// decode, with one consumer and with four (GpuDecode.swift). Every process is a role of the Python script
 /// (GpuScript.swift) run by --python (default python3; PYTHONPATH as this process has it).
 /// Without a CUDA device it says so in one line and measures nothing.
 extension Bench {
-    func gpu(seconds: Double, python: String?) throws {
+    func gpu(seconds: Double, python: String?, input: String?) throws {
         if let why = Self.gpuAbsent() {
             print("framesrv bench gpu: skipped: \(why)")
             return
@@ -26,6 +27,7 @@ extension Bench {
               + "\(ProcessInfo.processInfo.activeProcessorCount) cores; \(formatDouble(seconds, 2)) s per measurement")
         try gpuTransport(runner)
         try gpuLatency(runner)
+        try gpuDecode(runner, input: input)
     }
 
     /// Why there is no CUDA device to measure on (nvidia-smi missing, or listing no GPU), nil when there is one.
@@ -88,7 +90,8 @@ extension Bench {
             guard let l = lines.first(where: { $0.role == "latency" }), let p50 = l.p50, let p99 = l.p99 else {
                 throw BenchError.incompleteRun(bench: "gpu", what: "the \(fps) fps latency consumer printed no figures", said: "")
             }
-            print("  \(fps) fps: p50 \(formatDouble(p50, 1)) us, p99 \(formatDouble(p99, 1)) us (\(l.frames ?? 0) frames) (goal: p50 at most 50 us)")
+            let wake = l.wakeP50.map { ", of which publish -> next returned: p50 \(formatDouble($0, 1)) us" } ?? ""
+            print("  \(fps) fps: p50 \(formatDouble(p50, 1)) us, p99 \(formatDouble(p99, 1)) us (\(l.frames ?? 0) frames)\(wake) (goal: p50 at most 50 us)")
         }
     }
 }

@@ -16,6 +16,8 @@ extension Bench {
           d2d SECONDS                     one device-to-device copy of a frame per frame, synchronized
           lat-produce NAME FPS SECONDS    framesrv CUDA producer publishing at FPS
           lat-consume NAME                next on its stream, the stream synchronized: ready - publish_ns
+          count-consume NAME READY        lossless CUDA consumer of any stream (from_dlpack, release on
+                                          its stream), READY made once torch is up; counts frames
         """
         import collections
         import json
@@ -274,20 +276,44 @@ extension Bench {
             import torch
             import framesrv
             stream = torch.cuda.Stream()
-            latencies, n = [], 0
+            latencies, wakes, n = [], [], 0
             with framesrv.Consumer(name, device="cuda", mode="lossless", stream=stream, timeout=120) as c:
                 for frame in c:
+                    woken = time.monotonic_ns()
                     stream.synchronize()
                     ready = time.monotonic_ns()
                     n += 1
                     if n > WARMUP:
                         latencies.append((ready - frame.publish_ns) / 1000)
+                        wakes.append((woken - frame.publish_ns) / 1000)
                     frame.release()
             if not latencies:
                 sys.exit("lat-consume: no frame after the warm-up")
             latencies.sort()
+            wakes.sort()
             p50, p99 = latencies[len(latencies) // 2], latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-            print(json.dumps({"role": "latency", "frames": len(latencies), "p50_us": p50, "p99_us": p99}), flush=True)
+            print(json.dumps({"role": "latency", "frames": len(latencies), "p50_us": p50, "p99_us": p99,
+                              "wake_p50_us": wakes[len(wakes) // 2]}), flush=True)
+
+
+        def count_consume(name, ready):
+            """A lossless CUDA consumer as a model stage would be: both planes as tensors with no
+            copy, each released on its stream; READY is made once torch and the stream are up."""
+            import torch
+            import framesrv
+            stream = torch.cuda.Stream()
+            open(ready, "w").close()
+            n = 0
+            with framesrv.Consumer(name, device="cuda", mode="lossless", stream=stream, timeout=300) as c:
+                for frame in c:
+                    with torch.cuda.stream(stream):
+                        y = torch.from_dlpack(frame.planes[0])
+                        uv = torch.from_dlpack(frame.planes[1])
+                    del y, uv
+                    frame.release(stream=stream)
+                    n += 1
+            stream.synchronize()
+            print(json.dumps({"role": "counter", "frames": n}), flush=True)
 
 
         def main(argv):
@@ -310,6 +336,8 @@ extension Bench {
                 lat_produce(argv[1], int(argv[2]), float(argv[3]))
             elif role == "lat-consume":
                 lat_consume(argv[1])
+            elif role == "count-consume":
+                count_consume(argv[1], argv[2])
             else:
                 sys.exit(f"unknown role {role}")
 

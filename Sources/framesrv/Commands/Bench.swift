@@ -13,7 +13,7 @@ enum BenchCommand: Command {
            framesrv bench record [--seconds S | --frames N] [--quick]
            framesrv bench bridge [--frames N] [--quick]
            framesrv bench audio [-i FILE] [--seconds S] [--quick]
-           framesrv bench gpu [--seconds S] [--quick] [--python PATH]
+           framesrv bench gpu [-i FILE] [--seconds S] [--quick] [--python PATH]
 
     transport: every figure next to its peer, measured in the same run, the systems
     alternated, the median of 3 rounds. Every consumer is a separate process; framesrv's
@@ -58,7 +58,13 @@ enum BenchCommand: Command {
          device-to-device copy a frame in one process, the floor of any design that copies.
          Goal: framesrv at least 10x torch.multiprocessing.
       2. publish -> ready on the consumer's stream at 60 and 200 fps: the frame's publish_ns to
-         the consumer's stream synchronized after next on it, p50/p99. Goal: p50 at most 50 us.
+         the consumer's stream synchronized after next on it, p50/p99, and the part before next
+         returned (the wake). Goal: p50 at most 50 us.
+      3. NVDEC (with an ffmpeg on PATH that lists the cuda hwaccel): 'framesrv produce -i FILE
+         --hwaccel cuda' with 1 and with 4 lossless Python CUDA consumers, against 1 and 4
+         processes of 'ffmpeg -hwaccel cuda -hwaccel_output_format cuda -i FILE -f null -':
+         frames delivered per second, start to last exit, best of 3 interleaved. Without -i, a
+         60-second 1080p25 H.264 clip (testsrc2, libx264) is generated first. Goal: 0.95x ffmpeg.
       --seconds S    each measurement's length (default 2; --quick: 0.5)
       --python PATH  a python with torch and the framesrv package (default: python3; PYTHONPATH is
                      passed on: after 'scripts/test-gpu --python', PYTHONPATH=clients/c/build-gpu/python)

@@ -114,8 +114,8 @@ struct BenchOptions: CommandOptions {
             }
             benchmark = .bridge(frames: frames ?? (quick ? 100 : 600), quick: quick)
         case ["gpu"]:
-            guard input == nil, threads == nil, frames == nil, cTools == nil else {
-                throw UsageError("-i, --threads, --frames and --c-tools do not go with 'bench gpu' (it runs for --seconds)")
+            guard threads == nil, frames == nil, cTools == nil else {
+                throw UsageError("--threads, --frames and --c-tools do not go with 'bench gpu' (it runs for --seconds)")
             }
             benchmark = .gpu(seconds: seconds ?? (quick ? 0.5 : 2))
         default:

@@ -11,6 +11,10 @@
 # equal the host path too. Given EXPECTED_NV12 (ffmpeg's framemd5 of CLIP with -vf format=nv12,
 # which is what `ffmpeg -hwaccel cuda -hwaccel_output_format cuda -i CLIP -vf hwdownload,format=nv12`
 # writes for H.264), `produce -i CLIP --hwaccel cuda` (NVDEC) -> download -> sink must equal it.
+# FFMPEG (environment), an ffmpeg that runs on this device, makes ffmpeg the oracle on the GPU
+# itself: the upload chain equals its hwupload_cuda -> hwdownload, the NVDEC stream its
+# -hwaccel cuda -hwaccel_output_format cuda decode, and framesrv filter scale_cuda=960:540 its
+# scale_cuda=960:540 -> hwdownload.
 set -euo pipefail
 framesrv=$1 tools=$2 clip=$3 expected=${4:-} expected_nv12=${5:-}
 work=$(mktemp -d /dev/shm/framesrv-stages.XXXXXX)
@@ -45,6 +49,18 @@ wait "$up" || fail "upload: $(cat "$work/upload.out")"
 wait "$down" || fail "download: $(cat "$work/download.out")"
 diff <(md5s "$work/direct.md5") <(md5s "$work/chain.md5") >&2 || fail "the chain's framemd5 differs from the host path's"
 if [[ -n $expected ]]; then diff <(md5s "$expected") <(md5s "$work/chain.md5") >&2 || fail "the chain's framemd5 differs from ffmpeg's"; fi
+oracle=""
+if [[ -n ${FFMPEG:-} ]]; then   # ffmpeg's own CUDA upload and download of the same decode
+    "$FFMPEG" -v error -nostdin -init_hw_device cuda=cu:0 -filter_hw_device cu -i "$clip" \
+        -vf hwupload_cuda,hwdownload,format=yuv420p -f framemd5 "$work/ffmpeg-upload.md5" || fail "ffmpeg hwupload_cuda did not run"
+    diff <(md5s "$work/ffmpeg-upload.md5") <(md5s "$work/chain.md5") >&2 || fail "the upload chain differs from ffmpeg's hwupload_cuda -> hwdownload"
+    "$FFMPEG" -v error -nostdin -hwaccel cuda -hwaccel_output_format cuda -i "$clip" -vf hwdownload,format=nv12 \
+        -f framemd5 "$work/ffmpeg-nvdec.md5" || fail "ffmpeg -hwaccel cuda did not run"
+    "$FFMPEG" -v error -nostdin -hwaccel cuda -hwaccel_output_format cuda -i "$clip" -vf scale_cuda=960:540,hwdownload,format=nv12 \
+        -f framemd5 "$work/ffmpeg-half.md5" || fail "ffmpeg scale_cuda did not run"
+    expected_nv12=$work/ffmpeg-nvdec.md5
+    oracle="; equal to ffmpeg on this GPU: hwupload_cuda, -hwaccel cuda, scale_cuda=960:540"
+fi
 # produce's own CUDA stream: --memory cuda (and --hwaccel cuda where NVDEC is), through download.
 through_cuda() {   # NAME [--vf GRAPH] produce-options... : writes $work/NAME.md5 (GRAPH: framesrv filter on the CUDA stream)
     local name=$1 cuda=$1; shift
@@ -79,9 +95,12 @@ if [[ -n $expected_nv12 ]]; then
     [[ $(grep -vc '^#' "$work/half1.md5") -eq $(grep -vc '^#' "$expected_nv12") ]] && grep -q "960x540" "$work/half1.md5" ||
         fail "filter scale_cuda=960:540: $(head -c 600 "$work/half1.md5") $(cat "$work/half1.filter")"
     diff <(md5s "$work/half1.md5") <(md5s "$work/half2.md5") >&2 || fail "filter scale_cuda=960:540 differs between two runs"
+    if [[ -n ${FFMPEG:-} ]]; then
+        diff <(md5s "$work/ffmpeg-half.md5") <(md5s "$work/half1.md5") >&2 || fail "filter scale_cuda=960:540 differs from ffmpeg's scale_cuda"
+    fi
     nvdec+="; filter scale_cuda (CUDA to CUDA): $(tail -n 1 "$work/half1.filter")"
 fi
 
 frames=$(grep -vc '^#' "$work/chain.md5")
 [[ $frames -gt 0 ]] || fail "no frame went through"
-echo "cuda_stages: $frames frames through upload and download, framemd5 identical to the host path${expected:+ and to ffmpeg}, and through produce --memory cuda; $(tail -n 1 "$work/upload.out" | sed 's/^framesrv-cuda: //')$nvdec"
+echo "cuda_stages: $frames frames through upload and download, framemd5 identical to the host path${expected:+ and to ffmpeg}, and through produce --memory cuda; $(tail -n 1 "$work/upload.out" | sed 's/^framesrv-cuda: //')$nvdec$oracle"
