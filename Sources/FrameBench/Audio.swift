@@ -75,59 +75,10 @@ extension Bench {
         return (p50, p99)
     }
 
-    /// The pipe peer: a C program whose parent writes `frames` frames of `bytes` (each
-    /// starting with its CLOCK_MONOTONIC time) at `fps` into a pipe and whose child reads
-    /// them, timing each from its write to the end of its read. nil without `cc`.
+    /// The pipe peer (CPeers.pipeSource): `frames` frames of `bytes` at `fps` from one process
+    /// to another, each timed from its write to the end of its read. nil without `cc`.
     func pipePeerLatency(bytes: Int, fps: Double, frames: Int, in scratch: ScratchDirectory) throws -> (p50: Double, p99: Double)? {
-        let source = scratch.path + "/pipe_peer.c", binary = scratch.path + "/pipe_peer"
-        try Data(Self.pipePeerSource.utf8).write(to: URL(fileURLWithPath: source))
-        guard let cc = try? Child(["cc", "-O2", "-o", binary, source], label: "cc", executable: "/usr/bin/env", captureErrors: true),
-              cc.finishWithErrors().status == 0 else { return nil }
-        let peer = try Child([String(bytes), String(fps), String(frames)], label: "pipe peer", executable: binary)
-        let (status, out) = peer.finish()
-        let numbers = out.split(separator: " ").compactMap { Double($0.trimmed) }
-        guard status == 0, numbers.count == 2 else {
-            throw BenchError.stageFailed(bench: "audio", stage: "the pipe peer", status: status, said: out)
-        }
-        return (numbers[0], numbers[1])
+        try CPeers.latency("pipe_peer", source: CPeers.pipeSource, arguments: [String(bytes), String(fps), String(frames)],
+                           in: scratch, bench: "audio")
     }
-
-    static let pipePeerSource = #"""
-    #include <stdio.h>
-    #include <stdlib.h>
-    #include <string.h>
-    #include <time.h>
-    #include <unistd.h>
-    #include <sys/wait.h>
-    static long long now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000LL + t.tv_nsec; }
-    static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
-    int main(int argc, char **argv) {
-        size_t bytes = (size_t)atol(argv[1]); double fps = atof(argv[2]); int frames = atoi(argv[3]);
-        int fd[2]; if (pipe(fd) != 0) return 1;
-        char *buf = calloc(1, bytes);
-        pid_t child = fork();
-        if (child == 0) {
-            close(fd[1]);
-            double *lat = calloc((size_t)frames, sizeof *lat);
-            for (int i = 0; i < frames; i++) {
-                size_t got = 0; while (got < bytes) { ssize_t r = read(fd[0], buf + got, bytes - got); if (r <= 0) return 2; got += (size_t)r; }
-                long long sent; memcpy(&sent, buf, sizeof sent); lat[i] = (now() - sent) / 1000.0;
-            }
-            qsort(lat, (size_t)frames, sizeof *lat, cmp);
-            printf("%.1f %.1f\n", lat[frames / 2], lat[(int)(frames * 0.99)]);
-            return 0;
-        }
-        close(fd[0]);
-        long long start = now();
-        for (int i = 0; i < frames; i++) {
-            long long due = start + (long long)(i * 1e9 / fps);
-            while (now() < due) { struct timespec t = {0, 200000}; long long left = due - now(); if (left < 200000) t.tv_nsec = left > 0 ? left : 0; nanosleep(&t, 0); }
-            long long t = now(); memcpy(buf, &t, sizeof t);
-            if (write(fd[1], buf, bytes) != (ssize_t)bytes) return 3;
-        }
-        close(fd[1]);
-        int status; waitpid(child, &status, 0);
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 4;
-    }
-    """#
 }

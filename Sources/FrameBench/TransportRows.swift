@@ -61,33 +61,47 @@ extension Bench {
         printAbsentPeers(peers, gstreamer: false)
     }
 
-    /// 5: publish -> acquire at 200 fps with a consumer asleep between frames, p50/p99.
+    /// 5: publish -> acquire at 200 fps with a consumer asleep between frames, p50/p99, beside
+    /// the bare futex wake between two processes (CPeers.futexSource) measured in the same rounds.
     func wakeLatency(_ budget: Budget, peers: TransportPeers) throws {
         let rate = 200.0
         let latency = Budget(frames: budget.frames.map { max(100, $0 / 20) }, seconds: max(budget.seconds, 0.5), rounds: budget.rounds)
         let frames = latency.frames.map { "\($0) frames" } ?? "\(formatDouble(latency.seconds, 2)) s"
         print("5. wake latency publish -> acquire at \(formatDouble(rate, 0)) fps, one consumer process asleep between frames, "
               + "p50 / p99 us (\(frames) a run, median of \(latency.rounds)):")
-        var rows = [["size", "framesrv --poll-us 0", "--poll-us 1000", "--poll-us 1000000", "iceoryx2 Listener", "iceoryx2 busy-poll"]]
+        var rows = [["size", "framesrv --poll-us 0", "--poll-us 1000", "--poll-us 1000000", "iceoryx2 Listener", "iceoryx2 busy-poll",
+                     "bare futex (floor)"]]
+        let scratch = ScratchDirectory(prefix: "framesrv-bench-futex")
+        let floorFrames = String(latency.frames ?? max(Int(latency.seconds * rate), 100))
+        let futex = try CPeers.compile("futex_floor", source: CPeers.futexSource, in: scratch)
+        var ratios: [String] = []
         for size in [BenchSize.small, .hd] {
-            var p99: [[Double]] = [[], [], [], [], []]
+            var p99: [[Double]] = Array(repeating: [], count: 6)
             func measure(_ i: Int, _ run: @escaping () throws -> (Double, Double)) -> (() throws -> Double) {
                 { let (p50, q) = try run(); p99[i].append(q); return p50 }
             }
             let sink = { (poll: Int?) in { try framesrvRun(size, consumers: [.sink(0, pollMicros: poll)], rate: rate, budget: latency) } }
+            let floor = futex.map { binary in { try CPeers.run(binary, [String(rate), floorFrames], bench: "transport") } }
             let p50 = try alternated(latency, [
                 measure(0) { let r = try sink(0)(); return (r.p50, r.p99) },
                 measure(1) { let r = try sink(1000)(); return (r.p50, r.p99) },
                 measure(2) { let r = try sink(1_000_000)(); return (r.p50, r.p99) },
                 peers.iceoryx2.map { peer in measure(3) { peer.latency(bytes: size.bytes, rate: rate, spin: false, budget: latency) } },
                 peers.iceoryx2.map { peer in measure(4) { peer.latency(bytes: size.bytes, rate: rate, spin: true, budget: latency) } },
+                floor.map { run in measure(5) { let r = try run(); return (r.p50, r.p99) } },
             ])
-            rows.append([size.label] + (0..<5).map { i in p50[i].map { $0.isNaN ? "failed" : "\(formatDouble($0)) / \(formatDouble(median(p99[i])))" } ?? "-" })
+            rows.append([size.label] + (0..<6).map { i in p50[i].map { $0.isNaN ? "failed" : "\(formatDouble($0)) / \(formatDouble(median(p99[i])))" } ?? "-" })
+            if let f50 = p50[5], let fs50 = p50[0] {
+                ratios.append("\(size.label): p50 \(ratio(fs50, f50)) (goal <= 1.3), p99 \(ratio(median(p99[0]), median(p99[5]))) (goal <= 2)")
+            }
         }
         printTable(rows)
         print("  the issue's targets: framesrv p50 <= 10 us, p99 <= 40 us, below iceoryx2's Listener; with --poll-us 1000 p50 <= 2 us")
+        print(ratios.isEmpty ? "  bare futex: absent (no C compiler 'cc' on PATH: scripts/setup --test installs gcc)"
+              : "  framesrv --poll-us 0 / bare futex: " + ratios.joined(separator: "; "))
         print("  (--poll-us N spins at most N us per frame; at 200 fps the window is centred on when the next frame "
-              + "is due, so 1000 costs about a fifth of a core; --poll-us 1000000 spins throughout, as iceoryx2's busy-poll does)")
+              + "is due, so 1000 costs about a fifth of a core; --poll-us 1000000 spins throughout, as iceoryx2's busy-poll does; "
+              + "the bare futex: two processes of a C program, a store and FUTEX_WAKE, the waiter timing its wake, nothing else)")
         printAbsentPeers(peers, gstreamer: false)
     }
 
