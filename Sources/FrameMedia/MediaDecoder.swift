@@ -171,8 +171,9 @@ public final class MediaDecoder {
             packet = av_packet_alloc()
             guard packet != nil else { close(); throw .ffmpeg("av_packet_alloc", "out of memory") }
         }
-        if options.audio { openAudio(ctx) }
-        uncarriedStreams = Self.streamNames(ctx, except: [streamIndex] + (audio.map { [$0.streamIndex] } ?? []))
+        let refusedAudio = options.audio ? openAudio(ctx) : nil
+        // A track chosen but refused is said in `audioProblem`, not again among the others.
+        uncarriedStreams = Self.streamNames(ctx, except: [streamIndex] + [audio?.streamIndex, refusedAudio].compactMap { $0 })
         if audio == nil, found == nil { close(); throw .noVideoStream(input) }
     }
 
@@ -180,21 +181,25 @@ public final class MediaDecoder {
     public var hasVideo: Bool { streamIndex >= 0 }
 
     /// Opens the audio stream ffmpeg would map beside the video; a track that cannot be
-    /// decoded is said in `audioProblem` and left out.
-    private func openAudio(_ ctx: UnsafeMutablePointer<AVFormatContext>) {
+    /// decoded is said in `audioProblem` and left out: its index is returned.
+    private func openAudio(_ ctx: UnsafeMutablePointer<AVFormatContext>) -> Int32? {
         let chosen = options.audioStream.map { AudioTrack.find(in: ctx, nth: $0) } ?? AudioTrack.find(in: ctx, related: streamIndex)
         guard let index = chosen else {
             if let n = options.audioStream { audioProblem = "-map 0:a:\(n): the input has no audio stream \(n) (they count from 0)" }
-            return
+            return nil
         }
         guard options.loops == 0 else {
             audioProblem = "audio #\(index) is not carried with --loop (its timestamps would not continue across plays yet)"
-            return
+            return index
         }
         do {
             audio = try AudioTrack(ctx, index: index, startMicros: startMicros, trimming: options.start != nil,
                                    durationMicros: options.duration)
-        } catch { audioProblem = error.description }
+        } catch {
+            audioProblem = error.description
+            return index
+        }
+        return nil
     }
 
     deinit { close() }
