@@ -36,6 +36,15 @@ public final class AudioTrack {
     private var frame: UnsafeMutablePointer<AVFrame>?
     private let timeBase: AVRational
     private var tsOffset: Int64
+    /// `tsOffset` from the start (and -ss): a loop's next play starts from it again.
+    private let baseOffset: Int64
+    /// The plays before this one (--loop), added to every packet's timestamps (fftools'
+    /// process_input), in the stream's time base.
+    private var loopOffset: Int64 = 0
+    /// The packets' timestamps so far (offsets added) and the last frame's samples: what a
+    /// play lasts (fftools' seek_to_start).
+    private var minPts = Int64.max, maxPts = Int64.min
+    private var lastSamples: Int32 = 0
     private var rescaleLast: Int64
     private var previousPacketPts: Int64
     private var nextPts: Int64 = 0
@@ -76,6 +85,7 @@ public final class AudioTrack {
         codecName = String(cString: decoder.pointee.name)
         timeBase = stream.pointee.time_base
         tsOffset = -av_rescale_q(startMicros, AVRational(num: 1, den: AV_TIME_BASE), timeBase)
+        baseOffset = tsOffset
         rescaleLast = cffmpeg_nopts()
         previousPacketPts = cffmpeg_nopts()
         codec = avcodec_alloc_context3(decoder)
@@ -103,8 +113,12 @@ public final class AudioTrack {
     /// Decodes one packet of the track (timestamps as read) and publishes what comes out.
     func send(_ packet: UnsafeMutablePointer<AVPacket>) throws(ProducerError) {
         guard let codec else { return }
-        if packet.pointee.pts != cffmpeg_nopts() { packet.pointee.pts &+= tsOffset }
-        if packet.pointee.dts != cffmpeg_nopts() { packet.pointee.dts &+= tsOffset }
+        if packet.pointee.pts != cffmpeg_nopts() {
+            packet.pointee.pts &+= tsOffset &+ loopOffset
+            minPts = min(minPts, packet.pointee.pts)
+            maxPts = max(maxPts, packet.pointee.pts)
+        }
+        if packet.pointee.dts != cffmpeg_nopts() { packet.pointee.dts &+= tsOffset &+ loopOffset }
         let r = avcodec_send_packet(codec, packet)
         if r < 0, r != cffmpeg_eagain() { noteDecodeError(r); return }
         try receive(after: packet)
@@ -117,11 +131,36 @@ public final class AudioTrack {
         try receive(after: nil)
     }
 
+    /// The end of one play of a looping input (fftools' process_input): the decoder drained
+    /// into the stream and flushed. Returns how long the plays so far last, in the stream's
+    /// time base (the last frame's samples plus the packets' span: fftools' seek_to_start),
+    /// nil when no frame was decoded.
+    func endPlay() throws(ProducerError) -> (duration: Int64, timeBase: AVRational)? {
+        guard let codec else { return nil }
+        _ = avcodec_send_packet(codec, nil)
+        try receive(after: nil)
+        avcodec_flush_buffers(codec)
+        guard lastSamples > 0, codec.pointee.sample_rate > 0 else { return nil }
+        var duration = av_rescale_q(Int64(lastSamples), AVRational(num: 1, den: codec.pointee.sample_rate), timeBase)
+        if maxPts > minPts, maxPts &- minPts < Int64.max - duration { duration += maxPts - minPts }
+        return (duration, timeBase)
+    }
+
+    /// The next play of a looping input: its packets' timestamps follow the plays before,
+    /// `offset` later (in `timeBase`, as `endPlay` said), from the input's first offset.
+    func startPlay(offset: Int64, in base: AVRational) {
+        loopOffset = av_rescale_q(offset, base, timeBase)
+        tsOffset = baseOffset
+    }
+
     /// After a seek: drops what the decoder holds; the next frame carries a discontinuity,
     /// and its timestamps take `offsetMicros` (the input's new offset) from then on.
     func restart(offsetMicros: Int64) {
         guard let codec else { return }
         avcodec_flush_buffers(codec)
+        loopOffset = 0
+        minPts = Int64.max
+        maxPts = Int64.min
         tsOffset = -av_rescale_q(offsetMicros, AVRational(num: 1, den: AV_TIME_BASE), timeBase)
         rescaleLast = cffmpeg_nopts()
         previousPacketPts = cffmpeg_nopts()
@@ -141,6 +180,7 @@ public final class AudioTrack {
             if r == cffmpeg_eagain() || r == cffmpeg_eof() { return }
             guard r >= 0 else { noteDecodeError(r); return }
             decoded += 1
+            lastSamples = frame.pointee.nb_samples
             let pts = stamp(frame, packet: packet)
             packet = nil
             try publish(frame, pts: pts)

@@ -97,7 +97,7 @@ extension MediaDecoder {
         if r < 0 {
             // End of input (or a read error, which ffmpeg also treats as the end): drain.
             if r != cffmpeg_eof(), !noteError("reading the input failed", r, failure: false) { return false }
-            if loopsLeft == 0 { deliverAudio(nil) }
+            if loopsLeft == 0 { deliverAudio(nil) } else { endAudioPlay() }
             _ = avcodec_send_packet(codec, nil)
             draining = true
             receiving = true
@@ -128,6 +128,7 @@ extension MediaDecoder {
         let r = av_read_frame(format, packet)
         if r < 0 {
             if r != cffmpeg_eof() { noteError("reading the input failed", r, failure: false) }
+            if r == cffmpeg_eof(), loopSound() { return true }
             deliverAudio(nil)
             finished = true
             return false
@@ -144,6 +145,33 @@ extension MediaDecoder {
         do {
             if let packet { try audio.send(packet) } else { try audio.drain() }
         } catch {
+            audioFailure = error
+            finished = true
+        }
+    }
+
+    /// A sound-only input's next play (--loop): the decoder drained, back to the start, the
+    /// sound's timestamps continuing after the plays before; false when no play is left or
+    /// the input cannot go back (the sound then ends).
+    private func loopSound() -> Bool {
+        guard let format, loopsLeft != 0, audioFailure == nil else { return false }
+        endAudioPlay()
+        let start = format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time
+        guard let sound = audioPlays, avformat_seek_file(format, -1, Int64.min, start, start, 0) >= 0 || rewindBytes(format) else {
+            return false
+        }
+        audio?.startPlay(offset: sound.duration, in: sound.timeBase)
+        if loopsLeft > 0 { loopsLeft -= 1 }
+        loopsPlayed += 1
+        return true
+    }
+
+    /// The end of one play with more to come: the audio decoder drained and flushed, and
+    /// how long its plays last kept for `seekToStart` (fftools: with sound, one play of
+    /// the input lasts as long as its sound).
+    private func endAudioPlay() {
+        guard let audio, audioFailure == nil else { return }
+        do { audioPlays = try audio.endPlay() } catch {
             audioFailure = error
             finished = true
         }

@@ -10,7 +10,7 @@ extension MediaDecoder {
     /// back to the start, with timestamps continuing after the longest play so far.
     /// Back to the first byte of an input that cannot seek by timestamp, its demuxer's buffers
     /// flushed; false for an input that cannot seek at all (a pipe).
-    private func rewindBytes(_ format: UnsafeMutablePointer<AVFormatContext>) -> Bool {
+    func rewindBytes(_ format: UnsafeMutablePointer<AVFormatContext>) -> Bool {
         guard let pb = format.pointee.pb, pb.pointee.seekable != 0, avio_seek(pb, 0, SEEK_SET) >= 0 else { return false }
         avformat_flush(format)
         return true
@@ -27,6 +27,11 @@ extension MediaDecoder {
         tsOffset = baseOffset
         var duration = frameDurationGuess
         if maxPts > minPts { duration += maxPts - minPts }
+        if let sound = audioPlays {
+            // fftools' seek_to_start: with sound, the plays last as long as the sound's, for every stream.
+            duration = av_rescale_q(sound.duration, sound.timeBase, AVRational(num: timeBase.num, den: timeBase.den))
+            audio?.startPlay(offset: sound.duration, in: sound.timeBase)
+        }
         loopOffset = max(loopOffset, duration)
         if loopsLeft > 0 { loopsLeft -= 1 }
         loopsPlayed += 1
@@ -57,11 +62,21 @@ extension MediaDecoder {
         trimming = true
         firstKeptPts = nil
         loopOffset = 0
+        audioPlays = nil
         minPts = Int64.max
         maxPts = Int64.min
         receiving = false
         draining = false
         finished = false
+    }
+
+    /// After a run-time seek: counts the plays as they were at play `loops` (the decoder may
+    /// have begun the next play with a frame that was never published), giving back the
+    /// plays left that it took.
+    func returnToPlay(_ loops: Int) {
+        guard loops < loopsPlayed else { return }
+        if loopsLeft >= 0 { loopsLeft += loopsPlayed - loops }   // (-1: for ever)
+        loopsPlayed = loops
     }
 
     /// Where a frame lies in the file: seconds from the input's start, whichever play of a

@@ -94,6 +94,8 @@ public final class MediaDecoder {
     var loopsLeft: Int
     /// What the plays so far add to timestamps, and the pts span seen (fftools' duration, min_pts, max_pts).
     var loopOffset: Int64 = 0
+    /// How long the plays so far last by their sound (`AudioTrack.endPlay`), nil without sound.
+    var audioPlays: (duration: Int64, timeBase: AVRational)?
     var minPts = Int64.max, maxPts = Int64.min
     /// Times the input went back to its start (`loops`): the play now is number `loopsPlayed + 1`.
     public internal(set) var loopsPlayed = 0
@@ -187,10 +189,6 @@ public final class MediaDecoder {
         guard let index = chosen else {
             if let n = options.audioStream { audioProblem = "-map 0:a:\(n): the input has no audio stream \(n) (they count from 0)" }
             return nil
-        }
-        guard options.loops == 0 else {
-            audioProblem = "audio #\(index) is not carried with --loop (its timestamps would not continue across plays yet)"
-            return index
         }
         do {
             audio = try AudioTrack(ctx, index: index, startMicros: startMicros, trimming: options.start != nil,

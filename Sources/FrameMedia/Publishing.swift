@@ -157,6 +157,7 @@ public final class MediaPublisher {
         }
         target.begin(self, live: live)
         var discontinuity = false
+        var publishedPlay: Int?   // the play (loops before it) of the last frame published
         playing: while !shouldStop(), frames.map({ report.decoded < $0 }) ?? true, let picture = decoder.next() {
             var description = picture.description
             let place = decoder.filePosition(of: description).map { PlaybackClock.FilePlace(position: $0, loops: decoder.loopsPlayed) }
@@ -165,6 +166,8 @@ public final class MediaPublisher {
             case .seek(let target):
                 do {
                     try decoder.seek(to: target)
+                    // The frame dropped here may have begun the next play: the seek is within the play last seen.
+                    if let publishedPlay { decoder.returnToPlay(publishedPlay) }
                     discontinuity = true
                 } catch {
                     seekFailed("seek to \(formatFixed(target, 3)) s failed: \(error)")
@@ -179,6 +182,7 @@ public final class MediaPublisher {
             if discontinuity { description.flags.insert(.discontinuity) }
             discontinuity = false
             try target.publish(picture, description, by: self, report: &report)
+            publishedPlay = place?.loops ?? decoder.loopsPlayed
         }
         if let failure = decoder.audioFailure { throw failure }
         report.inPlace = target.publishedInPlace

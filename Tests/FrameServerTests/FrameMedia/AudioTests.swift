@@ -53,6 +53,35 @@ import Testing
         #expect(!producer.stderr.contains("not carried"), "\(producer.stderr)")
     }
 
+    /// --loop carries the sound: a movie played three times (--loop 2) gives both streams'
+    /// frames as `ffmpeg -stream_loop 2 -i F -map 0:v -map 0:a -f framemd5 -` does (with sound,
+    /// ffmpeg makes each play last as long as the sound's, for both streams); a file of sound
+    /// only loops too (`-stream_loop 1 -map 0:a`).
+    @Test func loopCarriesTheSoundAsFFmpegDoes() throws {
+        let scratch = try Scratch()
+        let path = try clip("movie.mp4", "-c:a aac", scratch, video: true)
+        let producer = try scratch.start(["produce", "-i", path, "--out", "film", "--loop", "2", "--wait-for", "2"])
+        let video = try scratch.start(["sink", "--in", "film", "--framemd5", "-"])
+        let audio = try scratch.start(["sink", "--in", "film-audio", "--framemd5", "-"])
+        #expect(video.wait(timeout: 60) == 0, "\(video.stderr)")
+        #expect(audio.wait(timeout: 60) == 0, "\(audio.stderr)")
+        #expect(producer.wait(timeout: 60) == 0, "\(producer.stderr)")
+        let (status, out, err) = try shell("ffmpeg -v error -stream_loop 2 -i '\(path)' -map 0:v -map 0:a -f framemd5 -", scratch)
+        try #require(status == 0, "ffmpeg: \(err)")
+        let both = frameLines(String(decoding: out, as: UTF8.self))
+        let ffmpegVideo = both.filter { $0.hasPrefix("0,") }
+        let ffmpegAudio = both.filter { $0.hasPrefix("1,") }.map { "0," + $0.dropFirst(2) }
+        #expect(ffmpegVideo.count == 75 && ffmpegAudio.count > 130)
+        #expect(frameLines(video.stdout) == ffmpegVideo, "the looped pictures differ from ffmpeg's")
+        #expect(frameLines(audio.stdout).map(String.init) == ffmpegAudio, "the looped sound differs from ffmpeg's")
+        #expect(!producer.stderr.contains("--loop"), "\(producer.stderr)")
+        let sound = try clip("sound.m4a", "-ac 2 -c:a aac", scratch)
+        let (md5, _, _) = try framemd5Pipeline(["-i", sound, "--loop", "1"], stream: "snd", scratch)
+        let (s2, o2, e2) = try shell("ffmpeg -v error -stream_loop 1 -i '\(sound)' -map 0:a -f framemd5 -", scratch)
+        try #require(s2 == 0, "ffmpeg: \(e2)")
+        #expect(frameLines(md5) == frameLines(String(decoding: o2, as: UTF8.self)), "a sound-only file's loop differs from ffmpeg's")
+    }
+
     /// -an publishes no audio stream; the input's audio is then named as not carried.
     @Test func noAudioLeavesTheSoundOut() throws {
         let scratch = try Scratch()
