@@ -33,6 +33,9 @@ public final class AudioTrack {
     var beforePublish: ((Double) -> Bool)?
 
     private var codec: UnsafeMutablePointer<AVCodecContext>?
+    private let decoder: UnsafePointer<AVCodec>
+    /// The stream's parameters (the input's, valid while it is open: MediaDecoder closes this track first).
+    private let parameters: UnsafeMutablePointer<AVCodecParameters>
     private var frame: UnsafeMutablePointer<AVFrame>?
     private let timeBase: AVRational
     private var tsOffset: Int64
@@ -88,15 +91,26 @@ public final class AudioTrack {
         baseOffset = tsOffset
         rescaleLast = cffmpeg_nopts()
         previousPacketPts = cffmpeg_nopts()
-        codec = avcodec_alloc_context3(decoder)
+        self.decoder = decoder
+        self.parameters = parameters
         frame = av_frame_alloc()
-        guard let codec, frame != nil else { close(); throw .ffmpeg("avcodec_alloc_context3", "out of memory") }
+        guard frame != nil else { close(); throw .ffmpeg("av_frame_alloc", "out of memory") }
+        let r = openCodec()
+        guard r >= 0 else { close(); throw .unsupportedCodec("audio \(label)", "\(codecName) (\(ffmpegMessage(r)))") }
+    }
+
+    /// A new decoder context for the stream (the one before freed): FFmpeg's status.
+    private func openCodec() -> Int32 {
+        avcodec_free_context(&codec)
+        codec = avcodec_alloc_context3(decoder)
+        guard let codec else { return cffmpeg_averror(ENOMEM) }
         var r = avcodec_parameters_to_context(codec, parameters)
         if r >= 0 {
             codec.pointee.pkt_timebase = timeBase
             r = avcodec_open2(codec, decoder, nil)
         }
-        guard r >= 0 else { close(); throw .unsupportedCodec("audio \(label)", "\(codecName) (\(ffmpegMessage(r)))") }
+        if r < 0 { avcodec_free_context(&self.codec) }
+        return r
     }
 
     deinit { close() }
@@ -146,6 +160,9 @@ public final class AudioTrack {
         return (duration, timeBase)
     }
 
+    /// The plays before this one, in seconds (what `loopOffset` adds to each timestamp).
+    var loopSeconds: Double { timeBase.den > 0 ? Double(loopOffset) * Double(timeBase.num) / Double(timeBase.den) : 0 }
+
     /// The next play of a looping input: its packets' timestamps follow the plays before,
     /// `offset` later (in `timeBase`, as `endPlay` said), from the input's first offset.
     func startPlay(offset: Int64, in base: AVRational) {
@@ -153,11 +170,14 @@ public final class AudioTrack {
         tsOffset = baseOffset
     }
 
-    /// After a seek: drops what the decoder holds; the next frame carries a discontinuity,
-    /// and its timestamps take `offsetMicros` (the input's new offset) from then on.
+    /// After a seek: a new decoder (as fresh as `ffmpeg -ss T`'s: flushing one keeps state,
+    /// AAC's noise generator for one, that changes the samples); the next frame carries a
+    /// discontinuity, and its timestamps take `offsetMicros` (the input's new offset) from
+    /// then on. A decoder that cannot be opened again is a decode error; the sound then ends.
     func restart(offsetMicros: Int64) {
-        guard let codec else { return }
-        avcodec_flush_buffers(codec)
+        guard codec != nil else { return }
+        let r = openCodec()
+        if r < 0 { noteDecodeError(r) }
         loopOffset = 0
         minPts = Int64.max
         maxPts = Int64.min
@@ -207,9 +227,9 @@ public final class AudioTrack {
     /// Copies the frame into a slot and publishes it; a frame framesrv cannot carry is
     /// skipped and counted.
     private func publish(_ frame: UnsafeMutablePointer<AVFrame>, pts: Int64) throws(ProducerError) {
-        let f = frame.pointee
-        nextPts = pts &+ Int64(f.nb_samples)
-        guard let producer, kept(pts: pts, samples: f.nb_samples, rate: f.sample_rate) else { return }
+        nextPts = pts &+ Int64(frame.pointee.nb_samples)
+        var pts = pts
+        guard let producer, trim(frame, pts: &pts) else { return }
         let format: AudioFormat
         switch Self.format(of: frame) {
         case .failure(let why): noteSkipped(why); return
@@ -245,13 +265,43 @@ public final class AudioTrack {
         return true
     }
 
-    /// Whether a frame lies inside -ss / a seek's start and -t's end.
-    private func kept(pts: Int64, samples: Int32, rate: Int32) -> Bool {
-        if trimming, pts &+ Int64(samples) <= 0 { return false }
-        if let durationMicros, rate > 0, pts >= av_rescale_q(durationMicros, AVRational(num: 1, den: AV_TIME_BASE), AVRational(num: 1, den: rate)) {
-            return false
+    /// ffmpeg's trim of an accurate -ss, a seek and -t, to the sample: the samples of `frame`
+    /// before 0 (`trimming`) and from -t's end on are cut, in place (its data pointers moved
+    /// past the first ones), and `pts` moved to the first sample kept; false when none is.
+    private func trim(_ frame: UnsafeMutablePointer<AVFrame>, pts: inout Int64) -> Bool {
+        let samples = Int64(frame.pointee.nb_samples), rate = frame.pointee.sample_rate
+        var first: Int64 = 0, end = samples
+        if trimming, pts < 0 { first = min(samples, 0 &- pts) }
+        if let durationMicros, rate > 0 {
+            let limit = av_rescale_q(durationMicros, AVRational(num: 1, den: AV_TIME_BASE), AVRational(num: 1, den: rate))
+            end = min(end, limit &- pts)
         }
+        guard end > first else { return false }
+        if first > 0 { Self.dropLeading(Int(first), of: frame) }
+        frame.pointee.nb_samples = Int32(end - first)
+        pts += first
         return true
+    }
+
+    /// Moves the frame's sample pointers `count` samples on (each plane of a planar format,
+    /// the one interleaved plane of a packed one).
+    static func dropLeading(_ count: Int, of frame: UnsafeMutablePointer<AVFrame>) {
+        let format = AVSampleFormat(rawValue: frame.pointee.format)
+        let channels = Int(frame.pointee.ch_layout.nb_channels)
+        let planar = av_sample_fmt_is_planar(format) != 0
+        let step = count * Int(av_get_bytes_per_sample(format)) * (planar ? 1 : channels)
+        let planes = planar ? channels : 1
+        guard let extended = frame.pointee.extended_data else { return }
+        let inline = withUnsafeMutablePointer(to: &frame.pointee.data) {
+            UnsafeMutableRawPointer($0) == UnsafeMutableRawPointer(extended)
+        }
+        for p in 0..<planes { extended[p] = extended[p].map { $0 + step } }
+        guard !inline else { return }   // extended_data is data itself
+        withUnsafeMutablePointer(to: &frame.pointee.data) {
+            $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 8) { data in
+                for p in 0..<min(planes, 8) { data[p] = extended[p] }
+            }
+        }
     }
 
     /// What framesrv makes of a decoded frame's format, or why it cannot carry it.

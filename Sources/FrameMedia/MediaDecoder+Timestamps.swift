@@ -46,7 +46,7 @@ extension MediaDecoder {
     /// decoded and dropped, and timestamps rebased so that it is pts 0 (ffmpeg's rule: the
     /// frames are those of `ffmpeg -ss T -i INPUT`). `-t` counts again from there.
     public func seek(to seconds: Double) throws(MediaInputError) {
-        guard let format, let codec else { throw .ffmpeg("avformat_seek_file", "the input is closed") }
+        guard let format, codec != nil || audio != nil else { throw .ffmpeg("avformat_seek_file", "the input is closed") }
         let start = format.pointee.start_time == cffmpeg_nopts() ? 0 : format.pointee.start_time
         guard seconds.isFinite, let micros = TimeBound.checked(Int64(max(-1e15, min(1e15, seconds * 1e6)).rounded())) else {
             throw .ffmpeg("avformat_seek_file", "\(seconds) s is \(TimeBound.refusal)")
@@ -54,7 +54,7 @@ extension MediaDecoder {
         let timestamp = micros + start
         let r = Self.seekFile(format, streamIndex: streamIndex, to: timestamp)
         guard r >= 0 else { throw .ffmpeg("avformat_seek_file", ffmpegMessage(r)) }
-        avcodec_flush_buffers(codec)
+        if let codec { avcodec_flush_buffers(codec) }   // (none: an input with sound only)
         audio?.restart(offsetMicros: timestamp)
         tsOffset = -av_rescale_q(timestamp, AVRational(num: 1, den: AV_TIME_BASE), AVRational(num: timeBase.num, den: timeBase.den))
         origin = seconds

@@ -143,16 +143,7 @@ public final class MediaPublisher {
         var report = MediaPublishReport()
         let start = monotonicNanos()
         guard decoder.hasVideo else {
-            // Sound only: the audio track publishes as packets are read, each frame when the
-            // clock releases it (-re, --readrate, --paused; seeks are not taken yet).
-            var stopped = false
-            decoder.audio?.beforePublish = { seconds in
-                if case .stopped = clock.wait(toRelease: seconds, shouldStop: shouldStop) { stopped = true }
-                return !stopped
-            }
-            while !shouldStop(), !stopped, decoder.pumpAudio() {}
-            if let failure = decoder.audioFailure { throw failure }
-            report.seconds = Double(monotonicNanos() - start) / 1e9
+            report.seconds = try decoder.runSound(clock: clock, seekFailed: seekFailed, shouldStop: shouldStop)
             return report
         }
         target.begin(self, live: live)
@@ -220,6 +211,37 @@ public final class MediaPublisher {
 }
 
 extension MediaDecoder {
+    /// Sound only: the audio track publishes as packets are read, each frame when the clock
+    /// releases it (-re, --readrate, --paused, step). A seek asked for through the clock is
+    /// performed between packets (the frames the clock holds meanwhile are dropped); the
+    /// first frame after it carries the discontinuity flag. Returns the seconds it ran.
+    func runSound(clock: PlaybackClock, seekFailed: (String) -> Void, shouldStop: @escaping () -> Bool) throws -> Double {
+        let start = monotonicNanos()
+        var stopped = false, seekTarget: Double?
+        audio?.beforePublish = { seconds in
+            guard seekTarget == nil else { return false }
+            // Where the frame lies in the file (status, ls, seek +T): its time in this play, from where the play began.
+            let place = PlaybackClock.FilePlace(position: max(0, seconds - (self.audio?.loopSeconds ?? 0)) + self.playOrigin,
+                                                loops: self.loopsPlayed)
+            switch clock.wait(toRelease: seconds, file: place, shouldStop: shouldStop) {
+            case .now: return true
+            case .stopped: stopped = true
+            case .seek(let target): seekTarget = target
+            }
+            return false
+        }
+        while !shouldStop(), !stopped {
+            if let target = seekTarget {
+                do { try seek(to: target) } catch { seekFailed("seek to \(formatFixed(target, 3)) s failed: \(error)") }
+                clock.didSeek(to: target)
+                seekTarget = nil
+            }
+            guard pumpAudio() else { break }
+        }
+        if let failure = audioFailure { throw failure }
+        return Double(monotonicNanos() - start) / 1e9
+    }
+
     /// A frame's time in seconds in this input's time base, nil without a pts.
     func seconds(of description: FrameDescription) -> Double? {
         guard let pts = description.pts, timeBase.den > 0 else { return nil }

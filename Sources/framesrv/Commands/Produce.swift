@@ -136,13 +136,8 @@ enum ProduceCommand: Command {
         do { audio = try createAudioStream(o, media, decoder, liveSource: policy.liveSource) } catch { producer.close(); throw error }
         let clock = PlaybackClock(rate: media.readrate, paused: media.paused, position: decoder.origin)
         // A file takes run-time controls (framesrv ctl) from the moment its stream exists.
-        let waitFor = o.waitFor
-        let waiting: @Sendable () -> (wanted: Int, attached: Int)? = {
-            let attached = producer.losslessConsumerCount
-            return waitFor > 0 && producer.publishedCount == 0 && attached < waitFor ? (waitFor, attached) : nil
-        }
         let control = policy.takesControls ? serveControls(o.out, clock: clock, decoder: decoder, directory: producer.directory,
-                                                           waiting: waiting) : nil
+                                                           waiting: waitingStatus(producer, waitFor: o.waitFor)) : nil
         // The decoder goes first: freeing it ends the leases of the slots it still references.
         defer { control?.close(); publisher.close(); producer.close(); audio?.close() }
         guard waitForConsumers(o, producer, audio: audio, sayWaiting: policy.waitsByDefault && !o.quiet) else { return .interrupted }
@@ -224,12 +219,15 @@ enum ProduceCommand: Command {
         o.waitFor = policy.waitFor   // a file waits for its first lossless consumer, as with video
         guard let audio = try createAudioStream(o, media, publisher.decoder, liveSource: policy.liveSource, name: o.out),
               let track = publisher.decoder.audio else { return .failed }
-        defer { publisher.close(); audio.close() }
-        guard waitForConsumers(o, audio, sayWaiting: policy.waitsByDefault && !o.quiet) else { return .interrupted }
         let clock = PlaybackClock(rate: media.readrate, paused: media.paused, position: publisher.decoder.origin)
+        let control = policy.takesControls ? serveControls(o.out, clock: clock, decoder: publisher.decoder, directory: audio.directory,
+                                                           waiting: waitingStatus(audio, waitFor: o.waitFor)) : nil
+        defer { control?.close(); publisher.close(); audio.close() }
+        guard waitForConsumers(o, audio, sayWaiting: policy.waitsByDefault && !o.quiet) else { return .interrupted }
         let report: MediaPublishReport
         do {
-            report = try publisher.run(into: audio, live: policy.liveSource, clock: clock, frames: o.frames) { StopSignal.requested }
+            report = try publisher.run(into: audio, live: policy.liveSource, clock: clock, frames: o.frames,
+                                       seekFailed: { warn("\(o.out): \($0)") }) { StopSignal.requested }
         } catch {
             audio.finish(failed: true)
             throw error
@@ -275,6 +273,15 @@ enum ProduceCommand: Command {
             + "\"decode_errors\":\(decodeErrors),\"seconds\":\(report.seconds)}\n"
         guard FileManager.default.createFile(atPath: path, contents: Data(json.utf8)) else {
             throw CommandError.statisticsNotWritten(path: path)
+        }
+    }
+
+    /// status's `waiting`: the lossless consumers wanted and attached while the stream waits
+    /// for them before its first frame, nil once it publishes (or waits for none).
+    static func waitingStatus(_ producer: Producer, waitFor: Int) -> @Sendable () -> (wanted: Int, attached: Int)? {
+        return {
+            let attached = producer.losslessConsumerCount
+            return waitFor > 0 && producer.publishedCount == 0 && attached < waitFor ? (waitFor, attached) : nil
         }
     }
 

@@ -82,6 +82,37 @@ import Testing
         #expect(frameLines(md5) == frameLines(String(decoding: o2, as: UTF8.self)), "a sound-only file's loop differs from ffmpeg's")
     }
 
+    /// -ss and -t cut the sound to the sample, as ffmpeg's accurate seek and trim do (first
+    /// and last frames partial), planar AAC and packed PCM alike; and `ctl NAME seek T` on a
+    /// file of sound only lands where `ffmpeg -ss T` starts: every frame after the seek,
+    /// timestamps and samples, is ffmpeg's (a new decoder: a flushed AAC decoder keeps state).
+    @Test func startDurationAndSeekCutTheSoundAsFFmpeg() throws {
+        let scratch = try Scratch()
+        let aac = scratch.file("long.m4a"), wav = scratch.file("long.wav")
+        let (g, _, gerr) = try shell("ffmpeg -v error -f lavfi -i sine=frequency=440:d=6 -ac 2 -c:a aac '\(aac)' "
+                                     + "&& ffmpeg -v error -f lavfi -i sine=frequency=440:d=3 -ac 2 -c:a pcm_s16le '\(wav)'", scratch)
+        try #require(g == 0, "\(gerr)")
+        func ffmpeg(_ args: String, _ path: String) throws -> [Substring] {
+            let (status, out, err) = try shell("ffmpeg -v error \(args) -i '\(path)' -map 0:a -f framemd5 -", scratch)
+            try #require(status == 0, "ffmpeg: \(err)")
+            return frameLines(String(decoding: out, as: UTF8.self))
+        }
+        for (i, (path, args)) in [(aac, "-ss 2.3 -t 0.77"), (wav, "-ss 1.01"), (wav, "-t 0.5")].enumerated() {
+            let (md5, _, _) = try framemd5Pipeline(["-i", path] + args.split(separator: " ").map(String.init), stream: "cut\(i)", scratch)
+            #expect(frameLines(md5) == (try ffmpeg(args, path)), "\(args) on \(path) differs from ffmpeg's")
+        }
+        let producer = try scratch.start(["produce", "-i", aac, "--out", "snd", "-re", "--wait-for", "1"])
+        let sink = try scratch.start(["sink", "--in", "snd", "--framemd5", "-"])
+        #expect(eventually { (try? scratch.run(["ctl", "snd", "status"]).stdout)?.contains("playing") == true })
+        let seek = try scratch.run(["ctl", "snd", "seek", "4"])
+        #expect(seek.status == 0, "\(seek.stderr)")
+        #expect(sink.wait(timeout: 60) == 0, "\(sink.stderr)")
+        #expect(producer.wait(timeout: 60) == 0, "\(producer.stderr)")
+        let expected = try ffmpeg("-ss 4", aac)
+        let after = frameLines(sink.stdout).suffix(expected.count)
+        #expect(expected.count > 80 && Array(after) == expected, "the frames after seek 4 differ from ffmpeg -ss 4's")
+    }
+
     /// -an publishes no audio stream; the input's audio is then named as not carried.
     @Test func noAudioLeavesTheSoundOut() throws {
         let scratch = try Scratch()
