@@ -36,6 +36,26 @@ struct ClientMatrixTests {
         #expect(!FileManager.default.fileExists(atPath: scratch.file("m.ctl")))
     }
 
+    /// The C and Python test consumers read a sound stream with --audio: every frame of a
+    /// 2-second 44.1 kHz WAV, and as many samples as ffmpeg decodes; without --audio they
+    /// are refused in one line naming it.
+    @Test("--audio reads a sound stream in C and Python", .timeLimit(.minutes(2)), arguments: [ClientLanguage.c, .python])
+    func audio(consumer: ClientLanguage) throws {
+        let scratch = try Scratch()
+        let wav = scratch.file("sine.wav")
+        let (g, _, err) = try shell("ffmpeg -v error -f lavfi -i sine=frequency=440:d=2 -c:a pcm_s16le '\(wav)'", scratch)
+        try #require(g == 0, "\(err)")
+        let producer = try scratch.start(["produce", "-i", wav, "--out", "snd", "--wait-for", "1", "--quiet"])
+        let (tool, prefix): ([String], String) = consumer == .c ? ([try ClientTools.cTool("framesrv-consume")], "c")
+                                                               : ([try ClientTools.python(), "-m", "framesrv", "consume"], "py")
+        let refused = try scratch.start(Array(tool.dropFirst()) + ["--in", "snd", "--wait", "30"], executable: tool[0])
+        #expect(refused.wait(timeout: 60) == 2 && refused.stderr.contains("carries audio"), "\(refused.stderr)")
+        let read = try scratch.start(Array(tool.dropFirst()) + ["--in", "snd", "--audio", "--wait", "30"], executable: tool[0])
+        #expect(read.wait(timeout: 60) == 0, "\(consumer): \(read.stderr)")
+        #expect(producer.wait(timeout: 30) == 0, "\(producer.stderr)")
+        #expect(read.stdout.contains("\(prefix): received ") && read.stdout.hasSuffix(", samples 88200\n"), "\(consumer): \(read.stdout)")
+    }
+
     /// Every pixel format of the pattern across languages: a C or Python producer into a
     /// verifying Swift sink, and a Swift producer into a verifying C or Python consumer.
     @Test("pixel formats across languages", .timeLimit(.minutes(3)),

@@ -1,7 +1,7 @@
 /*
  * framesrv-consume: a consumer of a framesrv stream on libframesrv, for tests.
  *
- *   framesrv-consume --in NAME [--live] [--verify-pattern] [--seq-log FILE] [--count N]
+ *   framesrv-consume --in NAME [--audio] [--live] [--verify-pattern] [--seq-log FILE] [--count N]
  *                    [--wait SECONDS] [--poll-us N] [-v]
  *
  * Attaches to stream NAME (lossless, or --live), waiting up to --wait seconds for it to
@@ -9,6 +9,8 @@
  * before each sleep for a frame, receives frames until the stream ends (or N frames, or
  * SIGINT/SIGTERM), checks each against the test pattern with --verify-pattern, and prints
  *   c: received N frames, first F, last L, corrupt C
+ * --audio reads a sound stream (FRAMESRV_MEDIA_AUDIO) instead, and the line ends with
+ * ", samples S" (samples per channel received); -v says each frame's rate, channels and samples.
  * Exit status: 0; 1 if a frame failed the pattern; 2 on an error (the producer died
  * without ending the stream, a bad argument, no stream).
  */
@@ -25,14 +27,14 @@
 
 typedef struct options {
     const char *stream, *seq_log;
-    bool live, verify, verbose;
+    bool live, verify, verbose, audio;
     long long count;          /* -1: until the end */
     double wait_s;            /* -1: forever */
     uint32_t poll_us;         /* spin before sleeping for a frame */
 } options;
 
 typedef struct summary {
-    unsigned long long received, corrupt, first, last;
+    unsigned long long received, corrupt, first, last, samples;
 } summary;
 
 static volatile sig_atomic_t stop_requested;
@@ -40,7 +42,7 @@ static void on_signal(int sig) { (void)sig; stop_requested = 1; }
 
 static int usage(const char *why)
 {
-    fprintf(stderr, "c: error: %s\nusage: framesrv-consume --in NAME [--live] [--verify-pattern] [--seq-log FILE] [--count N] "
+    fprintf(stderr, "c: error: %s\nusage: framesrv-consume --in NAME [--audio] [--live] [--verify-pattern] [--seq-log FILE] [--count N] "
                     "[--wait SECONDS] [--poll-us N] [-v]\n", why);
     return 2;
 }
@@ -60,6 +62,7 @@ static int parse(int argc, char **argv, options *o)
         const char *a = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         double n;
         if (!strcmp(a, "--live")) o->live = true;
+        else if (!strcmp(a, "--audio")) o->audio = true;
         else if (!strcmp(a, "--verify-pattern")) o->verify = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
         else if (!value) return usage(strncmp(a, "--", 2) ? "unexpected argument" : "option needs a value");
@@ -70,6 +73,7 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(a, "--poll-us") && parse_number(argv[++i], &n) && n == (uint32_t)n && n <= 1000000) o->poll_us = (uint32_t)n;
         else return usage("unknown option or bad value");
     }
+    if (o->audio && o->verify) return usage("--verify-pattern checks pictures: not with --audio");
     return o->stream ? 0 : usage("--in NAME is required");
 }
 
@@ -84,7 +88,7 @@ static double now_s(void)
 static int open_stream(const options *o, framesrv_consumer **c)
 {
     framesrv_consumer_options co = { .mode = o->live ? FRAMESRV_LIVE : FRAMESRV_LOSSLESS, .client_name = "framesrv-consume",
-                                     .poll_us = o->poll_us };
+                                     .poll_us = o->poll_us, .media = o->audio ? FRAMESRV_MEDIA_AUDIO : FRAMESRV_MEDIA_VIDEO };
     double deadline = o->wait_s < 0 ? -1 : now_s() + o->wait_s;
     for (;;) {
         double left = deadline < 0 ? 0.25 : deadline - now_s();
@@ -103,6 +107,14 @@ static void take(const options *o, framesrv_frame *f, summary *s, FILE *log)
     if (!s->first) s->first = info->seq;
     s->last = info->seq;
     if (log) fprintf(log, "%llu\n", (unsigned long long)info->seq);
+    if (info->media == FRAMESRV_MEDIA_AUDIO) {
+        s->samples += info->nb_samples;
+        if (o->verbose)
+            fprintf(stderr, "c: frame %llu slot-epoch %llu %u Hz %u ch %s %u samples pts %lld\n", (unsigned long long)info->seq,
+                    (unsigned long long)info->epoch, info->sample_rate, info->channels, framesrv_sample_fmt_name(info->sample_fmt),
+                    info->nb_samples, (long long)info->pts);
+        return;
+    }
     if (o->verbose || bad)
         fprintf(stderr, "c: frame %llu slot-epoch %llu %ux%u %s tb %d/%d field %u chroma %u%s\n", (unsigned long long)info->seq,
                 (unsigned long long)info->epoch, info->width, info->height, info->pix_fmt_name, info->time_base_num, info->time_base_den,
@@ -164,6 +176,8 @@ int main(int argc, char **argv)
     }
     framesrv_consumer_close(c);
     if (log) fclose(log);
-    printf("c: received %llu frames, first %llu, last %llu, corrupt %llu\n", s.received, s.first, s.last, s.corrupt);
+    printf("c: received %llu frames, first %llu, last %llu, corrupt %llu", s.received, s.first, s.last, s.corrupt);
+    if (o.audio) printf(", samples %llu", s.samples);
+    printf("\n");
     return rc ? rc : s.corrupt ? 1 : 0;
 }

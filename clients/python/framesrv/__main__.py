@@ -1,9 +1,9 @@
 """python -m framesrv consume|produce: the test programs, with the C tools' flags and lines.
 
-  python -m framesrv consume --in NAME [--live] [--verify-pattern] [--seq-log FILE]
+  python -m framesrv consume --in NAME [--audio] [--live] [--verify-pattern] [--seq-log FILE]
                              [--count N] [--wait SECONDS] [--poll-us N] [-v]
-      prints "py: received N frames, first F, last L, corrupt C"; exit 0, 1 if a frame
-      failed the pattern, 2 on an error.
+      prints "py: received N frames, first F, last L, corrupt C" (--audio: a sound stream,
+      and ", samples S" after it); exit 0, 1 if a frame failed the pattern, 2 on an error.
   python -m framesrv produce --out NAME [--size WxH] [--pix-fmt F] [--frames N]
                              [--rate N|N/D|DECIMAL|max] [--slots K] [--wait-for C] [--live-source]
       publishes the test pattern, prints "py: published N frames"; SIGINT/SIGTERM end the
@@ -65,6 +65,7 @@ def _parser():
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("consume", help="read a stream (and verify the test pattern)")
     c.add_argument("--in", dest="name", required=True)
+    c.add_argument("--audio", action="store_true", help="read a sound stream (samples counted)")
     c.add_argument("--live", action="store_true")
     c.add_argument("--verify-pattern", action="store_true")
     c.add_argument("--seq-log")
@@ -86,9 +87,14 @@ def _parser():
 
 def _take(frame, args, log):
     """Checks one frame; returns 1 if it failed the pattern."""
-    bad = frame.pattern_check() if args.verify_pattern else 0
     if log:
         log.write(f"{frame.seq}\n")
+    if args.audio:
+        if args.verbose:
+            print(f"py: frame {frame.seq} slot-epoch {frame.epoch} {frame.sample_rate} Hz {frame.channels} ch "
+                  f"{frame.sample_format} {frame.nb_samples} samples pts {frame.pts}", file=sys.stderr)
+        return 0
+    bad = frame.pattern_check() if args.verify_pattern else 0
     if args.verbose or bad:
         print(f"py: frame {frame.seq} slot-epoch {frame.epoch} {frame.width}x{frame.height} {frame.pix_fmt}"
               + (" CORRUPT" if bad else ""), file=sys.stderr)
@@ -99,14 +105,16 @@ def consume(args):
     """Like framesrv-consume: exit 0; 1 if a frame failed the pattern; 2 on an error
     (the producer died without ending the stream, no stream, ...)."""
     framesrv.stop_on_signals()
-    received = corrupt = first = last = 0
+    received = corrupt = first = last = samples = 0
     rc = 0
     log = open(args.seq_log, "w") if args.seq_log else None
     try:
         with framesrv.Consumer(args.name, mode="live" if args.live else "lossless",
-                               timeout=args.wait, client_name="python-consume", poll_us=args.poll_us) as c:
+                               timeout=args.wait, client_name="python-consume", poll_us=args.poll_us,
+                               media="audio" if args.audio else "video") as c:
             for frame in c:
                 corrupt += _take(frame, args, log)
+                samples += frame.nb_samples if args.audio else 0
                 received += 1
                 first, last = first or frame.seq, frame.seq
                 if args.count and received >= args.count:
@@ -122,7 +130,8 @@ def consume(args):
     finally:
         if log:
             log.close()
-        print(f"py: received {received} frames, first {first}, last {last}, corrupt {corrupt}", flush=True)
+        print(f"py: received {received} frames, first {first}, last {last}, corrupt {corrupt}"
+              + (f", samples {samples}" if args.audio else ""), flush=True)
     return rc or (1 if corrupt else 0)
 
 
@@ -180,7 +189,10 @@ def produce(args):
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "consume" and args.audio and args.verify_pattern:
+        parser.error("--verify-pattern checks pictures: not with --audio")
     try:
         return consume(args) if args.command == "consume" else produce(args)
     except framesrv.Error as e:
