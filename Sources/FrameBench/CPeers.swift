@@ -86,11 +86,14 @@ enum CPeers {
     }
     """#
 
-    /// FPS FRAMES: two processes over one shared page; the parent stores the time and a new
-    /// sequence number, then FUTEX_WAKE (not _PRIVATE, as across framesrv's processes), at FPS;
-    /// the child, asleep in FUTEX_WAIT between frames, times each from the store to its wake.
-    /// Nothing else: the floor of any cross-process wake on this machine.
+    /// FPS FRAMES [shm]: two processes over one shared page; the parent stores the time and a
+    /// new sequence number, then FUTEX_WAKE (not _PRIVATE, as across framesrv's processes), at
+    /// FPS; the child, asleep in FUTEX_WAIT between frames, times each from the store to its
+    /// wake. Nothing else: the floor of any cross-process wake on this machine. With `shm`,
+    /// the page is a file's under /dev/shm and each wait has a 500 ms timeout, as framesrv's
+    /// control segment and its consumer's sleep have (the same floor done framesrv's way).
     static let futexSource = common + #"""
+    #include <fcntl.h>
     #include <limits.h>
     #include <stdint.h>
     #include <linux/futex.h>
@@ -98,16 +101,28 @@ enum CPeers {
     #include <sys/syscall.h>
     struct shared { uint32_t seq; uint32_t pad; long long sent; };
     int main(int argc, char **argv) {
-        if (argc != 3) return 5;
-        double fps = atof(argv[1]); int frames = atoi(argv[2]);
-        struct shared *s = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (argc != 3 && argc != 4) return 5;
+        double fps = atof(argv[1]); int frames = atoi(argv[2]), shm = argc == 4;
+        struct shared *s;
+        if (shm) {
+            char path[] = "/dev/shm/framesrv-bench-futex-XXXXXX";
+            int fd = mkstemp(path);
+            if (fd < 0 || ftruncate(fd, 4096) != 0) return 1;
+            s = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            unlink(path);
+            close(fd);
+        } else {
+            s = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        }
         if (s == MAP_FAILED) return 1;
         pid_t child = fork();
         if (child == 0) {
             double *lat = calloc((size_t)frames, sizeof *lat);
             uint32_t seen = 0;
+            struct timespec limit = {0, 500000000};
             for (int i = 0; i < frames; i++) {
-                while (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == seen) syscall(SYS_futex, &s->seq, FUTEX_WAIT, seen, 0, 0, 0);
+                while (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == seen)
+                    syscall(SYS_futex, &s->seq, FUTEX_WAIT, seen, shm ? &limit : 0, 0, 0);
                 long long woke = now();
                 seen = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
                 lat[i] = (woke - __atomic_load_n(&s->sent, __ATOMIC_ACQUIRE)) / 1000.0;

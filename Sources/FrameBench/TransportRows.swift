@@ -70,18 +70,19 @@ extension Bench {
         print("5. wake latency publish -> acquire at \(formatDouble(rate, 0)) fps, one consumer process asleep between frames, "
               + "p50 / p99 us (\(frames) a run, median of \(latency.rounds)):")
         var rows = [["size", "framesrv --poll-us 0", "--poll-us 1000", "--poll-us 1000000", "iceoryx2 Listener", "iceoryx2 busy-poll",
-                     "bare futex (floor)"]]
+                     "bare futex (floor)", "futex, shm + timeout"]]
         let scratch = ScratchDirectory(prefix: "framesrv-bench-futex")
         let floorFrames = String(latency.frames ?? max(Int(latency.seconds * rate), 100))
         let futex = try CPeers.compile("futex_floor", source: CPeers.futexSource, in: scratch)
         var ratios: [String] = []
         for size in [BenchSize.small, .hd] {
-            var p99: [[Double]] = Array(repeating: [], count: 6)
+            var p99: [[Double]] = Array(repeating: [], count: 7)
             func measure(_ i: Int, _ run: @escaping () throws -> (Double, Double)) -> (() throws -> Double) {
                 { let (p50, q) = try run(); p99[i].append(q); return p50 }
             }
             let sink = { (poll: Int?) in { try framesrvRun(size, consumers: [.sink(0, pollMicros: poll)], rate: rate, budget: latency) } }
             let floor = futex.map { binary in { try CPeers.run(binary, [String(rate), floorFrames], bench: "transport") } }
+            let shmFloor = futex.map { binary in { try CPeers.run(binary, [String(rate), floorFrames, "shm"], bench: "transport") } }
             let p50 = try alternated(latency, [
                 measure(0) { let r = try sink(0)(); return (r.p50, r.p99) },
                 measure(1) { let r = try sink(1000)(); return (r.p50, r.p99) },
@@ -89,10 +90,12 @@ extension Bench {
                 peers.iceoryx2.map { peer in measure(3) { peer.latency(bytes: size.bytes, rate: rate, spin: false, budget: latency) } },
                 peers.iceoryx2.map { peer in measure(4) { peer.latency(bytes: size.bytes, rate: rate, spin: true, budget: latency) } },
                 floor.map { run in measure(5) { let r = try run(); return (r.p50, r.p99) } },
+                shmFloor.map { run in measure(6) { let r = try run(); return (r.p50, r.p99) } },
             ])
-            rows.append([size.label] + (0..<6).map { i in p50[i].map { $0.isNaN ? "failed" : "\(formatDouble($0)) / \(formatDouble(median(p99[i])))" } ?? "-" })
+            rows.append([size.label] + (0..<7).map { i in p50[i].map { $0.isNaN ? "failed" : "\(formatDouble($0)) / \(formatDouble(median(p99[i])))" } ?? "-" })
             if let f50 = p50[5], let fs50 = p50[0] {
-                ratios.append("\(size.label): p50 \(ratio(fs50, f50)) (goal <= 1.3), p99 \(ratio(median(p99[0]), median(p99[5]))) (goal <= 2)")
+                ratios.append("\(size.label): p50 \(ratio(fs50, f50)) (goal <= 1.3), p99 \(ratio(median(p99[0]), median(p99[5]))) (goal <= 2)"
+                              + (p50[6].map { ", against the shm + timeout futex p50 \(ratio(fs50, $0))" } ?? ""))
             }
         }
         printTable(rows)
@@ -101,7 +104,8 @@ extension Bench {
               : "  framesrv --poll-us 0 / bare futex: " + ratios.joined(separator: "; "))
         print("  (--poll-us N spins at most N us per frame; at 200 fps the window is centred on when the next frame "
               + "is due, so 1000 costs about a fifth of a core; --poll-us 1000000 spins throughout, as iceoryx2's busy-poll does; "
-              + "the bare futex: two processes of a C program, a store and FUTEX_WAKE, the waiter timing its wake, nothing else)")
+              + "the bare futex: two processes of a C program, a store and FUTEX_WAKE, the waiter timing its wake, nothing else; "
+              + "'shm + timeout': the same on a page of a /dev/shm file with a 500 ms timeout on each wait, as framesrv's consumer sleeps)")
         printAbsentPeers(peers, gstreamer: false)
     }
 
