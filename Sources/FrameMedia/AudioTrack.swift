@@ -181,6 +181,8 @@ public final class AudioTrack {
         loopOffset = 0
         minPts = Int64.max
         maxPts = Int64.min
+        lastSamples = 0   // (no frame since: a play's length comes from the video, as ffmpeg's)
+        nextPts = 0
         tsOffset = -av_rescale_q(offsetMicros, AVRational(num: 1, den: AV_TIME_BASE), timeBase)
         rescaleLast = cffmpeg_nopts()
         previousPacketPts = cffmpeg_nopts()

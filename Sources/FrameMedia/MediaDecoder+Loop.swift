@@ -163,6 +163,7 @@ extension MediaDecoder {
         audio?.startPlay(offset: sound.duration, in: sound.timeBase)
         if loopsLeft > 0 { loopsLeft -= 1 }
         loopsPlayed += 1
+        playOrigin = Double(options.start ?? 0) / 1e6   // (a run-time seek moved it)
         return true
     }
 

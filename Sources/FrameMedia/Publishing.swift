@@ -217,14 +217,17 @@ extension MediaDecoder {
     /// first frame after it carries the discontinuity flag. Returns the seconds it ran.
     func runSound(clock: PlaybackClock, seekFailed: (String) -> Void, shouldStop: @escaping () -> Bool) throws -> Double {
         let start = monotonicNanos()
-        var stopped = false, seekTarget: Double?
+        var stopped = false, seekTarget: Double?, publishedPlay: Int?
+        defer { audio?.beforePublish = nil }   // (it holds this decoder)
         audio?.beforePublish = { seconds in
             guard seekTarget == nil else { return false }
             // Where the frame lies in the file (status, ls, seek +T): its time in this play, from where the play began.
             let place = PlaybackClock.FilePlace(position: max(0, seconds - (self.audio?.loopSeconds ?? 0)) + self.playOrigin,
                                                 loops: self.loopsPlayed)
             switch clock.wait(toRelease: seconds, file: place, shouldStop: shouldStop) {
-            case .now: return true
+            case .now:
+                publishedPlay = place.loops
+                return true
             case .stopped: stopped = true
             case .seek(let target): seekTarget = target
             }
@@ -232,7 +235,11 @@ extension MediaDecoder {
         }
         while !shouldStop(), !stopped {
             if let target = seekTarget {
-                do { try seek(to: target) } catch { seekFailed("seek to \(formatFixed(target, 3)) s failed: \(error)") }
+                do {
+                    try seek(to: target)
+                    // As with pictures: the frame the clock held may have begun the next play.
+                    if let publishedPlay { returnToPlay(publishedPlay) }
+                } catch { seekFailed("seek to \(formatFixed(target, 3)) s failed: \(error)") }
                 clock.didSeek(to: target)
                 seekTarget = nil
             }

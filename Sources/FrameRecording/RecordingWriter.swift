@@ -234,7 +234,8 @@ public final class RecordingWriter: @unchecked Sendable {
         case .ffv1, .raw: true
         case .h264, .h264Bitrate: tracks[track].audio != nil
         }
-        if everyFrameKey, let last = lastSeekPoint[track], offset &- last < Self.seekPointNanos { return false }
+        // (A capture clock that went back starts the count again, rather than waiting to pass the old point.)
+        if everyFrameKey, let last = lastSeekPoint[track], offset >= last, offset &- last < Self.seekPointNanos { return false }
         lastSeekPoint[track] = offset
         return true
     }

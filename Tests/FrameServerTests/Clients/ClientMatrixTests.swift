@@ -54,6 +54,8 @@ struct ClientMatrixTests {
         #expect(read.wait(timeout: 60) == 0, "\(consumer): \(read.stderr)")
         #expect(producer.wait(timeout: 30) == 0, "\(producer.stderr)")
         #expect(read.stdout.contains("\(prefix): received ") && read.stdout.hasSuffix(", samples 88200\n"), "\(consumer): \(read.stdout)")
+        let summary = parseClientSummary(read.stdout, prefix: prefix)
+        #expect(summary.map { $0.received > 0 && $0.first == 1 && $0.last == $0.received && $0.corrupt == 0 } == true, "\(read.stdout)")
     }
 
     /// Every pixel format of the pattern across languages: a C or Python producer into a

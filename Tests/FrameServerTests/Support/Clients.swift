@@ -80,11 +80,12 @@ struct ConsumerReport: CustomStringConvertible {
     var description: String { "received \(received), first \(first), last \(last), corrupt \(corrupt), \(runs.count) attachment(s)" }
 }
 
-/// A C or Python client's summary line: `<prefix>: received N frames, first F, last L, corrupt C`.
+/// A C or Python client's summary line: `<prefix>: received N frames, first F, last L, corrupt C`
+/// (with --audio, `, samples S` after it).
 func parseClientSummary(_ output: String, prefix: String) -> (received: UInt64, first: UInt64, last: UInt64, corrupt: UInt64)? {
     for line in output.split(separator: "\n").reversed() where line.hasPrefix("\(prefix): received ") {
         let numbers = line.split(whereSeparator: { !$0.isNumber }).compactMap { UInt64($0) }
-        guard numbers.count == 4 else { continue }
+        guard numbers.count == 4 || (numbers.count == 5 && line.contains(", samples ")) else { continue }
         return (numbers[0], numbers[1], numbers[2], numbers[3])
     }
     return nil
