@@ -85,6 +85,30 @@ import Testing
         #expect(relative.status == 0 && relative.stdout.contains("seek 2.0"), "\(relative.stdout) \(relative.stderr)")
     }
 
+    /// A file of sound only, looping: a seek lands within the file, and the next play's
+    /// position starts from the file's start again (not from where the seek went), in the
+    /// same loop count the seek left.
+    @Test func loopingSoundReportsItsPositionAfterASeek() throws {
+        let scratch = try Scratch()
+        let sound = scratch.file("tone.wav")
+        let (g, _, err) = try shell("ffmpeg -v error -f lavfi -i sine=frequency=440:d=1.5 -c:a pcm_s16le '\(sound)'", scratch)
+        try #require(g == 0, "\(err)")
+        let producer = try Self.producer(sound, "tone", ["--loop", "-1", "-re", "--no-wait"], scratch)
+        defer { producer.kill() }
+        #expect(eventually(timeout: 30) { ((try? Self.status("tone", scratch))?.loops ?? 0) >= 1 })
+        #expect(try Self.ctl(["tone", "seek", "1.2"], scratch).status == 0)
+        let sought = try Self.status("tone", scratch)
+        #expect(sought.position >= 1.2 && sought.position < 1.5, "\(sought)")
+        // The play after the seek's: its position is within the file again.
+        #expect(eventually(timeout: 30) { ((try? Self.status("tone", scratch))?.loops ?? 0) > sought.loops })
+        var positions: [Double] = []
+        for _ in 0..<5 {
+            positions.append(try Self.status("tone", scratch).position)
+            usleep(100_000)
+        }
+        #expect(positions.allSatisfy { $0 >= 0 && $0 <= 1.5 }, "positions after the loop: \(positions)")
+    }
+
     /// `step 5` publishes exactly 5 frames and stays paused; the rest follows on resume.
     @Test func stepPublishesExactlyThatManyFrames() throws {
         let scratch = try Scratch()
