@@ -11,6 +11,14 @@ extension Bench {
         var seconds: Double
         /// What the producer's summary says of the path: "N zero-copy, M copied".
         var path = ""
+
+        /// The quicker of the best run so far (nil before the first) and `b`.
+        static func best(_ a: DecodeRun?, _ b: DecodeRun) -> DecodeRun { a.map { $0.seconds <= b.seconds ? $0 : b } ?? b }
+    }
+
+    /// The frame count of ffmpeg's `-progress pipe:1` output (its last `frame=` line), nil without one.
+    static func progressFrames(_ out: String) -> Int? {
+        out.split(separator: "\n").last { $0.hasPrefix("frame=") }.flatMap { Int($0.dropFirst("frame=".count).trimmed) }
     }
 
     func decode(input: String?, threads: Int?) throws {
@@ -20,7 +28,7 @@ extension Bench {
         print("framesrv bench decode: \(file), \(threadText) decoder threads, \(ProcessInfo.processInfo.activeProcessorCount) cores;"
               + " each figure: start to exit, best of 3 runs, interleaved")
         var direct: DecodeRun?, copied: DecodeRun?, ffmpeg: DecodeRun?
-        func best(_ a: DecodeRun?, _ b: DecodeRun) -> DecodeRun { a.map { $0.seconds <= b.seconds ? $0 : b } ?? b }
+        let best = DecodeRun.best
         for _ in 0..<3 {
             direct = best(direct, try framesrvRun(file: file, threads: threads, copy: false))
             copied = best(copied, try framesrvRun(file: file, threads: threads, copy: true))
@@ -75,8 +83,7 @@ extension Bench {
                                           + ["-i", file, "-map", "0:v:0", "-f", "null", "-"])
         let seconds = Double(monotonicNanos() - start) / 1e9
         guard status == 0 else { throw BenchError.ffmpegFailed(bench: "decode", doing: "decoding", status: status, said: out) }
-        let frames = out.split(separator: "\n").last { $0.hasPrefix("frame=") }
-            .flatMap { Int($0.dropFirst("frame=".count).trimmed) } ?? 0
+        let frames = Self.progressFrames(out) ?? 0
         guard frames > 0 else { throw BenchError.incompleteRun(bench: "decode", what: "ffmpeg decoded no frames", said: "") }
         return DecodeRun(frames: frames, seconds: seconds)
     }

@@ -22,7 +22,7 @@ extension Bench {
               + "from the producer's (the ffmpegs') start to the last exit; best of 3 runs, interleaved")
         for n in [1, 4] {
             var framesrv: DecodeRun?, ffmpeg: DecodeRun?
-            func best(_ a: DecodeRun?, _ b: DecodeRun) -> DecodeRun { a.map { $0.seconds <= b.seconds ? $0 : b } ?? b }
+            let best = DecodeRun.best
             for _ in 0..<3 {
                 framesrv = best(framesrv, try nvdecFramesrv(runner, file: file, consumers: n))
                 ffmpeg = best(ffmpeg, try nvdecFFmpeg(file: file, processes: n))
@@ -103,7 +103,7 @@ extension Bench {
         for child in children {
             let (status, out, err) = child.finishWithErrors()
             guard status == 0 else { throw BenchError.ffmpegFailed(bench: "gpu", doing: "decoding with NVDEC", status: status, said: err) }
-            frames += out.split(separator: "\n").last { $0.hasPrefix("frame=") }.flatMap { Int($0.dropFirst("frame=".count).trimmed) } ?? 0
+            frames += Self.progressFrames(out) ?? 0
         }
         let seconds = Double(monotonicNanos() - start) / 1e9
         guard frames > 0 else { throw BenchError.incompleteRun(bench: "gpu", what: "ffmpeg decoded no frames with NVDEC", said: "") }

@@ -122,8 +122,7 @@ extension Bench {
         let (status, out) = try runFFmpeg(["-v", "error", "-nostats", "-progress", "pipe:1", "-f", "rawvideo", "-pix_fmt", "yuv420p",
                                            "-s", "1920x1080", "-r", "30", "-i", dump] + Self.recordPeers[codec]! + ["-f", "nut", "-y", output])
         let seconds = Double(monotonicNanos() - start) / 1e9
-        let encoded = out.split(separator: "\n").last { $0.hasPrefix("frame=") }
-            .flatMap { Int($0.dropFirst("frame=".count).trimmed) }
+        let encoded = Self.progressFrames(out)
         guard status == 0, encoded == frames else {
             throw BenchError.ffmpegFailed(bench: "record", doing: "encoding -c:v \(codec) (\(encoded ?? 0) of \(frames) frames)", status: status, said: out)
         }
@@ -134,7 +133,7 @@ extension Bench {
     /// framesrv's recordings, next to ffmpeg decoding the same file (-f null, threads as it decides).
     func replayThroughput(files: [String], frames: Int, rounds: Int) throws {
         var replays = [DecodeRun?](repeating: nil, count: files.count), decodes = replays
-        func best(_ a: DecodeRun?, _ b: DecodeRun) -> DecodeRun { a.map { $0.seconds <= b.seconds ? $0 : b } ?? b }
+        let best = DecodeRun.best
         for _ in 0..<rounds {
             for i in files.indices {
                 replays[i] = best(replays[i], try replayRun(file: files[i], frames: frames))

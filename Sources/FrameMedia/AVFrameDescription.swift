@@ -66,8 +66,6 @@ extension FieldOrder {
     }
 }
 
-/// An AVFrame's planes as framesrv walks them: each plane's first byte and line size (the
-/// first `count` planes; a missing plane is nil).
 /// The first `count` planes' addresses as integers (CUdeviceptr values for a CUDA frame) and their
 /// pitches: what libframesrv's framesrv_frame_write_on takes.
 func avPlaneAddresses(_ frame: UnsafePointer<AVFrame>, count: Int) -> (planes: [UInt64], pitches: [Int]) {
@@ -75,6 +73,8 @@ func avPlaneAddresses(_ frame: UnsafePointer<AVFrame>, count: Int) -> (planes: [
     return (planes.map { UInt64(UInt(bitPattern: $0.data)) }, planes.map(\.linesize))
 }
 
+/// An AVFrame's planes as framesrv walks them: each plane's first byte and line size (the
+/// first `count` planes; a missing plane is nil).
 func avPlanes(_ frame: UnsafePointer<AVFrame>, count: Int) -> [(data: UnsafeMutablePointer<UInt8>?, linesize: Int)] {
     withUnsafeBytes(of: frame.pointee.data) { d in
         withUnsafeBytes(of: frame.pointee.linesize) { l in
