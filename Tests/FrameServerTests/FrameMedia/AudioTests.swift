@@ -6,9 +6,10 @@ import Testing
 /// Audio streams (issue 25, PROTOCOL.md 4.6): a file's sound decoded into slots by `produce`
 /// and written by `sink --framemd5` exactly as `ffmpeg -i F -map 0:a:0 -f framemd5 -` writes it.
 @Suite struct AudioTests {
-    /// ffmpeg's own framemd5 of the input's first audio stream.
-    func ffmpegAudioMD5(_ path: String, _ scratch: Scratch) throws -> String {
-        let (status, out, err) = try shell("ffmpeg -v error -i '\(path)' -map 0:a:0 -f framemd5 -", scratch)
+    /// ffmpeg's own framemd5 of the input's first audio stream (`before`: ffmpeg's input
+    /// options, `-ss 4`, `-stream_loop 1`).
+    func ffmpegAudioMD5(_ path: String, before: String = "", _ scratch: Scratch) throws -> String {
+        let (status, out, err) = try shell("ffmpeg -v error \(before) -i '\(path)' -map 0:a:0 -f framemd5 -", scratch)
         try #require(status == 0, "ffmpeg: \(err)")
         return String(decoding: out, as: UTF8.self)
     }
@@ -37,17 +38,24 @@ import Testing
         #expect(producer.stdout.contains("audio frames"), "\(producer.stdout)")
     }
 
-    /// A movie: pictures to NAME, sound to NAME-audio, each equal to ffmpeg's; --wait-for 2
-    /// counts a consumer of either.
-    @Test func movieCarriesItsSoundBesideItsPictures() throws {
-        let scratch = try Scratch()
-        let path = try clip("movie.mp4", "-c:a aac", scratch, video: true)
-        let producer = try scratch.start(["produce", "-i", path, "--out", "film", "--wait-for", "2"])
+    /// `produce -i MOVIE --out film --wait-for 2 ARGS` with a `sink --framemd5 -` on film and
+    /// one on film-audio, all three waited for (each expected to exit 0).
+    func playMovie(_ path: String, _ args: [String], _ scratch: Scratch) throws -> (producer: Spawned, video: Spawned, audio: Spawned) {
+        let producer = try scratch.start(["produce", "-i", path, "--out", "film", "--wait-for", "2"] + args)
         let video = try scratch.start(["sink", "--in", "film", "--framemd5", "-"])
         let audio = try scratch.start(["sink", "--in", "film-audio", "--framemd5", "-"])
         #expect(video.wait(timeout: 60) == 0, "\(video.stderr)")
         #expect(audio.wait(timeout: 60) == 0, "\(audio.stderr)")
         #expect(producer.wait(timeout: 60) == 0, "\(producer.stderr)")
+        return (producer, video, audio)
+    }
+
+    /// A movie: pictures to NAME, sound to NAME-audio, each equal to ffmpeg's; --wait-for 2
+    /// counts a consumer of either.
+    @Test func movieCarriesItsSoundBesideItsPictures() throws {
+        let scratch = try Scratch()
+        let path = try clip("movie.mp4", "-c:a aac", scratch, video: true)
+        let (producer, video, audio) = try playMovie(path, [], scratch)
         #expect(audio.stdout == (try ffmpegAudioMD5(path, scratch)))
         #expect(video.stdout == (try ffmpegFramemd5(path, scratch)))
         #expect(!producer.stderr.contains("not carried"), "\(producer.stderr)")
@@ -60,12 +68,7 @@ import Testing
     @Test func loopCarriesTheSoundAsFFmpegDoes() throws {
         let scratch = try Scratch()
         let path = try clip("movie.mp4", "-c:a aac", scratch, video: true)
-        let producer = try scratch.start(["produce", "-i", path, "--out", "film", "--loop", "2", "--wait-for", "2"])
-        let video = try scratch.start(["sink", "--in", "film", "--framemd5", "-"])
-        let audio = try scratch.start(["sink", "--in", "film-audio", "--framemd5", "-"])
-        #expect(video.wait(timeout: 60) == 0, "\(video.stderr)")
-        #expect(audio.wait(timeout: 60) == 0, "\(audio.stderr)")
-        #expect(producer.wait(timeout: 60) == 0, "\(producer.stderr)")
+        let (producer, video, audio) = try playMovie(path, ["--loop", "2"], scratch)
         let (status, out, err) = try shell("ffmpeg -v error -stream_loop 2 -i '\(path)' -map 0:v -map 0:a -f framemd5 -", scratch)
         try #require(status == 0, "ffmpeg: \(err)")
         let both = frameLines(String(decoding: out, as: UTF8.self))
@@ -77,9 +80,8 @@ import Testing
         #expect(!producer.stderr.contains("--loop"), "\(producer.stderr)")
         let sound = try clip("sound.m4a", "-ac 2 -c:a aac", scratch)
         let (md5, _, _) = try framemd5Pipeline(["-i", sound, "--loop", "1"], stream: "snd", scratch)
-        let (s2, o2, e2) = try shell("ffmpeg -v error -stream_loop 1 -i '\(sound)' -map 0:a -f framemd5 -", scratch)
-        try #require(s2 == 0, "ffmpeg: \(e2)")
-        #expect(frameLines(md5) == frameLines(String(decoding: o2, as: UTF8.self)), "a sound-only file's loop differs from ffmpeg's")
+        #expect(frameLines(md5) == frameLines(try ffmpegAudioMD5(sound, before: "-stream_loop 1", scratch)),
+                "a sound-only file's loop differs from ffmpeg's")
     }
 
     /// -ss and -t cut the sound to the sample, as ffmpeg's accurate seek and trim do (first
@@ -92,14 +94,9 @@ import Testing
         let (g, _, gerr) = try shell("ffmpeg -v error -f lavfi -i sine=frequency=440:d=6 -ac 2 -c:a aac '\(aac)' "
                                      + "&& ffmpeg -v error -f lavfi -i sine=frequency=440:d=3 -ac 2 -c:a pcm_s16le '\(wav)'", scratch)
         try #require(g == 0, "\(gerr)")
-        func ffmpeg(_ args: String, _ path: String) throws -> [Substring] {
-            let (status, out, err) = try shell("ffmpeg -v error \(args) -i '\(path)' -map 0:a -f framemd5 -", scratch)
-            try #require(status == 0, "ffmpeg: \(err)")
-            return frameLines(String(decoding: out, as: UTF8.self))
-        }
         for (i, (path, args)) in [(aac, "-ss 2.3 -t 0.77"), (wav, "-ss 1.01"), (wav, "-t 0.5")].enumerated() {
             let (md5, _, _) = try framemd5Pipeline(["-i", path] + args.split(separator: " ").map(String.init), stream: "cut\(i)", scratch)
-            #expect(frameLines(md5) == (try ffmpeg(args, path)), "\(args) on \(path) differs from ffmpeg's")
+            #expect(frameLines(md5) == frameLines(try ffmpegAudioMD5(path, before: args, scratch)), "\(args) on \(path) differs from ffmpeg's")
         }
         let producer = try scratch.start(["produce", "-i", aac, "--out", "snd", "-re", "--wait-for", "1"])
         let sink = try scratch.start(["sink", "--in", "snd", "--framemd5", "-"])
@@ -108,7 +105,7 @@ import Testing
         #expect(seek.status == 0, "\(seek.stderr)")
         #expect(sink.wait(timeout: 60) == 0, "\(sink.stderr)")
         #expect(producer.wait(timeout: 60) == 0, "\(producer.stderr)")
-        let expected = try ffmpeg("-ss 4", aac)
+        let expected = frameLines(try ffmpegAudioMD5(aac, before: "-ss 4", scratch))
         let after = frameLines(sink.stdout).suffix(expected.count)
         #expect(expected.count > 80 && Array(after) == expected, "the frames after seek 4 differ from ffmpeg -ss 4's")
     }
