@@ -38,7 +38,7 @@ extension Attachment {
         let now = monotonicNanos()
         let capture = header.capture_ns
         let latency = now > capture ? now - capture : 0
-        if pollMicros > 0 { notePace(capture: capture) }
+        notePace(capture: capture)
         control.recordDelivery(index, sequence: seq, held: heldCount, now: now, latencyNanos: latency,
                                sourceDropped: header.source_dropped)
         lastDelivered = seq

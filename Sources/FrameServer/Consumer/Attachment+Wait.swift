@@ -11,22 +11,23 @@ extension Attachment {
     static let longestSleepNanos: Int64 = 500_000_000
 
     /// The next frame, the end, or the producer's exit. Sleeps on `frame_wake` (design 1.3):
-    /// look; spin up to `pollMicros`; announce the sleep; look again; sleep.
+    /// look; spin (`spinWindowNanos`); announce the sleep; look again; sleep.
     func nextFrame(stop: () -> Bool) throws(ConsumerError) -> Outcome {
         var spun = false
         while true {
             settleReleases()
             drainDoorbell()
+            let window = spun ? 0 : Self.spinWindowNanos(pollMicros: pollMicros, interval: captureIntervalNanos)
             // Read before the look: a publish between the look and the spin then ends the
             // spin at once, instead of waiting out the window.
-            let seen = pollMicros > 0 ? control.frameWakeWord : 0
+            let seen = window > 0 ? control.frameWakeWord : 0
             if let outcome = try look() { return outcome }
             var sleepNanos = Self.longestSleepNanos
-            if pollMicros > 0, !spun {
-                let now = monotonicNanos(), opens = pollWindowOpens(now: now)
+            if window > 0 {
+                let now = monotonicNanos(), opens = pollWindowOpens(now: now, window: window)
                 if opens <= now {
                     spun = true
-                    if spin(seen: seen) { continue }
+                    if spin(seen: seen, for: window) { continue }
                 } else {
                     sleepNanos = Int64(min(opens - now, UInt64(sleepNanos)))   // then spin
                 }
@@ -82,10 +83,25 @@ extension Attachment {
         return nil
     }
 
+    /// A frame interval under which a consumer spins before it sleeps even without a
+    /// window of its own (11.3's catch-up spin): 50 us, 20,000 frames a second.
+    static let catchUpNanos: UInt64 = 50_000
+
+    /// How long to spin before sleeping (PROTOCOL.md 11.3), in ns: the user's window
+    /// (`pollMicros`); without one, on a stream whose frames come less than `catchUpNanos`
+    /// apart (`interval`, the smoothed pace; 0: unknown), twice that interval, at most
+    /// `catchUpNanos`: there a sleep and a wake per frame (two system calls, one of them
+    /// the producer's) cost more than the frame, and a consumer that keeps up slowed its
+    /// producer by that much. 0: sleep at once.
+    static func spinWindowNanos(pollMicros: Int, interval: UInt64) -> UInt64 {
+        if pollMicros > 0 { return UInt64(pollMicros) * 1000 }
+        guard interval > 0, interval < catchUpNanos else { return 0 }
+        return min(2 * interval, catchUpNanos)
+    }
+
     /// When this frame's busy-poll window opens: half the window before the next frame is
     /// due on a paced stream; `now` when the pace is unknown or faster than the window.
-    private func pollWindowOpens(now: UInt64) -> UInt64 {
-        let window = UInt64(pollMicros) * 1000
+    private func pollWindowOpens(now: UInt64, window: UInt64) -> UInt64 {
         guard captureIntervalNanos > window, lastCaptureNanos > 0 else { return now }
         return lastCaptureNanos + captureIntervalNanos - window / 2
     }
@@ -99,10 +115,10 @@ extension Attachment {
         lastCaptureNanos = capture
     }
 
-    /// Busy-polls `frame_wake` for up to `pollMicros`; whether it changed (look again).
+    /// Busy-polls `frame_wake` for up to `window` ns; whether it changed (look again).
     /// SYNC: the acquire load that sees the change orders the next look after the bump.
-    private func spin(seen: UInt32) -> Bool {
-        let end = monotonicNanos() + UInt64(pollMicros) * 1000
+    private func spin(seen: UInt32, for window: UInt64) -> Bool {
+        let end = monotonicNanos() + window
         var spins = 0
         while control.frameWakeWord == seen {
             spins &+= 1

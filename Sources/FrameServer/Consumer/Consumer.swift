@@ -27,11 +27,13 @@ public struct ConsumerOptions: Sendable {
     /// ZeroMQ receive high-water mark, in messages, of the doorbell socket (connected only
     /// when `Consumer.descriptor` is asked for: consumers sleep on shared memory otherwise).
     public var receiveHighWaterMark: Int32 = 1000
-    /// Microseconds `next` may busy-poll the stream's wake word per frame (0: never spins).
-    /// Trades a core for wake latency. On a paced stream (frames further apart than the
-    /// window) the window is centred on when the next frame is due, from the pace of the
-    /// frames so far, and `next` sleeps until it opens: a frame costs at most this much
-    /// spinning, and still arrives within about a microsecond of its publish.
+    /// Microseconds `next` may busy-poll the stream's wake word per frame. Trades a core for
+    /// wake latency. On a paced stream (frames further apart than the window) the window is
+    /// centred on when the next frame is due, from the pace of the frames so far, and `next`
+    /// sleeps until it opens: a frame costs at most this much spinning, and still arrives
+    /// within about a microsecond of its publish. 0: no window; `next` then spins only on a
+    /// stream faster than 20,000 frames a second, up to twice its frame interval (PROTOCOL.md
+    /// 11.3's catch-up spin), and sleeps at once on any slower one.
     public var pollMicros = 0
     /// Wait past a stream that already ended (before this consumer attached) for its next
     /// producer, instead of throwing `.streamEnded` (the commands' `--wait S`).

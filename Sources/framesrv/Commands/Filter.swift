@@ -47,7 +47,8 @@ enum FilterCommand: Command {
       --live               read only the newest frame of A; never slows A. B is then a live
                            source too: it never waits for B's consumers (drops and counts)
       --live-source        make B a live source with --lossless as well
-      --poll-us N          busy-poll A up to N us per frame before sleeping (0..1000000, default 0)
+      --poll-us N          busy-poll A up to N us per frame before sleeping (0..1000000, default 0:
+                           only on a stream faster than 20,000 frames/s, as sink's)
       --slots N            slots in B's pool, 1..64 (default 8)
       --wait SECONDS       give up if A has not appeared by then (default: wait forever, saying
                            so once on a terminal); also waits past an A that already ended

@@ -75,7 +75,8 @@ enum SinkCommand: Command {
       --live               the newest frame only; never slows the producer, counts misses
       --poll-us N          busy-poll up to N us per frame before sleeping (0..1000000, default
                            0): trades a core for wake latency; on a paced stream the window is
-                           centred on when the next frame is due
+                           centred on when the next frame is due. With 0 it still spins on a
+                           stream faster than 20,000 frames/s, up to twice its frame interval
       --wait SECONDS       give up if the stream has not appeared by then (default: wait forever,
                            saying so once on a terminal); also waits past a stream that already
                            ended (without --wait that is one error line: its frames went to nobody)

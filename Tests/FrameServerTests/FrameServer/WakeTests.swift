@@ -84,6 +84,21 @@ import Testing
             #expect(readSeqLog(scratch.file("seq\(poll).log")).attachments == [Array(1...3000)])
         }
     }
+
+    /// PROTOCOL.md 11.3's catch-up spin: without a window of the user's, a consumer spins
+    /// only on a stream faster than 20,000 frames a second (twice its interval, at most
+    /// 50 us) and sleeps at once on a slower one or one whose pace it does not know yet; a
+    /// user's window is always its own. (The max-rate stream above takes this path with
+    /// `--poll-us 0`, and gets every frame.)
+    @Test func catchUpSpinOnlyOnFastStreams() {
+        #expect(Attachment.spinWindowNanos(pollMicros: 0, interval: 0) == 0)
+        #expect(Attachment.spinWindowNanos(pollMicros: 0, interval: 13_000) == 26_000)
+        #expect(Attachment.spinWindowNanos(pollMicros: 0, interval: 40_000) == 50_000)
+        #expect(Attachment.spinWindowNanos(pollMicros: 0, interval: 50_000) == 0)
+        #expect(Attachment.spinWindowNanos(pollMicros: 0, interval: 5_000_000) == 0)   // 200 fps
+        #expect(Attachment.spinWindowNanos(pollMicros: 1000, interval: 13_000) == 1_000_000)
+        #expect(Attachment.spinWindowNanos(pollMicros: 7, interval: 5_000_000) == 7_000)
+    }
 }
 
 extension WakeTests {

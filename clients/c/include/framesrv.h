@@ -317,7 +317,7 @@ typedef struct framesrv_consumer_options {
     framesrv_mode mode;        /* 0 = FRAMESRV_LOSSLESS                                     */
     const char *client_name;   /* what monitors show (<= 31 bytes), NULL = the program name */
     int attach_timeout_ms;     /* how long open waits for the stream to appear; -1 forever (default when options is NULL) */
-    uint32_t poll_us;          /* next() may busy-poll up to this many microseconds per call (0..1000000; 0 never spins); on a paced stream the window is centred on when the next frame is due (PROTOCOL.md 11.3) */
+    uint32_t poll_us;          /* next() may busy-poll up to this many microseconds per call (0..1000000; 0: only the catch-up spin, on a stream faster than 20,000 frames/s); on a paced stream the window is centred on when the next frame is due (PROTOCOL.md 11.3) */
     int memory;                /* FRAMESRV_MEMORY_HOST (0, the default) or FRAMESRV_MEMORY_CUDA: the memory this
                                   consumer reads. A stream of the other kind is refused at open (FRAMESRV_E_MEMORY) */
     int media;                 /* FRAMESRV_MEDIA_VIDEO (0, the default) or FRAMESRV_MEDIA_AUDIO: what this consumer

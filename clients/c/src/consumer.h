@@ -19,6 +19,9 @@
 /* The longest one sleep on frame_wake lasts (PROTOCOL.md 11): the producer's pidfd and the
  * truncation guard are looked at between sleeps, and an idle consumer wakes <= 2/s. */
 #define FSI_FRAME_WAIT_MS 500
+/* A frame interval under which a consumer spins before it sleeps without a poll_us of its
+ * own (PROTOCOL.md 11.3's catch-up spin): 50 us, 20,000 frames a second. */
+#define FSI_CATCH_UP_NS 50000u
 /* poll_us is at most one second. */
 #define FSI_POLL_US_MAX 1000000u
 /* The longest one wait for the stream to appear sleeps (inotify may miss a leftover

@@ -346,11 +346,21 @@ static int look(framesrv_consumer *c, fsi_attachment *a, framesrv_frame **frame)
     }
 }
 
-/* When this frame's busy-poll window opens (PROTOCOL.md 11.3): on a paced stream (frames
- * further apart than poll_us) half the window before the next frame is due; else 0 (now). */
-static uint64_t poll_window_opens(const framesrv_consumer *c, const fsi_attachment *a)
+/* How long to spin before sleeping (PROTOCOL.md 11.3), in ns: the user's poll_us; without
+ * one, the catch-up spin: on a stream whose frames come less than FSI_CATCH_UP_NS apart (the
+ * smoothed pace), twice that interval, at most FSI_CATCH_UP_NS, where a sleep and a wake per
+ * frame cost more than the frame. 0: sleep at once. */
+static uint64_t spin_window_ns(const framesrv_consumer *c, const fsi_attachment *a)
 {
-    uint64_t window = (uint64_t)c->poll_us * 1000u;
+    if (c->poll_us > 0) return (uint64_t)c->poll_us * 1000u;
+    if (a->capture_interval_ns == 0 || a->capture_interval_ns >= FSI_CATCH_UP_NS) return 0;
+    return 2 * a->capture_interval_ns < FSI_CATCH_UP_NS ? 2 * a->capture_interval_ns : FSI_CATCH_UP_NS;
+}
+
+/* When this frame's busy-poll window opens (PROTOCOL.md 11.3): on a paced stream (frames
+ * further apart than the window) half the window before the next frame is due; else 0 (now). */
+static uint64_t poll_window_opens(const fsi_attachment *a, uint64_t window)
+{
     if (a->last_capture_ns == 0 || a->capture_interval_ns <= window) return 0;
     return a->last_capture_ns + a->capture_interval_ns - window / 2;
 }
@@ -377,11 +387,12 @@ static int wait_frame(framesrv_consumer *c, fsi_attachment *a, uint32_t seen, ui
                       bool *spun, framesrv_frame **frame)
 {
     int ms = fsi_remaining_ms(deadline, FSI_FRAME_WAIT_MS);
-    if (c->poll_us > 0 && !*spun) {   /* one window per call: it opens now, or we sleep until it does */
-        uint64_t now = fsi_monotonic_ns(), opens = poll_window_opens(c, a);
+    uint64_t window = *spun ? 0 : spin_window_ns(c, a);
+    if (window > 0) {   /* one window per call: it opens now, or we sleep until it does */
+        uint64_t now = fsi_monotonic_ns(), opens = poll_window_opens(a, window);
         if (opens <= now + 1000000u) {   /* futex waits are in ms: spin from now to the window's end */
             *spun = true;
-            if (spin(a, seen, (opens > now ? opens : now) + (uint64_t)c->poll_us * 1000u, deadline)) return LOOK_NOTHING;
+            if (spin(a, seen, (opens > now ? opens : now) + window, deadline)) return LOOK_NOTHING;
         } else if ((opens - now) / 1000000u < (uint64_t)ms) {
             ms = (int)((opens - now) / 1000000u);
         }

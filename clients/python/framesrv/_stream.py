@@ -138,7 +138,8 @@ class Consumer:
     ``NotFound``. reattach: when the producer dies, wait for the next producer of the same
     name instead of ending the iteration. poll_us: next() busy-polls up to this many
     microseconds (0..1000000) per frame, trading a core for latency; on a paced stream the
-    window is centred on when the next frame is due, and next() sleeps until it opens.
+    window is centred on when the next frame is due, and next() sleeps until it opens; 0
+    (the default) spins only on a stream faster than 20,000 frames/s (PROTOCOL.md 11.3).
     client_name: what monitors show (default: the script's name, see default_client_name).
 
     held_timeout: a lossless consumer whose own held frames (or arrays still referenced)
