@@ -21,6 +21,8 @@ public final class AudioSamplesWriter {
     /// One frame's interleaved samples (raw), reused.
     private var buffer: [UInt8] = []
     private var format: AudioFormat?
+    /// Samples per channel in the WAV so far: the next packet's timestamp.
+    private var samplesWritten: Int64 = 0
 
     /// Opens `path` (`-`: standard output) for `kind`; the stream's format comes with its first frame.
     public init(path: String, kind: Kind, shouldStop: (() -> Bool)? = nil) throws(MediaOutputError) {
@@ -107,9 +109,12 @@ public final class AudioSamplesWriter {
         var r = av_new_packet(packet, Int32(size))
         guard r >= 0 else { throw .ffmpeg("av_new_packet", ffmpegMessage(r)) }
         AudioPCM.copyInterleaved(frame, format, to: packet.pointee.data)
-        let pts = frame.header.description.pts ?? 0
-        packet.pointee.pts = pts
-        packet.pointee.dts = pts
+        // WAV holds samples, not times: each packet is stamped where its samples land in the
+        // file. The frames' own pts may go back (a capture device stamps by the wall clock:
+        // PulseAudio's jitter by a few ms) and would make the muxer refuse the file.
+        packet.pointee.pts = samplesWritten
+        packet.pointee.dts = samplesWritten
+        samplesWritten += Int64(format.samples)
         packet.pointee.duration = Int64(format.samples)
         packet.pointee.stream_index = 0
         av_packet_rescale_ts(packet, AVRational(num: 1, den: Int32(format.sampleRate)), muxer.pointee.streams[0]!.pointee.time_base)

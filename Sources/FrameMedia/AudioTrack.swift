@@ -10,8 +10,10 @@ import Glibc
 /// added to every packet in the stream's time base, and each frame's pts goes to
 /// 1/sample_rate through `av_rescale_delta`, which keeps consecutive frames contiguous
 /// (ffmpeg's `decode_audio`). A frame header says time base 1/sample_rate and duration
-/// nb_samples. The samples are copied once into the slot (a decoder's audio buffers are
-/// not the pool's; the summary line counts the copies).
+/// nb_samples. A decoder that allows it (AV_CODEC_CAP_DR1: aac, opus, flac, mp3, ac3, ...)
+/// decodes into the slots themselves (`SlotAllocator`), from the second frame on: the
+/// first frame, copied, starts the pool at the size the copy path uses. Other frames
+/// are copied once; the summary line counts both.
 public final class AudioTrack {
     /// The input's stream index of the track.
     public let streamIndex: Int32
@@ -34,6 +36,9 @@ public final class AudioTrack {
 
     private var codec: UnsafeMutablePointer<AVCodecContext>?
     private let decoder: UnsafePointer<AVCodec>
+    /// Lends the decoder the stream's slots once the pool exists (zero copy).
+    private let allocator = SlotAllocator()
+    private var lendingSlots = false
     /// The stream's parameters (the input's, valid while it is open: MediaDecoder closes this track first).
     private let parameters: UnsafeMutablePointer<AVCodecParameters>
     private var frame: UnsafeMutablePointer<AVFrame>?
@@ -59,6 +64,9 @@ public final class AudioTrack {
     private var trimming: Bool
     /// -t, in samples from pts 0 once the rate is known: frames from there on are dropped.
     private let durationMicros: Int64?
+    /// A frame began at or after -t's end: a file of sound only reads no further (a
+    /// capture device would otherwise go on for ever, its frames dropped).
+    public private(set) var reachedDuration = false
 
     /// The audio stream ffmpeg would pick beside video stream `video` (`av_find_best_stream`),
     /// nil when the input has none or no decoder for it.
@@ -107,6 +115,7 @@ public final class AudioTrack {
         var r = avcodec_parameters_to_context(codec, parameters)
         if r >= 0 {
             codec.pointee.pkt_timebase = timeBase
+            allocator.install(on: codec)
             r = avcodec_open2(codec, decoder, nil)
         }
         if r < 0 { avcodec_free_context(&self.codec) }
@@ -243,7 +252,43 @@ public final class AudioTrack {
         d.pts = pts
         d.flags = discontinuity ? [.keyframe, .discontinuity] : [.keyframe]
         discontinuity = false
+        if let lease = allocator.lease(of: frame), let rows = Self.rows(of: frame, format, in: lease),
+           producer.publish(lease, audio: format, rows: rows, description: Self.stamped(d, format)) {
+            published += 1
+            return
+        }
         if try Self.publish(frame, format, d, into: producer, capacity: Int(codec?.pointee.frame_size ?? 0)) { published += 1 }
+        if !lendingSlots {   // the pool exists now, sized as the copy path sizes it
+            allocator.attach(producer, wait: !producer.options.liveSource)   // a live source drops instead
+            lendingSlots = true
+        }
+    }
+
+    /// Where `frame`'s rows lie in `lease`'s slot: its data pointers, one stride apart;
+    /// nil when they are not (the frame is then copied).
+    static func rows(of frame: UnsafeMutablePointer<AVFrame>, _ format: AudioFormat, in lease: SlotLease) -> AudioRows? {
+        guard let extended = frame.pointee.extended_data, let first = extended[0] else { return nil }
+        let offset = UnsafeMutableRawPointer(first) - lease.base
+        var stride = format.rowBytes ?? 0
+        if format.rows > 1 {
+            guard let second = extended[1] else { return nil }
+            stride = UnsafeMutableRawPointer(second) - UnsafeMutableRawPointer(first)
+            for row in 2..<format.rows where extended[row].map({ UnsafeMutableRawPointer($0) - UnsafeMutableRawPointer(first) }) != row * stride {
+                return nil
+            }
+        }
+        let rows = AudioRows(offset: offset, stride: stride)
+        return rows.fit(format, in: lease.capacity) ? rows : nil
+    }
+
+    /// `d` with what every published audio frame says: time base 1/sample_rate, duration
+    /// nb_samples, captured now.
+    static func stamped(_ d: FrameDescription, _ format: AudioFormat) -> FrameDescription {
+        var description = d
+        description.timeBase = Rational(1, Int32(format.sampleRate))
+        description.duration = Int64(format.samples)
+        description.captureNanos = monotonicNanos()
+        return description
     }
 
     /// Copies a decoded or filtered frame of `format` into a slot of `producer` and publishes
@@ -258,11 +303,7 @@ public final class AudioTrack {
             guard let source = frame.pointee.extended_data[row] else { continue }
             memcpy(target.baseAddress!, source, target.count)
         }
-        var description = d
-        description.timeBase = Rational(1, Int32(format.sampleRate))
-        description.duration = Int64(format.samples)
-        description.captureNanos = monotonicNanos()
-        slot.description = description
+        slot.description = stamped(d, format)
         slot.publish()
         return true
     }
@@ -277,6 +318,7 @@ public final class AudioTrack {
         if let durationMicros, rate > 0 {
             let limit = av_rescale_q(durationMicros, AVRational(num: 1, den: AV_TIME_BASE), AVRational(num: 1, den: rate))
             end = min(end, limit &- pts)
+            if end <= 0 { reachedDuration = true }
         }
         guard end > first else { return false }
         if first > 0 { Self.dropLeading(Int(first), of: frame) }

@@ -243,7 +243,7 @@ extension MediaDecoder {
                 clock.didSeek(to: target)
                 seekTarget = nil
             }
-            guard pumpAudio() else { break }
+            guard pumpAudio(), audio?.reachedDuration != true else { break }
         }
         if let failure = audioFailure { throw failure }
         return Double(monotonicNanos() - start) / 1e9

@@ -4,7 +4,8 @@ import Synchronization
 
 /// Makes a decoder decode straight into a producer's pool slots (zero copy): installed as
 /// the codec's `get_buffer2`, it leases a slot for every frame buffer the decoder asks for,
-/// with the row alignment and padding rows FFmpeg's own allocator would use, and the
+/// with the row alignment and padding rows FFmpeg's own allocator would use (for a picture;
+/// for sound, the planes of its channels at one stride, `audioLayout`), and the
 /// AVBuffer's free callback ends the lease. A decoded frame in a leased slot is published
 /// as it is (`Producer.publish(_:format:layout:description:)`); the decoder may go on
 /// using it as a reference picture, which `producer_hold` protects.
@@ -55,7 +56,7 @@ public final class SlotAllocator: @unchecked Sendable {
     private func getBuffer(_ ctx: UnsafeMutablePointer<AVCodecContext>, _ frame: UnsafeMutablePointer<AVFrame>,
                            _ flags: Int32) -> Int32 {
         if let target = target.withLock({ $0 }), cffmpeg_codec_has_dr1(ctx) != 0, ctx.pointee.hw_frames_ctx == nil,
-           let layout = Self.layout(ctx, frame),
+           let layout = ctx.pointee.codec_type == AVMEDIA_TYPE_AUDIO ? Self.audioLayout(frame) : Self.layout(ctx, frame),
            let lease = try? target.producer.lease(bytes: layout.bytes, wait: target.wait) {
             let box = SlotBuffer(lease: lease, allocator: self)
             let opaque = Unmanaged.passRetained(box).toOpaque()
@@ -77,6 +78,8 @@ public final class SlotAllocator: @unchecked Sendable {
                         data.storeBytes(of: lease.base.assumingMemoryBound(to: UInt8.self) + layout.offsets[i],
                                         toByteOffset: i * MemoryLayout<UnsafeMutablePointer<UInt8>?>.stride,
                                         as: UnsafeMutablePointer<UInt8>?.self)
+                    }
+                    for i in 0..<layout.strides.count {
                         linesize.storeBytes(of: Int32(layout.strides[i]), toByteOffset: i * 4, as: Int32.self)
                     }
                 }
@@ -116,6 +119,27 @@ public final class SlotAllocator: @unchecked Sendable {
             offset = (offset + sizes[i] + 16 + 64 + 63) / 64 * 64
         }
         return (offsets, ptrdiffs.prefix(planes).map { $0 }, offset)
+    }
+}
+
+extension SlotAllocator {
+    /// Where FFmpeg's own allocator would put an audio frame's planes (avcodec_default_get_buffer2:
+    /// `nb_samples` rounded up to 32, one plane per channel when planar), one after another
+    /// from the slot's 256-byte header on, each with 16 + 64 bytes of slack and 64 bytes
+    /// apart: PROTOCOL.md 4.6's rows at one stride. `strides` is FFmpeg's one `linesize[0]`
+    /// (bytes of a plane). nil for formats framesrv cannot carry and for more planes than
+    /// AVFrame's `data` holds (8: the decoder's own memory takes those).
+    static func audioLayout(_ frame: UnsafeMutablePointer<AVFrame>) -> (offsets: [Int], strides: [Int], bytes: Int)? {
+        let format = AVSampleFormat(rawValue: frame.pointee.format)
+        let channels = frame.pointee.ch_layout.nb_channels
+        guard let name = av_get_sample_fmt_name(format).map({ String(cString: $0) }), SampleFormat(name: name) != nil,
+              frame.pointee.nb_samples > 0, channels > 0 else { return nil }
+        var lineSize: Int32 = 0
+        guard av_samples_get_buffer_size(&lineSize, channels, frame.pointee.nb_samples, format, 0) >= 0 else { return nil }
+        let planes = av_sample_fmt_is_planar(format) != 0 ? Int(channels) : 1
+        guard planes <= Int(AV_NUM_DATA_POINTERS) else { return nil }
+        let stride = (Int(lineSize) + 16 + 64 + 63) / 64 * 64
+        return ((0..<planes).map { FrameFormat.headerSize + $0 * stride }, [Int(lineSize)], FrameFormat.headerSize + planes * stride)
     }
 }
 

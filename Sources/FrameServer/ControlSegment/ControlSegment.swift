@@ -390,12 +390,6 @@ public final class ControlSegment: @unchecked Sendable {
         fs_store_u32(&header.pointee.state, FS_STREAM_ENDED)
     }
 
-    /// Bumps `wake` and wakes a producer sleeping on it (the producer's own waiters).
-    func wakeProducer() {
-        fs_bump(&header.pointee.wake)
-        futexWake(&header.pointee.wake)
-    }
-
     /// Tells a waiting producer that something changed (`fs_notify_producer`), waking it if it sleeps.
     func notifyProducer() {
         if fs_notify_producer(header) != 0 { futexWake(&header.pointee.wake) }

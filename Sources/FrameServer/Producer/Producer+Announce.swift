@@ -53,11 +53,21 @@ extension Producer {
     func publishReservedAudio(_ slot: UInt32, format: AudioFormat, description d: FrameDescription) {
         slotLock.withLock {
             outstanding -= 1
-            var header = fs_frame(audio: format, description: d)
-            header.epoch = epoch
-            header.capture_ns = d.captureNanos == 0 ? monotonicNanos() : d.captureNanos
-            commit(slot, header: &header, description: d)
+            commitAudio(slot, format: format, rows: nil, description: d)
         }
+    }
+
+    /// Publishes an audio frame: its header (the plane at `rows` where a decoder wrote it,
+    /// else 4.6's canonical one), then the commit. Called with `slotLock` held.
+    func commitAudio(_ slot: UInt32, format: AudioFormat, rows: AudioRows?, description d: FrameDescription) {
+        var header = fs_frame(audio: format, description: d)
+        if let rows {
+            header.setRows(rows, format: format)
+            publishedInPlace += 1
+        }
+        header.epoch = epoch
+        header.capture_ns = d.captureNanos == 0 ? monotonicNanos() : d.captureNanos
+        commit(slot, header: &header, description: d)
     }
 
     /// The part of a publish every frame shares: the source's drops, the sequence number,

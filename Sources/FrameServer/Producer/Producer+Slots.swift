@@ -122,12 +122,29 @@ extension Producer {
     /// published or ended, or belongs to an earlier epoch.
     public func publish(_ lease: SlotLease, format: FrameFormat, layout: PlaneLayout,
                         description: FrameDescription) -> Bool {
-        guard layout.fits(format, in: lease.capacity), !isForkedCopy else { return false }
+        guard layout.fits(format, in: lease.capacity) else { return false }
+        return publish(lease) { commit(lease.slot, format: format, layout: layout, description: description) }
+    }
+
+    /// Publishes the audio frame a decoder wrote into `lease`'s slot, its rows where
+    /// `rows` says, without a copy (PROTOCOL.md 4.6), as `publish(_:format:layout:description:)`
+    /// does for a picture.
+    public func publish(_ lease: SlotLease, audio format: AudioFormat, rows: AudioRows,
+                        description: FrameDescription) -> Bool {
+        guard options.media == .audio, AudioFormat.problem(rate: format.sampleRate, samples: format.samples, layout: format.layout) == nil,
+              rows.fit(format, in: lease.capacity) else { return false }
+        return publish(lease) { commitAudio(lease.slot, format: format, rows: rows, description: description) }
+    }
+
+    /// The lease's slot published by `commit` (under `slotLock`), once, in its own epoch.
+    /// A stream every consumer left waits for one first (`waitWhileDeserted`), as `reserve` does.
+    private func publish(_ lease: SlotLease, commit: () -> Void) -> Bool {
+        guard !isForkedCopy, waitWhileDeserted() else { return false }
         return slotLock.withLock {
             lease.state.withLock { state in
                 guard state == .writing, lease.epoch == epoch else { return false }
                 fs_slot_hold_set(slotCtl(lease.slot))
-                commit(lease.slot, format: format, layout: layout, description: description)
+                commit()
                 state = .published
                 return true
             }

@@ -79,6 +79,9 @@ extension Producer {
         return max(1_000_000, min(Self.longestWaitNanos, Int64(min(max(t, 0), 1e9) * 0.25e9)))
     }
 
-    /// Bumps `wake` and wakes whoever sleeps on it (this producer's own waits).
-    func wakeWaiters() { control.wakeProducer() }
+    /// Bumps `wake` and wakes whoever sleeps on it (this producer's own waits, which all
+    /// count themselves in `producer_waiting`): no system call when none does. A lease ends
+    /// once a frame, so the futex wake it made every time cost a decoder of small frames
+    /// (sound) more than the copy the lease saves.
+    func wakeWaiters() { control.notifyProducer() }
 }

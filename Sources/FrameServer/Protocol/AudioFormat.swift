@@ -187,6 +187,43 @@ extension fs_frame {
     }
 }
 
+/// Where an audio frame's rows lie in its slot when a decoder wrote them there (its
+/// `get_buffer2`) rather than at 4.6's canonical place: the first row's offset from the
+/// slot's start and the distance between rows (one row per channel when planar).
+public struct AudioRows: Sendable, Equatable {
+    public var offset: Int
+    public var stride: Int
+
+    public init(offset: Int, stride: Int) { self.offset = offset; self.stride = stride }
+
+    /// The plane's bytes in the header: up to the end of the last row's samples.
+    func planeBytes(_ format: AudioFormat) -> Int? {
+        guard let rowBytes = format.rowBytes else { return nil }
+        let (a, o1) = stride.multipliedReportingOverflow(by: format.rows - 1)
+        let (b, o2) = a.addingReportingOverflow(rowBytes)
+        return o1 || o2 ? nil : b
+    }
+
+    /// Whether `format`'s rows, laid out this way, lie after the header and within `bytes`
+    /// of slot, and fit the header's 32-bit fields.
+    public func fit(_ format: AudioFormat, in bytes: Int) -> Bool {
+        guard let rowBytes = format.rowBytes, let plane = planeBytes(format), offset >= FrameFormat.headerSize,
+              stride >= rowBytes, stride <= Int(UInt32.max), plane <= Int(UInt32.max) else { return false }
+        let (end, o) = offset.addingReportingOverflow(plane)
+        return !o && end <= bytes
+    }
+}
+
+extension fs_frame {
+    /// Points the header's one plane at `rows` (checked by the caller with `AudioRows.fit`).
+    mutating func setRows(_ rows: AudioRows, format: AudioFormat) {
+        plane_offset.0 = UInt32(rows.offset)
+        plane_stride.0 = UInt32(rows.stride)
+        plane_size.0 = UInt32(rows.planeBytes(format) ?? 0)
+        payload_size = UInt32(rows.offset + Int(plane_size.0) - FrameFormat.headerSize)   // 4.2: the plane's end - 256
+    }
+}
+
 extension FrameHeader {
     /// What the frame is (`fs_frame.media`).
     public var media: MediaKind? { MediaKind(rawValue: raw.media) }

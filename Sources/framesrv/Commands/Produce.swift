@@ -25,8 +25,8 @@ enum ProduceCommand: Command {
       --audio-out NAME     with -i: publish the input's audio stream (the one ffmpeg maps beside
                            the video) as stream NAME (default: the --out name with -audio, e.g.
                            film-audio): every decoded frame with its sample format, rate and
-                           channel layout, pts in 1/sample_rate as ffmpeg stamps it (copied once
-                           into a slot). Its lossless consumers count for --wait-for too. With
+                           channel layout, pts in 1/sample_rate as ffmpeg stamps it (decoded into
+                           the slots where the decoder allows it, else copied once). Its lossless consumers count for --wait-for too. With
                            --loop, each play lasts as long as its sound, for both streams (as
                            ffmpeg's -stream_loop). Read it with 'framesrv sink --framemd5'
       -map 0:a:N           with -i: the input's Nth audio stream (from 0) instead of the one ffmpeg picks
@@ -242,7 +242,7 @@ enum ProduceCommand: Command {
         if !o.quiet {
             let formats = track.formats.map { "\($0.sampleRate) Hz \($0.layout) \($0.sampleFormat)" }.joined(separator: ", then ")
             print("produce: \(audio.stream): published \(audio.publishedCount) audio frames of \(formats.isEmpty ? "nothing" : formats)"
-                  + " (\(track.codecName), \(audio.publishedCount) copied) in \(formatDouble(seconds, 2)) s,"
+                  + " (\(track.codecName), \(audio.publishedInPlace) zero-copy, \(audio.publishedCount - min(audio.publishedCount, audio.publishedInPlace)) copied) in \(formatDouble(seconds, 2)) s,"
                   + " dropped \(audio.droppedCount), decode errors \(track.decodeErrors), skipped \(track.skipped)")
         }
         if let problem = track.firstProblem {

@@ -36,6 +36,9 @@ import Testing
         #expect(frameLines(expected).count >= 10)
         #expect(md5 == expected, "framesrv's framemd5 of \(name) differs from ffmpeg's")
         #expect(producer.stdout.contains("audio frames"), "\(producer.stdout)")
+        // Every one of these decoders allows decoding into the slots (DR1): only the first
+        // frame, which starts the pool, is copied.
+        #expect(producer.stdout.contains(" zero-copy, 1 copied)") && !producer.stdout.contains(" 0 zero-copy"), "\(producer.stdout)")
     }
 
     /// `produce -i MOVIE --out film --wait-for 2 ARGS` with a `sink --framemd5 -` on film and

@@ -46,6 +46,7 @@ struct RequiredTool: Sendable {
     static let script = RequiredTool(name: "script", package: "bsdutils")
     static let ip = RequiredTool(name: "ip", package: "iproute2")
     static let tc = RequiredTool(name: "tc", package: "iproute2")
+    static let pulseaudio = RequiredTool(name: "pulseaudio", package: "pulseaudio")
 
     /// The program's path on PATH (or in /usr/sbin, /sbin); a test failure naming the setup
     /// step when the machine lacks it, so a missing tool fails and says why, not skips.
