@@ -269,7 +269,7 @@ public final class AudioTrack {
     static func rows(of frame: UnsafeMutablePointer<AVFrame>, _ format: AudioFormat, in lease: SlotLease) -> AudioRows? {
         guard let extended = frame.pointee.extended_data, let first = extended[0] else { return nil }
         let offset = UnsafeMutableRawPointer(first) - lease.base
-        var stride = format.rowBytes ?? 0
+        var stride = format.stride   // one row (packed, or mono): 4.6's multiple of 64
         if format.rows > 1 {
             guard let second = extended[1] else { return nil }
             stride = UnsafeMutableRawPointer(second) - UnsafeMutableRawPointer(first)

@@ -1,4 +1,5 @@
 import CFFmpeg
+import CFrameServer
 import FrameServer
 import Synchronization
 
@@ -132,8 +133,11 @@ extension SlotAllocator {
     static func audioLayout(_ frame: UnsafeMutablePointer<AVFrame>) -> (offsets: [Int], strides: [Int], bytes: Int)? {
         let format = AVSampleFormat(rawValue: frame.pointee.format)
         let channels = frame.pointee.ch_layout.nb_channels
+        // Only what a stream can carry (PROTOCOL.md 4.6's limits): a damaged packet's huge
+        // frame must not make the producer want slots its size (`leaseBytesWanted`).
         guard let name = av_get_sample_fmt_name(format).map({ String(cString: $0) }), SampleFormat(name: name) != nil,
-              frame.pointee.nb_samples > 0, channels > 0 else { return nil }
+              (1...Int(FS_MAX_SAMPLES)).contains(Int(frame.pointee.nb_samples)), (1...Int(FS_MAX_CHANNELS)).contains(Int(channels))
+        else { return nil }
         var lineSize: Int32 = 0
         guard av_samples_get_buffer_size(&lineSize, channels, frame.pointee.nb_samples, format, 0) >= 0 else { return nil }
         let planes = av_sample_fmt_is_planar(format) != 0 ? Int(channels) : 1

@@ -196,19 +196,18 @@ public struct AudioRows: Sendable, Equatable {
 
     public init(offset: Int, stride: Int) { self.offset = offset; self.stride = stride }
 
-    /// The plane's bytes in the header: up to the end of the last row's samples.
+    /// The plane's bytes in the header: `stride` x rows (PROTOCOL.md 4.2).
     func planeBytes(_ format: AudioFormat) -> Int? {
-        guard let rowBytes = format.rowBytes else { return nil }
-        let (a, o1) = stride.multipliedReportingOverflow(by: format.rows - 1)
-        let (b, o2) = a.addingReportingOverflow(rowBytes)
-        return o1 || o2 ? nil : b
+        let (bytes, o) = stride.multipliedReportingOverflow(by: format.rows)
+        return o ? nil : bytes
     }
 
     /// Whether `format`'s rows, laid out this way, lie after the header and within `bytes`
-    /// of slot, and fit the header's 32-bit fields.
+    /// of slot, `stride` a multiple of 64 (4.6), and fit the header's 32-bit fields.
     public func fit(_ format: AudioFormat, in bytes: Int) -> Bool {
         guard let rowBytes = format.rowBytes, let plane = planeBytes(format), offset >= FrameFormat.headerSize,
-              stride >= rowBytes, stride <= Int(UInt32.max), plane <= Int(UInt32.max) else { return false }
+              stride >= rowBytes, stride % FrameFormat.strideAlignment == 0, stride <= Int(UInt32.max),
+              plane <= Int(UInt32.max) else { return false }
         let (end, o) = offset.addingReportingOverflow(plane)
         return !o && end <= bytes
     }

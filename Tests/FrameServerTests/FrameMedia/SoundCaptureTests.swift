@@ -21,7 +21,8 @@ extension AudioTests {
 
     /// `produce -f pulse -i fs.monitor -t 1` into `sink --wav`: the producer ends by itself
     /// after a second of sound (before, -t never ended a capture), and what the WAV holds is
-    /// the server's tone: 48 kHz stereo s16 (PulseAudio's default), about a second of it,
+    /// the server's tone: 48 kHz stereo s16 (what libavdevice's pulse input asks for by
+    /// default), about a second of it,
     /// crossing zero 880 times a second.
     @Test func pulseCaptureCarriesTheServersSound() throws {
         let scratch = try Scratch()
