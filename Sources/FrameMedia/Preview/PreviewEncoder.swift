@@ -60,6 +60,13 @@ public final class PreviewEncoder {
         converted = try rgb.convert(frame, width: size.width, height: size.height, exact: format == .png)
     }
 
+    /// Converts a picture in memory of the caller's, laid out as `header` says from `base` on
+    /// (`CUDAPreviewReader`'s download of a CUDA frame).
+    public func convert(_ header: FrameHeader, base: UnsafeRawPointer) throws(StillImageError) {
+        let size = Self.imageSize(width: header.width, height: header.height, maxWidth: maxWidth)
+        converted = try rgb.convert(header, base: base, width: size.width, height: size.height, exact: format == .png)
+    }
+
     /// Encodes the picture `convert` made last; returns the image file's bytes.
     public func encodeConverted() throws(StillImageError) -> [UInt8] {
         guard let picture = converted else { throw .ffmpeg("avcodec_send_frame", "no picture converted") }

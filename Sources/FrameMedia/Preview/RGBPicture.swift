@@ -34,11 +34,17 @@ final class RGBPicture {
     ///
     /// The corresponding FFmpeg calls are `sws_getContext`, `sws_setColorspaceDetails` and `sws_scale`.
     func convert(_ frame: borrowing Frame, width: Int, height: Int, exact: Bool) throws(StillImageError) -> UnsafeMutablePointer<AVFrame> {
-        let header = frame.header
+        try convert(frame.header, base: frame.base, width: width, height: height, exact: exact)
+    }
+
+    /// As `convert(_:width:height:exact:)`, for a frame `header` says whose slot (or a copy of
+    /// one: `CUDAPreviewReader`'s) starts at `base`.
+    func convert(_ header: FrameHeader, base: UnsafeRawPointer, width: Int, height: Int,
+                 exact: Bool) throws(StillImageError) -> UnsafeMutablePointer<AVFrame> {
         let source = av_get_pix_fmt(header.pixelFormatName)
         guard source != AV_PIX_FMT_NONE else { throw .unsupportedPixelFormat(header.pixelFormatName) }
         let planes: FramePlanes
-        do { planes = try FramePlanes(header, base: frame.base, as: source) } catch { throw .layout(error) }
+        do { planes = try FramePlanes(header, base: base, as: source) } catch { throw .layout(error) }
         let color = header.description.color
         let k = Key(width: Int32(header.width), height: Int32(header.height), format: source.rawValue,
                     matrix: color.matrix, range: color.range, outWidth: Int32(width), outHeight: Int32(height), exact: exact)

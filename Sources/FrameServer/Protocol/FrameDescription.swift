@@ -146,6 +146,14 @@ public struct FrameHeader: Sendable {
 
     init(_ raw: fs_frame) { self.raw = raw }
 
+    /// The header of a frame of `format` in its canonical layout (PROTOCOL.md 4.2: the planes
+    /// one after another from byte 256, each row `FrameFormat.stride`), with `d`'s fields: for
+    /// a copy of a frame laid out that way in memory of the caller's (a CUDA frame's planes
+    /// downloaded for a preview).
+    public init(canonical format: FrameFormat, description d: FrameDescription) {
+        raw = fs_frame(seq: 0, epoch: 0, format: format, description: d)
+    }
+
     public var sequence: UInt64 { raw.seq }
     public var epoch: UInt64 { raw.epoch }
     public var width: Int { Int(raw.width) }

@@ -75,10 +75,40 @@ public final class PreviewHub: Sendable {
     /// converted with its own matrix and range. Taken by a short-lived live consumer ("web snapshot").
     public func snapshotPNG(_ stream: String) throws(PreviewError) -> [UInt8] {
         let encoder = PreviewEncoder(.png)
-        try withNewestFrame(stream, name: "web snapshot", media: .video) { frame throws(PreviewError) in
-            do { try encoder.convert(frame) } catch { throw .failed(stream, "\(error)") }
+        if isOnDevice(stream) {
+            try withNewestCUDAPicture(stream) { header, base throws(PreviewError) in
+                do { try encoder.convert(header, base: base) } catch { throw .failed(stream, "\(error)") }
+            }
+        } else {
+            try withNewestFrame(stream, name: "web snapshot", media: .video) { frame throws(PreviewError) in
+                do { try encoder.convert(frame) } catch { throw .failed(stream, "\(error)") }
+            }
         }
         do { return try encoder.encodeConverted() } catch { throw .failed(stream, "\(error)") }
+    }
+
+    /// Whether `stream`'s frames are in CUDA device memory, as its control segment says (one
+    /// that cannot be read is taken as host: its consumer then says what is wrong).
+    private func isOnDevice(_ stream: String) -> Bool {
+        (try? StreamSnapshot.read(stream, in: directory))?.memory == StreamMemory.cuda(device: "").kind
+    }
+
+    /// Hands the newest frame of CUDA stream `stream` (waiting up to 2 s), copied to host
+    /// memory by a short-lived `CUDAPreviewReader` ("web snapshot"), to `body`.
+    private func withNewestCUDAPicture(_ stream: String,
+                                       _ body: (FrameHeader, UnsafeRawPointer) throws(PreviewError) -> Void) throws(PreviewError) {
+        try checkExists(stream)
+        let wait = 2.0
+        let reader: CUDAPreviewReader, next: CUDAPreviewReader.Next
+        do {
+            reader = try CUDAPreviewReader(stream: stream, name: "web snapshot", waitSeconds: wait)
+            next = try reader.next(timeoutMillis: Int32(wait * 1000))
+        } catch {
+            throw .failed(stream, error.description)
+        }
+        defer { withExtendedLifetime(reader) {} }   // the picture is the reader's
+        guard case .picture(let header, let base) = next else { throw .noFrame(stream, seconds: wait) }
+        try body(header, base)
     }
 
     /// An audio stream's levels (peak and RMS per channel) in its newest frame, read as a

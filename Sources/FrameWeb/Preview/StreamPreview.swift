@@ -6,7 +6,8 @@ import Glibc
 /// shared by the stream's viewers. It takes the newest frame when a viewer is due one (each
 /// at its own rate: the consumer at the fastest), converts it once per image width while
 /// holding the slot, releases the slot, then encodes and hands each due viewer its JPEG
-/// (latest-only: it never waits for a viewer).
+/// (latest-only: it never waits for a viewer). A CUDA stream's frame is first copied to host
+/// memory (`CUDAPreviewReader`, libframesrv's consumer) and released, then converted.
 final class StreamPreview: @unchecked Sendable {
     // @unchecked Sendable: `stream`, `directory`, `quality` and `onEnd` are immutable; the
     // rest is only touched with `lock` held.
@@ -80,9 +81,9 @@ final class StreamPreview: @unchecked Sendable {
     private func run() {
         var failure: PreviewError?
         do throws(PreviewError) {
-            let consumer = try attach()
+            let input = try attach()
             lock.withLock { attached = true; lock.broadcast() }
-            try encodeFrames(from: consumer)
+            try encodeFrames(from: input)
         } catch {
             failure = error
         }
@@ -97,40 +98,64 @@ final class StreamPreview: @unchecked Sendable {
         onEnd(self)
     }
 
-    /// The live consumer, attached (waiting at most 5 s for the stream).
-    private func attach() throws(PreviewError) -> Consumer {
+    /// Where the frames come from: a host stream's live consumer, or a CUDA stream's reader.
+    private enum Input {
+        case host(Consumer)
+        case cuda(CUDAPreviewReader)
+    }
+
+    /// The live consumer, attached (waiting at most 5 s for the stream); for a CUDA stream,
+    /// libframesrv's (one line when this machine cannot reach its device).
+    private func attach() throws(PreviewError) -> Input {
         var options = ConsumerOptions(mode: .live)
         options.name = "web preview"
         options.waitSeconds = 5
-        do {
-            let consumer = try Consumer(stream: stream, options: options, directory: directory)
-            consumer.shouldStop = { [weak self] in self?.isStopping ?? true }
-            try consumer.attach()
-            return consumer
-        } catch {
+        let consumer: Consumer
+        do { consumer = try Consumer(stream: stream, options: options, directory: directory) } catch {
             throw .failed(stream, error.description)
+        }
+        consumer.shouldStop = { [weak self] in self?.isStopping ?? true }
+        switch Result(catching: { () throws(ConsumerError) in try consumer.attach() }) {
+        case .success: return .host(consumer)
+        case .failure(.deviceMemory):
+            do { return .cuda(try CUDAPreviewReader(stream: stream, name: "web preview", waitSeconds: 5)) } catch {
+                throw .failed(stream, error.description)
+            }
+        case .failure(let error): throw .failed(stream, error.description)
         }
     }
 
     /// Takes a frame whenever a viewer is due one, until stopped or the stream ends; converts
     /// it once per image width the due viewers need, and hands each of them its image.
-    private func encodeFrames(from consumer: Consumer) throws(PreviewError) {
+    private func encodeFrames(from input: Input) throws(PreviewError) {
         var encoders: [Int: PreviewEncoder] = [:]
         var due: UInt64 = 0
         while true {
             guard let targets = waitUntilDue(due) else { return }
-            let frame: Frame?
-            do { frame = try consumer.next() } catch {
-                if case .badFrame = error { continue }   // counted by the consumer; skip it
-                throw .failed(stream, error.description)
+            var ready: [Int: [PreviewViewer]] = [:]
+            switch input {
+            case .host(let consumer):
+                let frame: Frame?
+                do { frame = try consumer.next() } catch {
+                    if case .badFrame = error { continue }   // counted by the consumer; skip it
+                    throw .failed(stream, error.description)
+                }
+                guard let frame else { return }
+                ready = dueViewers(targets, frameWidth: Int(frame.header.width), &encoders)
+                try convert(frame, with: ready.keys.map { encoders[$0]! })
+            case .cuda(let reader):
+                let next: CUDAPreviewReader.Next
+                do { next = try reader.next(timeoutMillis: 250) } catch { throw .failed(stream, error.description) }
+                guard case .picture(let header, let base) = next else {
+                    if case .ended = next { return }
+                    continue   // none yet: look at the viewers (and a stop) again
+                }
+                ready = dueViewers(targets, frameWidth: header.width, &encoders)
+                for w in ready.keys {
+                    do { try encoders[w]!.convert(header, base: base) } catch { throw .failed(stream, error.description) }
+                }
             }
-            guard let frame else { return }
-            let now = monotonicNanos(), frameWidth = Int(frame.header.width)
-            let ready = Dictionary(grouping: targets.filter { $0.isDue(now) }) { imageWidth($0, frameWidth) }
-            let wanted = Set(targets.map { imageWidth($0, frameWidth) })
-            encoders = encoders.filter { wanted.contains($0.key) }
-            for w in ready.keys where encoders[w] == nil { encoders[w] = PreviewEncoder(.jpeg(quality: quality), maxWidth: w) }
-            try convert(frame, with: ready.keys.map { encoders[$0]! })
+            let now = monotonicNanos()
             for (w, viewers) in ready {
                 let image: [UInt8]
                 do { image = try encoders[w]!.encodeConverted() } catch { throw .failed(stream, error.description) }
@@ -138,6 +163,18 @@ final class StreamPreview: @unchecked Sendable {
             }
             due = targets.map(\.nextDue).min() ?? now
         }
+    }
+
+    /// The viewers due a frame `frameWidth` wide now, by image width, with an encoder for each
+    /// width in `encoders` (those no viewer needs any more dropped).
+    private func dueViewers(_ targets: [PreviewViewer], frameWidth: Int,
+                            _ encoders: inout [Int: PreviewEncoder]) -> [Int: [PreviewViewer]] {
+        let now = monotonicNanos()
+        let ready = Dictionary(grouping: targets.filter { $0.isDue(now) }) { imageWidth($0, frameWidth) }
+        let wanted = Set(targets.map { imageWidth($0, frameWidth) })
+        encoders = encoders.filter { wanted.contains($0.key) }
+        for w in ready.keys where encoders[w] == nil { encoders[w] = PreviewEncoder(.jpeg(quality: quality), maxWidth: w) }
+        return ready
     }
 
     /// The width of `viewer`'s images of frames `frameWidth` wide (viewers of one width share an encoder).

@@ -13,7 +13,9 @@ enum WebCommand: Command {
     as a graph (fps, lag, misses and latency p50/p99 on each edge), a live MJPEG preview of each
     stream (encoded only while a page shows it), plots of the last 5 minutes, playback controls and
     PNG snapshots, and a JSON API under /api/ (see the README's "Web view"). It reads the shared
-    statistics once a second, as top does; previews are short-lived live consumers.
+    statistics once a second, as top does; previews are short-lived live consumers. A CUDA
+    stream's previewed frames are copied to host memory first (one copy per image sent, through
+    libframesrv; a machine without the stream's GPU answers with one line).
 
       --listen HOST:PORT   numeric address (default 127.0.0.1:8080; [::1]:8080 for IPv6; port 0:
                            any free port, printed). Any address but loopback needs --token

@@ -10,8 +10,9 @@ import Testing
     static let chain = "produce -f lavfi -i smptebars=size=320x240:rate=25 -re ! filter --preset gray ! filter --preset blur=2 ! sink --null"
 
     /// Starts `framesrv web` on a free port of `listen`'s host; its port and the URL it printed.
-    func startWeb(_ scratch: Scratch, _ extra: [String] = [], listen: String = "127.0.0.1:0") throws -> (web: Spawned, port: UInt16, url: String) {
-        let web = try scratch.start(["web", "--listen", listen] + extra)
+    func startWeb(_ scratch: Scratch, _ extra: [String] = [], listen: String = "127.0.0.1:0",
+                  environment: [String: String] = [:]) throws -> (web: Spawned, port: UInt16, url: String) {
+        let web = try scratch.start(["web", "--listen", listen] + extra, environment: environment)
         var url = ""
         let printed = eventually(timeout: 20) {
             url = web.stdout.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""

@@ -45,6 +45,17 @@ enum ClientTools {
         }
     }
 
+    /// libframesrv's stand-in CUDA driver (clients/c/tests/fakecuda), for FRAMESRV_LIBCUDA: a
+    /// CUDA stream's CPU-side paths on a machine without a GPU.
+    static func fakeCUDA() throws -> String {
+        let directory = try cBuildDirectory()
+        return try once("fakecuda") { () throws(TestFailure) -> String in
+            let make = try run(["make", "-s", "-C", "clients/c", "build/tests/libfakecuda.so"])
+            guard make.status == 0 else { throw TestFailure("make -C clients/c build/tests/libfakecuda.so failed:\n\(make.stderr)") }
+            return directory + "/tests/libfakecuda.so"
+        }
+    }
+
     /// clients/c/build/framesrv-consume or framesrv-produce.
     static func cTool(_ name: String) throws -> String {
         let path = try cBuildDirectory() + "/" + name

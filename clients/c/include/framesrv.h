@@ -299,6 +299,17 @@ int framesrv_frame_copy_on(framesrv_frame *dst, framesrv_frame *src, void *strea
 int framesrv_frame_write_on(framesrv_frame *dst, int memory, const uint64_t *planes, const size_t *pitches, uint32_t count,
                             void *stream);
 
+/* Copies the planes of `src` (a consumed or reserved frame, CUDA or host) into `count` planes
+ * (its plane count) of the caller's host memory of the same geometry: `planes[i]` a host
+ * address, `pitches[i]` the bytes from one of its rows to the next. From a CUDA frame: one
+ * cuMemcpy2DAsync per plane on `stream` (which must already be ordered after src's ready
+ * fence: framesrv_consumer_next_on on the same stream is), then the stream is synchronized,
+ * so the memory holds the frame when the call returns and src may be released at once. From
+ * a host frame: rows copied by the CPU. A download for a viewer (framesrv web's previews of a
+ * CUDA stream) that needs no host stream of its own. FRAMESRV_E_INVALID for a wrong count, a
+ * NULL plane or a pitch under a row's bytes; FRAMESRV_E_SYSTEM with the driver's error. */
+int framesrv_frame_read_on(framesrv_frame *src, const uint64_t *planes, const size_t *pitches, uint32_t count, void *stream);
+
 /* 1 when `frame` is a host frame whose pool framesrv_frame_copy_on registered with CUDA
  * (copies go straight to and from the slot), 0 otherwise (a CUDA frame, a pool never copied
  * with CUDA, or one the driver would not register). */

@@ -96,15 +96,15 @@ static void place(const side *s, uint32_t p, int *type, const void **host, fs_cu
     else *host = (const void *)(uintptr_t)s->at[p];
 }
 
-/* One cuMemcpy2DAsync per plane of dst's geometry. */
-static int queue_planes(const fsi_device *d, const framesrv_frame *dst, const side *to, const side *from, void *stream)
+/* One cuMemcpy2DAsync per plane of geometry `g`. */
+static int queue_planes(const fsi_device *d, const framesrv_frame_info *g, const side *to, const side *from, void *stream)
 {
-    for (uint32_t p = 0; p < dst->info.plane_count; p++) {
-        fs_cuda_memcpy2d c = { .width_in_bytes = dst->info.planes[p].row_bytes, .height = dst->info.planes[p].height };
+    for (uint32_t p = 0; p < g->plane_count; p++) {
+        fs_cuda_memcpy2d c = { .width_in_bytes = g->planes[p].row_bytes, .height = g->planes[p].height };
         const void *dst_host = NULL;
         place(from, p, &c.src_memory_type, &c.src_host, &c.src_device, &c.src_pitch);
         place(to, p, &c.dst_memory_type, &dst_host, &c.dst_device, &c.dst_pitch);
-        c.dst_host = (void *)dst_host;   /* a reserved frame's planes are writable */
+        c.dst_host = (void *)dst_host;   /* a reserved frame's planes, or the caller's memory: writable */
         fs_cuda_result r = d->cu->cuMemcpy2DAsync(&c, stream);
         if (r != FS_CU_SUCCESS) return fsi_cuda_fail(r, "cuMemcpy2DAsync");
     }
@@ -119,7 +119,7 @@ static int copy_with_cuda(const fsi_device *d, framesrv_frame *dst, const side *
     if (src_frame && !is_cuda(src_frame)) pin(src_frame, d);
     if (!is_cuda(dst)) pin(dst, d);
     side to = side_of(dst);
-    rc = queue_planes(d, dst, &to, from, stream);
+    rc = queue_planes(d, &dst->info, &to, from, stream);
     bool host_side = from->type == FS_CU_MEMORYTYPE_HOST || !is_cuda(dst);
     fs_cuda_result r = host_side ? d->cu->cuStreamSynchronize(stream) : FS_CU_SUCCESS;
     if (rc == FRAMESRV_OK && r != FS_CU_SUCCESS) rc = fsi_cuda_fail(r, "cuStreamSynchronize");
@@ -127,13 +127,13 @@ static int copy_with_cuda(const fsi_device *d, framesrv_frame *dst, const side *
     return rc;
 }
 
-/* Rows of host planes into a host frame, by the CPU. */
-static void host_rows(framesrv_frame *dst, const side *from)
+/* Rows of host planes of geometry `g` into other host planes, by the CPU. */
+static void host_rows(const framesrv_frame_info *g, const side *to, const side *from)
 {
-    for (uint32_t p = 0; p < dst->info.plane_count; p++) {
-        const framesrv_plane *to = &dst->info.planes[p];
-        const uint8_t *row = (const uint8_t *)(uintptr_t)from->at[p];
-        for (size_t y = 0; y < to->height; y++) memcpy(to->data + y * to->stride, row + y * from->pitch[p], to->row_bytes);
+    for (uint32_t p = 0; p < g->plane_count; p++) {
+        uint8_t *out = (uint8_t *)(uintptr_t)to->at[p];
+        const uint8_t *in = (const uint8_t *)(uintptr_t)from->at[p];
+        for (size_t y = 0; y < g->planes[p].height; y++) memcpy(out + y * to->pitch[p], in + y * from->pitch[p], g->planes[p].row_bytes);
     }
 }
 
@@ -141,7 +141,8 @@ static void host_rows(framesrv_frame *dst, const side *from)
 static int copy_from(const fsi_device *d, framesrv_frame *dst, const side *from, framesrv_frame *src_frame, void *stream)
 {
     if (!is_cuda(dst) && from->type == FS_CU_MEMORYTYPE_HOST) {
-        host_rows(dst, from);
+        side to = side_of(dst);
+        host_rows(&dst->info, &to, from);
         return FRAMESRV_OK;
     }
     return copy_with_cuda(d, dst, from, src_frame, stream);
@@ -180,4 +181,30 @@ int framesrv_frame_copy_on(framesrv_frame *dst, framesrv_frame *src, void *strea
     const fsi_device *d = NULL;   /* NULL for two host frames */
     int rc = copy_device(dst, src, &d);
     return rc != FRAMESRV_OK ? rc : copy_from(d, dst, &from, src, stream);
+}
+
+int framesrv_frame_read_on(framesrv_frame *src, const uint64_t *planes, const size_t *pitches, uint32_t count, void *stream)
+{
+    if (!src || !planes || !pitches) return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_read_on: NULL argument");
+    if (count != src->info.plane_count || count > FRAMESRV_MAX_PLANES)
+        return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_read_on: %u destination planes for a frame of %u", count, src->info.plane_count);
+    side to = { .type = FS_CU_MEMORYTYPE_HOST }, from = side_of(src);
+    for (uint32_t p = 0; p < count; p++) {
+        if (planes[p] == 0 || pitches[p] < src->info.planes[p].row_bytes)
+            return fsi_fail(FRAMESRV_E_INVALID, "framesrv_frame_read_on: destination plane %u is NULL or its pitch %zu is under "
+                            "the %zu bytes of a row", p, pitches[p], src->info.planes[p].row_bytes);
+        to.at[p] = planes[p], to.pitch[p] = pitches[p];
+    }
+    if (!is_cuda(src)) {
+        host_rows(&src->info, &to, &from);
+        return FRAMESRV_OK;
+    }
+    const fsi_device *d = &src->pool->device->device;
+    int rc = fsi_device_push(d);
+    if (rc != FRAMESRV_OK) return rc;
+    rc = queue_planes(d, &src->info, &to, &from, stream);
+    fs_cuda_result r = d->cu->cuStreamSynchronize(stream);   /* the caller's memory is written when the call returns */
+    if (rc == FRAMESRV_OK && r != FS_CU_SUCCESS) rc = fsi_cuda_fail(r, "cuStreamSynchronize");
+    fsi_device_pop(d);
+    return rc;
 }

@@ -14,7 +14,8 @@
 # FFMPEG (environment), an ffmpeg that runs on this device, makes ffmpeg the oracle on the GPU
 # itself: the upload chain equals its hwupload_cuda -> hwdownload, the NVDEC stream its
 # -hwaccel cuda -hwaccel_output_format cuda decode, and framesrv filter scale_cuda=960:540 its
-# scale_cuda=960:540 -> hwdownload.
+# scale_cuda=960:540 -> hwdownload. Last, framesrv web's snapshot of a CUDA stream (a download)
+# equals the host stream's it was uploaded from (python3 fetches them).
 set -euo pipefail
 framesrv=$1 tools=$2 clip=$3 expected=${4:-} expected_nv12=${5:-}
 work=$(mktemp -d /dev/shm/framesrv-stages.XXXXXX)
@@ -101,6 +102,31 @@ if [[ -n $expected_nv12 ]]; then
     nvdec+="; filter scale_cuda (CUDA to CUDA): $(tail -n 1 "$work/half1.filter")"
 fi
 
+# framesrv web on a CUDA stream: its snapshot (the frame downloaded, framesrv_frame_read_on) is
+# the PNG the host stream it was uploaded from gives: SMPTE bars, every frame the same picture.
+"$framesrv" produce -f lavfi -i smptebars=size=320x240:rate=20 -re --out bars --quiet --wait-for 1 > "$work/bars.produce" 2>&1 & pids+=($!)
+"$tools/framesrv-cuda" upload --in bars --out bars-gpu --wait 30 > /dev/null 2> "$work/bars.upload" & pids+=($!)
+"$framesrv" web --listen 127.0.0.1:0 > "$work/web.out" 2>&1 & pids+=($!)
+python3 - "$work" <<'PY' || fail "web: $(cat "$work/web.out" "$work/bars.upload")"
+import sys, time, urllib.request, urllib.error
+work = sys.argv[1]
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r: return r.status, r.read()
+    except urllib.error.HTTPError as e: return e.code, e.read()
+deadline = time.time() + 30
+while time.time() < deadline:
+    words = open(work + "/web.out").read().split()
+    url = next((w for w in words if w.startswith("http://")), None)
+    if url and get(url.rstrip("/") + "/api/streams/bars-gpu/snapshot.png")[0] == 200: break
+    time.sleep(0.3)
+host = get(url.rstrip("/") + "/api/streams/bars/snapshot.png")
+gpu = get(url.rstrip("/") + "/api/streams/bars-gpu/snapshot.png")
+ok = host[0] == 200 and gpu[0] == 200 and host[1][:4] == b"\x89PNG" and host[1] == gpu[1]
+print("web snapshot of the CUDA stream: %d, %d bytes, %s the host stream's" % (gpu[0], len(gpu[1]), "equal to" if ok else "NOT equal to"), file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+web="; framesrv web's snapshot of a CUDA stream equals its host stream's"
 frames=$(grep -vc '^#' "$work/chain.md5")
 [[ $frames -gt 0 ]] || fail "no frame went through"
-echo "cuda_stages: $frames frames through upload and download, framemd5 identical to the host path${expected:+ and to ffmpeg}, and through produce --memory cuda; $(tail -n 1 "$work/upload.out" | sed 's/^framesrv-cuda: //')$nvdec$oracle"
+echo "cuda_stages: $frames frames through upload and download, framemd5 identical to the host path${expected:+ and to ffmpeg}, and through produce --memory cuda; $(tail -n 1 "$work/upload.out" | sed 's/^framesrv-cuda: //')$nvdec$web$oracle"

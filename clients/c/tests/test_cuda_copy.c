@@ -3,7 +3,7 @@
  * through the stand-in driver tests/fakecuda: a host frame uploaded into a CUDA slot and
  * downloaded into a host slot keeps every byte (the test pattern), one 2D copy per plane,
  * with both host pools registered (and unregistered when they go); a geometry mismatch is
- * refused in one line; and in real processes framesrv-produce -> framesrv-cuda upload ->
+ * refused in one line; framesrv_frame_read_on downloads into the caller's memory; and in real processes framesrv-produce -> framesrv-cuda upload ->
  * framesrv-cuda download -> framesrv-consume --verify-pattern delivers every frame intact.
  */
 #include "check.h"
@@ -131,6 +131,54 @@ static void write_planes(void)
     framesrv_producer_close(a);
 }
 
+/* framesrv_frame_read_on: a CUDA frame's planes into the caller's host memory (one copy per
+ * plane, at the caller's pitch), the same bytes as the host frame it was uploaded from; a
+ * host frame's by the CPU; wrong counts and short pitches refused. */
+static void read_planes(void)
+{
+    framesrv_producer *a = open_producer("ra", FRAMESRV_MEMORY_HOST, W), *g = open_producer("rg", FRAMESRV_MEMORY_CUDA, W);
+    framesrv_consumer *c = open_consumer("ra", FRAMESRV_MEMORY_HOST), *cg = open_consumer("rg", FRAMESRV_MEMORY_CUDA);
+    publish_pattern(a);
+    framesrv_frame *in = NULL, *up = NULL, *cf = NULL;
+    CHECK_STATUS(framesrv_consumer_next(c, 1000, &in), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_producer_reserve_on(g, STREAM, 1000, &up), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_frame_copy_on(up, in, STREAM), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_producer_publish_on(g, up, STREAM), FRAMESRV_OK);
+    CHECK_STATUS(framesrv_consumer_next_on(cg, STREAM, 1000, &cf), FRAMESRV_OK);
+    const framesrv_frame_info *info = framesrv_frame_info_of(in);
+    enum { PITCH = W + 40 };   /* wider than any row: the caller's pitch is kept */
+    static uint8_t memory[3][PITCH * H];
+    memset(memory, 0xEE, sizeof memory);
+    uint64_t planes[3];
+    size_t pitches[3] = { PITCH, PITCH, PITCH };
+    for (int p = 0; p < 3; p++) planes[p] = (uintptr_t)memory[p];
+    size_t copies = fake_copies();
+    CHECK_STATUS(framesrv_frame_read_on(cf, planes, pitches, 3, STREAM), FRAMESRV_OK);
+    CHECK(fake_copies() - copies == 3, "one copy per plane (%zu)", fake_copies() - copies);
+    for (int p = 0; p < 3; p++) {
+        const framesrv_plane *pl = &info->planes[p];
+        for (uint32_t y = 0; y < pl->height; y++) {
+            CHECK(memcmp(memory[p] + y * PITCH, pl->data + y * pl->stride, pl->row_bytes) == 0, "plane %d row %u as uploaded", p, y);
+            CHECK(memory[p][y * PITCH + pl->row_bytes] == 0xEE, "plane %d row %u: nothing written past the row", p, y);
+        }
+    }
+    memset(memory, 0, sizeof memory);
+    copies = fake_copies();
+    CHECK_STATUS(framesrv_frame_read_on(in, planes, pitches, 3, STREAM), FRAMESRV_OK);
+    CHECK(fake_copies() == copies, "a host frame is read by the CPU");
+    CHECK(memcmp(memory[0], info->planes[0].data, info->planes[0].row_bytes) == 0, "the host frame's first row");
+    CHECK_STATUS(framesrv_frame_read_on(cf, planes, pitches, 2, STREAM), FRAMESRV_E_INVALID);
+    size_t short_pitch[3] = { 1, 1, 1 };
+    CHECK_STATUS(framesrv_frame_read_on(cf, planes, short_pitch, 3, STREAM), FRAMESRV_E_INVALID);
+    CHECK_STATUS(framesrv_frame_read_on(NULL, planes, pitches, 3, STREAM), FRAMESRV_E_INVALID);
+    CHECK_STATUS(framesrv_frame_release_on(cf, STREAM), FRAMESRV_OK);
+    framesrv_frame_release(in);
+    framesrv_consumer_close(cg);
+    framesrv_consumer_close(c);
+    framesrv_producer_close(g);
+    framesrv_producer_close(a);
+}
+
 /* Host -> host: rows copied by the CPU, no CUDA call. */
 static void host_to_host(void)
 {
@@ -218,6 +266,7 @@ int main(int argc, char **argv)
     round_trip();
     host_to_host();
     write_planes();
+    read_planes();
     tools_chain();
     stages();
     return check_exit("test_cuda_copy");
