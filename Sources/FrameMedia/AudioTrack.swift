@@ -67,6 +67,12 @@ public final class AudioTrack {
     /// A frame began at or after -t's end: a file of sound only reads no further (a
     /// capture device would otherwise go on for ever, its frames dropped).
     public private(set) var reachedDuration = false
+    /// A capture device's -t counts the samples it gives from the first read on (after the wait
+    /// for consumers), as ffmpeg's starts when it starts reading; its timestamps (the wall
+    /// clock's, and a device's time filter's first guess after a wait) do not measure it: a
+    /// wait longer than -t left nothing to publish. Samples so far.
+    private let durationCountsSamples: Bool
+    private var samplesKept: Int64 = 0
 
     /// The audio stream ffmpeg would pick beside video stream `video` (`av_find_best_stream`),
     /// nil when the input has none or no decoder for it.
@@ -84,8 +90,9 @@ public final class AudioTrack {
     /// Opens a decoder for stream `index` of `ctx`; `startMicros` is the input's offset as
     /// MediaDecoder computes it (its start time), in microseconds.
     init(_ ctx: UnsafeMutablePointer<AVFormatContext>, index: Int32, startMicros: Int64,
-         trimming: Bool = false, durationMicros: Int64? = nil) throws(MediaInputError) {
+         trimming: Bool = false, durationMicros: Int64? = nil, capture: Bool = false) throws(MediaInputError) {
         streamIndex = index
+        durationCountsSamples = capture
         self.trimming = trimming
         self.durationMicros = durationMicros
         let stream = ctx.pointee.streams[Int(index)]!
@@ -317,10 +324,11 @@ public final class AudioTrack {
         if trimming, pts < 0 { first = min(samples, 0 &- pts) }
         if let durationMicros, rate > 0 {
             let limit = av_rescale_q(durationMicros, AVRational(num: 1, den: AV_TIME_BASE), AVRational(num: 1, den: rate))
-            end = min(end, limit &- pts)
+            end = min(end, limit &- (durationCountsSamples ? samplesKept : pts))
             if end <= 0 { reachedDuration = true }
         }
         guard end > first else { return false }
+        samplesKept &+= end - first
         if first > 0 { Self.dropLeading(Int(first), of: frame) }
         frame.pointee.nb_samples = Int32(end - first)
         pts += first

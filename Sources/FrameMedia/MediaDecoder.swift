@@ -192,7 +192,7 @@ public final class MediaDecoder {
         }
         do {
             audio = try AudioTrack(ctx, index: index, startMicros: startMicros, trimming: options.start != nil,
-                                   durationMicros: options.duration)
+                                   durationMicros: options.duration, capture: isLiveSource)
         } catch {
             audioProblem = error.description
             return index
