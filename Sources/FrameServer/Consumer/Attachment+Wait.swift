@@ -86,6 +86,8 @@ extension Attachment {
     /// A frame interval under which a consumer spins before it sleeps even without a
     /// window of its own (11.3's catch-up spin): 50 us, 20,000 frames a second.
     static let catchUpNanos: UInt64 = 50_000
+    /// CPUs online when the process started (the catch-up spin needs a second one).
+    static let onlineCPUs = sysconf(Int32(_SC_NPROCESSORS_ONLN))
 
     /// How long to spin before sleeping (PROTOCOL.md 11.3), in ns: the user's window
     /// (`pollMicros`); without one, on a stream whose frames come less than `catchUpNanos`
@@ -93,9 +95,10 @@ extension Attachment {
     /// `catchUpNanos`: there a sleep and a wake per frame (two system calls, one of them
     /// the producer's) cost more than the frame, and a consumer that keeps up slowed its
     /// producer by that much. 0: sleep at once.
-    static func spinWindowNanos(pollMicros: Int, interval: UInt64) -> UInt64 {
+    /// On one CPU it never spins: the producer cannot publish while the consumer spins.
+    static func spinWindowNanos(pollMicros: Int, interval: UInt64, cpus: Int = onlineCPUs) -> UInt64 {
         if pollMicros > 0 { return UInt64(pollMicros) * 1000 }
-        guard interval > 0, interval < catchUpNanos else { return 0 }
+        guard cpus > 1, interval > 0, interval < catchUpNanos else { return 0 }
         return min(2 * interval, catchUpNanos)
     }
 

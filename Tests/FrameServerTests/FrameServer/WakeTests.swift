@@ -98,6 +98,9 @@ import Testing
         #expect(Attachment.spinWindowNanos(pollMicros: 0, interval: 5_000_000) == 0)   // 200 fps
         #expect(Attachment.spinWindowNanos(pollMicros: 1000, interval: 13_000) == 1_000_000)
         #expect(Attachment.spinWindowNanos(pollMicros: 7, interval: 5_000_000) == 7_000)
+        // One CPU: the producer cannot run while the consumer spins; a user's window stays.
+        #expect(Attachment.spinWindowNanos(pollMicros: 0, interval: 13_000, cpus: 1) == 0)
+        #expect(Attachment.spinWindowNanos(pollMicros: 1000, interval: 13_000, cpus: 1) == 1_000_000)
     }
 }
 

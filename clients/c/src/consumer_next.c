@@ -352,8 +352,11 @@ static int look(framesrv_consumer *c, fsi_attachment *a, framesrv_frame **frame)
  * frame cost more than the frame. 0: sleep at once. */
 static uint64_t spin_window_ns(const framesrv_consumer *c, const fsi_attachment *a)
 {
+    static long online;   /* CPUs: on one the producer cannot publish while we spin, so never catch up */
     if (c->poll_us > 0) return (uint64_t)c->poll_us * 1000u;
-    if (a->capture_interval_ns == 0 || a->capture_interval_ns >= FSI_CATCH_UP_NS) return 0;
+    long cpus = __atomic_load_n(&online, __ATOMIC_RELAXED);
+    if (cpus == 0) __atomic_store_n(&online, cpus = sysconf(_SC_NPROCESSORS_ONLN), __ATOMIC_RELAXED);
+    if (cpus < 2 || a->capture_interval_ns == 0 || a->capture_interval_ns >= FSI_CATCH_UP_NS) return 0;
     return 2 * a->capture_interval_ns < FSI_CATCH_UP_NS ? 2 * a->capture_interval_ns : FSI_CATCH_UP_NS;
 }
 
