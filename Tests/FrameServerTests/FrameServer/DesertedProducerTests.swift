@@ -43,6 +43,23 @@ import Testing
         #expect(producer.stderr.contains("'e': no consumer came within 0.5 s (--linger); ending the stream"), "\(producer.stderr)")
     }
 
+    /// The same for a decoded file whose frames go zero-copy (decoded into leased slots and
+    /// published in place): it published into nothing before, since only the copy path waited.
+    /// A 250-frame clip at its own pace (-re): the sink takes 20 and leaves, and the producer
+    /// ends after --linger 0.5 instead of publishing the other 230 to nobody for 9 seconds.
+    @Test func aDesertedFileProducerEndsAfterItsLinger() throws {
+        let scratch = try Scratch()
+        let clip = scratch.file("clip.mp4")
+        let made = try shell("ffmpeg -v error -f lavfi -i testsrc2=size=160x120:rate=25 -t 10 -c:v libx264 '\(clip)'", scratch)
+        try #require(made.status == 0, "ffmpeg: \(made.stderr)")
+        let producer = try scratch.start(["produce", "-i", clip, "-re", "--out", "f", "--wait-for", "1", "--linger", "0.5"])
+        let sink = try scratch.run(["sink", "--in", "f", "--null", "--frames", "20", "--quiet", "--wait", "30"], timeout: 60)
+        #expect(sink.status == 0, "\(sink.stderr)")
+        #expect(producer.wait(timeout: 8) == 0, "still publishing to nobody after 8 s: \(producer.stderr)")
+        #expect(producer.stderr.contains("'f': no consumer came within 0.5 s (--linger); ending the stream"), "\(producer.stderr)")
+        #expect(producer.stdout.contains("zero-copy") && !producer.stdout.contains("published 250 frames"), "\(producer.stdout)")
+    }
+
     @Test func lingerTakesSecondsOrMinusOne() throws {
         let scratch = try Scratch()
         for bad in ["-2", "nan", "x"] {
