@@ -38,7 +38,8 @@ public final class AudioTrack {
     private let decoder: UnsafePointer<AVCodec>
     /// Lends the decoder the stream's slots once the pool exists (zero copy).
     private let allocator = SlotAllocator()
-    private var lendingSlots = false
+    /// Whether the allocator was given the stream (or never will be: --copy).
+    private var lendingSlots: Bool
     /// The stream's parameters (the input's, valid while it is open: MediaDecoder closes this track first).
     private let parameters: UnsafeMutablePointer<AVCodecParameters>
     private var frame: UnsafeMutablePointer<AVFrame>?
@@ -83,15 +84,23 @@ public final class AudioTrack {
 
     /// The input's `n`th audio stream (0-based, as ffmpeg's `-map 0:a:N` counts), nil if it has fewer.
     static func find(in ctx: UnsafeMutablePointer<AVFormatContext>, nth n: Int) -> Int32? {
-        let audio = (0..<Int(ctx.pointee.nb_streams)).filter { ctx.pointee.streams[$0]!.pointee.codecpar!.pointee.codec_type == AVMEDIA_TYPE_AUDIO }
+        let audio = audioStreams(in: ctx)
         return n >= 0 && n < audio.count ? Int32(audio[n]) : nil
+    }
+
+    /// How many audio streams the input has.
+    static func count(in ctx: UnsafeMutablePointer<AVFormatContext>) -> Int { audioStreams(in: ctx).count }
+
+    private static func audioStreams(in ctx: UnsafeMutablePointer<AVFormatContext>) -> [Int] {
+        (0..<Int(ctx.pointee.nb_streams)).filter { ctx.pointee.streams[$0]!.pointee.codecpar!.pointee.codec_type == AVMEDIA_TYPE_AUDIO }
     }
 
     /// Opens a decoder for stream `index` of `ctx`; `startMicros` is the input's offset as
     /// MediaDecoder computes it (its start time), in microseconds.
     init(_ ctx: UnsafeMutablePointer<AVFormatContext>, index: Int32, startMicros: Int64,
-         trimming: Bool = false, durationMicros: Int64? = nil, capture: Bool = false) throws(MediaInputError) {
+         trimming: Bool = false, durationMicros: Int64? = nil, capture: Bool = false, zeroCopy: Bool = true) throws(MediaInputError) {
         streamIndex = index
+        lendingSlots = !zeroCopy   // (--copy: never lent)
         durationCountsSamples = capture
         self.trimming = trimming
         self.durationMicros = durationMicros

@@ -132,6 +132,12 @@ public final class MediaDecoder {
         format = ctx
         inputFormatName = String(cString: ctx.pointee.iformat.pointee.name)
         isDevice = cffmpeg_is_device(ctx.pointee.iformat) != 0
+        // -map 0:a:N of a stream the input lacks is an error, as ffmpeg's "matches no streams".
+        if options.audio, let n = options.audioStream, AudioTrack.find(in: ctx, nth: n) == nil {
+            let has = AudioTrack.count(in: ctx)
+            avformat_close_input(&format)
+            throw .noAudioStream(input, n, has: has)
+        }
         let found: (index: Int32, decoder: UnsafePointer<AVCodec>)?
         do { found = try Self.videoDecoder(in: ctx, input: input) } catch {
             // An input with sound only (WAV, FLAC, ...) is its audio stream when audio is wanted.
@@ -186,13 +192,10 @@ public final class MediaDecoder {
     /// decoded is said in `audioProblem` and left out: its index is returned.
     private func openAudio(_ ctx: UnsafeMutablePointer<AVFormatContext>) -> Int32? {
         let chosen = options.audioStream.map { AudioTrack.find(in: ctx, nth: $0) } ?? AudioTrack.find(in: ctx, related: streamIndex)
-        guard let index = chosen else {
-            if let n = options.audioStream { audioProblem = "-map 0:a:\(n): the input has no audio stream \(n) (they count from 0)" }
-            return nil
-        }
+        guard let index = chosen else { return nil }   // (-map 0:a:N of a missing stream was refused at open)
         do {
             audio = try AudioTrack(ctx, index: index, startMicros: startMicros, trimming: options.start != nil,
-                                   durationMicros: options.duration, capture: isLiveSource)
+                                   durationMicros: options.duration, capture: isLiveSource, zeroCopy: options.audioZeroCopy)
         } catch {
             audioProblem = error.description
             return index

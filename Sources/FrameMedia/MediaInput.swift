@@ -9,6 +9,8 @@ public enum MediaInputError: Error, CustomStringConvertible, Sendable {
     case unknownInputFormat(String)
     /// The input has no video stream.
     case noVideoStream(String)
+    /// `-map 0:a:N` names an audio stream the input does not have (N, how many it has).
+    case noAudioStream(String, Int, has: Int)
     /// libavcodec has no decoder for the video stream's codec.
     case unsupportedCodec(String, String)
     /// A decoded frame has a pixel format framesrv cannot carry.
@@ -25,6 +27,9 @@ public enum MediaInputError: Error, CustomStringConvertible, Sendable {
         case .cannotOpen(let input, let message): return "cannot open '\(input)': \(message)"
         case .unknownInputFormat(let name): return "FFmpeg knows no input format '\(name)'"
         case .noVideoStream(let input): return "'\(input)' has no video stream"
+        case .noAudioStream(let input, let n, let has):
+            let streams = has == 0 ? "none" : has == 1 ? "1: 0:a:0" : "\(has): 0:a:0 to 0:a:\(has - 1)"
+            return "-map 0:a:\(n): '\(input)' has no audio stream \(n) (it has \(streams)); ffmpeg says: matches no streams"
         case .unsupportedCodec(let input, let codec): return "no decoder for the video codec '\(codec)' of '\(input)'"
         case .unsupportedPixelFormat(let name):
             return "decoded frames are \(name), which framesrv cannot carry (known: "
@@ -55,6 +60,8 @@ public struct MediaInputOptions: Sendable {
     public var audio = false
     /// `-map 0:a:N`: the input's Nth audio stream (0-based) instead of the one ffmpeg picks.
     public var audioStream: Int?
+    /// Let the audio decoder decode into the stream's slots where it can (false: `--copy`).
+    public var audioZeroCopy = true
     /// `--hwaccel cuda` (`--hwaccel-device N`): decode with NVDEC on CUDA device N, the frames
     /// staying in device memory (ffmpeg's `-hwaccel cuda -hwaccel_output_format cuda`), through
     /// the device's primary context (the one libframesrv, PyTorch and CuPy use).

@@ -70,7 +70,7 @@ enum ProduceCommand: Command {
                            not carried; --pix-fmt, --size and --copy do not apply
       --memory cuda        with -i: decode on the CPU and publish a CUDA stream (one upload a frame)
       --hwaccel-device N   the CUDA device (default 0, as CUDA_VISIBLE_DEVICES numbers them)
-      --copy               with -i: decode into FFmpeg's own memory and copy every frame
+      --copy               with -i: decode into FFmpeg's own memory and copy every frame (sound too)
                            (on a damaged input, areas the decoder could not decode then hold
                            what ffmpeg's own buffers held, as in ffmpeg's output; zero copy
                            leaves there what the slot held, an earlier frame of this stream)
@@ -83,7 +83,8 @@ enum ProduceCommand: Command {
                            as FFmpeg reads it), or max: as fast as consumers allow (default 30).
                            Frames get time base 1/rate (pts 0, 1, 2, ...); with max, 1/1000000
                            and pts from the capture time
-      --frames N           stop after N frames and end the stream (default: until SIGINT)
+      --frames N           stop after N pictures and end the stream (default: until SIGINT; a file
+                           of sound only refuses it: -t D)
       --slots N            slots in the pool, 1..64 (default 8; 16 with -i and zero copy, room
                            for the decoder's reference pictures, which it may keep in up to
                            N - 2 slots)
@@ -212,6 +213,9 @@ enum ProduceCommand: Command {
 
     /// An input with sound only (WAV, FLAC, ...): its audio is the stream --out NAME.
     static func produceSoundOnly(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ publisher: MediaPublisher) throws -> ExitStatus {
+        guard o.frames == nil else {
+            throw UsageError("--frames counts pictures, and '\(media.input)' has sound only: use -t D to stop after D of it")
+        }
         installStopHandlers()   // SIGINT/SIGTERM end the stream cleanly, as with video (the file fuzzer's audio victim found it missing)
         var o = o
         let policy = PublishPolicy(liveRequested: o.liveSource, readrate: media.readrate, noWait: o.noWait, waitFor: o.waitFor,

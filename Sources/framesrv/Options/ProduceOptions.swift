@@ -204,6 +204,7 @@ struct ProduceOptions: CommandOptions {
                               readrate: realTime ? 1 : readrate, pixelFormat: pixelFormat, size: size, copy: copy)
             media.inputOptions.start = try ProduceOptions.time(start, option: "-ss", positive: false)
             media.inputOptions.duration = try ProduceOptions.time(duration, option: "-t", positive: true)
+            media.inputOptions.audioZeroCopy = !copy
             media.paused = paused
             return media
         }

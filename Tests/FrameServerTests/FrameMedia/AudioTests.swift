@@ -297,6 +297,19 @@ import Testing
     }
 
     /// -map 0:a:N picks the Nth audio stream, as ffmpeg's -map does; other maps are one usage line.
+    /// `--copy` copies the sound too (the decoder keeps its own memory), still ffmpeg's
+    /// frames; `--frames` on a file of sound only is refused in one line (it counts pictures).
+    @Test func copyAndFramesOnSound() throws {
+        let scratch = try Scratch()
+        let path = try clip("aac.m4a", "-ac 2 -c:a aac", scratch)
+        let (md5, producer, _) = try framemd5Pipeline(["-i", path, "--copy"], stream: "snd", scratch)
+        #expect(md5 == (try ffmpegAudioMD5(path, scratch)))
+        #expect(producer.stdout.contains("(aac, 0 zero-copy, ") && !producer.stdout.contains(" 0 copied)"), "\(producer.stdout)")
+        let frames = try scratch.run(["produce", "-i", path, "--out", "f", "--frames", "10"])
+        #expect(frames.status == 2 && frames.stderr.split(separator: "\n").count == 1 && frames.stderr.contains("--frames counts pictures"),
+                "\(frames.status) \(frames.stderr)")
+    }
+
     @Test func mapPicksTheAudioStream() throws {
         let scratch = try Scratch()
         let path = scratch.file("two.mkv")
@@ -313,7 +326,14 @@ import Testing
         #expect(producer.stderr.contains("not carried: stream #1 audio"), "\(producer.stderr)")
         let bad = try scratch.run(["produce", "-i", path, "--out", "x", "-map", "1:v"])
         #expect(bad.status == 2 && bad.stderr.contains("-map takes 0:a:N"), "\(bad.stderr)")
+        // A stream the input lacks is an error, as ffmpeg's "matches no streams", with a movie
+        // (two audio streams) and with a file of sound only.
         let missing = try scratch.run(["produce", "-i", path, "--out", "y", "-map", "0:a:5", "--no-wait", "--quiet"])
-        #expect(missing.stderr.contains("-map 0:a:5: the input has no audio stream 5"), "\(missing.stderr)")
+        #expect(missing.status != 0 && missing.stderr.split(separator: "\n").count == 1
+                && missing.stderr.contains("-map 0:a:5: '\(path)' has no audio stream 5 (it has 2"), "\(missing.stderr)")
+        let sound = try clip("sound.m4a", "-c:a aac", scratch)
+        let soundOnly = try scratch.run(["produce", "-i", sound, "--out", "z", "-map", "0:a:1", "--no-wait", "--quiet"])
+        #expect(soundOnly.status != 0 && soundOnly.stderr.split(separator: "\n").count == 1
+                && soundOnly.stderr.contains("has no audio stream 1 (it has 1"), "\(soundOnly.stderr)")
     }
 }
