@@ -132,7 +132,7 @@ final class StreamPreview: @unchecked Sendable {
         var due: UInt64 = 0
         while true {
             guard let targets = waitUntilDue(due) else { return }
-            var ready: [Int: [PreviewViewer]] = [:]
+            var ready: [Int: [PreviewViewer]] = [:], now: UInt64 = 0
             switch input {
             case .host(let consumer):
                 let frame: Frame?
@@ -141,7 +141,8 @@ final class StreamPreview: @unchecked Sendable {
                     throw .failed(stream, error.description)
                 }
                 guard let frame else { return }
-                ready = dueViewers(targets, frameWidth: Int(frame.header.width), &encoders)
+                now = monotonicNanos()
+                ready = dueViewers(targets, frameWidth: Int(frame.header.width), now: now, &encoders)
                 try convert(frame, with: ready.keys.map { encoders[$0]! })
             case .cuda(let reader):
                 let next: CUDAPreviewReader.Next
@@ -150,12 +151,12 @@ final class StreamPreview: @unchecked Sendable {
                     if case .ended = next { return }
                     continue   // none yet: look at the viewers (and a stop) again
                 }
-                ready = dueViewers(targets, frameWidth: header.width, &encoders)
+                now = monotonicNanos()
+                ready = dueViewers(targets, frameWidth: header.width, now: now, &encoders)
                 for w in ready.keys {
                     do { try encoders[w]!.convert(header, base: base) } catch { throw .failed(stream, error.description) }
                 }
             }
-            let now = monotonicNanos()
             for (w, viewers) in ready {
                 let image: [UInt8]
                 do { image = try encoders[w]!.encodeConverted() } catch { throw .failed(stream, error.description) }
@@ -165,11 +166,10 @@ final class StreamPreview: @unchecked Sendable {
         }
     }
 
-    /// The viewers due a frame `frameWidth` wide now, by image width, with an encoder for each
-    /// width in `encoders` (those no viewer needs any more dropped).
-    private func dueViewers(_ targets: [PreviewViewer], frameWidth: Int,
+    /// The viewers due a frame `frameWidth` wide at `now`, by image width, with an encoder for
+    /// each width in `encoders` (those no viewer needs any more dropped).
+    private func dueViewers(_ targets: [PreviewViewer], frameWidth: Int, now: UInt64,
                             _ encoders: inout [Int: PreviewEncoder]) -> [Int: [PreviewViewer]] {
-        let now = monotonicNanos()
         let ready = Dictionary(grouping: targets.filter { $0.isDue(now) }) { imageWidth($0, frameWidth) }
         let wanted = Set(targets.map { imageWidth($0, frameWidth) })
         encoders = encoders.filter { wanted.contains($0.key) }

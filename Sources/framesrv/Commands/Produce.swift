@@ -26,9 +26,10 @@ enum ProduceCommand: Command {
                            the video) as stream NAME (default: the --out name with -audio, e.g.
                            film-audio): every decoded frame with its sample format, rate and
                            channel layout, pts in 1/sample_rate as ffmpeg stamps it (decoded into
-                           the slots where the decoder allows it, else copied once). Its lossless consumers count for --wait-for too. With
-                           --loop, each play lasts as long as its sound, for both streams (as
-                           ffmpeg's -stream_loop). Read it with 'framesrv sink --framemd5'
+                           the slots where the decoder allows it, else copied once). Its lossless
+                           consumers count for --wait-for too. With --loop, each play lasts as
+                           long as its sound, for both streams (as ffmpeg's -stream_loop). Read
+                           it with 'framesrv sink --framemd5'
       -map 0:a:N           with -i: the input's Nth audio stream (from 0) instead of the one ffmpeg picks
       -an                  with -i: publish no audio
       -f FMT               force the input format (ffmpeg's -f, e.g. yuv4mpegpipe for a pipe), or
