@@ -67,9 +67,14 @@ public final class ReadFrame {
 
 /// Reads a framesrv recording (docs/RECORDING.md) frame by frame, in file order: each
 /// packet's record, its pixels decoded (FFV1, H.264) or unpacked (raw). A truncated or
-/// damaged file reads up to where it can; what was skipped is counted.
+/// damaged file reads up to where it can; what was skipped is counted. A recording of several
+/// files (`RecordingSegments`) reads as one, from the first file's path.
 public final class RecordingReader {
     public let path: String
+    /// The recording's files: `path`, then the segments that follow it.
+    let segments: [RecordingSegments.Segment]
+    /// The file being read (an index into `segments`).
+    private var current = 0
     public let tracks: [RecordedTrack]
     /// Packets without a valid frame record (damaged, or not written by framesrv).
     public private(set) var skippedPackets = 0
@@ -114,7 +119,11 @@ public final class RecordingReader {
         }
         self.tracks = tracks
         self.decoders = decoders
-        complete = Self.endsWithIndex(path)
+        segments = [RecordingSegments.Segment(path: path, start: .min)]
+            + (Self.tag(ic.pointee.metadata, RecordingKeys.series).map {
+                RecordingSegments.followers(of: path, series: $0, names: tracks.map(\.name))
+            } ?? [])
+        complete = Self.endsWithIndex(segments[segments.count - 1].path)
     }
 
     /// The most tracks a recording may have to be replayed: one producer each, and the
@@ -144,8 +153,8 @@ public final class RecordingReader {
         return names.first { !seen.insert($0).inserted }
     }
 
-    /// Whether the file ends with NUT's index, as a recording that finished does (one killed
-    /// or truncated does not): the last 12 bytes hold the index's distance from the end.
+    /// Whether the (last) file ends with NUT's index, as a recording that finished does (one
+    /// killed or truncated does not): the last 12 bytes hold the index's distance from the end.
     public let complete: Bool
 
     static func endsWithIndex(_ path: String) -> Bool {
@@ -194,7 +203,7 @@ public final class RecordingReader {
             guard seek(toOffsetNanos: 0), let ic = context, let p = packet else { return }   // seek first: it may open the file again
             let seekTrack = Int(av_find_default_stream_index(ic))
             var seekTrackSeen = false
-            while av_read_frame(ic, p) >= 0 {
+            while readFrame(p) >= 0 {
                 let track = Int(p.pointee.stream_index)
                 if let record = record(of: p, track: track) {
                     body(track, record)
@@ -216,15 +225,17 @@ public final class RecordingReader {
     public var skipBefore: Int64 = 0
 
     /// Goes to the syncpoint before capture offset `nanos` (NUT's syncpoints point back to
-    /// where every stream has a keyframe), or to the start; false when the file cannot seek.
-    /// The frames before `nanos` still come out (see `skipBefore`).
+    /// where every stream has a keyframe) in the file that holds it, or to the start; false
+    /// when the file cannot seek. The frames before `nanos` still come out (see `skipBefore`).
     public func seek(toOffsetNanos nanos: Int64) -> Bool {
-        guard let ic = context else { return false }
-        let ts = nanos / 1000   // the container's timeline: microseconds of capture time
+        let s = segments.lastIndex { $0.start <= nanos } ?? 0
         // Before the seeking track's first keyframe libavformat lands on that keyframe, past the
-        // other tracks' earlier packets (a movie's first audio frames): the file is opened again then.
-        guard nanos <= firstSeekOffset ? reopen()
-                : avformat_seek_file(ic, -1, Int64.min, ts, ts, 0) >= 0 || reopen() else {
+        // other tracks' earlier packets (a movie's first audio frames): the file is opened again
+        // then. A later file starts with a keyframe of that track (RecordingWriter.startsSegment).
+        let fromStart = s == 0 ? nanos <= firstSeekOffset : nanos <= segments[s].start
+        let ts = nanos / 1000   // the container's timeline: microseconds of capture time
+        guard fromStart ? open(segment: s)
+                : (s == current || open(segment: s)) && (seekWithin(ts) || open(segment: s)) else {
             return false
         }
         for d in decoders { d.reset() }
@@ -233,21 +244,40 @@ public final class RecordingReader {
         return true
     }
 
-    /// Opens the file again, at its first packet; false when it cannot be.
-    private func reopen() -> Bool {
+    private func seekWithin(_ ts: Int64) -> Bool {
+        guard let ic = context else { return false }
+        return avformat_seek_file(ic, -1, Int64.min, ts, ts, 0) >= 0
+    }
+
+    /// Opens file `segment` of the recording at its first packet; false when it cannot be.
+    private func open(segment: Int) -> Bool {
         avformat_close_input(&context)
         var ic: UnsafeMutablePointer<AVFormatContext>?
-        guard avformat_open_input(&ic, path, nil, nil) >= 0, let ic, Int(ic.pointee.nb_streams) == tracks.count else {
+        guard avformat_open_input(&ic, segments[segment].path, nil, nil) >= 0, let ic, Int(ic.pointee.nb_streams) == tracks.count else {
             avformat_close_input(&ic)
             return false
         }
         context = ic
+        current = segment
         return true
     }
 
-    private func readPacket() {
-        guard let ic = context, let p = packet else { draining = true; return }
+    /// The next packet of the recording, going on into the next file at the end of one:
+    /// av_read_frame's result.
+    private func readFrame(_ p: UnsafeMutablePointer<AVPacket>) -> Int32 {
+        guard let ic = context else { return cffmpeg_eof() }
         let r = av_read_frame(ic, p)
+        guard r == cffmpeg_eof(), current + 1 < segments.count else { return r }
+        guard open(segment: current + 1) else {
+            readError = "\(segments[current + 1].path) cannot be opened"
+            return cffmpeg_eof()
+        }
+        return readFrame(p)
+    }
+
+    private func readPacket() {
+        guard let p = packet else { draining = true; return }
+        let r = readFrame(p)
         if r < 0 {
             if r != cffmpeg_eof() { readError = ffmpegMessage(r) }
             draining = true

@@ -59,37 +59,90 @@ public final class RecordingWriter: @unchecked Sendable {
     /// The capture time of the recording's first frame (over every track): offsets count from it.
     public let baseCaptureNanos: UInt64
 
-    /// Creates the file and writes its header.
-    public init(path: String, tracks: [TrackSpec], baseCaptureNanos: UInt64) throws(RecordingError) {
+    /// Where a new file starts (nil: one file, however long), and the files written so far.
+    private let segmentBytes: Int64?
+    private let series = RecordingSegments.newSeries()
+    public private(set) var segmentPaths: [String]
+    /// Bytes in the files closed before the current one.
+    private var closedBytes: Int64 = 0
+    /// The track whose keyframes a new file starts at: the one libavformat seeks by (its
+    /// default stream: the first video track, else the first).
+    private let seekTrack: Int
+
+    /// Creates the file and writes its header. `segmentBytes`: start a new file (segment) at
+    /// the first seek point of the seeking track once the current one holds this many bytes.
+    public init(path: String, tracks: [TrackSpec], baseCaptureNanos: UInt64, segmentBytes: Int64? = nil) throws(RecordingError) {
         self.path = path
         self.baseCaptureNanos = baseCaptureNanos
         self.tracks = tracks
+        self.segmentBytes = segmentBytes
+        segmentPaths = [path]
+        seekTrack = tracks.firstIndex { $0.audio == nil } ?? 0
         lastTimestamp = Array(repeating: Int64.min, count: tracks.count)
         lastSeekPoint = Array(repeating: nil, count: tracks.count)
         queues = Array(repeating: [], count: tracks.count)
         ended = Array(repeating: false, count: tracks.count)
         frames = Array(repeating: 0, count: tracks.count)
         av_log_set_level(AV_LOG_FATAL)
+        context = try openFile(path, segment: 0, start: 0)
+    }
+
+    /// Creates one file of the recording and writes its header: segment `segment`, whose
+    /// first packet is captured at offset `start` (ns).
+    private func openFile(_ path: String, segment: Int, start: Int64) throws(RecordingError) -> UnsafeMutablePointer<AVFormatContext> {
         var oc: UnsafeMutablePointer<AVFormatContext>?
         var r = avformat_alloc_output_context2(&oc, nil, "nut", path)
-        guard r >= 0, let oc else { throw .ffmpeg("avformat_alloc_output_context2", ffmpegMessage(r)) }
-        context = oc
-        r = avio_open(&oc.pointee.pb, path, AVIO_FLAG_WRITE)
+        guard r >= 0, let c = oc else { throw .ffmpeg("avformat_alloc_output_context2", ffmpegMessage(r)) }
+        var done = false
+        defer { if !done { avio_closep(&c.pointee.pb); avformat_free_context(c) } }
+        r = avio_open(&c.pointee.pb, path, AVIO_FLAG_WRITE)
         guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
-        oc.pointee.flush_packets = 1
+        c.pointee.flush_packets = 1
         // NUT version 4, the version that carries packet side data (where each frame's record
         // goes): libavformat writes it for 'syncpoints timestamped' at 'strict experimental'.
-        oc.pointee.strict_std_compliance = -2
+        c.pointee.strict_std_compliance = -2
         // The newest frame record version the file holds: 2 with an audio track, else 1.
         let version = tracks.contains { $0.audio != nil } ? FrameRecord.audioVersion : FrameRecord.version
-        av_dict_set(&oc.pointee.metadata, RecordingKeys.recording, "\(version)", 0)
-        for t in tracks { try addStream(oc, t) }
+        av_dict_set(&c.pointee.metadata, RecordingKeys.recording, "\(version)", 0)
+        if segmentBytes != nil {
+            av_dict_set(&c.pointee.metadata, RecordingKeys.series, series, 0)
+            av_dict_set(&c.pointee.metadata, RecordingKeys.segment, "\(segment)", 0)
+            av_dict_set(&c.pointee.metadata, RecordingKeys.segmentStart, "\(start)", 0)
+        }
+        for t in tracks { try addStream(c, t) }
         var options: OpaquePointer?
         defer { av_dict_free(&options) }
         av_dict_set(&options, "syncpoints", "timestamped", 0)
-        r = avformat_write_header(oc, &options)
+        r = avformat_write_header(c, &options)
         guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
+        avio_flush(c.pointee.pb)
+        done = true
+        return c
+    }
+
+    /// Ends the current file (its index written) and starts the next segment, whose first
+    /// packet is captured at `start`. Called with `lock` held.
+    private func startSegment(at start: Int64) throws(RecordingError) {
+        guard let oc = context else { return }
+        let r = av_write_trailer(oc)
         avio_flush(oc.pointee.pb)
+        closedBytes += max(0, avio_tell(oc.pointee.pb))
+        avio_closep(&oc.pointee.pb)
+        avformat_free_context(oc)
+        context = nil
+        guard r >= 0 else { throw .cannotWrite(segmentPaths[segmentPaths.count - 1], ffmpegMessage(r)) }
+        let next = RecordingSegments.path(path, segment: segmentPaths.count)
+        context = try openFile(next, segment: segmentPaths.count, start: start)
+        segmentPaths.append(next)
+        // Every track's first packet in the new file is a seek point.
+        lastSeekPoint = Array(repeating: nil, count: tracks.count)
+    }
+
+    /// Whether the frame about to be written starts a new file: the current one is full and
+    /// the frame is a keyframe of the seeking track (a seek into the new file lands on it).
+    private func startsSegment(_ e: EncodedFrame, track: Int) -> Bool {
+        guard let limit = segmentBytes, track == seekTrack, e.key, let pb = context?.pointee.pb else { return false }
+        return avio_tell(pb) >= limit
     }
 
     deinit {
@@ -189,9 +242,11 @@ public final class RecordingWriter: @unchecked Sendable {
     private func writeNow(_ e: EncodedFrame, track: Int) throws(RecordingError) {
         var packet = e.packet
         defer { av_packet_free(&packet) }
-        guard let p = packet, !finished, let oc = context else { return }
+        guard let p = packet, !finished, context != nil else { return }
         var record = e.record
         record.captureOffsetNanos = Int64(bitPattern: e.captureNanos &- baseCaptureNanos)
+        if startsSegment(e, track: track) { try startSegment(at: record.captureOffsetNanos) }
+        guard let oc = context else { return }
         let bytes = record.bytes
         guard let side = av_packet_new_side_data(p, AV_PKT_DATA_MATROSKA_BLOCKADDITIONAL, 8 + bytes.count) else {
             throw .ffmpeg("av_packet_new_side_data", "out of memory")
@@ -240,26 +295,27 @@ public final class RecordingWriter: @unchecked Sendable {
         return true
     }
 
-    /// Writes the trailer (NUT's index) and closes the file.
+    /// Writes the trailer (NUT's index) and closes the (last) file.
     public func finish() throws(RecordingError) {
         lock.lock()
         defer { lock.unlock() }
-        guard !finished, let oc = context else { return }
-        try writeReady(all: true)
+        guard !finished, context != nil else { return }
+        try writeReady(all: true)   // (may start a new file)
         finished = true
+        guard let oc = context else { return }
         let r = av_write_trailer(oc)
         avio_flush(oc.pointee.pb)
-        finalBytes = max(0, avio_tell(oc.pointee.pb))
+        finalBytes = closedBytes + max(0, avio_tell(oc.pointee.pb))
         avio_closep(&oc.pointee.pb)
-        guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
+        guard r >= 0 else { throw .cannotWrite(segmentPaths[segmentPaths.count - 1], ffmpegMessage(r)) }
     }
 
-    /// Bytes in the file so far.
+    /// Bytes in the recording's files so far.
     public var bytesWritten: Int64 {
         lock.lock()
         defer { lock.unlock() }
         guard !finished, let pb = context?.pointee.pb else { return finalBytes }
-        return max(0, avio_tell(pb))
+        return closedBytes + max(0, avio_tell(pb))
     }
 }
 
@@ -273,4 +329,9 @@ enum RecordingKeys {
     static let rate = "framesrv_rate"
     /// Stream: its producer (tracks of one producer share a pts timeline).
     static let clock = "framesrv_clock"
+    /// Container, in a recording of several files: the id the files share, the file's number
+    /// (0 for the first), and the capture offset (ns) of its first packet.
+    static let series = "framesrv_series"
+    static let segment = "framesrv_segment"
+    static let segmentStart = "framesrv_segment_start"
 }

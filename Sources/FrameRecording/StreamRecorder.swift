@@ -11,6 +11,10 @@ public struct RecordSettings: Sendable {
     public var codec: RecordingCodec = .ffv1
     /// Give up when a stream has not appeared by then (nil: wait).
     public var waitSeconds: Double?
+    /// Start a new file once one holds this many bytes (nil: one file). See `RecordingSegments`.
+    public var segmentBytes: Int64? = RecordSettings.defaultSegmentBytes
+    /// 1 GiB: the muxer's index of a file that size is at most about 7 MB (RecordingSegments).
+    public static let defaultSegmentBytes: Int64 = 1 << 30
 
     public init(streams: [String], path: String) { self.streams = streams; self.path = path }
 }
@@ -19,6 +23,8 @@ public struct RecordSettings: Sendable {
 public struct RecordReport: Sendable {
     public var frames: [Int] = []
     public var bytes: Int64 = 0
+    /// The files written: the recording's path, then its later segments.
+    public var files: [String] = []
     /// Frames stored raw because the codec does not take their pixel format, per stream.
     public var rawFallbacks: [Int] = []
     public var tracks: [TrackSpec] = []
@@ -238,11 +244,12 @@ public final class StreamRecorder: @unchecked Sendable {
     public func run() throws -> RecordReport? {
         guard let streams = try attach() else { return nil }
         let base = streams.map(\.firstCapture).min() ?? 0
-        let writer = try RecordingWriter(path: settings.path, tracks: streams.compactMap(\.spec), baseCaptureNanos: base)
+        let writer = try RecordingWriter(path: settings.path, tracks: streams.compactMap(\.spec), baseCaptureNanos: base,
+                                         segmentBytes: settings.segmentBytes)
         runThreads(streams, into: writer)
         try writer.finish()
         if let error = streams.compactMap(\.error).first { throw error }
-        return RecordReport(frames: writer.frames, bytes: writer.bytesWritten,
+        return RecordReport(frames: writer.frames, bytes: writer.bytesWritten, files: writer.segmentPaths,
                             rawFallbacks: streams.map(\.encoder.rawFallbacks), tracks: writer.tracks)
     }
 

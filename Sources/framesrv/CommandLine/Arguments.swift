@@ -87,6 +87,23 @@ struct Arguments {
         return v
     }
 
+    /// A byte count: digits with an optional K, M, G or T (powers of 1024: 256M, 1G), from
+    /// `range` (in bytes); nil if absent.
+    mutating func bytes(_ names: String..., range: ClosedRange<Int64>) throws(UsageError) -> Int64? {
+        guard let name = names.first, let raw = try value(names) else { return nil }
+        let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+        let unit = raw.last.flatMap { units[Character($0.uppercased())] }
+        let digits = unit == nil ? Substring(raw) : raw.dropLast()
+        guard digits.allSatisfy(\.isASCII), let n = Int64(digits), n >= 0 else {
+            throw UsageError("\(name) must be a size in bytes, with K, M, G or T for powers of 1024 (256M), not '\(raw)'")
+        }
+        let (v, overflow) = n.multipliedReportingOverflow(by: unit ?? 1)
+        guard !overflow, range.contains(v) else {
+            throw UsageError("\(name) must be from \(range.lowerBound) to \(range.upperBound) bytes, not '\(raw)'")
+        }
+        return v
+    }
+
     /// The name of a stream to create: refused if it starts with '-', which would read as an option.
     mutating func newStreamName(_ names: String...) throws(UsageError) -> String? {
         guard let name = try value(names) else { return nil }

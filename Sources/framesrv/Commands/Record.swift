@@ -10,6 +10,7 @@ enum RecordCommand: Command {
     static let summary = "record streams, pictures and sound, into one lossless file (NUT: FFV1 or raw, PCM; every header field kept)"
     static let help = """
     usage: framesrv record --in A[,B,...] -o FILE [--codec ffv1|raw|h264] [--crf N] [--wait S]
+                          [--segment-size SIZE]
            framesrv record --in A[,B,...] -o FILE --snapshot D [--snapshot-max-mb M] [--name NAME]
 
     Records every frame of streams A, B, ... (a lossless consumer each, so nothing is
@@ -34,6 +35,14 @@ enum RecordCommand: Command {
                            are), or h264 (libx264, lossy, small)
       --crf N              --codec h264's constant quality (0-51, default 18)
       --wait SECONDS       give up when a stream has not appeared by then
+      --segment-size SIZE  start a new file once one holds SIZE bytes (K, M, G: powers of
+                           1024; default 1G; 0: one file, however long). The files are FILE,
+                           then FILE with a number before its extension (rec.nut, rec.001.nut,
+                           rec.002.nut, ...); each is a whole NUT file, and 'framesrv replay
+                           FILE' plays them as one. A new file starts at a keyframe of the
+                           first video track. Why: the muxer keeps an index entry in memory per
+                           32 KB written (or per larger frame) until its file closes, about
+                           7 MB per GiB: one file for days would grow without end
       --snapshot D         snapshot mode: keep the last D (seconds, or [HH:]MM:SS) of every
                            stream in memory and write them when SIGUSR1 or 'framesrv ctl NAME
                            snapshot' arrives, to FILE with a counter before its extension
@@ -65,7 +74,8 @@ enum RecordCommand: Command {
             warn("record: '\(t.name)': \(report.rawFallbacks[i]) frames stored raw (\(t.codec.name) does not hold their pixel format)")
         }
         let what = report.tracks.enumerated().map { "\($0.element.name) \(report.frames[$0.offset])" }.joined(separator: ", ")
-        print("record: \(path): \(report.frames.reduce(0, +)) frames (\(what)), \(report.bytes) bytes")
+        let files = report.files.count > 1 ? " in \(report.files.count) files (\(path) to \(report.files[report.files.count - 1]))" : ""
+        print("record: \(path): \(report.frames.reduce(0, +)) frames (\(what)), \(report.bytes) bytes\(files)")
     }
 
     /// --snapshot: the ring, written at each SIGUSR1, until the streams end or a stop.

@@ -12,6 +12,7 @@ enum ReplayCommand: Command {
                            [--paused] [--no-wait]
 
     Republishes every stream recorded in FILE under its recorded name (or PREFIX + name),
+    FILE's later files included (a recording of several: rec.nut, rec.001.nut, ...),
     paced by the frames' media time (pts), as ffmpeg plays a file: all streams on one clock,
     each starting at its recorded moment relative to the others, so they stay in sync. A
     recording of `produce -i` (decoded faster than real time) lasts its media's duration.

@@ -20,6 +20,7 @@ struct RecordCommandOptions: CommandOptions {
         let wait = try args.double("--wait", range: 0...1e9)
         let snapshot = try args.value("--snapshot")
         let maxMB = try args.int("--snapshot-max-mb", range: 1...1_000_000)
+        let segment = try args.bytes("--segment-size", range: 0...(1 << 50))
         let name = try args.value("--name")
         quiet = args.flag("--quiet", "-q")
         try args.finish()
@@ -33,6 +34,13 @@ struct RecordCommandOptions: CommandOptions {
         settings = RecordSettings(streams: names, path: output)
         settings.waitSeconds = wait
         settings.codec = try Self.codec(codecName, crf: crf)
+        if let segment {
+            guard segment == 0 || segment >= Self.leastSegment else {
+                throw UsageError("--segment-size must be 0 (one file) or at least 1M, not '\(segment)' bytes")
+            }
+            guard snapshot == nil else { throw UsageError("--segment-size goes without --snapshot (a snapshot is one file)") }
+            settings.segmentBytes = segment == 0 ? nil : segment
+        }
         snapshotMicros = try ProduceOptions.time(snapshot, option: "--snapshot", positive: true)
         if let maxMB {
             guard snapshot != nil else { throw UsageError("--snapshot-max-mb goes with --snapshot D") }
@@ -45,6 +53,9 @@ struct RecordCommandOptions: CommandOptions {
             throw UsageError("--name goes with --snapshot D (it names the recorder for 'framesrv ctl NAME snapshot')")
         }
     }
+
+    /// The smallest --segment-size: NUT writes a syncpoint every 32 KB, and each file repeats the headers.
+    static let leastSegment: Int64 = 1 << 20
 
     static func codec(_ name: String?, crf: Double?) throws(UsageError) -> RecordingCodec {
         switch name ?? "ffv1" {

@@ -75,6 +75,23 @@ import Testing
         #expect(try ControlRequest.parse("seek 8760:00:00") == .seek(.absolute(365 * 86_400)))
     }
 
+    /// record --segment-size: bytes with K/M/G/T (powers of 1024), 0 for one file, 1 GiB by
+    /// default; too small, too large, negative or not a size is one usage line.
+    @Test func segmentSizeIsABytesCount() throws {
+        func segment(_ args: [String]) throws -> Int64? {
+            try RecordCommandOptions(parsing: ["--in", "a", "-o", "x.nut"] + args).settings.segmentBytes
+        }
+        #expect(try segment([]) == 1 << 30)
+        #expect(try segment(["--segment-size", "0"]) == nil)
+        #expect(try segment(["--segment-size", "256M"]) == 256 << 20)
+        #expect(try segment(["--segment-size", "2g"]) == 2 << 30)
+        #expect(try segment(["--segment-size", "1048576"]) == 1 << 20)
+        for bad in ["1K", "1023K", "-1M", "1.5G", "G", "9999999999T", "1X", "nan"] {
+            #expect(throws: UsageError.self, "--segment-size \(bad)") { try segment(["--segment-size", bad]) }
+        }
+        #expect(throws: UsageError.self) { try segment(["--segment-size", "1G", "--snapshot", "10"]) }
+    }
+
     @Test func everyParserRejectsGarbageWithAUsageError() {
         // What the libFuzzer targets do, a little: any argument array parses or throws UsageError.
         var rng = SystemRandomNumberGenerator()

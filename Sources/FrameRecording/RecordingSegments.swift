@@ -1,0 +1,78 @@
+import CFFmpeg
+import FrameServer
+import Glibc
+
+/// A recording written as several files (docs/RECORDING.md, "Segments"): the first at the
+/// path asked for, each later one beside it with its number before the extension (rec.nut,
+/// rec.001.nut, rec.002.nut, ...). Every file is a whole NUT file with its own header and
+/// index; they share one series (a random id in each header), so a reader never takes a
+/// file left by another recording for the next part of this one.
+///
+/// Why: libavformat's NUT muxer keeps its syncpoint index in memory until the file closes
+/// (a syncpoint at least every 32 KB written, and before every larger frame): about 7 MB per
+/// GiB of small frames (make soak's 64x48 FFV1, 1.07 KB each). One file per
+/// `RecordSettings.segmentBytes` bounds that, where one file of a recording that lasts days
+/// would grow without end.
+public enum RecordingSegments {
+    /// The most files one recording may have (segment numbers are three digits or more; this
+    /// bounds what a reader opens).
+    public static let maxCount = 100_000
+
+    /// The path of segment `n` of the recording whose first file is `first` (n = 0: `first`).
+    public static func path(_ first: String, segment n: Int) -> String {
+        guard n > 0 else { return first }
+        let number = String(n).count >= 3 ? String(n) : String(repeating: "0", count: 3 - String(n).count) + String(n)
+        let slash = first.lastIndex(of: "/").map { first.index(after: $0) } ?? first.startIndex
+        // The extension is the base name's last '.' part (none for "rec" or ".hidden").
+        if let dot = first[slash...].lastIndex(of: "."), dot > slash {
+            return "\(first[..<dot]).\(number)\(first[dot...])"
+        }
+        return "\(first).\(number)"
+    }
+
+    /// A new series id: 16 hex digits from the system's random source.
+    static func newSeries() -> String {
+        let hex = String(UInt64.random(in: .min ... .max), radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// One file of a recording, as its header describes it.
+    struct Segment {
+        var path: String
+        /// The capture offset (ns) of its first packet; Int64.min for the first file.
+        var start: Int64
+    }
+
+    /// The files after `first` that belong to its recording, in order: each exists, is a NUT
+    /// file of series `series` numbered as its place, with the same tracks (`names`), and
+    /// starts no earlier than the one before. The search stops at the first that is not.
+    static func followers(of first: String, series: String, names: [String]) -> [Segment] {
+        var found: [Segment] = []
+        var last = Int64.min
+        for n in 1..<maxCount {
+            let path = path(first, segment: n)
+            guard access(path, F_OK) == 0, let start = Self.start(of: path, segment: n, series: series, names: names),
+                  start >= last else { break }
+            found.append(Segment(path: path, start: start))
+            last = start
+        }
+        return found
+    }
+
+    /// Segment `n`'s first capture offset, read from its header, when the header says it is
+    /// segment `n` of `series` with tracks named `names`.
+    private static func start(of path: String, segment n: Int, series: String, names: [String]) -> Int64? {
+        var ic: UnsafeMutablePointer<AVFormatContext>?
+        guard avformat_open_input(&ic, path, nil, nil) >= 0, let c = ic else { return nil }
+        defer { avformat_close_input(&ic) }
+        let tag = { (d: OpaquePointer?, key: String) in av_dict_get(d, key, nil, 0).map { String(cString: $0.pointee.value) } }
+        guard tag(c.pointee.metadata, RecordingKeys.series) == series,
+              tag(c.pointee.metadata, RecordingKeys.segment) == String(n),
+              let start = tag(c.pointee.metadata, RecordingKeys.segmentStart).flatMap({ Int64($0) }),
+              Int(c.pointee.nb_streams) == names.count else { return nil }
+        for (i, name) in names.enumerated() where tag(c.pointee.streams[i]!.pointee.metadata, RecordingKeys.stream) != name {
+            return nil
+        }
+        return start
+    }
+}
