@@ -73,6 +73,9 @@ public final class RecordingReader {
     public let path: String
     /// The recording's files: `path`, then the segments that follow it.
     let segments: [RecordingSegments.Segment]
+    /// A file named as the next part of this recording that is not one of its files (another
+    /// recording's, or damaged): where the recording was taken to end.
+    public let refusedFile: String?
     /// The file being read (an index into `segments`).
     private var current = 0
     public let tracks: [RecordedTrack]
@@ -119,12 +122,19 @@ public final class RecordingReader {
         }
         self.tracks = tracks
         self.decoders = decoders
-        segments = [RecordingSegments.Segment(path: path, start: .min)]
-            + (Self.tag(ic.pointee.metadata, RecordingKeys.series).map {
-                RecordingSegments.followers(of: path, series: $0, names: tracks.map(\.name))
-            } ?? [])
+        let followers = Self.tag(ic.pointee.metadata, RecordingKeys.series).map {
+            RecordingSegments.followers(of: path, series: $0, names: tracks.map(\.name))
+        }
+        segments = [RecordingSegments.Segment(path: path, start: .min)] + (followers?.found ?? [])
+        refusedFile = followers?.refused
         complete = Self.endsWithIndex(segments[segments.count - 1].path)
+        let seekTrack = tracks.firstIndex { $0.media == .video } ?? 0
+        dependentTracks = decoders.indices.filter { $0 != seekTrack && decoders[$0].codecID == AV_CODEC_ID_H264 }
     }
+
+    /// The tracks besides the seeking one whose frames depend on earlier frames (H.264): a
+    /// later file may begin with their frames after a keyframe in the file before.
+    private let dependentTracks: [Int]
 
     /// The most tracks a recording may have to be replayed: one producer each, and the
     /// decoders share the machine's cores between them (`TrackDecoder.threads`).
@@ -228,20 +238,45 @@ public final class RecordingReader {
     /// where every stream has a keyframe) in the file that holds it, or to the start; false
     /// when the file cannot seek. The frames before `nanos` still come out (see `skipBefore`).
     public func seek(toOffsetNanos nanos: Int64) -> Bool {
-        let s = segments.lastIndex { $0.start <= nanos } ?? 0
         // Before the seeking track's first keyframe libavformat lands on that keyframe, past the
         // other tracks' earlier packets (a movie's first audio frames): the file is opened again
         // then. A later file starts with a keyframe of that track (RecordingWriter.startsSegment).
+        let s = nanos <= firstSeekOffset ? 0 : segments.lastIndex { $0.start <= nanos } ?? 0
         let fromStart = s == 0 ? nanos <= firstSeekOffset : nanos <= segments[s].start
         let ts = nanos / 1000   // the container's timeline: microseconds of capture time
-        guard fromStart ? open(segment: s)
-                : (s == current || open(segment: s)) && (seekWithin(ts) || open(segment: s)) else {
-            return false
+        let sought: Bool
+        if needsFileBefore(s, nanos: nanos) {
+            // From the file before, at the syncpoint before this file's start: every track's
+            // keyframe is there (NUT's back pointers), and reading goes on into this file.
+            sought = open(segment: s - 1) && (seekWithin(segments[s].start / 1000) || open(segment: s - 1))
+        } else if fromStart {
+            sought = open(segment: s)
+        } else {
+            sought = (s == current || open(segment: s)) && (seekWithin(ts) || open(segment: s))
         }
+        guard sought else { return false }
         for d in decoders { d.reset() }
         ready.removeAll()
         draining = false
         return true
+    }
+
+    /// Whether a seek to `nanos` in file `s` (a later file) must start in the file before: a
+    /// track other than the seeking one whose frames need earlier ones (H.264) may begin the
+    /// file with frames after its last keyframe, and `nanos` is before its first keyframe in
+    /// this file (read from the file's index; a file cut before its index: always).
+    private func needsFileBefore(_ s: Int, nanos: Int64) -> Bool {
+        guard s > 0, !dependentTracks.isEmpty else { return false }
+        var ic: UnsafeMutablePointer<AVFormatContext>?
+        guard avformat_open_input(&ic, segments[s].path, nil, nil) >= 0, let c = ic else { return true }
+        defer { avformat_close_input(&ic) }
+        for t in dependentTracks {
+            guard t < Int(c.pointee.nb_streams), let st = c.pointee.streams[t],
+                  avformat_index_get_entries_count(st) > 0, let first = avformat_index_get_entry(st, 0) else { return true }
+            let at = av_rescale_q(first.pointee.timestamp, st.pointee.time_base, AVRational(num: 1, den: 1_000_000_000))
+            if nanos < at { return true }
+        }
+        return false
     }
 
     private func seekWithin(_ ts: Int64) -> Bool {

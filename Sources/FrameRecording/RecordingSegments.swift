@@ -43,20 +43,19 @@ public enum RecordingSegments {
         var start: Int64
     }
 
-    /// The files after `first` that belong to its recording, in order: each exists, is a NUT
-    /// file of series `series` numbered as its place, with the same tracks (`names`), and
-    /// starts no earlier than the one before. The search stops at the first that is not.
-    static func followers(of first: String, series: String, names: [String]) -> [Segment] {
+    /// The files after `first` that belong to its recording, in order: each exists and is a
+    /// NUT file of series `series` numbered as its place, with the same tracks (`names`). The
+    /// search stops at the first that is not; `refused` is that file when it exists (another
+    /// recording's, or damaged). (Starts need not increase: a capture clock may go back.)
+    static func followers(of first: String, series: String, names: [String]) -> (found: [Segment], refused: String?) {
         var found: [Segment] = []
-        var last = Int64.min
         for n in 1..<maxCount {
             let path = path(first, segment: n)
-            guard access(path, F_OK) == 0, let start = Self.start(of: path, segment: n, series: series, names: names),
-                  start >= last else { break }
+            guard access(path, F_OK) == 0 else { break }
+            guard let start = Self.start(of: path, segment: n, series: series, names: names) else { return (found, path) }
             found.append(Segment(path: path, start: start))
-            last = start
         }
-        return found
+        return (found, nil)
     }
 
     /// Segment `n`'s first capture offset, read from its header, when the header says it is

@@ -141,7 +141,8 @@ public final class RecordingWriter: @unchecked Sendable {
     /// Whether the frame about to be written starts a new file: the current one is full and
     /// the frame is a keyframe of the seeking track (a seek into the new file lands on it).
     private func startsSegment(_ e: EncodedFrame, track: Int) -> Bool {
-        guard let limit = segmentBytes, track == seekTrack, e.key, let pb = context?.pointee.pb else { return false }
+        guard let limit = segmentBytes, track == seekTrack, e.key, segmentPaths.count < RecordingSegments.maxCount,
+              let pb = context?.pointee.pb else { return false }
         return avio_tell(pb) >= limit
     }
 
@@ -268,7 +269,7 @@ public final class RecordingWriter: @unchecked Sendable {
         p.pointee.pts = ts
         p.pointee.dts = ts
         let r = av_write_frame(oc, p)
-        guard r >= 0 else { throw .cannotWrite(path, ffmpegMessage(r)) }
+        guard r >= 0 else { throw .cannotWrite(segmentPaths[segmentPaths.count - 1], ffmpegMessage(r)) }
         avio_flush(oc.pointee.pb)
         frames[track] += 1
     }

@@ -39,6 +39,8 @@ public struct ReplayReport: Sendable {
     public var readError: String?
     /// The file ends without its index: the recorder was killed, or the file was cut.
     public var incomplete = false
+    /// A file named as the recording's next that is not part of it (RecordingReader.refusedFile).
+    public var refusedFile: String?
     public var loops = 0
 }
 
@@ -173,6 +175,7 @@ public final class Replayer {
         report.decodeErrors = reader.decodeErrors
         report.readError = reader.readError
         report.incomplete = !reader.complete
+        report.refusedFile = reader.refusedFile
         closeControls()
         for p in producers { p.finish(); p.close() }
         return report

@@ -92,7 +92,7 @@ struct Arguments {
     mutating func bytes(_ names: String..., range: ClosedRange<Int64>) throws(UsageError) -> Int64? {
         guard let name = names.first, let raw = try value(names) else { return nil }
         let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
-        let unit = raw.last.flatMap { units[Character($0.uppercased())] }
+        let unit = raw.last.flatMap { $0.isASCII ? units[Character($0.uppercased())] : nil }
         let digits = unit == nil ? Substring(raw) : raw.dropLast()
         guard digits.allSatisfy(\.isASCII), let n = Int64(digits), n >= 0 else {
             throw UsageError("\(name) must be a size in bytes, with K, M, G or T for powers of 1024 (256M), not '\(raw)'")

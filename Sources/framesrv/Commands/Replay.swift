@@ -82,6 +82,9 @@ enum ReplayCommand: Command {
         if r.incomplete, r.readError == nil {
             warn("replay: \(o.settings.path): the file ends without its index (the recorder was killed, or the file was cut): played the frames it holds")
         }
+        if let other = r.refusedFile {
+            warn("replay: \(other) is not the next file of \(o.settings.path) (another recording's, or damaged): not played")
+        }
         if let why = r.readError {
             warn("replay: \(o.settings.path): reading stopped early (\(why)): the file is truncated or damaged; played what came before")
         }

@@ -86,7 +86,7 @@ import Testing
         #expect(try segment(["--segment-size", "256M"]) == 256 << 20)
         #expect(try segment(["--segment-size", "2g"]) == 2 << 30)
         #expect(try segment(["--segment-size", "1048576"]) == 1 << 20)
-        for bad in ["1K", "1023K", "-1M", "1.5G", "G", "9999999999T", "1X", "nan"] {
+        for bad in ["1K", "1023K", "-1M", "1.5G", "G", "9999999999T", "1X", "nan", "1ß", "1ﬁ"] {
             #expect(throws: UsageError.self, "--segment-size \(bad)") { try segment(["--segment-size", bad]) }
         }
         #expect(throws: UsageError.self) { try segment(["--segment-size", "1G", "--snapshot", "10"]) }

@@ -11,7 +11,7 @@ import Testing
 /// the commands call (pure functions of their arguments).
 @Suite struct HostileOptionTests {
     static let values = ["0", "-1", "-0", "99999999999999999999", "9223372036854775807", "-9223372036854775808",
-                         "1e308", "-1e308", "nan", "NaN", "inf", "-inf", "0x7fffffff", "1/0", "0/0", "x", "", "1:99:99"]
+                         "1e308", "-1e308", "nan", "NaN", "inf", "-inf", "0x7fffffff", "1/0", "0/0", "x", "", "1:99:99", "1ß", "2ﬁ"]
 
     /// The options of `help` that take a value: `-x VALUE` / `--name VALUE` at the start of a line.
     static func valueOptions(_ help: String) -> [String] {

@@ -43,8 +43,42 @@ extension RecordReplayTests {
                                              codec: ["--segment-size", "1M"])
         try #require(again == rec && shorter.count == 30)
         #expect(segmentFiles(rec).count == files.count, "the old recording's later files are still there")
-        let alone = try replay(rec, streams: ["cam"], scratch)[0]
+        let player = try scratch.start(["replay", rec, "--out", "n_", "--rate", "max"])
+        let alone = try FrameCollector("n_cam", scratch).wait()
+        #expect(player.wait(timeout: 60) == 0)
         let same = alone.map(\.digest) == shorter.map(\.digest)
         #expect(same, "replay gave \(alone.count) frames, the new recording has \(shorter.count)")
+        #expect(player.stderr.contains("rec.001.nut is not the next file of"), "\(player.stderr)")
+    }
+
+    /// Two H.264 tracks of other rates: a later file starts at a keyframe of the first, and the second's
+    /// first frames there follow a keyframe in the file before. A seek to one of them still gets
+    /// every frame of both from the target (replay starts in the file before).
+    @Test func seekIntoALaterFileKeepsASecondH264Track() throws {
+        let scratch = try Scratch()
+        let rec = scratch.file("h.nut")
+        let a = try scratch.start(["produce", "--pattern", "--out", "a", "--frames", "150", "--rate", "50", "--size", "320x240", "--wait-for", "2"])
+        let ca = try FrameCollector("a", scratch)
+        // 30 fps: its keyframes (one per 50 frames) fall between a's.
+        let b = try scratch.start(["produce", "--pattern", "--out", "b", "--frames", "90", "--rate", "30", "--size", "320x240", "--wait-for", "2"])
+        let cb = try FrameCollector("b", scratch)
+        let recorder = try scratch.run(["record", "--in", "a,b", "-o", rec, "--codec", "h264", "--crf", "0", "--segment-size", "1M", "--wait", "30"])
+        #expect(recorder.status == 0 && a.wait(timeout: 30) == 0 && b.wait(timeout: 30) == 0, "\(recorder.stderr)")
+        let (oa, ob) = (try ca.wait(), try cb.wait())
+        let later = try #require(segmentFiles(rec).dropFirst().first, "one file only: \(recorder.stdout)")
+        // The target: track b's second packet in the later file, neither of its first two a keyframe.
+        let packets = try text("ffprobe -v error -select_streams 1 -show_entries packet=pts,flags -of csv=p=0 '\(later)'", scratch)
+            .split(separator: "\n")
+        try #require(packets.count >= 2 && !packets[0].contains("K") && !packets[1].contains("K"),
+                     "track b's first packets in \(later) are keyframes: nothing to check (\(packets.prefix(2)))")
+        let target = try #require(Int64(packets[1].split(separator: ",")[0])) * 1000
+        let base = min(oa[0].description.captureNanos, ob[0].description.captureNanos)
+        func from(_ frames: [SeenFrame]) -> [UInt64] {
+            frames.filter { Int64($0.description.captureNanos - base) >= target }.map(\.digest)
+        }
+        let seconds = String(format: "%.6f", Double(target) / 1e9)
+        let seen = try replay(rec, streams: ["a", "b"], scratch, extra: ["--pace", "capture", "-ss", seconds])
+        #expect(seen[0].map(\.digest) == from(oa), "track a from \(seconds) s")
+        #expect(seen[1].map(\.digest) == from(ob), "track b from \(seconds) s: \(seen[1].count) frames, \(from(ob).count) expected")
     }
 }
