@@ -29,8 +29,10 @@ extension Bench {
                                       "--name", "bench-\(index)"] + (pollMicros.map { ["--poll-us", String($0)] } ?? []))
         }
 
-        static func python(_ python: String) -> BenchConsumer {
-            BenchConsumer(arguments: ["-m", "framesrv", "consume", "--in", "bench", "--wait", "60"], executable: python)
+        /// `touch`: it takes every frame's planes (numpy views) and its publish_ns, as a stage would.
+        static func python(_ python: String, touch: Bool = false) -> BenchConsumer {
+            BenchConsumer(arguments: ["-m", "framesrv", "consume", "--in", "bench", "--wait", "60"] + (touch ? ["--touch"] : []),
+                          executable: python)
         }
     }
 

@@ -28,36 +28,60 @@ extension Bench {
         for failure in peers.gstreamer?.failures ?? [] { print("  GStreamer run failed at " + failure) }
     }
 
-    /// 3: 4 lossless consumers at 1080p, frames/s each, and iceoryx2 with 4 subscribers.
+    /// 3: 4 lossless consumers at 1080p (Swift sinks, then Python stages), frames/s each, and
+    /// iceoryx2 with 4 Python subscribers.
     func fanOut(_ budget: Budget, peers: TransportPeers) throws {
         print("3. fan-out at 1920x1080, 4 consumer processes, frames/s each one receives (\(roundsText(budget))):")
-        try versusIceoryx2(budget, peers: peers, subscribers: 4,
-                           framesrv: ("framesrv, 4 x 'sink --null --lossless'", (0..<4).map { .sink($0) }),
-                           iceoryx2: "iceoryx2, 4 Python subscribers")
-    }
-
-    /// 4: a Python consumer of framesrv (Swift producer) and iceoryx2's Python pair, at 1080p.
-    func pythonConsumers(_ budget: Budget, peers: TransportPeers) throws {
-        print("4. a Python consumer at 1920x1080, frames/s (\(roundsText(budget)); neither takes the pixels as arrays):")
-        guard case .success(let python) = peers.python,
-              TransportPeers.moduleVersion(python: python, module: "framesrv") != nil else {
-            print("  framesrv's Python package: not available (scripts/python-env)")
-            return
+        var rows: [(label: String, run: () throws -> Double)] = [
+            ("framesrv, 4 x 'sink --null --lossless'", { try self.framesrvRun(.hd, consumers: (0..<4).map { .sink($0) }, rate: nil, budget: budget).fps }),
+        ]
+        if let python = framesrvPython(peers) {
+            rows.append(("framesrv, 4 x 'python -m framesrv consume --touch'",
+                         { try self.framesrvRun(.hd, consumers: (0..<4).map { _ in .python(python, touch: true) }, rate: nil, budget: budget).fps }))
         }
-        try versusIceoryx2(budget, peers: peers, subscribers: 1,
-                           framesrv: ("framesrv: Swift producer, 'python -m framesrv consume' (libframesrv)", [.python(python)]),
-                           iceoryx2: "iceoryx2: Python publisher, Python subscriber (blocking Listener)")
+        try versusIceoryx2(budget, peers: peers, subscribers: 4, framesrv: rows, iceoryx2: "iceoryx2, 4 Python subscribers")
     }
 
-    /// framesrv with `consumers` and iceoryx2 with as many subscribers at 1080p, alternated:
-    /// frames/s each consumer receives, and the ratio.
+    /// The venv's python when it imports framesrv's package (else said, and nil).
+    func framesrvPython(_ peers: TransportPeers) -> String? {
+        guard case .success(let python) = peers.python, TransportPeers.moduleVersion(python: python, module: "framesrv") != nil else {
+            print("  framesrv's Python package: not available (scripts/python-env)")
+            return nil
+        }
+        return python
+    }
+
+    /// 4: Python at 1080p: a consumer of a Swift producer, taking only `frame.seq`, then every
+    /// frame's planes and its publish_ns; a producer (reserve -> publish) into a Swift sink; and
+    /// iceoryx2's Python pair, the peer of each.
+    func pythonConsumers(_ budget: Budget, peers: TransportPeers) throws {
+        print("4. Python at 1920x1080, frames/s (\(roundsText(budget))):")
+        guard let python = framesrvPython(peers) else { return }
+        let scratch = ScratchDirectory(prefix: "framesrv-bench-python")
+        let script = scratch.path + "/bench_clients.py"
+        try Data(Self.clientScript.utf8).write(to: URL(fileURLWithPath: script))
+        let seconds = budget.frames.map { Double($0) / 200_000 } ?? budget.seconds
+        try versusIceoryx2(budget, peers: peers, subscribers: 1, framesrv: [
+            ("framesrv: Swift producer, 'python -m framesrv consume' (frame.seq)",
+             { try self.framesrvRun(.hd, consumers: [.python(python)], rate: nil, budget: budget).fps }),
+            ("framesrv: Swift producer, 'consume --touch' (planes as numpy views, publish_ns)",
+             { try self.framesrvRun(.hd, consumers: [.python(python, touch: true)], rate: nil, budget: budget).fps }),
+            ("framesrv: Python producer (reserve -> publish) into 'sink --null'",
+             { try self.pythonProducerRun(python, script: script, fill: false, seconds: seconds) }),
+        ], iceoryx2: "iceoryx2: Python publisher, Python subscriber (blocking Listener)")
+    }
+
+    /// framesrv's `rows` and iceoryx2 with `subscribers` subscribers at 1080p, alternated:
+    /// frames/s each consumer receives, and each row's ratio to iceoryx2.
     func versusIceoryx2(_ budget: Budget, peers: TransportPeers, subscribers: Int,
-                               framesrv: (label: String, consumers: [BenchConsumer]), iceoryx2: String) throws {
-        let m = try alternated(budget, [
-            { try framesrvRun(.hd, consumers: framesrv.consumers, rate: nil, budget: budget).fps },
+                        framesrv rows: [(label: String, run: () throws -> Double)], iceoryx2: String) throws {
+        let m = try alternated(budget, rows.map { Optional($0.run) } + [
             peers.iceoryx2.map { peer in { peer.throughput(bytes: BenchSize.hd.bytes, subscribers: subscribers, budget: budget) } },
         ])
-        printTable([["system", "frames/s each", "framesrv/peer"], [framesrv.label, rate(m[0]), ""], [iceoryx2, rate(m[1]), ratio(m[0], m[1])]])
+        let peer = m[rows.count]
+        printTable([["system", "frames/s each", "framesrv/iceoryx2"]]
+                   + rows.enumerated().map { [$0.element.label, rate(m[$0.offset]), ratio(m[$0.offset], peer)] }
+                   + [[iceoryx2, rate(peer), ""]])
         printAbsentPeers(peers, gstreamer: false)
     }
 

@@ -26,8 +26,11 @@ enum BenchCommand: Command {
          and Python subscriber, Sources/FrameBench/peers/iceoryx2_pair.py, when the venv's python imports
          iceoryx2: 'scripts/setup --bench'); GStreamer shmsink -> shmsrc at 1080p and 4K
          when gst-launch-1.0 is installed; framesrv/peer ratios;
-      3. fan-out: 4 lossless consumers at 1080p, frames/s each, and iceoryx2 with 4 subscribers;
-      4. a Python consumer at 1080p ('python -m framesrv consume') and iceoryx2's Python subscriber;
+      3. fan-out: 4 lossless consumers at 1080p, frames/s each ('sink --null', then Python
+         stages: 'python -m framesrv consume --touch'), and iceoryx2 with 4 subscribers;
+      4. Python at 1080p: a consumer ('python -m framesrv consume', reading frame.seq; then
+         --touch: every frame's planes as numpy views and its publish_ns), a producer
+         (reserve -> publish into 'sink --null'), and iceoryx2's Python publisher and subscriber;
       5. wake latency publish -> acquire at 200 fps (the consumer sleeps between frames), p50/p99,
          64x64 and 1080p, 'sink --poll-us 0', '--poll-us 1000' and '--poll-us 1000000' (spinning
          throughout), and iceoryx2's Listener and busy-poll;

@@ -14,7 +14,7 @@ import Testing
         let bench = try scratch.start(["bench", "transport", "--quick", "--python", python])
         #expect(bench.wait(timeout: 170) == 0, "bench transport: \(bench.stdout)\n\(bench.stderr)")
         let lines = bench.stdout.split(separator: "\n").map(String.init)
-        for section in ["1-2. transport alone", "3. fan-out", "4. a Python consumer", "5. wake latency", "6. idle"] {
+        for section in ["1-2. transport alone", "3. fan-out", "4. Python at 1920x1080", "5. wake latency", "6. idle"] {
             #expect(lines.contains { $0.hasPrefix(section) }, "no section '\(section)' in:\n\(bench.stdout)")
         }
         // Section 1-2: a framesrv figure (a whole number) at each size.
@@ -23,7 +23,11 @@ import Testing
             #expect(row.map { $0.count >= 2 && Int($0[1]) != nil } ?? false, "no framesrv figure at \(size) in:\n\(bench.stdout)")
         }
         #expect(lines.contains { $0.contains("framesrv 4K/1080p") && $0.contains("4K/64x64") })
-        for row in ["framesrv, 4 x 'sink --null --lossless'", "64x64", "1920x1080", "producer with no consumer",
+        // Issue 27's Python rows, each beside iceoryx2's: four Python stages, a consumer reading
+        // frame.seq and one taking planes and publish_ns, a producer.
+        for row in ["framesrv, 4 x 'sink --null --lossless'", "framesrv, 4 x 'python -m framesrv consume --touch'",
+                    "framesrv: Swift producer, 'python -m framesrv consume' (frame.seq)", "framesrv: Swift producer, 'consume --touch'",
+                    "framesrv: Python producer (reserve -> publish)", "64x64", "1920x1080", "producer with no consumer",
                     "consumer with no frames"] {
             #expect(lines.contains { $0.hasPrefix("  " + row) }, "no '\(row)' row in:\n\(bench.stdout)")
         }

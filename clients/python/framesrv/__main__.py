@@ -68,6 +68,8 @@ def _parser():
     c.add_argument("--audio", action="store_true", help="read a sound stream (samples counted)")
     c.add_argument("--live", action="store_true")
     c.add_argument("--verify-pattern", action="store_true")
+    c.add_argument("--touch", action="store_true",
+                   help="take every frame's planes (numpy views) and its publish_ns, as a stage would")
     c.add_argument("--seq-log")
     c.add_argument("--count", type=_positive)
     c.add_argument("--wait", type=float, help="seconds to wait for the stream (default: forever)")
@@ -94,6 +96,9 @@ def _take(frame, args, log):
             print(f"py: frame {frame.seq} slot-epoch {frame.epoch} {frame.sample_rate} Hz {frame.channels} ch "
                   f"{frame.sample_format} {frame.nb_samples} samples pts {frame.pts}", file=sys.stderr)
         return 0
+    if args.touch:
+        planes, published = frame.planes, frame.publish_ns
+        del planes, published
     bad = frame.pattern_check() if args.verify_pattern else 0
     if args.verbose or bad:
         print(f"py: frame {frame.seq} slot-epoch {frame.epoch} {frame.width}x{frame.height} {frame.pix_fmt}"

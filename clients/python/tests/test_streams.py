@@ -38,6 +38,17 @@ def test_python_consume_tool_verifies(fsdir, framesrv_bin, procs, tmp_path):
     assert procs.finish(p)[0] == 0
 
 
+def test_python_consume_tool_touches_planes_and_header(fsdir, framesrv_bin, procs):
+    """--touch (the benchmark's Python stage) takes every frame's planes and publish_ns, and
+    still verifies and releases every frame."""
+    c = procs.python("-m", "framesrv", "consume", "--in", "t", "--touch", "--verify-pattern", "--wait", "30")
+    p = produce_pattern(procs, framesrv_bin, "t", "--frames", "60", "--rate", "max", "--slots", "4", "--wait-for", "1")
+    rc, out, err = procs.finish(c)
+    assert rc == 0, err
+    assert out.strip() == "py: received 60 frames, first 1, last 60, corrupt 0"
+    assert procs.finish(p)[0] == 0
+
+
 def test_live_consumer(fsdir, framesrv_bin, procs):
     p = produce_pattern(procs, framesrv_bin, "s", "--frames", "150", "--rate", "300", "--size", "160x120")
     seqs = []
