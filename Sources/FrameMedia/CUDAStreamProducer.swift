@@ -15,7 +15,7 @@ public struct CUDAStreamError: Error, CustomStringConvertible {
 /// producer (PROTOCOL.md 4.5), the one implementation of a CUDA stream's fences, device pool and
 /// NAME.cuda server, which Swift does not duplicate. The stream opens at the first frame (its
 /// size and format are the pool's), waits there for `waitFor` lossless consumers, and follows a
-/// format change with a new epoch. Every frame is one copy per plane into its slot, on the
+/// format change with a new epoch (`openAhead` opens it before, for a stream with sound). Every frame is one copy per plane into its slot, on the
 /// legacy default stream of the device's primary context: from an NVDEC surface (device to
 /// device) or from host memory (an upload, synchronized before the publish).
 public final class CUDAStreamProducer {
@@ -79,6 +79,20 @@ public final class CUDAStreamProducer {
             guard status == statusTimeout else { throw .last("reserve a slot of CUDA stream '\(settings.name)'") }
             if settings.liveSource || shouldStop() { return nil }
         }
+    }
+
+    /// Opens the stream before the first frame, at the format it will most likely have (a
+    /// first frame of another format changes it: a new epoch), so that consumers can attach to
+    /// it and to a sound stream beside it before anything is decoded. The caller waits for them.
+    public func openAhead(_ frameFormat: FrameFormat) throws(CUDAStreamError) {
+        guard producer == nil else { return }
+        try open(frameFormat)
+    }
+
+    /// Lossless consumers attached now, counted up to `limit`.
+    public func losslessConsumers(upTo limit: Int) -> Int {
+        guard let producer, limit > 0 else { return 0 }
+        return (1...limit).last { framesrv_producer_wait_for_consumers(producer, UInt32($0), 0) == statusOK } ?? 0
     }
 
     /// Opens the stream at the first frame (and waits for its consumers), or changes its format.

@@ -73,6 +73,21 @@ extension MediaDecoder {
         cffmpeg_use_cuda_format(codec)
     }
 
+    /// The format the first picture will most likely have on a CUDA stream, from the stream's
+    /// parameters: NVDEC's output (`nvdec`) for 4:2:0 (nv12, or p010le past 8 bits), else the
+    /// decoder's own; nil when the input does not say, or framesrv has no such format.
+    public func expectedCUDAFormat(nvdec: Bool) -> FrameFormat? {
+        guard let c = codec, c.pointee.width > 0, c.pointee.height > 0,
+              let d = av_pix_fmt_desc_get(c.pointee.pix_fmt) else { return nil }
+        let name: String
+        if nvdec, d.pointee.log2_chroma_w == 1, d.pointee.log2_chroma_h == 1 {
+            name = d.pointee.comp.0.depth > 8 ? "p010le" : "nv12"
+        } else {
+            name = String(cString: d.pointee.name)
+        }
+        return PixelFormat(name: name).map { FrameFormat($0, width: Int(c.pointee.width), height: Int(c.pointee.height)) }
+    }
+
     /// Every stream of `ctx` but those of `carried`, as `#N type (codec)`.
     static func streamNames(_ ctx: UnsafeMutablePointer<AVFormatContext>, except carried: [Int32]) -> [String] {
         (0..<Int(ctx.pointee.nb_streams)).filter { !carried.contains(Int32($0)) }.map { i in

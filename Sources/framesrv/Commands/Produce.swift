@@ -68,7 +68,8 @@ enum ProduceCommand: Command {
                            slot (counted in the summary line). A codec NVDEC cannot decode is
                            decoded on the CPU and uploaded. Read it with a CUDA consumer (C,
                            Python: torch.from_dlpack) or 'framesrv-cuda download'. The sound is
-                           not carried; --pix-fmt, --size and --copy do not apply
+                           a host audio stream beside it (--audio-out, -an, -map as above);
+                           --pix-fmt, --size and --copy do not apply
       --memory cuda        with -i: decode on the CPU and publish a CUDA stream (one upload a frame)
       --hwaccel-device N   the CUDA device (default 0, as CUDA_VISIBLE_DEVICES numbers them)
       --copy               with -i: decode into FFmpeg's own memory and copy every frame (sound too)
@@ -124,7 +125,7 @@ enum ProduceCommand: Command {
         }
         if let problem = decoder.audioProblem { warn("'\(media.input)': \(problem)") }
         if !decoder.hasVideo { return try produceSoundOnly(o, media, publisher) }
-        if let cuda = media.cuda { return try produceCUDA(o, media, publisher, device: cuda.device) }
+        if let cuda = media.cuda { return try produceCUDA(o, media, publisher, cuda: cuda) }
         if decoder.seekFailed {
             warn("cannot seek in '\(media.input)': decoding from the start and dropping frames before -ss, as ffmpeg does")
         }
@@ -340,15 +341,29 @@ enum ProduceCommand: Command {
     /// closed) when SIGINT/SIGTERM came first. `sayWaiting`: say once on stderr that it waits.
     /// With an audio stream, its lossless consumers count too: an audio sink alone starts the file.
     static func waitForConsumers(_ o: ProduceOptions, _ producer: Producer, audio: Producer? = nil, sayWaiting: Bool) -> Bool {
-        let attached = { producer.losslessConsumerCount + (audio?.losslessConsumerCount ?? 0) }
-        if sayWaiting, attached() < o.waitFor {
-            let streams = audio.map { "'\(o.out)' (or '\($0.stream)')" } ?? "'\(o.out)'"
-            warn("\(streams): waiting for its first lossless consumer before publishing (--no-wait: publish at once; Ctrl-C to stop)")
+        let streams = audio.map { "'\(o.out)' (or '\($0.stream)')" } ?? "'\(o.out)'"
+        // With two streams, look at both every 50 ms; with one, sleep until it is told.
+        guard waitUntilAttached(o.waitFor, streams: streams, sayWaiting: sayWaiting,
+                                attached: { producer.losslessConsumerCount + (audio?.losslessConsumerCount ?? 0) },
+                                sleep: { _ = producer.waitForLosslessConsumers(o.waitFor, timeoutSeconds: audio == nil ? nil : 0.05) })
+        else {
+            producer.close()
+            audio?.close()
+            return false
         }
-        while o.waitFor > 0, attached() < o.waitFor {
-            // With two streams, look at both every 50 ms; with one, sleep until it is told.
-            _ = producer.waitForLosslessConsumers(o.waitFor, timeoutSeconds: audio == nil ? nil : 0.05)
-            if StopSignal.requested { producer.close(); audio?.close(); return false }
+        return true
+    }
+
+    /// Waits until `waitFor` lossless consumers are attached, as `attached` counts them (a
+    /// stream's and its sound's together), sleeping in `sleep` between looks; false on a stop.
+    static func waitUntilAttached(_ waitFor: Int, streams: String, sayWaiting: Bool, attached: () -> Int, sleep: () -> Void) -> Bool {
+        if sayWaiting, waitFor > 0, attached() < waitFor {
+            let who = waitFor == 1 ? "its first lossless consumer" : "\(waitFor) lossless consumers"
+            warn("\(streams): waiting for \(who) before publishing (--no-wait: publish at once; Ctrl-C to stop)")
+        }
+        while waitFor > 0, attached() < waitFor {
+            sleep()
+            if StopSignal.requested { return false }
         }
         return true
     }

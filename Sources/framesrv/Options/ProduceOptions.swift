@@ -115,7 +115,7 @@ struct ProduceOptions: CommandOptions {
             var chosen = try m.media(input, pixelFormat: pixelFormat, size: size)
             chosen.cuda = try m.cudaOutput(converting: pixelFormat != nil || size != nil)
             chosen.inputOptions.cudaDevice = chosen.cuda.flatMap { $0.nvdec ? $0.device : nil }
-            chosen.audioOut = chosen.cuda == nil ? try m.audioStream(out: out) : nil
+            chosen.audioOut = try m.audioStream(out: out)
             chosen.inputOptions.audio = chosen.audioOut != nil
             chosen.inputOptions.audioStream = try m.audioStreamNumber()
             media = chosen
@@ -163,9 +163,6 @@ struct ProduceOptions: CommandOptions {
             guard !converting, !copy else {
                 throw UsageError("--pix-fmt, --size and --copy convert host frames; a CUDA stream carries the decoder's frames "
                                  + "(convert on the GPU with a filter, or on a host copy: framesrv-cuda download)")
-            }
-            guard !noAudio, audioOut == nil, map == nil else {
-                throw UsageError("-an, -map and --audio-out: a CUDA stream carries the pictures only (its sound is not carried yet)")
             }
             return (hwaccelDevice ?? 0, hwaccel != nil)
         }
