@@ -102,6 +102,28 @@ if [[ -n $expected_nv12 ]]; then
     nvdec+="; filter scale_cuda (CUDA to CUDA): $(tail -n 1 "$work/half1.filter")"
 fi
 
+# A movie with sound (FRAMESRV_CLIP_SOUND, with FRAMESRV_CLIP_SOUND_NV12 and _AUDIO: ffmpeg's
+# framemd5 of its pictures as nv12 and of its sound) through NVDEC where NVDEC is: the pictures
+# on the CUDA stream and the sound beside it (NAME-audio, a host stream), --wait-for 2 counting
+# a consumer of either; each equal to ffmpeg's. (SOUND_DECODE=--memory cuda, with a yuv420p
+# framemd5 for _NV12, runs the same on fakecuda.)
+sound=""
+if [[ -n ${FRAMESRV_CLIP_SOUND:-} && ( -n $expected_nv12 || -n ${SOUND_DECODE:-} ) ]]; then
+    # shellcheck disable=SC2086  # SOUND_DECODE is two words
+    "$framesrv" produce -i "$FRAMESRV_CLIP_SOUND" ${SOUND_DECODE:---hwaccel cuda} --out snd --wait-for 2 > "$work/snd.produce" 2>&1 & pids+=($!)
+    p=$!
+    "$tools/framesrv-cuda" download --in snd --out snd-back --wait-for 1 --wait 30 > /dev/null 2> "$work/snd.download" & pids+=($!)
+    "$framesrv" sink --in snd-audio --framemd5 "$work/snd-audio.md5" --wait 30 > /dev/null 2> "$work/snd-audio.sink" & pids+=($!)
+    a=$!
+    "$framesrv" sink --in snd-back --framemd5 "$work/snd.md5" --wait 30 > /dev/null 2> "$work/snd.sink" ||
+        fail "with sound: the pictures' sink: $(cat "$work/snd.sink" "$work/snd.download")"
+    wait "$a" || fail "with sound: the sound's sink: $(cat "$work/snd-audio.sink")"
+    wait "$p" || fail "with sound: produce: $(cat "$work/snd.produce")"
+    diff <(md5s "$FRAMESRV_CLIP_SOUND_NV12") <(md5s "$work/snd.md5") >&2 || fail "with sound: the pictures differ from ffmpeg's"
+    diff <(md5s "$FRAMESRV_CLIP_SOUND_AUDIO") <(md5s "$work/snd-audio.md5") >&2 || fail "with sound: the sound differs from ffmpeg's"
+    sound="; a movie's pictures and sound (${SOUND_DECODE:---hwaccel cuda}): $(grep -vc '^#' "$work/snd.md5") and $(grep -vc '^#' "$work/snd-audio.md5") frames equal to ffmpeg's"
+fi
+
 # framesrv web on a CUDA stream: its snapshot (the frame downloaded, framesrv_frame_read_on) is
 # the PNG the host stream it was uploaded from gives: SMPTE bars, every frame the same picture.
 "$framesrv" produce -f lavfi -i smptebars=size=320x240:rate=20 -re --out bars --quiet --wait-for 1 > "$work/bars.produce" 2>&1 & pids+=($!)
@@ -129,4 +151,4 @@ PY
 web="; framesrv web's snapshot of a CUDA stream equals its host stream's"
 frames=$(grep -vc '^#' "$work/chain.md5")
 [[ $frames -gt 0 ]] || fail "no frame went through"
-echo "cuda_stages: $frames frames through upload and download, framemd5 identical to the host path${expected:+ and to ffmpeg}, and through produce --memory cuda; $(tail -n 1 "$work/upload.out" | sed 's/^framesrv-cuda: //')$nvdec$web$oracle"
+echo "cuda_stages: $frames frames through upload and download, framemd5 identical to the host path${expected:+ and to ffmpeg}, and through produce --memory cuda; $(tail -n 1 "$work/upload.out" | sed 's/^framesrv-cuda: //')$nvdec$sound$web$oracle"
