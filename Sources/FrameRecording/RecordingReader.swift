@@ -73,9 +73,12 @@ public final class RecordingReader {
     public let path: String
     /// The recording's files: `path`, then the segments that follow it.
     let segments: [RecordingSegments.Segment]
-    /// A file named as the next part of this recording that is not one of its files (another
-    /// recording's, or damaged): where the recording was taken to end.
-    public let refusedFile: String?
+    /// Why the recording was taken to end before a file named as its next part (one that is
+    /// another recording's or damaged, or missing with later ones there); nil when none.
+    public let segmentsStop: String?
+    /// The recording's files that end without NUT's index: cut, or the recorder was killed
+    /// while writing them (a finished recording has none).
+    public let cutFiles: [String]
     /// The file being read (an index into `segments`).
     private var current = 0
     public let tracks: [RecordedTrack]
@@ -126,8 +129,8 @@ public final class RecordingReader {
             RecordingSegments.followers(of: path, series: $0, names: tracks.map(\.name))
         }
         segments = [RecordingSegments.Segment(path: path, start: .min)] + (followers?.found ?? [])
-        refusedFile = followers?.refused
-        complete = Self.endsWithIndex(segments[segments.count - 1].path)
+        segmentsStop = followers?.stop
+        cutFiles = segments.map(\.path).filter { !Self.endsWithIndex($0) }
         let seekTrack = tracks.firstIndex { $0.media == .video } ?? 0
         dependentTracks = decoders.indices.filter { $0 != seekTrack && decoders[$0].codecID == AV_CODEC_ID_H264 }
     }
@@ -163,10 +166,8 @@ public final class RecordingReader {
         return names.first { !seen.insert($0).inserted }
     }
 
-    /// Whether the (last) file ends with NUT's index, as a recording that finished does (one
-    /// killed or truncated does not): the last 12 bytes hold the index's distance from the end.
-    public let complete: Bool
-
+    /// Whether a file ends with NUT's index, as a recording that finished does (one killed or
+    /// truncated does not): the last 12 bytes hold the index's distance from the end.
     static func endsWithIndex(_ path: String) -> Bool {
         guard let f = fopen(path, "rb") else { return false }
         defer { fclose(f) }
@@ -246,8 +247,9 @@ public final class RecordingReader {
         let ts = nanos / 1000   // the container's timeline: microseconds of capture time
         let sought: Bool
         if needsFileBefore(s, nanos: nanos) {
-            // From the file before, at the syncpoint before this file's start: every track's
-            // keyframe is there (NUT's back pointers), and reading goes on into this file.
+            // From the file before, at the syncpoint before this file's start, and on into this
+            // file. (As in one file, libavformat goes back to a keyframe of the seeking track: a
+            // track whose last keyframe lies further back, a sparse one, starts at its next.)
             sought = open(segment: s - 1) && (seekWithin(segments[s].start / 1000) || open(segment: s - 1))
         } else if fromStart {
             sought = open(segment: s)

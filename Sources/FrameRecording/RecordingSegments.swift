@@ -45,14 +45,20 @@ public enum RecordingSegments {
 
     /// The files after `first` that belong to its recording, in order: each exists and is a
     /// NUT file of series `series` numbered as its place, with the same tracks (`names`). The
-    /// search stops at the first that is not; `refused` is that file when it exists (another
-    /// recording's, or damaged). (Starts need not increase: a capture clock may go back.)
-    static func followers(of first: String, series: String, names: [String]) -> (found: [Segment], refused: String?) {
+    /// search stops at the first that is not; `stop` says why when a file is there that is not
+    /// the next (another recording's, or damaged), or the next is missing and one after it is
+    /// there. (Starts need not increase: a capture clock may go back.)
+    static func followers(of first: String, series: String, names: [String]) -> (found: [Segment], stop: String?) {
         var found: [Segment] = []
         for n in 1..<maxCount {
             let path = path(first, segment: n)
-            guard access(path, F_OK) == 0 else { break }
-            guard let start = Self.start(of: path, segment: n, series: series, names: names) else { return (found, path) }
+            guard access(path, F_OK) == 0 else {
+                let after = Self.path(first, segment: n + 1)
+                return (found, access(after, F_OK) == 0 ? "\(path) is missing (\(after) is there): the recording ends before it" : nil)
+            }
+            guard let start = Self.start(of: path, segment: n, series: series, names: names) else {
+                return (found, "\(path) is not the next file of \(first) (another recording's, or damaged): not played")
+            }
             found.append(Segment(path: path, start: start))
         }
         return (found, nil)

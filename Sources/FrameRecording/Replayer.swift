@@ -37,10 +37,10 @@ public struct ReplayReport: Sendable {
     public var beyondSpan = 0
     public var decodeErrors = 0
     public var readError: String?
-    /// The file ends without its index: the recorder was killed, or the file was cut.
-    public var incomplete = false
-    /// A file named as the recording's next that is not part of it (RecordingReader.refusedFile).
-    public var refusedFile: String?
+    /// The recording's files that end without their index: the recorder was killed, or a file was cut.
+    public var cutFiles: [String] = []
+    /// Why the recording was taken to end before a file named as its next (RecordingReader.segmentsStop).
+    public var segmentsStop: String?
     public var loops = 0
 }
 
@@ -174,8 +174,8 @@ public final class Replayer {
         report.skippedPackets = reader.skippedPackets
         report.decodeErrors = reader.decodeErrors
         report.readError = reader.readError
-        report.incomplete = !reader.complete
-        report.refusedFile = reader.refusedFile
+        report.cutFiles = reader.cutFiles
+        report.segmentsStop = reader.segmentsStop
         closeControls()
         for p in producers { p.finish(); p.close() }
         return report

@@ -79,12 +79,10 @@ enum ReplayCommand: Command {
     }
 
     static func say(_ o: ReplayCommandOptions, _ r: ReplayReport) {
-        if r.incomplete, r.readError == nil {
-            warn("replay: \(o.settings.path): the file ends without its index (the recorder was killed, or the file was cut): played the frames it holds")
+        for file in r.cutFiles where r.readError == nil || file != r.cutFiles.last {
+            warn("replay: \(file): the file ends without its index (the recorder was killed, or the file was cut): played the frames it holds")
         }
-        if let other = r.refusedFile {
-            warn("replay: \(other) is not the next file of \(o.settings.path) (another recording's, or damaged): not played")
-        }
+        if let stop = r.segmentsStop { warn("replay: \(stop)") }
         if let why = r.readError {
             warn("replay: \(o.settings.path): reading stopped early (\(why)): the file is truncated or damaged; played what came before")
         }

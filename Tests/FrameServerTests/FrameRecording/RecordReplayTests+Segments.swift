@@ -1,5 +1,6 @@
 import Foundation
 import FrameServer
+import Glibc
 import Testing
 
 /// A recording in several files (`record --segment-size`): each file a whole NUT file that
@@ -37,6 +38,18 @@ extension RecordReplayTests {
         let seconds = String(format: "%.6f", Double(media[target]) / 1e9)
         let tail = try replay(rec, streams: ["cam"], scratch, extra: ["-ss", seconds])[0]
         #expect(tail.map(\.digest) == original[target...].map(\.digest), "replay -ss \(seconds) did not start at frame \(target)")
+        // A middle file missing, or cut: replay plays what it can and says which file.
+        let damaged = scratch.file("damaged")
+        try FileManager.default.createDirectory(atPath: damaged, withIntermediateDirectories: true)
+        for f in files { try FileManager.default.copyItem(atPath: f, toPath: damaged + "/" + (f as NSString).lastPathComponent) }
+        let second = damaged + "/rec.001.nut"
+        try FileManager.default.moveItem(atPath: second, toPath: second + ".away")
+        let missing = try scratch.run(["replay", damaged + "/rec.nut", "--rate", "max", "--no-wait", "--out", "m_"])
+        #expect(missing.status == 0 && missing.stderr.contains("rec.001.nut is missing"), "\(missing.stderr)")
+        try FileManager.default.moveItem(atPath: second + ".away", toPath: second)
+        #expect(truncate(second, off_t(try FileManager.default.attributesOfItem(atPath: second)[.size] as! Int / 2)) == 0)
+        let cut = try scratch.run(["replay", damaged + "/rec.nut", "--rate", "max", "--no-wait", "--out", "t_"])
+        #expect(cut.status == 0 && cut.stderr.contains("rec.001.nut: the file ends without its index"), "\(cut.stderr)")
         // A shorter recording to the same name leaves the old later files (of another series):
         // replay plays the new one alone.
         let (shorter, _, again) = try record(["--pattern", "--frames", "30", "--size", "320x240", "--rate", "max"], scratch,
