@@ -34,7 +34,8 @@ enum ReplayCommand: Command {
       --loop               play again from the start at the end, until stopped (the first frame
                            of each pass is marked as a discontinuity)
       -ss T                start T (seconds, or [HH:]MM:SS[.xxx]) after the first recorded frame
-      -t D                 stop after D (of the --pace timeline)
+      -t D                 stop after D (of the --pace timeline); with --loop, each pass plays
+                           -ss to -ss + D, and the passes go on until stopped (as ffplay's -loop)
       --paused             start paused: framesrv ctl NAME resume, step N or seek T
       --no-wait            publish at once; by default each stream waits for its first lossless
                            consumer, so it gets every frame from the first
