@@ -235,8 +235,8 @@ public final class RecordingReader {
     /// decoded (later frames need them) and the caller drops them.
     public var skipBefore: Int64 = 0
 
-    /// Goes to the syncpoint before capture offset `nanos` (NUT's syncpoints point back to
-    /// where every stream has a keyframe) in the file that holds it, or to the start; false
+    /// Goes to the syncpoint before capture offset `nanos` (libavformat goes back to a keyframe
+    /// of the seeking track) in the file that holds it, or to the start; false
     /// when the file cannot seek. The frames before `nanos` still come out (see `skipBefore`).
     public func seek(toOffsetNanos nanos: Int64) -> Bool {
         // Before the seeking track's first keyframe libavformat lands on that keyframe, past the
@@ -302,14 +302,15 @@ public final class RecordingReader {
     /// The next packet of the recording, going on into the next file at the end of one:
     /// av_read_frame's result.
     private func readFrame(_ p: UnsafeMutablePointer<AVPacket>) -> Int32 {
-        guard let ic = context else { return cffmpeg_eof() }
-        let r = av_read_frame(ic, p)
-        guard r == cffmpeg_eof(), current + 1 < segments.count else { return r }
-        guard open(segment: current + 1) else {
-            readError = "\(segments[current + 1].path) cannot be opened"
-            return cffmpeg_eof()
+        while let ic = context {
+            let r = av_read_frame(ic, p)
+            guard r == cffmpeg_eof(), current + 1 < segments.count else { return r }
+            guard open(segment: current + 1) else {
+                readError = "\(segments[current + 1].path) cannot be opened"
+                return cffmpeg_eof()
+            }
         }
-        return readFrame(p)
+        return cffmpeg_eof()
     }
 
     private func readPacket() {
