@@ -135,8 +135,8 @@ public final class RecordingReader {
         dependentTracks = decoders.indices.filter { $0 != seekTrack && decoders[$0].codecID == AV_CODEC_ID_H264 }
     }
 
-    /// The tracks besides the seeking one whose frames depend on earlier frames (H.264): a
-    /// later file may begin with their frames after a keyframe in the file before.
+    /// The tracks besides the seeking one whose frames depend on earlier frames (H.264): a seek
+    /// starts at their last keyframe before the target (`seek(toOffsetNanos:)`).
     private let dependentTracks: [Int]
 
     /// The most tracks a recording may have to be replayed: one producer each, and the
@@ -235,50 +235,47 @@ public final class RecordingReader {
     /// decoded (later frames need them) and the caller drops them.
     public var skipBefore: Int64 = 0
 
-    /// Goes to the syncpoint before capture offset `nanos` (libavformat goes back to a keyframe
-    /// of the seeking track) in the file that holds it, or to the start; false
-    /// when the file cannot seek. The frames before `nanos` still come out (see `skipBefore`).
+    /// Goes to where every track can be decoded from capture offset `nanos` on, in the file
+    /// that holds it (or before), or to the start; false when the file cannot seek. The frames
+    /// before `nanos` still come out (see `skipBefore`).
     public func seek(toOffsetNanos nanos: Int64) -> Bool {
-        // Before the seeking track's first keyframe libavformat lands on that keyframe, past the
-        // other tracks' earlier packets (a movie's first audio frames): the file is opened again
-        // then. A later file starts with a keyframe of that track (RecordingWriter.startsSegment).
-        let s = nanos <= firstSeekOffset ? 0 : segments.lastIndex { $0.start <= nanos } ?? 0
-        let fromStart = s == 0 ? nanos <= firstSeekOffset : nanos <= segments[s].start
-        let ts = nanos / 1000   // the container's timeline: microseconds of capture time
-        let sought: Bool
-        if needsFileBefore(s, nanos: nanos) {
-            // From the file before, at the syncpoint before this file's start, and on into this
-            // file. (As in one file, libavformat goes back to a keyframe of the seeking track: a
-            // track whose last keyframe lies further back, a sparse one, starts at its next.)
-            sought = open(segment: s - 1) && (seekWithin(segments[s].start / 1000) || open(segment: s - 1))
-        } else if fromStart {
-            sought = open(segment: s)
-        } else {
-            sought = (s == current || open(segment: s)) && (seekWithin(ts) || open(segment: s))
+        // libavformat goes back to a keyframe of the seeking track (its default stream); another
+        // H.264 track's last keyframe may lie further back (a sparse track, or one whose file
+        // began after it: RecordingWriter.startsSegment): the seek starts there then. Before the
+        // seeking track's first keyframe libavformat lands on that keyframe, past the other
+        // tracks' earlier packets (a movie's first audio frames): the file is opened again then.
+        var (s, from) = (nanos <= firstSeekOffset ? 0 : segments.lastIndex { $0.start <= nanos } ?? 0, nanos)
+        for t in dependentTracks {
+            if let k = lastKeyframe(of: t, atOrBefore: nanos, searchingBackFrom: s), (k.file, k.at) < (s, from) { (s, from) = k }
         }
-        guard sought else { return false }
+        let fromStart = s == 0 ? from <= firstSeekOffset : from <= segments[s].start
+        let ts = from / 1000   // the container's timeline: microseconds of capture time
+        guard fromStart ? open(segment: s) : (s == current || open(segment: s)) && (seekWithin(ts) || open(segment: s)) else {
+            return false
+        }
         for d in decoders { d.reset() }
         ready.removeAll()
         draining = false
         return true
     }
 
-    /// Whether a seek to `nanos` in file `s` (a later file) must start in the file before: a
-    /// track other than the seeking one whose frames need earlier ones (H.264) may begin the
-    /// file with frames after its last keyframe, and `nanos` is before its first keyframe in
-    /// this file (read from the file's index; a file cut before its index: always).
-    private func needsFileBefore(_ s: Int, nanos: Int64) -> Bool {
-        guard s > 0, !dependentTracks.isEmpty else { return false }
-        var ic: UnsafeMutablePointer<AVFormatContext>?
-        guard avformat_open_input(&ic, segments[s].path, nil, nil) >= 0, let c = ic else { return true }
-        defer { avformat_close_input(&ic) }
-        for t in dependentTracks {
-            guard t < Int(c.pointee.nb_streams), let st = c.pointee.streams[t],
-                  avformat_index_get_entries_count(st) > 0, let first = avformat_index_get_entry(st, 0) else { return true }
-            let at = av_rescale_q(first.pointee.timestamp, st.pointee.time_base, AVRational(num: 1, den: 1_000_000_000))
-            if nanos < at { return true }
+    /// The last keyframe of `track` at or before capture offset `nanos`, from the files'
+    /// indexes, in file `s` or the ones before: (file, capture offset). nil when no file says
+    /// (a file cut before its index lists none): the seek then trusts libavformat's.
+    private func lastKeyframe(of track: Int, atOrBefore nanos: Int64, searchingBackFrom s: Int) -> (file: Int, at: Int64)? {
+        let ns = AVRational(num: 1, den: 1_000_000_000)
+        for f in stride(from: s, through: 0, by: -1) {
+            var ic: UnsafeMutablePointer<AVFormatContext>?
+            guard avformat_open_input(&ic, segments[f].path, nil, nil) >= 0, let c = ic else { return nil }
+            defer { avformat_close_input(&ic) }
+            // (None in this file, or no index here: the file before may hold it.)
+            guard track < Int(c.pointee.nb_streams), let st = c.pointee.streams[track] else { return nil }
+            let ts = av_rescale_q(nanos, ns, st.pointee.time_base)
+            if avformat_index_get_entries_count(st) > 0, let e = avformat_index_get_entry_from_timestamp(st, ts, AVSEEK_FLAG_BACKWARD) {
+                return (f, av_rescale_q(e.pointee.timestamp, st.pointee.time_base, ns))
+            }
         }
-        return false
+        return nil
     }
 
     private func seekWithin(_ ts: Int64) -> Bool {

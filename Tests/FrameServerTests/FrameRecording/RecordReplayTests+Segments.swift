@@ -94,4 +94,29 @@ extension RecordReplayTests {
         #expect(seen[0].map(\.digest) == from(oa), "track a from \(seconds) s")
         #expect(seen[1].map(\.digest) == from(ob), "track b from \(seconds) s: \(seen[1].count) frames, \(from(ob).count) expected")
     }
+
+    /// A sparse second H.264 track (2 fps: its one keyframe is its first frame) in one file:
+    /// a seek past its keyframe starts reading there, so every frame of both tracks from the
+    /// target on comes out (libavformat alone went back to the first track's keyframe, and the
+    /// sparse track's frames until its next keyframe, here all of them, were lost unsaid).
+    @Test func seekKeepsASparseH264Track() throws {
+        let scratch = try Scratch()
+        let rec = scratch.file("sparse.nut")
+        let a = try scratch.start(["produce", "--pattern", "--out", "big", "--frames", "100", "--rate", "25", "--size", "160x120", "--wait-for", "2"])
+        let ca = try FrameCollector("big", scratch)
+        let b = try scratch.start(["produce", "--pattern", "--out", "small", "--frames", "8", "--rate", "2", "--size", "64x48", "--wait-for", "2"])
+        let cb = try FrameCollector("small", scratch)
+        let recorder = try scratch.run(["record", "--in", "big,small", "-o", rec, "--codec", "h264", "--crf", "0", "--segment-size", "0", "--wait", "30"])
+        #expect(recorder.status == 0 && a.wait(timeout: 30) == 0 && b.wait(timeout: 30) == 0, "\(recorder.stderr)")
+        let (oa, ob) = (try ca.wait(), try cb.wait())
+        let base = min(oa[0].description.captureNanos, ob[0].description.captureNanos)
+        let target: Int64 = 2_200_000_000
+        func from(_ frames: [SeenFrame]) -> [UInt64] {
+            frames.filter { Int64($0.description.captureNanos - base) >= target }.map(\.digest)
+        }
+        try #require(from(ob).count >= 3, "the sparse track has \(ob.count) frames")
+        let seen = try replay(rec, streams: ["big", "small"], scratch, extra: ["--pace", "capture", "-ss", "2.2"])
+        #expect(seen[0].map(\.digest) == from(oa), "big from 2.2 s: \(seen[0].count) frames, \(from(oa).count) expected")
+        #expect(seen[1].map(\.digest) == from(ob), "small from 2.2 s: \(seen[1].count) frames, \(from(ob).count) expected")
+    }
 }
