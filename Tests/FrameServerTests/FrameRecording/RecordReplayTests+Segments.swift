@@ -64,35 +64,47 @@ extension RecordReplayTests {
         #expect(player.stderr.contains("rec.001.nut is not the next file of"), "\(player.stderr)")
     }
 
+    /// Records two pattern streams (`a` and `b`: produce options) with `record --codec h264
+    /// --crf 0` (lossless, so digests compare) and `options`; returns what a collector saw of each.
+    func recordTwoH264(_ a: (name: String, args: [String]), _ b: (name: String, args: [String]), to rec: String,
+                       _ options: [String], _ scratch: Scratch) throws -> (a: [SeenFrame], b: [SeenFrame]) {
+        let pa = try scratch.start(["produce", "--pattern", "--out", a.name, "--wait-for", "2"] + a.args)
+        let ca = try FrameCollector(a.name, scratch)
+        let pb = try scratch.start(["produce", "--pattern", "--out", b.name, "--wait-for", "2"] + b.args)
+        let cb = try FrameCollector(b.name, scratch)
+        let recorder = try scratch.run(["record", "--in", "\(a.name),\(b.name)", "-o", rec, "--codec", "h264", "--crf", "0", "--wait", "30"] + options)
+        #expect(recorder.status == 0 && pa.wait(timeout: 30) == 0 && pb.wait(timeout: 30) == 0, "\(recorder.stderr)")
+        return (try ca.wait(), try cb.wait())
+    }
+
+    /// Each track's frames captured at or after `target` (ns from the recording's first frame).
+    func frames(_ seen: (a: [SeenFrame], b: [SeenFrame]), from target: Int64) -> (a: [UInt64], b: [UInt64]) {
+        let base = min(seen.a[0].description.captureNanos, seen.b[0].description.captureNanos)
+        let from = { (f: [SeenFrame]) in f.filter { Int64($0.description.captureNanos - base) >= target }.map(\.digest) }
+        return (from(seen.a), from(seen.b))
+    }
+
     /// Two H.264 tracks of other rates: a later file starts at a keyframe of the first, and the second's
     /// first frames there follow a keyframe in the file before. A seek to one of them still gets
     /// every frame of both from the target (replay starts in the file before).
     @Test func seekIntoALaterFileKeepsASecondH264Track() throws {
         let scratch = try Scratch()
         let rec = scratch.file("h.nut")
-        let a = try scratch.start(["produce", "--pattern", "--out", "a", "--frames", "150", "--rate", "50", "--size", "320x240", "--wait-for", "2"])
-        let ca = try FrameCollector("a", scratch)
-        // 30 fps: its keyframes (one per 50 frames) fall between a's.
-        let b = try scratch.start(["produce", "--pattern", "--out", "b", "--frames", "90", "--rate", "30", "--size", "320x240", "--wait-for", "2"])
-        let cb = try FrameCollector("b", scratch)
-        let recorder = try scratch.run(["record", "--in", "a,b", "-o", rec, "--codec", "h264", "--crf", "0", "--segment-size", "1M", "--wait", "30"])
-        #expect(recorder.status == 0 && a.wait(timeout: 30) == 0 && b.wait(timeout: 30) == 0, "\(recorder.stderr)")
-        let (oa, ob) = (try ca.wait(), try cb.wait())
-        let later = try #require(segmentFiles(rec).dropFirst().first, "one file only: \(recorder.stdout)")
+        // b at 30 fps: its keyframes (one per 50 frames) fall between a's.
+        let original = try recordTwoH264(("a", ["--frames", "150", "--rate", "50", "--size", "320x240"]),
+                                         ("b", ["--frames", "90", "--rate", "30", "--size", "320x240"]), to: rec, ["--segment-size", "1M"], scratch)
+        let later = try #require(segmentFiles(rec).dropFirst().first, "one file only")
         // The target: track b's second packet in the later file, neither of its first two a keyframe.
         let packets = try text("ffprobe -v error -select_streams 1 -show_entries packet=pts,flags -of csv=p=0 '\(later)'", scratch)
             .split(separator: "\n")
         try #require(packets.count >= 2 && !packets[0].contains("K") && !packets[1].contains("K"),
                      "track b's first packets in \(later) are keyframes: nothing to check (\(packets.prefix(2)))")
         let target = try #require(Int64(packets[1].split(separator: ",")[0])) * 1000
-        let base = min(oa[0].description.captureNanos, ob[0].description.captureNanos)
-        func from(_ frames: [SeenFrame]) -> [UInt64] {
-            frames.filter { Int64($0.description.captureNanos - base) >= target }.map(\.digest)
-        }
+        let expected = frames(original, from: target)
         let seconds = String(format: "%.6f", Double(target) / 1e9)
         let seen = try replay(rec, streams: ["a", "b"], scratch, extra: ["--pace", "capture", "-ss", seconds])
-        #expect(seen[0].map(\.digest) == from(oa), "track a from \(seconds) s")
-        #expect(seen[1].map(\.digest) == from(ob), "track b from \(seconds) s: \(seen[1].count) frames, \(from(ob).count) expected")
+        #expect(seen[0].map(\.digest) == expected.a, "track a from \(seconds) s")
+        #expect(seen[1].map(\.digest) == expected.b, "track b from \(seconds) s: \(seen[1].count) frames, \(expected.b.count) expected")
     }
 
     /// A sparse second H.264 track (2 fps: its one keyframe is its first frame) in one file:
@@ -102,21 +114,12 @@ extension RecordReplayTests {
     @Test func seekKeepsASparseH264Track() throws {
         let scratch = try Scratch()
         let rec = scratch.file("sparse.nut")
-        let a = try scratch.start(["produce", "--pattern", "--out", "big", "--frames", "100", "--rate", "25", "--size", "160x120", "--wait-for", "2"])
-        let ca = try FrameCollector("big", scratch)
-        let b = try scratch.start(["produce", "--pattern", "--out", "small", "--frames", "8", "--rate", "2", "--size", "64x48", "--wait-for", "2"])
-        let cb = try FrameCollector("small", scratch)
-        let recorder = try scratch.run(["record", "--in", "big,small", "-o", rec, "--codec", "h264", "--crf", "0", "--segment-size", "0", "--wait", "30"])
-        #expect(recorder.status == 0 && a.wait(timeout: 30) == 0 && b.wait(timeout: 30) == 0, "\(recorder.stderr)")
-        let (oa, ob) = (try ca.wait(), try cb.wait())
-        let base = min(oa[0].description.captureNanos, ob[0].description.captureNanos)
-        let target: Int64 = 2_200_000_000
-        func from(_ frames: [SeenFrame]) -> [UInt64] {
-            frames.filter { Int64($0.description.captureNanos - base) >= target }.map(\.digest)
-        }
-        try #require(from(ob).count >= 3, "the sparse track has \(ob.count) frames")
+        let original = try recordTwoH264(("big", ["--frames", "100", "--rate", "25", "--size", "160x120"]),
+                                         ("small", ["--frames", "8", "--rate", "2", "--size", "64x48"]), to: rec, ["--segment-size", "0"], scratch)
+        let expected = frames(original, from: 2_200_000_000)
+        try #require(expected.b.count >= 3, "the sparse track has \(original.b.count) frames")
         let seen = try replay(rec, streams: ["big", "small"], scratch, extra: ["--pace", "capture", "-ss", "2.2"])
-        #expect(seen[0].map(\.digest) == from(oa), "big from 2.2 s: \(seen[0].count) frames, \(from(oa).count) expected")
-        #expect(seen[1].map(\.digest) == from(ob), "small from 2.2 s: \(seen[1].count) frames, \(from(ob).count) expected")
+        #expect(seen[0].map(\.digest) == expected.a, "big from 2.2 s: \(seen[0].count) frames, \(expected.a.count) expected")
+        #expect(seen[1].map(\.digest) == expected.b, "small from 2.2 s: \(seen[1].count) frames, \(expected.b.count) expected")
     }
 }
