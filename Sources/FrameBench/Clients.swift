@@ -74,6 +74,7 @@ extension Bench {
     func clients(seconds: Double, python: String?, cTools: String?) throws {
         let programs = try locateClientPrograms(python: python, cTools: cTools)
         let scratch = ScratchDirectory(prefix: "framesrv-bench-clients")
+        defer { withExtendedLifetime(scratch) {} }   // its files are used to the end of the scope
         let script = scratch.path + "/bench_clients.py"
         try Data(Self.clientScript.utf8).write(to: URL(fileURLWithPath: script))
         print("framesrv bench clients: \(Self.clientWidth)x\(Self.clientHeight) yuv420p (3,110,400 bytes a frame), one lossless consumer "

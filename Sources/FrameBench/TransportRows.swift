@@ -58,6 +58,7 @@ extension Bench {
         print("4. Python at 1920x1080, frames/s (\(roundsText(budget))):")
         guard let python = framesrvPython(peers) else { return }
         let scratch = ScratchDirectory(prefix: "framesrv-bench-python")
+        defer { withExtendedLifetime(scratch) {} }   // its files are used to the end of the scope
         let script = scratch.path + "/bench_clients.py"
         try Data(Self.clientScript.utf8).write(to: URL(fileURLWithPath: script))
         let seconds = budget.frames.map { Double($0) / 200_000 } ?? budget.seconds
@@ -96,6 +97,7 @@ extension Bench {
         var rows = [["size", "framesrv --poll-us 0", "--poll-us 1000", "--poll-us 1000000", "iceoryx2 Listener", "iceoryx2 busy-poll",
                      "bare futex (floor)", "futex, shm + timeout"]]
         let scratch = ScratchDirectory(prefix: "framesrv-bench-futex")
+        defer { withExtendedLifetime(scratch) {} }   // its files are used to the end of the scope
         let floorFrames = String(latency.frames ?? max(Int(latency.seconds * rate), 100))
         let futex = try CPeers.compile("futex_floor", source: CPeers.futexSource, in: scratch)
         var ratios: [String] = []

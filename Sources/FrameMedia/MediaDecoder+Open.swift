@@ -74,18 +74,19 @@ extension MediaDecoder {
     }
 
     /// The format the first picture will most likely have on a CUDA stream, from the stream's
-    /// parameters: NVDEC's output (`nvdec`) for 4:2:0 (nv12, or p010le past 8 bits), else the
-    /// decoder's own; nil when the input does not say, or framesrv has no such format.
+    /// parameters: NVDEC's output (`nvdec`: nv12, p010le up to 10 bits, p016le past; yuv444p,
+    /// yuv444p16le), else the decoder's own (yuvj420p as yuv420p); nil when the input does not
+    /// say, or framesrv has no such format.
     public func expectedCUDAFormat(nvdec: Bool) -> FrameFormat? {
         guard let c = codec, c.pointee.width > 0, c.pointee.height > 0,
               let d = av_pix_fmt_desc_get(c.pointee.pix_fmt) else { return nil }
-        let name: String
-        if nvdec, d.pointee.log2_chroma_w == 1, d.pointee.log2_chroma_h == 1 {
-            name = d.pointee.comp.0.depth > 8 ? "p010le" : "nv12"
-        } else {
-            name = String(cString: d.pointee.name)
+        let depth = d.pointee.comp.0.depth, name: String
+        switch (nvdec, d.pointee.log2_chroma_w, d.pointee.log2_chroma_h) {
+        case (true, 1, 1): name = depth > 10 ? "p016le" : depth > 8 ? "p010le" : "nv12"
+        case (true, 0, 0): name = depth > 8 ? "yuv444p16le" : "yuv444p"
+        default: name = String(cString: d.pointee.name)
         }
-        return PixelFormat(name: name).map { FrameFormat($0, width: Int(c.pointee.width), height: Int(c.pointee.height)) }
+        return DecodedFrame.framesrvFormat(named: name).map { FrameFormat($0, width: Int(c.pointee.width), height: Int(c.pointee.height)) }
     }
 
     /// Every stream of `ctx` but those of `carried`, as `#N type (codec)`.

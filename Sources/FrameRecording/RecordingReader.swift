@@ -86,8 +86,12 @@ public final class RecordingReader {
     public private(set) var skippedPackets = 0
     /// Frames whose pixels did not decode, or decoded to another format or size than recorded.
     public private(set) var decodeErrors = 0
-    /// Why reading stopped before the end of the file (a truncated or damaged file), if it did.
+    /// Why reading stopped before the end of the recording (a truncated or damaged last file,
+    /// a later file that cannot be opened), naming the file, if it did.
     public private(set) var readError: String?
+    /// Files before the last that stopped being readable before their end (cut or damaged):
+    /// each `path: why`; reading went on with the next file.
+    public private(set) var fileErrors: [String] = []
     private var context: UnsafeMutablePointer<AVFormatContext>?
     private var decoders: [TrackDecoder]
     private var ready: [ReadFrame] = []
@@ -260,8 +264,9 @@ public final class RecordingReader {
     }
 
     /// The last keyframe of `track` at or before capture offset `nanos`, from the files'
-    /// indexes, in file `s` or the ones before: (file, capture offset). nil when no file says
-    /// (a file cut before its index lists none): the seek then trusts libavformat's.
+    /// indexes, in file `s` or the ones before (a file cut before its index lists none: the
+    /// search goes on before it): (file, capture offset). nil when none lists one: the seek
+    /// then trusts libavformat's.
     private func lastKeyframe(of track: Int, atOrBefore nanos: Int64, searchingBackFrom s: Int) -> (file: Int, at: Int64)? {
         let ns = AVRational(num: 1, den: 1_000_000_000)
         for f in stride(from: s, through: 0, by: -1) {
@@ -298,12 +303,19 @@ public final class RecordingReader {
 
     /// The next packet of the recording, going on into the next file at the end of one:
     /// av_read_frame's result.
+    /// A file that stops being readable (cut, damaged) ends there, and reading goes on with
+    /// the next (said in `fileErrors`); in the last file it ends the recording (`readError`).
     private func readFrame(_ p: UnsafeMutablePointer<AVPacket>) -> Int32 {
         while let ic = context {
             let r = av_read_frame(ic, p)
-            guard r == cffmpeg_eof(), current + 1 < segments.count else { return r }
+            guard r < 0 else { return r }
+            guard current + 1 < segments.count else {
+                if r != cffmpeg_eof() { readError = "\(segments[current].path): \(ffmpegMessage(r))" }
+                return r
+            }
+            if r != cffmpeg_eof() { fileErrors.append("\(segments[current].path): \(ffmpegMessage(r))") }
             guard open(segment: current + 1) else {
-                readError = "\(segments[current + 1].path) cannot be opened"
+                readError = "\(segments[current + 1].path): it cannot be opened"
                 return cffmpeg_eof()
             }
         }
@@ -314,7 +326,6 @@ public final class RecordingReader {
         guard let p = packet else { draining = true; return }
         let r = readFrame(p)
         if r < 0 {
-            if r != cffmpeg_eof() { readError = ffmpegMessage(r) }
             draining = true
             for (i, d) in decoders.enumerated() { ready += d.drain(track: i, errors: &decodeErrors) }
             return

@@ -37,6 +37,8 @@ public struct ReplayReport: Sendable {
     public var beyondSpan = 0
     public var decodeErrors = 0
     public var readError: String?
+    /// Earlier files that stopped being readable before their end (RecordingReader.fileErrors).
+    public var fileErrors: [String] = []
     /// The recording's files that end without their index: the recorder was killed, or a file was cut.
     public var cutFiles: [String] = []
     /// Why the recording was taken to end before a file named as its next (RecordingReader.segmentsStop).
@@ -174,6 +176,7 @@ public final class Replayer {
         report.skippedPackets = reader.skippedPackets
         report.decodeErrors = reader.decodeErrors
         report.readError = reader.readError
+        report.fileErrors = reader.fileErrors
         report.cutFiles = reader.cutFiles
         report.segmentsStop = reader.segmentsStop
         closeControls()

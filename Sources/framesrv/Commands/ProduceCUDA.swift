@@ -8,7 +8,8 @@ extension ProduceCommand {
     /// if any, as a host audio stream beside it (NAME-audio, as on the host path). Without
     /// sound the stream opens at the first frame, which waits there for --wait-for's consumers;
     /// with sound both streams exist before anything is decoded (the CUDA one at the format the
-    /// input declares), and --wait-for counts the consumers of either, as on the host path.
+    /// input declares, when it declares one framesrv carries: else as without sound, said), and
+    /// --wait-for counts the consumers of either, as on the host path.
     /// Pacing (-re, --readrate, --paused), -ss, -t, --frames, --loop and run-time controls are
     /// the host path's.
     static func produceCUDA(_ o: ProduceOptions, _ media: ProduceOptions.Media, _ publisher: MediaPublisher,
@@ -19,6 +20,10 @@ extension ProduceCommand {
         installStopHandlers()
         let audio = try createAudioStream(o, media, decoder, liveSource: policy.liveSource)
         let expected = audio == nil ? nil : decoder.expectedCUDAFormat(nvdec: cuda.nvdec)
+        if let audio, expected == nil, !o.quiet {
+            warn("'\(media.input)' does not declare a picture format a CUDA stream carries before decoding: '\(o.out)' opens at its "
+                 + "first frame, and --wait-for counts its consumers only, not '\(audio.stream)''s")
+        }
         let stream = CUDAStreamProducer(.init(name: o.out, device: cuda.device, slots: o.slots ?? 8, rate: publisher.frameRate,
                                               liveSource: policy.liveSource, waitFor: expected == nil ? policy.waitFor : 0))
         stream.shouldStop = StopSignal.shouldStop

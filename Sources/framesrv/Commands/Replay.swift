@@ -80,12 +80,17 @@ enum ReplayCommand: Command {
     }
 
     static func say(_ o: ReplayCommandOptions, _ r: ReplayReport) {
-        for file in r.cutFiles where r.readError == nil || file != r.cutFiles.last {
+        // A file named by a read error below is said once, there.
+        let unreadable = r.fileErrors + (r.readError.map { [$0] } ?? [])
+        for file in r.cutFiles where !unreadable.contains(where: { $0.hasPrefix(file + ":") }) {
             warn("replay: \(file): the file ends without its index (the recorder was killed, or the file was cut): played the frames it holds")
         }
         if let stop = r.segmentsStop { warn("replay: \(stop)") }
+        for why in r.fileErrors {
+            warn("replay: reading stopped early in \(why): the file is cut or damaged; played what came before, then the next file")
+        }
         if let why = r.readError {
-            warn("replay: \(o.settings.path): reading stopped early (\(why)): the file is truncated or damaged; played what came before")
+            warn("replay: reading stopped early in \(why): the file is truncated or damaged; played what came before")
         }
         if r.skippedPackets > 0 || r.decodeErrors > 0 || r.beyondSpan > 0 {
             warn("replay: \(o.settings.path): skipped \(r.skippedPackets) packets without a frame record, \(r.beyondSpan) whose record lies past the recording's end, and \(r.decodeErrors) frames that did not decode")
