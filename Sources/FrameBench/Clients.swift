@@ -71,12 +71,18 @@ extension Bench {
             produce(sys.argv[2], float(sys.argv[3]), sys.argv[4] == "fill")
         """
 
+    /// `clientScript` as a file in `scratch`: its path.
+    static func writeClientScript(in scratch: ScratchDirectory) throws -> String {
+        let script = scratch.path + "/bench_clients.py"
+        try Data(clientScript.utf8).write(to: URL(fileURLWithPath: script))
+        return script
+    }
+
     func clients(seconds: Double, python: String?, cTools: String?) throws {
         let programs = try locateClientPrograms(python: python, cTools: cTools)
         let scratch = ScratchDirectory(prefix: "framesrv-bench-clients")
         defer { withExtendedLifetime(scratch) {} }   // its files are used to the end of the scope
-        let script = scratch.path + "/bench_clients.py"
-        try Data(Self.clientScript.utf8).write(to: URL(fileURLWithPath: script))
+        let script = try Self.writeClientScript(in: scratch)
         print("framesrv bench clients: \(Self.clientWidth)x\(Self.clientHeight) yuv420p (3,110,400 bytes a frame), one lossless consumer "
               + "process at a time, about \(formatDouble(seconds, 1)) s each, \(ProcessInfo.processInfo.activeProcessorCount) cores")
         print("  python: \(programs.python)   C tools: \(programs.cTools)")

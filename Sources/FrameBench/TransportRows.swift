@@ -59,8 +59,7 @@ extension Bench {
         guard let python = framesrvPython(peers) else { return }
         let scratch = ScratchDirectory(prefix: "framesrv-bench-python")
         defer { withExtendedLifetime(scratch) {} }   // its files are used to the end of the scope
-        let script = scratch.path + "/bench_clients.py"
-        try Data(Self.clientScript.utf8).write(to: URL(fileURLWithPath: script))
+        let script = try Self.writeClientScript(in: scratch)
         let seconds = budget.frames.map { Double($0) / 200_000 } ?? budget.seconds
         try versusIceoryx2(budget, peers: peers, subscribers: 1, framesrv: [
             ("framesrv: Swift producer, 'python -m framesrv consume' (frame.seq)",

@@ -15,9 +15,10 @@ public struct CUDAStreamError: Error, CustomStringConvertible {
 /// producer (PROTOCOL.md 4.5), the one implementation of a CUDA stream's fences, device pool and
 /// NAME.cuda server, which Swift does not duplicate. The stream opens at the first frame (its
 /// size and format are the pool's), waits there for `waitFor` lossless consumers, and follows a
-/// format change with a new epoch (`openAhead` opens it before, for a stream with sound). Every frame is one copy per plane into its slot, on the
-/// legacy default stream of the device's primary context: from an NVDEC surface (device to
-/// device) or from host memory (an upload, synchronized before the publish).
+/// format change with a new epoch (`openAhead` opens it before, for a stream with sound).
+/// Every frame is one copy per plane into its slot, on the legacy default stream of the
+/// device's primary context: from an NVDEC surface (device to device) or from host memory
+/// (an upload, synchronized before the publish).
 public final class CUDAStreamProducer {
     public struct Settings: Sendable {
         public var name: String

@@ -135,10 +135,14 @@ public final class RecordingReader {
         segments = [RecordingSegments.Segment(path: path, start: .min)] + (followers?.found ?? [])
         segmentsStop = followers?.stop
         cutFiles = segments.map(\.path).filter { !Self.endsWithIndex($0) }
-        let seekTrack = tracks.firstIndex { $0.media == .video } ?? 0
+        let seekTrack = Int(av_find_default_stream_index(ic))
+        self.seekTrack = seekTrack
         dependentTracks = decoders.indices.filter { $0 != seekTrack && decoders[$0].codecID == AV_CODEC_ID_H264 }
     }
 
+    /// The track libavformat seeks by (its default stream: the first video track, else the
+    /// first; RecordingWriter starts each later file at one of its keyframes).
+    private let seekTrack: Int
     /// The tracks besides the seeking one whose frames depend on earlier frames (H.264): a seek
     /// starts at their last keyframe before the target (`seek(toOffsetNanos:)`).
     private let dependentTracks: [Int]
@@ -215,8 +219,7 @@ public final class RecordingReader {
     /// gives the timeline of what came before.
     public func mediaTimeline() -> MediaTimeline {
         let timeline = MediaTimeline(clocks: tracks.map(\.clock)) { body in
-            guard seek(toOffsetNanos: 0), let ic = context, let p = packet else { return }   // seek first: it may open the file again
-            let seekTrack = Int(av_find_default_stream_index(ic))
+            guard seek(toOffsetNanos: 0), let p = packet else { return }   // seek first: it may open the file again
             var seekTrackSeen = false
             while readFrame(p) >= 0 {
                 let track = Int(p.pointee.stream_index)
@@ -249,9 +252,7 @@ public final class RecordingReader {
         // seeking track's first keyframe libavformat lands on that keyframe, past the other
         // tracks' earlier packets (a movie's first audio frames): the file is opened again then.
         var (s, from) = (nanos <= firstSeekOffset ? 0 : segments.lastIndex { $0.start <= nanos } ?? 0, nanos)
-        for t in dependentTracks {
-            if let k = lastKeyframe(of: t, atOrBefore: nanos, searchingBackFrom: s), (k.file, k.at) < (s, from) { (s, from) = k }
-        }
+        if let k = earliestKeyframe(atOrBefore: nanos, searchingBackFrom: s), (k.file, k.at) < (s, from) { (s, from) = k }
         let fromStart = s == 0 ? from <= firstSeekOffset : from <= segments[s].start
         let ts = from / 1000   // the container's timeline: microseconds of capture time
         guard fromStart ? open(segment: s) : (s == current || open(segment: s)) && (seekWithin(ts) || open(segment: s)) else {
@@ -263,24 +264,27 @@ public final class RecordingReader {
         return true
     }
 
-    /// The last keyframe of `track` at or before capture offset `nanos`, from the files'
-    /// indexes, in file `s` or the ones before (a file cut before its index lists none: the
-    /// search goes on before it): (file, capture offset). nil when none lists one: the seek
-    /// then trusts libavformat's.
-    private func lastKeyframe(of track: Int, atOrBefore nanos: Int64, searchingBackFrom s: Int) -> (file: Int, at: Int64)? {
+    /// The earliest of the dependent tracks' last keyframes at or before capture offset
+    /// `nanos`, from the files' indexes, in file `s` or the ones before (a file cut before its
+    /// index lists none: the search goes on before it), each file opened once: (file, capture
+    /// offset). nil when none lists one: the seek then trusts libavformat's.
+    private func earliestKeyframe(atOrBefore nanos: Int64, searchingBackFrom s: Int) -> (file: Int, at: Int64)? {
         let ns = AVRational(num: 1, den: 1_000_000_000)
-        for f in stride(from: s, through: 0, by: -1) {
+        var pending = dependentTracks, earliest: (file: Int, at: Int64)?
+        for f in stride(from: s, through: 0, by: -1) where !pending.isEmpty {
             var ic: UnsafeMutablePointer<AVFormatContext>?
-            guard avformat_open_input(&ic, segments[f].path, nil, nil) >= 0, let c = ic else { return nil }
+            guard avformat_open_input(&ic, segments[f].path, nil, nil) >= 0, let c = ic else { break }
             defer { avformat_close_input(&ic) }
-            // (None in this file, or no index here: the file before may hold it.)
-            guard track < Int(c.pointee.nb_streams), let st = c.pointee.streams[track] else { return nil }
-            let ts = av_rescale_q(nanos, ns, st.pointee.time_base)
-            if avformat_index_get_entries_count(st) > 0, let e = avformat_index_get_entry_from_timestamp(st, ts, AVSEEK_FLAG_BACKWARD) {
-                return (f, av_rescale_q(e.pointee.timestamp, st.pointee.time_base, ns))
+            pending.removeAll { t in
+                guard t < Int(c.pointee.nb_streams), let st = c.pointee.streams[t], avformat_index_get_entries_count(st) > 0,
+                      let e = avformat_index_get_entry_from_timestamp(st, av_rescale_q(nanos, ns, st.pointee.time_base), AVSEEK_FLAG_BACKWARD)
+                else { return false }   // none in this file: the file before may hold it
+                let k = (file: f, at: av_rescale_q(e.pointee.timestamp, st.pointee.time_base, ns))
+                if earliest.map({ k < $0 }) ?? true { earliest = k }
+                return true
             }
         }
-        return nil
+        return earliest
     }
 
     private func seekWithin(_ ts: Int64) -> Bool {
@@ -313,7 +317,9 @@ public final class RecordingReader {
                 if r != cffmpeg_eof() { readError = "\(segments[current].path): \(ffmpegMessage(r))" }
                 return r
             }
-            if r != cffmpeg_eof() { fileErrors.append("\(segments[current].path): \(ffmpegMessage(r))") }
+            // (Once each: the timeline's pass and every --loop pass read it again.)
+            let why = "\(segments[current].path): \(ffmpegMessage(r))"
+            if r != cffmpeg_eof(), !fileErrors.contains(why) { fileErrors.append(why) }
             guard open(segment: current + 1) else {
                 readError = "\(segments[current + 1].path): it cannot be opened"
                 return cffmpeg_eof()

@@ -22,12 +22,15 @@ public enum RecordingSegments {
     public static func path(_ first: String, segment n: Int) -> String {
         guard n > 0 else { return first }
         let number = String(n).count >= 3 ? String(n) : String(repeating: "0", count: 3 - String(n).count) + String(n)
-        let slash = first.lastIndex(of: "/").map { first.index(after: $0) } ?? first.startIndex
-        // The extension is the base name's last '.' part (none for "rec" or ".hidden").
-        if let dot = first[slash...].lastIndex(of: "."), dot > slash {
-            return "\(first[..<dot]).\(number)\(first[dot...])"
-        }
-        return "\(first).\(number)"
+        return inserting(".\(number)", beforeExtensionOf: first)
+    }
+
+    /// `path` with `infix` before its extension, the base name's last '.' part (rec.nut,
+    /// ".001": rec.001.nut; after the name when it has none: "rec" or ".hidden").
+    static func inserting(_ infix: String, beforeExtensionOf path: String) -> String {
+        let slash = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex
+        guard let dot = path[slash...].lastIndex(of: "."), dot > slash else { return path + infix }
+        return "\(path[..<dot])\(infix)\(path[dot...])"
     }
 
     /// A new series id: 16 hex digits from the system's random source.
@@ -70,7 +73,7 @@ public enum RecordingSegments {
         var ic: UnsafeMutablePointer<AVFormatContext>?
         guard avformat_open_input(&ic, path, nil, nil) >= 0, let c = ic else { return nil }
         defer { avformat_close_input(&ic) }
-        let tag = { (d: OpaquePointer?, key: String) in av_dict_get(d, key, nil, 0).map { String(cString: $0.pointee.value) } }
+        let tag = RecordingReader.tag
         guard tag(c.pointee.metadata, RecordingKeys.series) == series,
               tag(c.pointee.metadata, RecordingKeys.segment) == String(n),
               let start = tag(c.pointee.metadata, RecordingKeys.segmentStart).flatMap({ Int64($0) }),

@@ -66,8 +66,8 @@ public final class RecordingWriter: @unchecked Sendable {
     /// Bytes in the files closed before the current one.
     private var closedBytes: Int64 = 0
     /// The track whose keyframes a new file starts at: the one libavformat seeks by (its
-    /// default stream: the first video track, else the first).
-    private let seekTrack: Int
+    /// default stream: the first video track, else the first), as RecordingReader finds it.
+    private var seekTrack = 0
 
     /// Creates the file and writes its header. `segmentBytes`: start a new file (segment) at
     /// the first seek point of the seeking track once the current one holds this many bytes.
@@ -77,15 +77,19 @@ public final class RecordingWriter: @unchecked Sendable {
         self.tracks = tracks
         self.segmentBytes = segmentBytes
         segmentPaths = [path]
-        seekTrack = tracks.firstIndex { $0.audio == nil } ?? 0
         lastTimestamp = Array(repeating: Int64.min, count: tracks.count)
         lastSeekPoint = Array(repeating: nil, count: tracks.count)
         queues = Array(repeating: [], count: tracks.count)
         ended = Array(repeating: false, count: tracks.count)
         frames = Array(repeating: 0, count: tracks.count)
         av_log_set_level(AV_LOG_FATAL)
-        context = try openFile(path, segment: 0, start: 0)
+        let first = try openFile(path, segment: 0, start: 0)
+        context = first
+        seekTrack = Int(max(0, av_find_default_stream_index(first)))
     }
+
+    /// The file being written now.
+    private var currentPath: String { segmentPaths[segmentPaths.count - 1] }
 
     /// Creates one file of the recording and writes its header: segment `segment`, whose
     /// first packet is captured at offset `start` (ns).
@@ -130,7 +134,7 @@ public final class RecordingWriter: @unchecked Sendable {
         avio_closep(&oc.pointee.pb)
         avformat_free_context(oc)
         context = nil
-        guard r >= 0 else { throw .cannotWrite(segmentPaths[segmentPaths.count - 1], ffmpegMessage(r)) }
+        guard r >= 0 else { throw .cannotWrite(currentPath, ffmpegMessage(r)) }
         let next = RecordingSegments.path(path, segment: segmentPaths.count)
         context = try openFile(next, segment: segmentPaths.count, start: start)
         segmentPaths.append(next)
@@ -269,7 +273,7 @@ public final class RecordingWriter: @unchecked Sendable {
         p.pointee.pts = ts
         p.pointee.dts = ts
         let r = av_write_frame(oc, p)
-        guard r >= 0 else { throw .cannotWrite(segmentPaths[segmentPaths.count - 1], ffmpegMessage(r)) }
+        guard r >= 0 else { throw .cannotWrite(currentPath, ffmpegMessage(r)) }
         avio_flush(oc.pointee.pb)
         frames[track] += 1
     }
@@ -308,7 +312,7 @@ public final class RecordingWriter: @unchecked Sendable {
         avio_flush(oc.pointee.pb)
         finalBytes = closedBytes + max(0, avio_tell(oc.pointee.pb))
         avio_closep(&oc.pointee.pb)
-        guard r >= 0 else { throw .cannotWrite(segmentPaths[segmentPaths.count - 1], ffmpegMessage(r)) }
+        guard r >= 0 else { throw .cannotWrite(currentPath, ffmpegMessage(r)) }
     }
 
     /// Bytes in the recording's files so far.

@@ -147,9 +147,7 @@ final class SnapshotRing: PacketSink, @unchecked Sendable {
 
     /// FILE with a counter before its extension: rec.nut, 3 -> rec-3.nut.
     static func numbered(_ path: String, _ n: Int) -> String {
-        let slash = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex
-        guard let dot = path[slash...].lastIndex(of: "."), dot > slash else { return "\(path)-\(n)" }
-        return "\(path[..<dot])-\(n)\(path[dot...])"
+        RecordingSegments.inserting("-\(n)", beforeExtensionOf: path)
     }
 }
 

@@ -74,7 +74,7 @@ enum RecordCommand: Command {
             warn("record: '\(t.name)': \(report.rawFallbacks[i]) frames stored raw (\(t.codec.name) does not hold their pixel format)")
         }
         let what = report.tracks.enumerated().map { "\($0.element.name) \(report.frames[$0.offset])" }.joined(separator: ", ")
-        let files = report.files.count > 1 ? " in \(report.files.count) files (\(path) to \(report.files[report.files.count - 1]))" : ""
+        let files = report.files.count > 1 ? " in \(report.files.count) files (\(path) to \(report.files.last!))" : ""
         print("record: \(path): \(report.frames.reduce(0, +)) frames (\(what)), \(report.bytes) bytes\(files)")
     }
 
