@@ -10,10 +10,15 @@ public struct TransportBudget: Equatable, Sendable {
     public var frames: Int?
     public var seconds: Double
     public var rounds: Int
+    /// The sections of `bench transport` to run (1-6); empty: all.
+    public var sections: Set<Int>
 
-    public init(frames: Int?, seconds: Double, rounds: Int) {
-        self.frames = frames; self.seconds = seconds; self.rounds = rounds
+    public init(frames: Int?, seconds: Double, rounds: Int, sections: Set<Int> = []) {
+        self.frames = frames; self.seconds = seconds; self.rounds = rounds; self.sections = sections
     }
+
+    /// Whether section `n` runs.
+    func runs(_ n: Int) -> Bool { sections.isEmpty || sections.contains(n) }
 }
 
 /// What a benchmark reads besides its own case: the input and decoder threads (decode,

@@ -46,11 +46,11 @@ extension Bench {
               + (budget.frames.map { "\($0) frames" } ?? "\(formatDouble(budget.seconds, 2)) s") + " per measurement, "
               + "\(budget.rounds) round\(budget.rounds == 1 ? "" : "s") (median), yuv420p")
         for line in peers.describe() { print("  " + line) }
-        try transportAlone(budget, peers: peers)
-        try fanOut(budget, peers: peers)
-        try pythonConsumers(budget, peers: peers)
-        try wakeLatency(budget, peers: peers)
-        try idleWakeups()
+        if budget.runs(1) || budget.runs(2) { try transportAlone(budget, peers: peers) }
+        if budget.runs(3) { try fanOut(budget, peers: peers) }
+        if budget.runs(4) { try pythonConsumers(budget, peers: peers) }
+        if budget.runs(5) { try wakeLatency(budget, peers: peers) }
+        if budget.runs(6) { try idleWakeups() }
     }
 
     /// One producer in this process (8 slots, the pool created and every slot painted before

@@ -45,8 +45,12 @@ extension Attachment {
     }
 
     /// The slot that holds frame `seq` reserved for us, if any (fs_slot_held_by's acquire).
+    /// The newest frame's slot (`latest`) is asked first: a consumer that keeps up wants that
+    /// one, and the scan's other slots would each be a cache line the producer wrote last.
     private func slotReserved(_ seq: UInt64) -> UInt32? {
-        (0..<control.slotCount).first { fs_slot_held_by(control.slot($0), bit, seq) != 0 }
+        let latest = control.latestWord, newest = UInt32(truncatingIfNeeded: latest & 0xff)
+        if latest >> 8 == seq, newest < control.slotCount, fs_slot_held_by(control.slot(newest), bit, seq) != 0 { return newest }
+        return (0..<control.slotCount).first { fs_slot_held_by(control.slot($0), bit, seq) != 0 }
     }
 
     /// Frame `expected` is in no slot reserved for us. The producer publishes in sequence

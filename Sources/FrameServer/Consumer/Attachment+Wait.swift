@@ -64,7 +64,7 @@ extension Attachment {
     /// (damage, a bug) freed it or asked for its detach, so the producer serves it no more and
     /// waiting would last for ever. Asked once per sleep.
     private var entryLost: Bool {
-        !detached && (control.consumerPID(index) != getpid() || control.consumerState(index) != .active)
+        !detached && (control.consumerPID(index) != ForkCheck.currentPID || control.consumerState(index) != .active)
     }
 
     /// One look at shared memory: a frame, the end, the producer gone, or nil (nothing yet).

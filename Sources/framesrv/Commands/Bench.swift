@@ -6,7 +6,7 @@ enum BenchCommand: Command {
     static let name = "bench"
     static let summary = "measure: 'bench transport' (throughput, fan-out, wake latency, idle; versus a pipe, iceoryx2, GStreamer), 'bench decode' and 'bench chain' (versus ffmpeg), 'bench clients' (Swift, C, Python), 'bench record' (record, replay, seek; versus ffmpeg), 'bench bridge' (versus ffmpeg tcp://), 'bench audio' (versus ffmpeg and a pipe), 'bench gpu' (CUDA frames; versus torch.multiprocessing)"
     static let help = """
-    usage: framesrv bench transport [--seconds S | --frames N] [--quick] [--python PATH]
+    usage: framesrv bench transport [--seconds S | --frames N] [--quick] [--section N,M] [--python PATH]
            framesrv bench decode [-i FILE] [--threads T]
            framesrv bench chain [-i FILE] [--threads T]
            framesrv bench clients [--seconds S] [--quick] [--python PATH] [--c-tools DIR]
@@ -39,6 +39,7 @@ enum BenchCommand: Command {
       --seconds S    each measurement's length (default 2; --quick: 0.25)
       --frames N     each throughput measurement's frames instead (latency runs: N/20, at least 100)
       --quick        one round of short runs, for smoke tests
+      --section N,M  only these sections (1 and 2 run together): --section 5 for the wake
       --python PATH  a python with the framesrv package (and iceoryx2) (default: scripts/python-env's)
 
     audio: a file's sound decoded into slots ('framesrv produce -i FILE' and one lossless null

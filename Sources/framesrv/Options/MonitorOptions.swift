@@ -75,6 +75,7 @@ struct BenchOptions: CommandOptions {
         let seconds = try args.double("--seconds", range: 0.5...600)
         let python = try args.value("--python")
         let cTools = try args.value("--c-tools")
+        let sections = try args.value("--section").map(Self.sections)
         settings = BenchSettings(input: input, threads: threads, python: python, cTools: cTools)
         let what = args.positionals()
         try args.finish()
@@ -82,6 +83,7 @@ struct BenchOptions: CommandOptions {
             throw UsageError("--seconds goes with 'bench transport', 'clients', 'record', 'audio' and 'gpu', --python with 'transport', "
                              + "'clients' and 'gpu', --c-tools with 'clients'")
         }
+        guard sections == nil || what == ["transport"] else { throw UsageError("--section goes with 'bench transport'") }
         switch what {
         case ["decode"], ["chain"]:
             guard !quick, frames == nil else { throw UsageError("--frames and --quick go with 'bench transport'") }
@@ -91,7 +93,8 @@ struct BenchOptions: CommandOptions {
                 throw UsageError("-i and --threads go with 'bench decode' and 'bench chain', --c-tools with 'bench clients'")
             }
             guard frames == nil || seconds == nil else { throw UsageError("choose one of --frames and --seconds") }
-            benchmark = .transport(TransportBudget(frames: frames, seconds: seconds ?? (quick ? 0.25 : 2), rounds: quick ? 1 : 3))
+            benchmark = .transport(TransportBudget(frames: frames, seconds: seconds ?? (quick ? 0.25 : 2), rounds: quick ? 1 : 3,
+                                                   sections: sections ?? []))
         case ["clients"]:
             guard input == nil, threads == nil, frames == nil else {
                 throw UsageError("-i, --threads and --frames do not go with 'bench clients' (it runs for --seconds)")
@@ -121,6 +124,18 @@ struct BenchOptions: CommandOptions {
         default:
             throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain, bench clients, bench record, bench bridge, bench audio or bench gpu")
         }
+    }
+
+    /// `--section 5` or `--section 1,5`: bench transport's sections (1 and 2 run together).
+    private static func sections(_ text: String) throws(UsageError) -> Set<Int> {
+        var sections = Set<Int>()
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let n = Int(part), (1...6).contains(n) else {
+                throw UsageError("--section takes bench transport's section numbers, 1 to 6, comma-separated (got '\(text)')")
+            }
+            sections.insert(n)
+        }
+        return sections
     }
 }
 

@@ -159,6 +159,7 @@ FSI_HIDDEN int fsp_audio_check(framesrv_producer *p, const framesrv_frame_info *
 FSI_HIDDEN void fsp_audio_header(framesrv_producer *p, framesrv_frame *f, fs_frame *h);
 
 /* producer_stream.c */
+FSI_HIDDEN void fsp_count_subscribers(framesrv_producer *p, uint64_t now);
 FSI_HIDDEN void fsp_announce(framesrv_producer *p, uint16_t kind, uint64_t seq, uint32_t slot,
                              uint32_t flags, uint64_t capture_ns, int64_t pts);
 FSI_HIDDEN void fsp_reannounce_latest(framesrv_producer *p);

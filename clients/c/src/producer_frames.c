@@ -222,6 +222,7 @@ static int publish(framesrv_producer *p, framesrv_frame *f, bool keep, void *str
         rc = fsp_cuda_ready(p, f->slot, next, stream, on_stream);
     }
     if (rc != FRAMESRV_OK) return rc;
+    fsp_count_subscribers(p, fsi_monotonic_ns());   /* not after the wake (producer_stream.c) */
     fs_frame h;
     write_header(p, f, &h);
     fs_slot_ctl *s = &p->slots[f->slot];

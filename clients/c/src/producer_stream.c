@@ -11,8 +11,11 @@
 
 /* XPUB (non-verbose) passes the first subscription (first byte 1) and the last
  * unsubscription (0; also when a subscriber goes away): read at most once per ms, on the
- * publishing thread. A new subscriber may miss a millisecond of announcements (hints). */
-static void count_subscribers(framesrv_producer *p, uint64_t now)
+ * publishing thread. A new subscriber may miss a millisecond of announcements (hints).
+ * A frame's publish calls this before its header's capture stamp, so that the announcement
+ * after the wake finds it done: ZeroMQ's check costs two system calls, and a consumer woken
+ * onto this CPU runs only once this thread sleeps (Producer+Announce.swift's refreshSubscribers). */
+void fsp_count_subscribers(framesrv_producer *p, uint64_t now)
 {
     if (now - p->last_drain_ns < 1000000u) return;
     p->last_drain_ns = now;
@@ -27,7 +30,7 @@ void fsp_announce(framesrv_producer *p, uint16_t kind, uint64_t seq, uint32_t sl
                   uint32_t flags, uint64_t capture_ns, int64_t pts)
 {
     uint64_t now = fsi_monotonic_ns();
-    count_subscribers(p, now);
+    fsp_count_subscribers(p, now);
     if (p->subscribers == 0) return;
     uint8_t message[sizeof(fs_announce) + FS_NAME_MAX];
     size_t name_len = strlen(p->name);
