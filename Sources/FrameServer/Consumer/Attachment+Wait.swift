@@ -53,11 +53,29 @@ extension Attachment {
                 throw .entryLost(stream: stream, index: index)
             }
             _ = control.waitForFrame(seen: w, timeoutNanos: sleepNanos)
-            control.endWaitForFrame(bit)
             // Asked after every sleep, not only an interrupted one: a signal that landed
             // while this thread was busy (no EINTR) is seen at the next frame's wake.
-            if stop() { return .ended }
+            if stop() {
+                control.endWaitForFrame(bit)
+                return .ended
+            }
+            if let woken = try lookAfterWake() { return woken }
         }
+    }
+
+    /// The frame that ended a sleep, handed out before the wake's bookkeeping: clearing the
+    /// `sleepers` bit (an RMW on the line the producer just wrote) and draining the doorbell
+    /// wait until after it. After a sleep every touch is a cache miss, and those before the
+    /// frame are its latency. A bit cleared late costs at most one needless FUTEX_WAKE.
+    private func lookAfterWake() throws(ConsumerError) -> Outcome? {
+        settleReleases()   // a live consumer's hold limit counts settled releases
+        let woken: Outcome?
+        do { woken = try look() } catch {
+            control.endWaitForFrame(bit)
+            throw error
+        }
+        control.endWaitForFrame(bit)
+        return woken
     }
 
     /// Whether this consumer's entry stopped being its own while it waits: another process

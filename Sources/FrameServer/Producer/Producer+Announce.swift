@@ -25,7 +25,6 @@ extension Producer {
     /// Publishes a written slot: header, reservation for every lossless consumer, then
     /// the doorbell. Called with `slotLock` held.
     func commit(_ slot: UInt32, format: FrameFormat, layout: PlaneLayout?, description d: FrameDescription) {
-        announceLock.withLock { refreshSubscribers(now: monotonicNanos()) }
         if templateFormat != format { prepareTemplate(format) }
         var header = template
         if let layout {
@@ -61,7 +60,6 @@ extension Producer {
     /// Publishes an audio frame: its header (the plane at `rows` where a decoder wrote it,
     /// else 4.6's canonical one), then the commit. Called with `slotLock` held.
     func commitAudio(_ slot: UInt32, format: AudioFormat, rows: AudioRows?, description d: FrameDescription) {
-        announceLock.withLock { refreshSubscribers(now: monotonicNanos()) }
         var header = fs_frame(audio: format, description: d)
         if let rows {
             header.setRows(rows, format: format)
@@ -96,7 +94,7 @@ extension Producer {
         latestPublished = (seq, slot)
         control.countPublished(at: now)
         announce(Announcement(kind: .frame, stream: stream, sequence: seq, slot: slot, flags: d.flags, epoch: epoch,
-                              captureNanos: header.capture_ns, pts: d.pts, publishNanos: now))
+                              captureNanos: header.capture_ns, pts: d.pts, publishNanos: now), refresh: false)
     }
 
     /// Sends the newest frame's announcement again (consumers treat repeats as doorbells).
@@ -109,20 +107,27 @@ extension Producer {
     /// Sends an announcement, if anyone subscribes: local consumers sleep on `frame_wake`,
     /// so with no monitor, bridge or event-loop consumer this costs no ZeroMQ call at all
     /// beyond draining subscriptions at most once per millisecond (`refreshSubscribers`).
-    func announce(_ a: Announcement) {
+    /// A frame's announcement (`refresh` false) goes by the count its reserve refreshed.
+    func announce(_ a: Announcement, refresh: Bool = true) {
         announceLock.withLock {
-            refreshSubscribers(now: a.publishNanos)
+            if refresh { refreshSubscribers(now: a.publishNanos) }
             guard subscribers > 0 else { return }
             let n = a.encode(into: announceBuffer)
             socket.send(UnsafeRawBufferPointer(rebasing: announceBuffer[..<n]))
         }
     }
 
+    /// Counts subscribers before a frame is written (`reserve`, `lease`): its announcement
+    /// after the wake then sends by that count. ZeroMQ's check costs two system calls, and a
+    /// consumer woken onto this CPU (the scheduler often puts it there) runs only once this
+    /// thread sleeps, so work after the wake is the consumer's latency; work before the
+    /// frame's capture stamp is nobody's.
+    func refreshSubscribers() {
+        announceLock.withLock { refreshSubscribers(now: monotonicNanos()) }
+    }
+
     /// Counts subscribers (XPUB's subscribe and unsubscribe messages), at most once per
-    /// millisecond. `announceLock` held. A frame's commit does this before its capture stamp,
-    /// so that its announcement after the wake finds it done: ZeroMQ's check costs two system
-    /// calls, and a consumer woken onto this CPU (the scheduler often puts it there) runs only
-    /// once this thread sleeps, so work after the wake is the consumer's latency.
+    /// millisecond. `announceLock` held.
     private func refreshSubscribers(now: UInt64) {
         guard now &- subscriptionsDrainedAt >= 1_000_000 else { return }
         subscriptionsDrainedAt = now

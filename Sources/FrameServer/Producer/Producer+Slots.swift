@@ -43,6 +43,7 @@ extension Producer {
                              blocked: @autoclosure () -> ProducerError) throws(ProducerError) -> (UInt32, UnsafeMutableRawPointer)? {
         try checkSegmentsIntact()
         guard waitWhileDeserted() else { return nil }
+        refreshSubscribers()
         return try slotLock.withLock { () throws(ProducerError) -> (UInt32, UnsafeMutableRawPointer)? in
             if pool == nil || bytes > slotStride {
                 guard outstanding == 0 else { throw blocked() }
@@ -81,6 +82,7 @@ extension Producer {
     /// leases) before `close()`: a slot still leased at close keeps its pool file.
     public func lease(bytes: Int, wait: Bool) throws(ProducerError) -> SlotLease? {
         try refuseInForkedChild()
+        refreshSubscribers()
         while true {
             let attempt = try slotLock.withLock { () throws(ProducerError) -> LeaseAttempt in
                 if pool == nil { try startEpoch(bytes: bytes) }

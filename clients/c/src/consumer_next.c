@@ -404,7 +404,10 @@ static int wait_frame(framesrv_consumer *c, fsi_attachment *a, uint32_t seen, ui
     uint32_t w = fs_consumer_wait_begin(a->ctl, a->bit);
     int status = look(c, a, frame);
     if (status == LOOK_NOTHING && !fsi_pidfd_alive(a->producer_fd)) a->producer_exited = true;   /* look again: frames owed, then GONE */
-    else if (status == LOOK_NOTHING && fsi_futex_wait(&a->ctl->frame_wake, w, ms) == EINTR) status = FRAMESRV_TIMEOUT;
+    else if (status == LOOK_NOTHING) {
+        if (fsi_futex_wait(&a->ctl->frame_wake, w, ms) == EINTR) status = FRAMESRV_TIMEOUT;
+        else status = look(c, a, frame);   /* the frame that woke us before wait_end's RMW (PROTOCOL.md 11.1) */
+    }
     fs_consumer_wait_end(a->ctl, a->bit);
     return status;
 }

@@ -160,8 +160,10 @@ FSI_HIDDEN void fsp_audio_header(framesrv_producer *p, framesrv_frame *f, fs_fra
 
 /* producer_stream.c */
 FSI_HIDDEN void fsp_count_subscribers(framesrv_producer *p, uint64_t now);
+/* count: drain subscriptions first (at most once per ms); a frame's announcement goes by
+ * the count its reserve took. */
 FSI_HIDDEN void fsp_announce(framesrv_producer *p, uint16_t kind, uint64_t seq, uint32_t slot,
-                             uint32_t flags, uint64_t capture_ns, int64_t pts);
+                             uint32_t flags, uint64_t capture_ns, int64_t pts, bool count);
 FSI_HIDDEN void fsp_reannounce_latest(framesrv_producer *p);
 FSI_HIDDEN void fsp_unlink_pool(framesrv_producer *p, uint64_t epoch);
 

@@ -124,6 +124,7 @@ static int reserve(framesrv_producer *p, void *stream, bool on_stream, int timeo
     if (p->ended) return fsi_fail(FRAMESRV_E_STATE, "reserve on stream '%s': the stream has ended", p->name);
     if (p->reserved != NULL)
         return fsi_fail(FRAMESRV_E_STATE, "reserve on stream '%s': a frame is already reserved (publish or abandon it)", p->name);
+    fsp_count_subscribers(p, fsi_monotonic_ns());   /* here, not after publish's wake (producer_stream.c) */
     if (!fsp_pool_fits(p)) {
         int rc = fsp_start_epoch(p);
         if (rc != FRAMESRV_OK) return rc;
@@ -222,7 +223,6 @@ static int publish(framesrv_producer *p, framesrv_frame *f, bool keep, void *str
         rc = fsp_cuda_ready(p, f->slot, next, stream, on_stream);
     }
     if (rc != FRAMESRV_OK) return rc;
-    fsp_count_subscribers(p, fsi_monotonic_ns());   /* not after the wake (producer_stream.c) */
     fs_frame h;
     write_header(p, f, &h);
     fs_slot_ctl *s = &p->slots[f->slot];
@@ -244,7 +244,7 @@ static int publish(framesrv_producer *p, framesrv_frame *f, bool keep, void *str
     p->stats.published++;
     fs_count(&p->ctl->published, 1);
     fs_stat_set(&p->ctl->last_publish_ns, now);
-    fsp_announce(p, FS_ANNOUNCE_FRAME, seq, f->slot, h.flags, h.capture_ns, h.pts);
+    fsp_announce(p, FS_ANNOUNCE_FRAME, seq, f->slot, h.flags, h.capture_ns, h.pts, false);   /* counted at reserve */
     if (!keep) {
         fsi_pool_unref(f->pool);
         free(f);

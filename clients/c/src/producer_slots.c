@@ -155,7 +155,7 @@ static void switch_pool(framesrv_producer *p, fsi_pool *pool, uint64_t reserved,
     pthread_mutex_lock(&p->lock);
     uint64_t next = p->next_seq;
     pthread_mutex_unlock(&p->lock);
-    fsp_announce(p, FS_ANNOUNCE_EPOCH, next, 0, 0, 0, FS_PTS_NONE);
+    fsp_announce(p, FS_ANNOUNCE_EPOCH, next, 0, 0, 0, FS_PTS_NONE, true);
 }
 
 int fsp_start_epoch(framesrv_producer *p)

@@ -12,9 +12,9 @@
 /* XPUB (non-verbose) passes the first subscription (first byte 1) and the last
  * unsubscription (0; also when a subscriber goes away): read at most once per ms, on the
  * publishing thread. A new subscriber may miss a millisecond of announcements (hints).
- * A frame's publish calls this before its header's capture stamp, so that the announcement
- * after the wake finds it done: ZeroMQ's check costs two system calls, and a consumer woken
- * onto this CPU runs only once this thread sleeps (Producer+Announce.swift's refreshSubscribers). */
+ * Reserve calls this, and a frame's announcement after publish's wake sends by that count:
+ * ZeroMQ's check costs two system calls, and a consumer woken onto this CPU runs only once
+ * this thread sleeps (Producer+Announce.swift's refreshSubscribers). */
 void fsp_count_subscribers(framesrv_producer *p, uint64_t now)
 {
     if (now - p->last_drain_ns < 1000000u) return;
@@ -27,10 +27,10 @@ void fsp_count_subscribers(framesrv_producer *p, uint64_t now)
 
 /* Nothing is sent while nobody subscribes (local consumers sleep on frame_wake). */
 void fsp_announce(framesrv_producer *p, uint16_t kind, uint64_t seq, uint32_t slot,
-                  uint32_t flags, uint64_t capture_ns, int64_t pts)
+                  uint32_t flags, uint64_t capture_ns, int64_t pts, bool count)
 {
     uint64_t now = fsi_monotonic_ns();
-    fsp_count_subscribers(p, now);
+    if (count) fsp_count_subscribers(p, now);
     if (p->subscribers == 0) return;
     uint8_t message[sizeof(fs_announce) + FS_NAME_MAX];
     size_t name_len = strlen(p->name);
@@ -47,7 +47,7 @@ void fsp_announce(framesrv_producer *p, uint16_t kind, uint64_t seq, uint32_t sl
 
 void fsp_reannounce_latest(framesrv_producer *p)
 {
-    if (p->has_latest) fsp_announce(p, FS_ANNOUNCE_FRAME, p->latest_seq, p->latest_slot, 0, 0, FS_PTS_NONE);
+    if (p->has_latest) fsp_announce(p, FS_ANNOUNCE_FRAME, p->latest_seq, p->latest_slot, 0, 0, FS_PTS_NONE, true);
 }
 
 void fsp_unlink_pool(framesrv_producer *p, uint64_t epoch)
@@ -71,7 +71,7 @@ int framesrv_producer_end(framesrv_producer *p, int failed)
     if (failed) p->ctl->flags |= FS_CONTROL_END_FAILED;
     fs_store_u32(&p->ctl->state, FS_STREAM_ENDED);   /* SYNC: release, publishes end_seq and flags */
     fsp_frame_ready(p);
-    fsp_announce(p, FS_ANNOUNCE_END, last, 0, 0, 0, FS_PTS_NONE);
+    fsp_announce(p, FS_ANNOUNCE_END, last, 0, 0, 0, FS_PTS_NONE, true);
     fsp_wake(p);
     return FRAMESRV_OK;
 }
