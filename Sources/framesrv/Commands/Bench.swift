@@ -31,9 +31,10 @@ enum BenchCommand: Command {
       4. Python at 1080p: a consumer ('python -m framesrv consume', reading frame.seq; then
          --touch: every frame's planes as numpy views and its publish_ns), a producer
          (reserve -> publish into 'sink --null'), and iceoryx2's Python publisher and subscriber;
-      5. wake latency publish -> acquire at 200 fps (the consumer sleeps between frames), p50/p99,
-         64x64 and 1080p, 'sink --poll-us 0', '--poll-us 1000' and '--poll-us 1000000' (spinning
-         throughout), and iceoryx2's Listener and busy-poll;
+      5. wake latency publish -> acquire at 200 fps (the consumer sleeps between frames), p50/p99
+         (the median of 7 rounds), 64x64 and 1080p, 'sink --poll-us 0', '--poll-us 1000' and
+         '--poll-us 1000000' (spinning throughout), and iceoryx2's Listener and busy-poll, beside
+         the bare futex wake between two processes (the floor of any wake);
       6. idle: wake-ups per second of a producer with no consumer and of a consumer with no frames
          (voluntary context switches of all their threads over 2 s), next to the limit 2/s.
       --seconds S    each measurement's length (default 2; --quick: 0.25)
