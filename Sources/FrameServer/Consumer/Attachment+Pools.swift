@@ -32,8 +32,9 @@ extension Attachment {
         return m
     }
 
-    /// Maps pool `epoch` read-only (`Segment.openPool` checks its size).
+    /// Maps pool `epoch` read-only (`Segment.openPool` checks its size), every page faulted
+    /// in at once: a frame's first reads then take no page faults.
     func openPool(epoch: UInt64) throws(SegmentError) -> (pool: Segment, slotBytes: Int) {
-        try Segment.openPool(directory.poolPath(stream, epoch: epoch), slotCount: control.slotCount)
+        try Segment.openPool(directory.poolPath(stream, epoch: epoch), slotCount: control.slotCount, populate: true)
     }
 }

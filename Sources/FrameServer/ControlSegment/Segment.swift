@@ -33,8 +33,13 @@ final class Segment: @unchecked Sendable {
     /// O_NONBLOCK and O_NOFOLLOW (a FIFO or a symlink in its place cannot hang or redirect
     /// the reader) and must be a regular file of at least `minimumSize` bytes.
     ///
+    /// `populate`: fault every page in now (`MAP_POPULATE`) if the file's memory is all
+    /// there (a producer's pool is: it `posix_fallocate`s it), so that the first frames of
+    /// each slot do not pay a page fault per 4 KiB read. A sparse file is mapped lazily:
+    /// faulting its holes in would allocate them (tmpfs), on a hostile file's word.
+    ///
     /// The corresponding C functions are `open`, `fstat` and `mmap`.
-    static func open(_ path: String, writable: Bool, minimumSize: Int = 1) throws(SegmentError) -> Segment {
+    static func open(_ path: String, writable: Bool, minimumSize: Int = 1, populate: Bool = false) throws(SegmentError) -> Segment {
         let fd: FileDescriptor
         do { fd = try .open(path, (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOFOLLOW) } catch {
             if error == Errno(rawValue: ELOOP) { throw .notRegularFile(path: path) }
@@ -46,7 +51,9 @@ final class Segment: @unchecked Sendable {
         let size = Int(st.st_size)
         guard size >= max(1, minimumSize) else { throw .tooSmall(path: path, size: size, needed: max(1, minimumSize)) }
         let p: UnsafeMutableRawPointer
-        do { p = try fd.map(size: size, writable: writable) } catch { throw .system(operation: "map", path: path, error) }
+        let allocated = Int(st.st_blocks).multipliedReportingOverflow(by: 512)
+        let whole = populate && !allocated.overflow && allocated.partialValue >= size
+        do { p = try fd.map(size: size, writable: writable, populate: whole) } catch { throw .system(operation: "map", path: path, error) }
         return Segment(path: path, base: p, size: size, writable: writable, created: nil, descriptor: fd)
     }
 
@@ -55,9 +62,9 @@ final class Segment: @unchecked Sendable {
     /// multiple of 64 bytes (the producer uses whole pages), each at least a frame header:
     /// anything else is a damaged pool, and a stride that is not a multiple of 64 would
     /// misalign every slot's header.
-    static func openPool(_ path: String, slotCount: UInt32) throws(SegmentError) -> (pool: Segment, slotBytes: Int) {
+    static func openPool(_ path: String, slotCount: UInt32, populate: Bool = false) throws(SegmentError) -> (pool: Segment, slotBytes: Int) {
         let n = Int(slotCount)
-        let pool = try open(path, writable: false, minimumSize: n * FrameFormat.headerSize)
+        let pool = try open(path, writable: false, minimumSize: n * FrameFormat.headerSize, populate: populate)
         let slotBytes = pool.size / n
         guard pool.size % n == 0, slotBytes % 64 == 0 else {
             throw .badField(path: path, field: "file size", value: UInt64(pool.size),

@@ -102,6 +102,36 @@ import Testing
         #expect(file.size == 4096)
     }
 
+    /// A consumer maps a pool with every page faulted in (no page fault per 4 KiB in its first
+    /// frames), but only a pool whose memory is all there, as a producer's is: faulting in a
+    /// sparse tmpfs file's holes would allocate them, 64 MiB here on a hostile file's word.
+    @Test func populateFaultsInAnAllocatedPoolAndNeverAllocatesASparseOne() throws {
+        let folder = TemporaryFolder("framesrv-sys")
+        let size = 64 << 20
+        let sparse = folder.file("sparse.pool"), whole = folder.file("whole.pool")
+        #expect(FileManager.default.createFile(atPath: sparse, contents: nil) && truncate(sparse, off_t(size)) == 0)
+        let fd = try FileDescriptor.open(whole, O_RDWR | O_CREAT)
+        try fd.allocate(size)
+        let lazy = try Segment.open(sparse, writable: false, populate: true)
+        var st = stat()
+        #expect(stat(sparse, &st) == 0 && st.st_blocks == 0, "the sparse file stays unallocated (\(st.st_blocks) blocks)")
+        #expect(Self.presentPages(lazy.base, bytes: size) == 0)
+        let populated = try Segment.open(whole, writable: false, populate: true)
+        #expect(Self.presentPages(populated.base, bytes: size) == size / 4096, "every page of the allocated pool is mapped")
+        let plain = try Segment.open(whole, writable: false)
+        #expect(Self.presentPages(plain.base, bytes: size) == 0, "without populate, nothing is mapped before it is read")
+    }
+
+    /// Pages of [base, base + bytes) with a page table entry (/proc/self/pagemap's bit 63).
+    static func presentPages(_ base: UnsafeRawPointer, bytes: Int) -> Int {
+        guard let f = fopen("/proc/self/pagemap", "r") else { return -1 }
+        defer { fclose(f) }
+        let first = Int(bitPattern: base) / 4096, count = bytes / 4096
+        var entries = [UInt64](repeating: 0, count: count)
+        guard fseek(f, first * 8, SEEK_SET) == 0, fread(&entries, 8, count, f) == count else { return -1 }
+        return entries.filter { $0 & (1 << 63) != 0 }.count
+    }
+
     @Test func raisingTheLimitReachesTheHardLimit() throws {
         let soft = try raiseFileDescriptorLimit()
         var rl = rlimit()

@@ -289,7 +289,11 @@ int fsi_futex_wait(uint32_t *word, uint32_t expected, int timeout_ms)
 
 /* ---- mapping files ------------------------------------------------------------------ */
 
-int fsi_map_file(const char *path, bool writable, void **base, size_t *size)
+/* populate: fault every page in at once (MAP_POPULATE) when the file's memory is all there
+ * (a producer's pool is: it posix_fallocates it), so a frame's first reads take no page
+ * fault per 4 KiB; a sparse file maps lazily, since faulting its holes in would allocate
+ * them (tmpfs) on a hostile file's word (Segment.swift's open does the same). */
+int fsi_map_file(const char *path, bool writable, bool populate, void **base, size_t *size)
 {
     /* O_NONBLOCK: a FIFO in the file's place must not block the open; O_NOFOLLOW: a
      * link planted in the directory is refused. */
@@ -308,7 +312,9 @@ int fsi_map_file(const char *path, bool writable, void **base, size_t *size)
     if (status == FRAMESRV_OK) {
         /* SECURITY: a consumer maps pools PROT_READ; a stray write faults instead of
          * corrupting what other consumers read. */
-        void *p = mmap(NULL, (size_t)st.st_size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+        bool whole = populate && st.st_blocks >= 0 && (uint64_t)st.st_blocks >= ((uint64_t)st.st_size + 511) / 512;
+        void *p = mmap(NULL, (size_t)st.st_size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                       MAP_SHARED | (whole ? MAP_POPULATE : 0), fd, 0);
         if (p == MAP_FAILED) status = fsi_fail_errno("map %s", path);
         else {
             *base = p;

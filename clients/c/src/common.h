@@ -101,6 +101,6 @@ FSI_HIDDEN int fsi_futex_wait(uint32_t *word, uint32_t expected, int timeout_ms)
  * regular file of a non-zero size, and maps all of it (MAP_SHARED). FRAMESRV_E_NOT_FOUND
  * (errno ENOENT) when it does not exist, FRAMESRV_E_BAD_DATA for a link, a FIFO, a
  * directory or an empty file, FRAMESRV_E_SYSTEM otherwise; the last error says which. */
-FSI_HIDDEN int fsi_map_file(const char *path, bool writable, void **base, size_t *size);
+FSI_HIDDEN int fsi_map_file(const char *path, bool writable, bool populate, void **base, size_t *size);
 
 #endif /* FRAMESRV_COMMON_H */

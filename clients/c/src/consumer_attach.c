@@ -142,7 +142,7 @@ static int open_control(framesrv_consumer *c, fsi_attachment *a)
     char path[PATH_MAX + 64];
     void *base;
     int status = fsi_path(path, sizeof path, c->dir, c->stream, ".ctl");
-    if (status == FRAMESRV_OK) status = fsi_map_file(path, true, &base, &a->ctl_size);
+    if (status == FRAMESRV_OK) status = fsi_map_file(path, true, false, &base, &a->ctl_size);
     if (status != FRAMESRV_OK) return status;
     a->ctl = base;
     uint32_t memory;

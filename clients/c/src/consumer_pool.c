@@ -19,7 +19,7 @@ static int map_pool(framesrv_consumer *c, fsi_attachment *a, uint64_t epoch, fsi
     void *base;
     size_t size, slot_bytes = FS_CUDA_HEADER_SLOT;
     int status = fsi_path(path, sizeof path, c->dir, c->stream, suffix);
-    if (status == FRAMESRV_OK) status = fsi_map_file(path, false, &base, &size);
+    if (status == FRAMESRV_OK) status = fsi_map_file(path, false, true, &base, &size);
     if (status != FRAMESRV_OK) return status;
     status = a->cuda ? fsi_validate_header_pool(size, a->slot_count, path) : fsi_validate_pool(size, a->slot_count, path, &slot_bytes);
     if (status == FRAMESRV_OK && !(*out = calloc(1, sizeof **out)))

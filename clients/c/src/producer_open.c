@@ -76,7 +76,7 @@ static bool live_producer_recorded(const char *ctl_path)
 {
     void *base;
     size_t size;
-    if (fsi_map_file(ctl_path, false, &base, &size) != FRAMESRV_OK) return false;
+    if (fsi_map_file(ctl_path, false, false, &base, &size) != FRAMESRV_OK) return false;
     bool alive = false;
     const fs_control *c = base;
     if (size >= sizeof(fs_control) && c->magic == FS_MAGIC_CONTROL) {

@@ -29,7 +29,7 @@ static fs_control *map_ctl(const char *name, size_t *size)
     char path[160];
     snprintf(path, sizeof path, "%s/%s.ctl", dir, name);
     void *base = NULL;
-    if (fsi_map_file(path, true, &base, size) != FRAMESRV_OK) return NULL;
+    if (fsi_map_file(path, true, false, &base, size) != FRAMESRV_OK) return NULL;
     return base;
 }
 

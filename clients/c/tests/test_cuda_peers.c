@@ -44,7 +44,7 @@ static fs_control *map_ctl(const char *name, size_t *size)
     char path[160];
     void *base = NULL;
     snprintf(path, sizeof path, "%s/%s.ctl", dir, name);
-    return fsi_map_file(path, true, &base, size) == FRAMESRV_OK ? base : NULL;
+    return fsi_map_file(path, true, false, &base, size) == FRAMESRV_OK ? base : NULL;
 }
 
 /* In a child: no libcuda at all. */
