@@ -86,10 +86,11 @@ enum CPeers {
     }
     """#
 
-    /// FPS FRAMES [shm]: two processes over one shared page; the parent stores the time and a
-    /// new sequence number, then FUTEX_WAKE (not _PRIVATE, as across framesrv's processes), at
-    /// FPS; the child, asleep in FUTEX_WAIT between frames, times each from the store to its
-    /// wake. Nothing else: the floor of any cross-process wake on this machine. With `shm`,
+    /// FPS FRAMES WARMUP [shm]: two processes over one shared page; the parent stores the time
+    /// and a new sequence number, then FUTEX_WAKE (not _PRIVATE, as across framesrv's processes),
+    /// at FPS; the child, asleep in FUTEX_WAIT between frames, times each from the store to its
+    /// wake, the first WARMUP left out. Nothing else: the floor of any cross-process wake on
+    /// this machine. With `shm`,
     /// the page is a file's under /dev/shm and each wait has a 500 ms timeout, as framesrv's
     /// control segment and its consumer's sleep have (the same floor done framesrv's way).
     static let futexSource = common + #"""
@@ -101,8 +102,9 @@ enum CPeers {
     #include <sys/syscall.h>
     struct shared { uint32_t seq; uint32_t pad; long long sent; };
     int main(int argc, char **argv) {
-        if (argc != 3 && argc != 4) return 5;
-        double fps = atof(argv[1]); int frames = atoi(argv[2]), shm = argc == 4;
+        if (argc != 4 && argc != 5) return 5;
+        double fps = atof(argv[1]); int frames = atoi(argv[2]), warmup = atoi(argv[3]), shm = argc == 5;
+        if (warmup < 0 || warmup >= frames) return 5;
         struct shared *s;
         if (shm) {
             char path[] = "/dev/shm/framesrv-bench-futex-XXXXXX";
@@ -127,7 +129,7 @@ enum CPeers {
                 seen = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
                 lat[i] = (woke - __atomic_load_n(&s->sent, __ATOMIC_ACQUIRE)) / 1000.0;
             }
-            print_percentiles(lat, frames);
+            print_percentiles(lat + warmup, frames - warmup);   /* the first frames: the warm-up */
             return 0;
         }
         long long start = now();

@@ -24,9 +24,10 @@ extension Bench {
         var arguments: [String]
         var executable = selfExecutable
 
-        static func sink(_ index: Int, pollMicros: Int? = nil) -> BenchConsumer {
+        static func sink(_ index: Int, pollMicros: Int? = nil, warmup: Int = 0) -> BenchConsumer {
             BenchConsumer(arguments: ["sink", "--in", "bench", "--null", "--lossless", "--stats-json", "--quiet", "--wait", "60",
-                                      "--name", "bench-\(index)"] + (pollMicros.map { ["--poll-us", String($0)] } ?? []))
+                                      "--name", "bench-\(index)", "--warmup", String(warmup)]
+                          + (pollMicros.map { ["--poll-us", String($0)] } ?? []))
         }
 
         /// `touch`: it takes every frame's planes (numpy views) and its publish_ns, as a stage would.
@@ -120,6 +121,9 @@ extension Bench {
             index += 1
             last = monotonicNanos()
         }
+        // A paced run ends one interval after its last frame, as the next frame would come:
+        // the end's own work (finish, teardown) is then not the last frame's wake latency.
+        if let rate { sleepUntil(paceStart + UInt64(Double(index) * 1e9 / rate)) }
         return (index - warmup, Double(last - start) / 1e9)
     }
 

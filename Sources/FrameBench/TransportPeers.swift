@@ -138,9 +138,10 @@ final class Iceoryx2Peer {
 
     /// Publish -> receive p50 and p99 in us at `rate` frames/s; the subscriber waits on its
     /// Listener, or with `spin` calls receive() in a loop (busy-poll). NaN when the run failed.
-    func latency(bytes: Int, rate: Double, spin: Bool, budget: TransportBudget) -> (Double, Double) {
-        let json = run("latency", ["--bytes", String(bytes), "--rate", String(rate), "--wait", spin ? "spin" : "listener"]
-                                  + budgetArguments(budget))
+    /// The first `warmup` frames are left out of the percentiles.
+    func latency(bytes: Int, rate: Double, spin: Bool, warmup: Int, budget: TransportBudget) -> (Double, Double) {
+        let json = run("latency", ["--bytes", String(bytes), "--rate", String(rate), "--wait", spin ? "spin" : "listener",
+                                   "--warmup", String(warmup)] + budgetArguments(budget))
         return (json?.p50 ?? .nan, json?.p99 ?? .nan)
     }
 

@@ -85,6 +85,9 @@ extension Bench {
         printAbsentPeers(peers, gstreamer: false)
     }
 
+    /// Frames at the start of each latency run left out of its percentiles, every system's alike.
+    static let latencyWarmup = 50
+
     /// 5: publish -> acquire at 200 fps with a consumer asleep between frames, p50/p99, beside
     /// the bare futex wake between two processes (CPeers.futexSource) measured in the same rounds.
     func wakeLatency(_ budget: Budget, peers: TransportPeers) throws {
@@ -94,8 +97,11 @@ extension Bench {
         let latency = Budget(frames: budget.frames.map { max(100, $0 / 20) }, seconds: max(budget.seconds, 0.5),
                              rounds: budget.rounds == 1 ? 1 : max(budget.rounds, 7))
         let frames = latency.frames.map { "\($0) frames" } ?? "\(formatDouble(latency.seconds, 2)) s"
+        // Every system's first frames pay for first-touch page faults and cold code: a warm-up
+        // (a quarter second), left out of every row's percentiles alike.
+        let warmup = Self.latencyWarmup
         print("5. wake latency publish -> acquire at \(formatDouble(rate, 0)) fps, one consumer process asleep between frames, "
-              + "p50 / p99 us (\(frames) a run, median of \(latency.rounds)):")
+              + "p50 / p99 us (\(frames) a run, its first \(warmup) frames a warm-up, median of \(latency.rounds)):")
         var rows = [["size", "framesrv --poll-us 0", "--poll-us 1000", "--poll-us 1000000", "iceoryx2 Listener", "iceoryx2 busy-poll",
                      "bare futex (floor)", "futex, shm + timeout"]]
         let scratch = ScratchDirectory(prefix: "framesrv-bench-futex")
@@ -108,15 +114,19 @@ extension Bench {
             func measure(_ i: Int, _ run: @escaping () throws -> (Double, Double)) -> (() throws -> Double) {
                 { let (p50, q) = try run(); p99[i].append(q); return p50 }
             }
-            let sink = { (poll: Int?) in { try framesrvRun(size, consumers: [.sink(0, pollMicros: poll)], rate: rate, budget: latency) } }
-            let floor = futex.map { binary in { try CPeers.run(binary, [String(rate), floorFrames], bench: "transport") } }
-            let shmFloor = futex.map { binary in { try CPeers.run(binary, [String(rate), floorFrames, "shm"], bench: "transport") } }
+            let sink = { (poll: Int?) in
+                { try framesrvRun(size, consumers: [.sink(0, pollMicros: poll, warmup: warmup)], rate: rate, budget: latency) }
+            }
+            let floor = futex.map { binary in { try CPeers.run(binary, [String(rate), floorFrames, String(warmup)], bench: "transport") } }
+            let shmFloor = futex.map { binary in
+                { try CPeers.run(binary, [String(rate), floorFrames, String(warmup), "shm"], bench: "transport") }
+            }
             let p50 = try alternated(latency, [
                 measure(0) { let r = try sink(0)(); return (r.p50, r.p99) },
                 measure(1) { let r = try sink(1000)(); return (r.p50, r.p99) },
                 measure(2) { let r = try sink(1_000_000)(); return (r.p50, r.p99) },
-                peers.iceoryx2.map { peer in measure(3) { peer.latency(bytes: size.bytes, rate: rate, spin: false, budget: latency) } },
-                peers.iceoryx2.map { peer in measure(4) { peer.latency(bytes: size.bytes, rate: rate, spin: true, budget: latency) } },
+                peers.iceoryx2.map { peer in measure(3) { peer.latency(bytes: size.bytes, rate: rate, spin: false, warmup: warmup, budget: latency) } },
+                peers.iceoryx2.map { peer in measure(4) { peer.latency(bytes: size.bytes, rate: rate, spin: true, warmup: warmup, budget: latency) } },
                 floor.map { run in measure(5) { let r = try run(); return (r.p50, r.p99) } },
                 shmFloor.map { run in measure(6) { let r = try run(); return (r.p50, r.p99) } },
             ])

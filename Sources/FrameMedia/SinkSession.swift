@@ -9,6 +9,8 @@ public struct SinkSettings: Sendable {
     public var verify = false
     /// Hold each frame this many microseconds (a random one of the range) before releasing it.
     public var hold: ClosedRange<Int>?
+    /// Leave the first this many frames out of the latency percentiles (a benchmark's warm-up).
+    public var latencyWarmup = 0
     public init() {}
 }
 
@@ -58,6 +60,7 @@ public final class SinkSession {
         self.outputs = outputs
         self.log = log
         self.settings = settings
+        statistics.latencyWarmup = settings.latencyWarmup
         self.shouldStop = shouldStop
         consumer.shouldStop = shouldStop
         consumer.onEvent = { [unowned self] event in

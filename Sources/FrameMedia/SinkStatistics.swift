@@ -13,6 +13,9 @@ public struct SinkStatistics: Sendable {
     public var droppedAtSource: UInt64 = 0
     public var discontinuities = 0
     public var seconds = 0.0
+    /// Frames left out of the latency percentiles at the start: a consumer's first frames
+    /// pay for first-touch page faults and cold code, which a benchmark's warm-up excludes.
+    public var latencyWarmup = 0
     /// Latency samples in ns; the first million are kept (8 MB), enough for percentiles.
     private var latencies: [UInt64] = {
         var a: [UInt64] = []
@@ -31,7 +34,7 @@ public struct SinkStatistics: Sendable {
             discontinuities += 1
             droppedAtSource += UInt64(frame.header.sourceDropped)
         }
-        if latencies.count < latencies.capacity { latencies.append(frame.latencyNanos) }
+        if received > latencyWarmup, latencies.count < latencies.capacity { latencies.append(frame.latencyNanos) }
     }
 
     /// The latency at percentile `p` (0 to 1), in microseconds; 0 with no samples.

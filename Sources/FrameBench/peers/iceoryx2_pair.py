@@ -1,7 +1,7 @@
 """iceoryx2's Python publisher and subscribers, the peer of `framesrv bench transport`.
 
   python iceoryx2_pair.py throughput --bytes B [--subscribers N] [--seconds S] [--frames F]
-  python iceoryx2_pair.py latency --bytes B [--rate FPS] [--seconds S] [--frames F] [--wait listener|spin]
+  python iceoryx2_pair.py latency --bytes B [--rate FPS] [--seconds S] [--frames F] [--wait listener|spin] [--warmup W]
 
 This process is the publisher; each subscriber is another process running this script
 (`subscribe`). The settings are those of the issue's comparison: a Slice[u8] payload of
@@ -104,7 +104,7 @@ def subscribe(args):
     received += drain(subscriber, latencies)
     result = {"received": received}
     if latencies is not None:
-        latencies.sort()
+        latencies = sorted(latencies[args.warmup:])   # the first frames are the run's warm-up
         result.update(p50_us=percentile(latencies, 0.5), p99_us=percentile(latencies, 0.99))
     print(json.dumps(result), flush=True)
 
@@ -114,7 +114,7 @@ def start_subscribers(args, name):
     command = [sys.executable, os.path.abspath(__file__), "subscribe", "--name", name,
                "--subscribers", str(args.subscribers), "--wait", args.wait]
     if args.mode == "latency":
-        command.append("--latency")
+        command += ["--latency", "--warmup", str(args.warmup)]
     children = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(args.subscribers)]
     for child in children:
         line = child.stdout.readline().strip()
@@ -179,6 +179,7 @@ def parse(argv):
     p.add_argument("--wait", choices=["listener", "spin"], default="listener")
     p.add_argument("--name")
     p.add_argument("--latency", action="store_true")
+    p.add_argument("--warmup", type=int, default=0, help="latency: frames left out of the percentiles at the start")
     return p.parse_args(argv)
 
 

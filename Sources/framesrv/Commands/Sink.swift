@@ -86,6 +86,8 @@ enum SinkCommand: Command {
       --seq-log FILE       append one line per event: 'attach PID', 'frame SEQ', 'corrupt SEQ', 'gone PID'
       --stats-json         print the final statistics as one JSON line (its latency percentiles
                            come from the first 1,048,576 frames: 8 MiB, kept for the whole run)
+      --warmup N           leave the first N frames out of the latency percentiles (a benchmark's
+                           warm-up: a consumer's first frames pay for first-touch faults, cold code)
       --no-reattach        exit with an error when the producer dies instead of waiting for it
       --name NAME          what this consumer is called in ls/top/inspect (default: its
                            role, 'sink record FILE', 'sink framemd5 FILE', 'sink null', ...)

@@ -43,6 +43,7 @@ struct SinkOptions: CommandOptions {
         settings.hold = try Self.parseHold(try args.value("--hold-us"))
         seqLog = try args.value("--seq-log")
         statsJSON = args.flag("--stats-json")
+        settings.latencyWarmup = try args.int("--warmup", range: 0...1_000_000) ?? 0
         consumerOptions.reattach = !args.flag("--no-reattach")
         consumerOptions.name = try args.value("--name").map { ClientName.fit($0) } ?? ClientName.sink([("framemd5", framemd5), ("y4m", y4m), ("raw", raw), ("record", record), ("wav", wav)].compactMap { k, p in p.map { (k, $0) } })
         consumerOptions.receiveHighWaterMark = Int32(try args.int("--rcvhwm", range: 1...1_000_000) ?? 1000)

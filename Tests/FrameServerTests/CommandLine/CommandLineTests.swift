@@ -24,6 +24,7 @@ import Testing
         #expect(uploaded.media?.cuda?.nvdec == false && uploaded.media?.inputOptions.cudaDevice == nil)
         #expect(try InspectOptions(parsing: ["--", "-x"]).stream == "-x")
         #expect(try SinkOptions(parsing: ["--in", "a", "--framemd5", "-"]).outputs == ["-"])
+        #expect(try SinkOptions(parsing: ["--in", "a", "--null", "--warmup", "50"]).settings.latencyWarmup == 50)
         #expect(try FilterOptions(parsing: ["--in", "a", "--out", "b", "--preset", "gray"]).graph == "format=gray")
         #expect(try BenchOptions(parsing: ["transport", "--quick"]).benchmark == .transport(.init(frames: nil, seconds: 0.25, rounds: 1)))
         #expect(try BenchOptions(parsing: ["transport", "--quick", "--section", "5,1"]).benchmark
