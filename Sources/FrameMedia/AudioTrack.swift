@@ -38,8 +38,9 @@ public final class AudioTrack {
     private let decoder: UnsafePointer<AVCodec>
     /// Lends the decoder the stream's slots once the pool exists (zero copy).
     private let allocator = SlotAllocator()
-    /// Whether the allocator was given the stream (or never will be: --copy).
-    private var lendingSlots: Bool
+    /// Whether the allocator still waits to be given the stream, once its pool exists (false:
+    /// given, or never to be: --copy).
+    private var allocatorAwaitsPool: Bool
     /// The stream's parameters (the input's, valid while it is open: MediaDecoder closes this track first).
     private let parameters: UnsafeMutablePointer<AVCodecParameters>
     private var frame: UnsafeMutablePointer<AVFrame>?
@@ -100,7 +101,7 @@ public final class AudioTrack {
     init(_ ctx: UnsafeMutablePointer<AVFormatContext>, index: Int32, startMicros: Int64,
          trimming: Bool = false, durationMicros: Int64? = nil, capture: Bool = false, zeroCopy: Bool = true) throws(MediaInputError) {
         streamIndex = index
-        lendingSlots = !zeroCopy   // (--copy: never lent)
+        allocatorAwaitsPool = zeroCopy   // (--copy: never lent)
         durationCountsSamples = capture
         self.trimming = trimming
         self.durationMicros = durationMicros
@@ -274,9 +275,9 @@ public final class AudioTrack {
             return
         }
         if try Self.publish(frame, format, d, into: producer, capacity: Int(codec?.pointee.frame_size ?? 0)) { published += 1 }
-        if !lendingSlots {   // the pool exists now, sized as the copy path sizes it
+        if allocatorAwaitsPool {   // the pool exists now, sized as the copy path sizes it
             allocator.attach(producer, wait: !producer.options.liveSource)   // a live source drops instead
-            lendingSlots = true
+            allocatorAwaitsPool = false
         }
     }
 

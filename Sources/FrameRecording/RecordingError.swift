@@ -23,3 +23,14 @@ public enum RecordingError: Error, CustomStringConvertible, Sendable {
         }
     }
 }
+
+/// A recording's file that stopped being readable before its end: which file, and why
+/// (FFmpeg's message). Said as `path: reason`.
+public struct FileReadError: Equatable, Sendable, CustomStringConvertible {
+    public let path: String
+    public let reason: String
+
+    public init(path: String, reason: String) { self.path = path; self.reason = reason }
+
+    public var description: String { "\(path): \(reason)" }
+}

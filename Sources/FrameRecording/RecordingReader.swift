@@ -88,10 +88,10 @@ public final class RecordingReader {
     public private(set) var decodeErrors = 0
     /// Why reading stopped before the end of the recording (a truncated or damaged last file,
     /// a later file that cannot be opened), naming the file, if it did.
-    public private(set) var readError: String?
-    /// Files before the last that stopped being readable before their end (cut or damaged):
-    /// each `path: why`; reading went on with the next file.
-    public private(set) var fileErrors: [String] = []
+    public private(set) var readError: FileReadError?
+    /// Files before the last that stopped being readable before their end (cut or damaged);
+    /// reading went on with the next file.
+    public private(set) var fileErrors: [FileReadError] = []
     private var context: UnsafeMutablePointer<AVFormatContext>?
     private var decoders: [TrackDecoder]
     private var ready: [ReadFrame] = []
@@ -314,14 +314,14 @@ public final class RecordingReader {
             let r = av_read_frame(ic, p)
             guard r < 0 else { return r }
             guard current + 1 < segments.count else {
-                if r != cffmpeg_eof() { readError = "\(segments[current].path): \(ffmpegMessage(r))" }
+                if r != cffmpeg_eof() { readError = FileReadError(path: segments[current].path, reason: ffmpegMessage(r)) }
                 return r
             }
             // (Once each: the timeline's pass and every --loop pass read it again.)
-            let why = "\(segments[current].path): \(ffmpegMessage(r))"
+            let why = FileReadError(path: segments[current].path, reason: ffmpegMessage(r))
             if r != cffmpeg_eof(), !fileErrors.contains(why) { fileErrors.append(why) }
             guard open(segment: current + 1) else {
-                readError = "\(segments[current + 1].path): it cannot be opened"
+                readError = FileReadError(path: segments[current + 1].path, reason: "it cannot be opened")
                 return cffmpeg_eof()
             }
         }

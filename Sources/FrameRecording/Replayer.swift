@@ -36,9 +36,9 @@ public struct ReplayReport: Sendable {
     /// Frame records past the recording's span (damage: `MediaTimeline.isBeyondSpan`), skipped.
     public var beyondSpan = 0
     public var decodeErrors = 0
-    public var readError: String?
+    public var readError: FileReadError?
     /// Earlier files that stopped being readable before their end (RecordingReader.fileErrors).
-    public var fileErrors: [String] = []
+    public var fileErrors: [FileReadError] = []
     /// The recording's files that end without their index: the recorder was killed, or a file was cut.
     public var cutFiles: [String] = []
     /// Why the recording was taken to end before a file named as its next (RecordingReader.segmentsStop).

@@ -82,7 +82,7 @@ enum ReplayCommand: Command {
     static func say(_ o: ReplayCommandOptions, _ r: ReplayReport) {
         // A file named by a read error below is said once, there.
         let unreadable = r.fileErrors + (r.readError.map { [$0] } ?? [])
-        for file in r.cutFiles where !unreadable.contains(where: { $0.hasPrefix(file + ":") }) {
+        for file in r.cutFiles where !unreadable.contains(where: { $0.path == file }) {
             warn("replay: \(file): the file ends without its index (the recorder was killed, or the file was cut): played the frames it holds")
         }
         if let stop = r.segmentsStop { warn("replay: \(stop)") }
