@@ -46,6 +46,25 @@ import Testing
         #expect(readSeqLog(log).attachments.flatMap { $0 } == [expected])
     }
 
+    /// A woken consumer takes its frame before it clears its bit in `sleepers` (PROTOCOL.md
+    /// 11.1), but it clears it: while it works on the frame (here: holds it for a second) the
+    /// producer's publishes see nobody asleep and make no FUTEX_WAKE.
+    @Test func aWokenConsumerClearsItsSleeperBitWithItsFrame() throws {
+        let scratch = try Scratch()
+        let producer = try Producer(stream: "b", options: ProducerOptions(), directory: scratch.directory)
+        defer { producer.close() }
+        let sink = try scratch.start(["sink", "--in", "b", "--null", "--lossless", "--hold-us", "3000000", "--stats-json"])
+        #expect(producer.waitForLosslessConsumers(1, timeoutSeconds: 30))
+        #expect(eventually { fs_load_u64(&producer.ctl.pointee.sleepers) != 0 }, "the sink sleeps on frame_wake")
+        try publishPattern(producer, FrameFormat(.yuv420p, width: 64, height: 48))
+        #expect(eventually { scratch.snapshot("b")?.consumers.first?.held == 1 }, "the sink holds the frame")
+        // (It holds the frame 3 s; the bit is cleared microseconds after the frame was taken.)
+        #expect(eventually(timeout: 2) { fs_load_u64(&producer.ctl.pointee.sleepers) == 0 },
+                "the sink holds its frame with its sleeper bit still set")
+        producer.finish()
+        #expect(sink.wait(timeout: 30) == 0, "sink: \(sink.stderr)")
+    }
+
     /// A stop asked for while the consumer was busy (no system call to interrupt: as when a
     /// SIGTERM lands between two frames) ends `next()` at the next frame's wake, even
     /// while frames keep coming, rather than only when a wait times out.
