@@ -90,10 +90,9 @@ public final class CUDAStreamProducer {
         try open(frameFormat)
     }
 
-    /// Lossless consumers attached now, counted up to `limit`.
-    public func losslessConsumers(upTo limit: Int) -> Int {
-        guard let producer, limit > 0 else { return 0 }
-        return (1...limit).last { framesrv_producer_wait_for_consumers(producer, UInt32($0), 0) == statusOK } ?? 0
+    /// Lossless consumers attached now (0 before the stream is open).
+    public var losslessConsumerCount: Int {
+        producer.map { Int(framesrv_producer_lossless_consumers($0)) } ?? 0
     }
 
     /// Opens the stream at the first frame (and waits for its consumers), or changes its format.

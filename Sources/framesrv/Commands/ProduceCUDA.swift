@@ -39,7 +39,7 @@ extension ProduceCommand {
             // --wait-for N counts the consumers of either stream, as on the host path.
             guard waitUntilAttached(policy.waitFor, streams: "'\(o.out)' (or '\(audio.stream)')",
                                     sayWaiting: policy.waitsByDefault && !o.quiet,
-                                    attached: { stream.losslessConsumers(upTo: policy.waitFor) + audio.losslessConsumerCount },
+                                    attached: { stream.losslessConsumerCount + audio.losslessConsumerCount },
                                     sleep: { _ = audio.waitForLosslessConsumers(policy.waitFor, timeoutSeconds: 0.05) })
             else { return .interrupted }
         }

@@ -554,6 +554,10 @@ int framesrv_producer_abandon(framesrv_producer *producer, framesrv_frame *frame
  * FRAMESRV_OK or FRAMESRV_TIMEOUT. (framesrv produce --wait-for.) */
 int framesrv_producer_wait_for_consumers(framesrv_producer *producer, uint32_t count, int timeout_ms);
 
+/* Lossless consumers attached (admitted) right now, without waiting; 0 for NULL or in a
+ * forked child. (libframesrv 2.3.0.) */
+uint32_t framesrv_producer_lossless_consumers(framesrv_producer *producer);
+
 /* A mid-stream format change: a new pool epoch with this size and format (the other
  * options stay). No frame may be reserved. Frames held by consumers stay valid. An audio
  * stream's format is fixed: FRAMESRV_E_MEDIA. */

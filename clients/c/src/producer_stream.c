@@ -93,12 +93,22 @@ int framesrv_producer_change_format(framesrv_producer *p, uint32_t width, uint32
     return FRAMESRV_OK;
 }
 
-static bool enough_consumers(framesrv_producer *p, void *arg)
+static uint32_t lossless_count(framesrv_producer *p)
 {
     pthread_mutex_lock(&p->lock);
     uint32_t n = (uint32_t)__builtin_popcountll(p->lossless_mask);
     pthread_mutex_unlock(&p->lock);
-    return n >= *(uint32_t *)arg;
+    return n;
+}
+
+static bool enough_consumers(framesrv_producer *p, void *arg)
+{
+    return lossless_count(p) >= *(uint32_t *)arg;
+}
+
+uint32_t framesrv_producer_lossless_consumers(framesrv_producer *p)
+{
+    return p == NULL || fsi_forked(p->opener) ? 0 : lossless_count(p);
 }
 
 int framesrv_producer_wait_for_consumers(framesrv_producer *p, uint32_t count, int timeout_ms)

@@ -63,6 +63,8 @@ static void exactly_once(const char *name, uint32_t poll_us, bool release_elsewh
     framesrv_producer *p;
     CHECK_STATUS(framesrv_producer_open(&p, name, &o), FRAMESRV_OK);
     CHECK_STATUS(framesrv_producer_wait_for_consumers(p, 1, 20000), FRAMESRV_OK);
+    CHECK(framesrv_producer_lossless_consumers(p) == 1, "one lossless consumer attached (%u)", framesrv_producer_lossless_consumers(p));
+    CHECK(framesrv_producer_lossless_consumers(NULL) == 0, "NULL: 0");
     for (int i = 0; i < 1000; i++) {
         framesrv_frame *f;
         int rc = framesrv_producer_reserve(p, 10000, &f);
