@@ -90,9 +90,9 @@ enum CPeers {
     /// and a new sequence number, then FUTEX_WAKE (not _PRIVATE, as across framesrv's processes),
     /// at FPS; the child, asleep in FUTEX_WAIT between frames, times each from the store to its
     /// wake, the first WARMUP left out. Nothing else: the floor of any cross-process wake on
-    /// this machine. With `shm`,
-    /// the page is a file's under /dev/shm and each wait has a 500 ms timeout, as framesrv's
-    /// control segment and its consumer's sleep have (the same floor done framesrv's way).
+    /// this machine. With `shm`, the page is a file's under /dev/shm and each wait has a 500 ms
+    /// timeout, as framesrv's control segment and its consumer's sleep have (the same floor
+    /// done framesrv's way).
     static let futexSource = common + #"""
     #include <fcntl.h>
     #include <limits.h>

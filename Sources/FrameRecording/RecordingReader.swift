@@ -317,9 +317,10 @@ public final class RecordingReader {
                 if r != cffmpeg_eof() { readError = FileReadError(path: segments[current].path, reason: ffmpegMessage(r)) }
                 return r
             }
-            // (Once each: the timeline's pass and every --loop pass read it again.)
-            let why = FileReadError(path: segments[current].path, reason: ffmpegMessage(r))
-            if r != cffmpeg_eof(), !fileErrors.contains(why) { fileErrors.append(why) }
+            if r != cffmpeg_eof() {   // (once each: the timeline's pass and every --loop pass read it again)
+                let why = FileReadError(path: segments[current].path, reason: ffmpegMessage(r))
+                if !fileErrors.contains(why) { fileErrors.append(why) }
+            }
             guard open(segment: current + 1) else {
                 readError = FileReadError(path: segments[current + 1].path, reason: "it cannot be opened")
                 return cffmpeg_eof()
