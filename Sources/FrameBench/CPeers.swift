@@ -13,11 +13,12 @@ enum CPeers {
         try compile(name, source: source, in: scratch).map { try run($0, arguments, bench: bench) }
     }
 
-    /// `source` compiled as `name` in `scratch`: the program's path, nil without `cc`.
-    static func compile(_ name: String, source: String, in scratch: ScratchDirectory) throws -> String? {
+    /// `source` compiled as `name` in `scratch` (`flags` after the file: -I, -L, -l): the
+    /// program's path, nil without `cc` or when it fails.
+    static func compile(_ name: String, source: String, in scratch: ScratchDirectory, flags: [String] = []) throws -> String? {
         let file = scratch.path + "/\(name).c", binary = scratch.path + "/\(name)"
         try Data(source.utf8).write(to: URL(fileURLWithPath: file))
-        guard let cc = try? Child(["cc", "-O2", "-o", binary, file], label: "cc", executable: "/usr/bin/env", captureErrors: true),
+        guard let cc = try? Child(["cc", "-O2", "-o", binary, file] + flags, label: "cc", executable: "/usr/bin/env", captureErrors: true),
               cc.finishWithErrors().status == 0 else { return nil }
         return binary
     }

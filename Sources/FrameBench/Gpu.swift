@@ -25,8 +25,9 @@ extension Bench {
         }
         print("framesrv bench gpu: \(probe.dropFirst(4)); python \(runner.python); "
               + "\(ProcessInfo.processInfo.activeProcessorCount) cores; \(formatDouble(seconds, 2)) s per measurement")
-        try gpuTransport(runner)
-        try gpuLatency(runner)
+        let c = Self.compileGpuCTransport(in: runner.scratch)
+        try gpuTransport(runner, c: c)
+        try gpuLatency(runner, c: c)
         try gpuDecode(runner, input: input)
     }
 
@@ -41,14 +42,18 @@ extension Bench {
         return nil
     }
 
-    /// Section 1: the five rows, their ratios to framesrv's, and what each includes.
-    func gpuTransport(_ runner: GpuRunner) throws {
+    /// Section 1: framesrv's two rows (C, and Python with torch tensors), the peers', their
+    /// ratios to framesrv's C row, and what each includes.
+    func gpuTransport(_ runner: GpuRunner, c compiled: (path: String?, why: String)) throws {
         print("1. 3840x2160 nv12 (12,441,600 bytes a frame) between two processes, transport alone: frames/s over the "
               + "consumer's timed window (after 16 frames); CPU: user+sys of each process over its own window, per frame, summed")
-        print("  " + "row".padded(to: 38) + "frames/s".leftPadding(10) + "CPU us/frame".leftPadding(14) + "   ratio to framesrv   copies/frame")
         let s = String(runner.seconds), pair: Set = ["producer", "consumer"]
-        let framesrv = try GpuRow("framesrv CUDA stream", roles: pair, kind: "",
-                                  runner.pair(producer: ["fs-produce", "bench", s], consumer: ["fs-consume", "bench"]))
+        let c = try compiled.path.map {
+            try GpuRow("framesrv CUDA stream, C", roles: pair, kind: "",
+                       runner.pair(producer: ["produce", "bench", s], consumer: ["consume", "bench"], program: $0))
+        }
+        let python = try GpuRow("framesrv CUDA stream, Python + torch", roles: pair, kind: "",
+                                runner.pair(producer: ["fs-produce", "bench", s], consumer: ["fs-consume", "bench"]))
         let dropped = try GpuRow("torch.multiprocessing, tensor dropped", roles: pair, kind: "",
                                  runner.single(["mp", s, "drop"], label: "the torch.multiprocessing run"))
         let kept = try GpuRow("torch.multiprocessing, tensors kept", roles: pair, kind: "",
@@ -57,15 +62,25 @@ extension Bench {
                               runner.pair(producer: ["host-produce", "bench", s], consumer: ["host-consume", "bench"]))
         let floor = try GpuRow("one device-to-device copy (floor)", roles: ["copier"], kind: " D2D",
                                runner.single(["d2d", s], label: "the d2d copier"))
-        for row in [framesrv, dropped, kept, host, floor] { print(row.line(against: framesrv.fps)) }
-        let torch = max(dropped.fps, kept.fps)
-        print("  framesrv / torch.multiprocessing (its faster row): \(formatDouble(framesrv.fps / max(torch, 1e-9), 1))x (goal: at least 10x)")
+        let base = c ?? python
+        print("  " + "row".padded(to: 38) + "frames/s".leftPadding(10) + "CPU us/frame".leftPadding(14)
+              + "   ratio to \(base.label)   copies/frame")
+        for row in [c, python, dropped, kept, host, floor].compactMap({ $0 }) { print(row.line(against: base.fps)) }
+        if c == nil { print("  framesrv CUDA stream, C: not measured: \(compiled.why)") }
+        let torch = max(dropped.fps, 1e-9, kept.fps)
+        for row in [c, python].compactMap({ $0 }) {
+            print("  \(row.label) / torch.multiprocessing (its faster row): \(formatDouble(row.fps / torch, 1))x (goal: at least 10x)")
+        }
         print("  what each row includes:")
         for line in Self.gpuRowsInclude { print("    " + line) }
     }
 
     static let gpuRowsInclude = [
-        "framesrv CUDA stream: Producer(device='cuda:0', slots=8, rate=None) reserve(stream=S) -> publish(stream=S), nothing written; "
+        "framesrv CUDA stream, C: libframesrv's framesrv_producer_reserve_on -> framesrv_producer_publish_on on a CUDA stream, "
+            + "nothing written; a lossless consumer's framesrv_consumer_next_on -> framesrv_frame_release_on on its own stream: the "
+            + "transport without an interpreter (the program is compiled by this bench against the bundle's libframesrv). No copy: "
+            + "the consumer's planes are the producer's slot",
+        "framesrv CUDA stream, Python + torch: Producer(device='cuda:0', slots=8, rate=None) reserve(stream=S) -> publish(stream=S), nothing written; "
             + "Consumer(device='cuda', lossless, stream=S): next on S, torch.from_dlpack of both planes, release(stream=S); the fences "
             + "both ways are queued on the streams (no CPU waits for the GPU). Copies: each tensor's data_ptr against "
             + "frame.device_plane(i)'s pointer on the first frame, plus the bytes torch allocated in either process",
@@ -80,19 +95,31 @@ extension Bench {
             + "Copies: the bytes copy_ moved",
     ]
 
-    /// Section 2: publish -> ready on the consumer's stream at 60 and 200 fps.
-    func gpuLatency(_ runner: GpuRunner) throws {
+    /// Section 2: publish -> ready on the consumer's stream at 60 and 200 fps, a C consumer's
+    /// (libframesrv) and a Python one's.
+    func gpuLatency(_ runner: GpuRunner, c compiled: (path: String?, why: String)) throws {
         print("2. publish -> ready on the consumer's stream, 3840x2160 nv12 CUDA stream: the producer reserves and publishes on its "
               + "stream at the rate (nothing written); the consumer, asleep between frames, takes each with next on its stream, "
-              + "synchronizes that stream and reads CLOCK_MONOTONIC: ready - the frame's publish_ns (after 16 warm-up frames)")
+              + "synchronizes that stream and reads CLOCK_MONOTONIC: ready - the frame's publish_ns (after 16 warm-up frames). "
+              + "C: both processes on libframesrv; Python: both with framesrv's Python package and torch streams")
         for fps in [60, 200] {
-            let lines = try runner.pair(producer: ["lat-produce", "bench", String(fps), String(runner.seconds)], consumer: ["lat-consume", "bench"])
-            guard let l = lines.first(where: { $0.role == "latency" }), let p50 = l.p50, let p99 = l.p99 else {
-                throw BenchError.incompleteRun(bench: "gpu", what: "the \(fps) fps latency consumer printed no figures", said: "")
+            if let program = compiled.path {
+                try latencyLine("C", fps: fps, runner.pair(producer: ["lat-produce", "bench", String(fps), String(runner.seconds)],
+                                                          consumer: ["lat-consume", "bench"], program: program))
             }
-            let wake = l.wakeP50.map { ", of which publish -> next returned: p50 \(formatDouble($0, 1)) us" } ?? ""
-            print("  \(fps) fps: p50 \(formatDouble(p50, 1)) us, p99 \(formatDouble(p99, 1)) us (\(l.frames ?? 0) frames)\(wake) (goal: p50 at most 50 us)")
+            try latencyLine("Python", fps: fps, runner.pair(producer: ["lat-produce", "bench", String(fps), String(runner.seconds)],
+                                                           consumer: ["lat-consume", "bench"]))
         }
+        if compiled.path == nil { print("  C: not measured: \(compiled.why)") }
+    }
+
+    private func latencyLine(_ kind: String, fps: Int, _ lines: [StatsLine]) throws {
+        guard let l = lines.first(where: { $0.role == "latency" }), let p50 = l.p50, let p99 = l.p99 else {
+            throw BenchError.incompleteRun(bench: "gpu", what: "the \(fps) fps \(kind) latency consumer printed no figures", said: "")
+        }
+        let wake = l.wakeP50.map { ", of which publish -> next returned: p50 \(formatDouble($0, 1)) us" } ?? ""
+        print("  \(fps) fps, \(kind): p50 \(formatDouble(p50, 1)) us, p99 \(formatDouble(p99, 1)) us (\(l.frames ?? 0) frames)\(wake) "
+              + "(goal: p50 at most 50 us)")
     }
 }
 
@@ -151,10 +178,11 @@ struct GpuRunner {
         return line
     }
 
-    /// `python script ARGS`, FRAMESRV_DIR=`directory`, the rest of the environment (PYTHONPATH) as ours.
-    func start(_ arguments: [String], label: String, directory: String) throws -> Child {
+    /// `python script ARGS` (or `program ARGS`), FRAMESRV_DIR=`directory`, the rest of the
+    /// environment (PYTHONPATH) as ours.
+    func start(_ arguments: [String], label: String, directory: String, program: String? = nil) throws -> Child {
         do {
-            return try Child([python, script] + arguments, label: label, executable: "/usr/bin/env",
+            return try Child(program.map { [$0] + arguments } ?? [python, script] + arguments, label: label, executable: "/usr/bin/env",
                              environment: ["FRAMESRV_DIR": directory], captureErrors: true)
         } catch {
             throw BenchError.missingProgram("\(python) (\(error))", remedy: "give --python PATH")
@@ -190,12 +218,12 @@ struct GpuRunner {
 
     /// A producer and a consumer process of one stream in a fresh directory: the lines of both
     /// (the first of them to fail is reported, the other killed).
-    func pair(producer: [String], consumer: [String]) throws -> [StatsLine] {
+    func pair(producer: [String], consumer: [String], program: String? = nil) throws -> [StatsLine] {
         let run = ScratchDirectory(prefix: "framesrv-bench-gpu")
         defer { withExtendedLifetime(run) {} }
-        let c = try start(consumer, label: "the \(consumer[0]) process", directory: run.path)
+        let c = try start(consumer, label: "the \(consumer[0]) process", directory: run.path, program: program)
         let p: Child
-        do { p = try start(producer, label: "the \(producer[0]) process", directory: run.path) } catch {
+        do { p = try start(producer, label: "the \(producer[0]) process", directory: run.path, program: program) } catch {
             c.kill()
             _ = c.finishWithErrors()
             throw error
