@@ -5,7 +5,8 @@
  * a producer killed under the consumer (GONE) and reopen on the next producer. And the
  * one-hop wake (libframesrv's producer in this process): a consumer asleep for seconds gets
  * a frame published after its sleep began, with the ZeroMQ path saturated and stalled, and
- * with nobody subscribed at all (nothing sent).
+ * with nobody subscribed at all (nothing sent); and a consumer woken with a frame clears its
+ * sleeper bit while it holds the frame (PROTOCOL.md 11.1).
  */
 #include "check.h"
 #include "producer.h"
@@ -255,11 +256,61 @@ static void wake_without_doorbell(const char *dir, bool with_subscriber)
     }
 }
 
+/* The consumer child of woken_clears_its_bit: takes the first frame and holds it 3 s. */
+static int hold_first_frame(const char *name)
+{
+    framesrv_consumer_options o = { .mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 20000 };
+    framesrv_consumer *c;
+    if (framesrv_consumer_open(&c, name, &o) != FRAMESRV_OK) return 2;
+    framesrv_frame *f;
+    if (framesrv_consumer_next(c, 20000, &f) != FRAMESRV_OK) return 1;
+    sleep(3);
+    framesrv_frame_release(f);
+    framesrv_consumer_close(c);
+    return 0;
+}
+
+static bool any_slot_held(framesrv_producer *p)
+{
+    for (uint32_t k = 0; k < p->opt.slots; k++)
+        if (fs_load_u64(&p->slots[k].holders) != 0) return true;
+    return false;
+}
+
+/* PROTOCOL.md 11.1: a consumer woken with its frame may take it before it clears its sleepers
+ * bit, but clears it then: while it holds the frame the producer sees nobody asleep (a bit left
+ * set costs a FUTEX_WAKE at every publish). */
+static void woken_clears_its_bit(void)
+{
+    const char *name = "wake-bit";
+    pid_t consumer = fork();
+    if (consumer == 0) _exit(hold_first_frame(name));
+    framesrv_producer_options o = { .width = 32, .height = 32, .pix_fmt = FRAMESRV_PIX_GRAY, .slots = 2 };
+    framesrv_producer *p = NULL;
+    CHECK_STATUS(framesrv_producer_open(&p, name, &o), FRAMESRV_OK);
+    if (p) {
+        CHECK_STATUS(framesrv_producer_wait_for_consumers(p, 1, 20000), FRAMESRV_OK);
+        for (int i = 0; i < 1000 && fs_load_u64(&p->ctl->sleepers) == 0; i++) usleep(10000);
+        CHECK(fs_load_u64(&p->ctl->sleepers) != 0, "the consumer sleeps on frame_wake");
+        publish_frames(p, 1, 0);
+        bool held = false;
+        for (int i = 0; i < 1000 && !held; i++, usleep(1000)) held = any_slot_held(p);
+        CHECK(held, "the consumer holds the frame");
+        /* (It holds it 3 s; the bit is cleared microseconds after it took the frame.) */
+        for (int i = 0; i < 200 && fs_load_u64(&p->ctl->sleepers) != 0; i++) usleep(10000);
+        CHECK(fs_load_u64(&p->ctl->sleepers) == 0 && any_slot_held(p),
+              "the consumer holds its frame with its sleeper bit cleared");
+        framesrv_producer_close(p);
+    }
+    CHECK(reap(consumer) == 0, "the consumer took and released its frame");
+}
+
 int main(void)
 {
     const char *dir = check_runtime_dir();
     wake_without_doorbell(dir, true);
     wake_without_doorbell(dir, false);
+    woken_clears_its_bit();
     framesrv_bin = getenv("FRAMESRV") ? getenv("FRAMESRV") : "../../.build/debug/framesrv";
     if (access(framesrv_bin, X_OK) != 0) {
         printf("test_stream: the Swift producer's tests SKIPPED: no framesrv binary at %s (set FRAMESRV=/path/to/framesrv)\n",
