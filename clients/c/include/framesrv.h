@@ -387,7 +387,9 @@ int framesrv_consumer_next(framesrv_consumer *consumer, int timeout_ms, framesrv
 
 /* A CUDA consumer's next frame, ordered on `stream`: as framesrv_consumer_next, and before it
  * returns the frame it queues on `stream` a wait for the frame's ready fence, so work queued
- * on `stream` afterwards sees the finished planes (the CPU does not wait). Release it with
+ * on `stream` afterwards sees the finished planes (the CPU does not wait; a fence not yet
+ * written is first polled for up to 50 us, $FRAMESRV_READY_SPIN_US (0..1000000, 0: never),
+ * so that a frame whose fence lands meanwhile needs no stream wait). Release it with
  * framesrv_frame_release_on on the stream of the last work that reads it. (framesrv_consumer_next
  * on a CUDA consumer waits on the CPU instead, and framesrv_frame_release then means "no work
  * of mine reads it any more".) A frame whose ready fence does not come (no stream memory

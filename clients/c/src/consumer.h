@@ -36,6 +36,8 @@ typedef struct fsi_consumer_cuda {
     fsi_device device;             /* found by the stream's device UUID                          */
     fsi_fences fences;             /* the control segment, registered                            */
     fs_slot_fence *fence;          /* the fence table (validated fence_offset)                   */
+    uint64_t ready_spin_ns;        /* how long next_on polls a ready fence before it queues a wait */
+    uint32_t spin_rest;            /* frames left that queue their wait at once (a spin missed)    */
 } fsi_consumer_cuda;
 
 typedef struct fsi_attachment {

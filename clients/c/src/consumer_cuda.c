@@ -13,6 +13,15 @@
 #include <string.h>
 #include <unistd.h>
 
+/* $FRAMESRV_READY_SPIN_US (0..1000000 microseconds; 0: never spin), else FSI_READY_SPIN_NS. */
+static uint64_t ready_spin_ns(void)
+{
+    const char *v = getenv("FRAMESRV_READY_SPIN_US");
+    char *end;
+    long us = v && *v ? strtol(v, &end, 10) : -1;
+    return us >= 0 && us <= 1000000 && *end == '\0' ? (uint64_t)us * 1000u : FSI_READY_SPIN_NS;
+}
+
 int fsi_consumer_cuda_check(framesrv_consumer *c, fsi_attachment *a)
 {
     uint32_t kind = a->ctl->memory;   /* const, validated */
@@ -36,6 +45,7 @@ int fsi_consumer_cuda_check(framesrv_consumer *c, fsi_attachment *a)
     if (kind == FS_MEMORY_HOST) return FRAMESRV_OK;
     if (!(a->cuda = calloc(1, sizeof *a->cuda))) return fsi_fail(FRAMESRV_E_NO_MEMORY, "out of memory attaching to '%s'", c->stream);
     a->cuda->fence = (fs_slot_fence *)((uint8_t *)a->ctl + a->ctl->fence_offset);
+    a->cuda->ready_spin_ns = ready_spin_ns();
     return fsi_device_by_uuid(&a->cuda->device, a->ctl->device_uuid, c->stream);
 }
 
@@ -117,9 +127,32 @@ void fsi_consumer_cuda_released(framesrv_frame *f)
     fsi_fence_raise(&a->cuda->fence[f->slot].release[a->index], f->info.seq);
 }
 
-/* Orders the use of f's planes after its ready fence: queued on `stream`, or waited for on
- * the CPU. A dead producer's frames are readied here (their writes died with it). */
-static int wait_ready(framesrv_frame *f, void *stream, bool on_stream)
+/* PROTOCOL.md 4.5 step 1: a ready fence that has not landed yet is polled on the CPU for up
+ * to ready_spin_ns before a wait is queued: a stream that waits for a word not yet written
+ * costs more than the wait (the GPU retries it later), and a frame just published lands in
+ * microseconds. A spin that misses (the producer's stream is still writing) has the next 64
+ * frames queue their waits at once. Only next's thread calls it (spin_rest is not shared). */
+static bool spin_for_ready(fsi_consumer_cuda *cu, const uint64_t *word, uint64_t seq)
+{
+    if (cu->ready_spin_ns == 0) return false;
+    if (cu->spin_rest > 0) {
+        cu->spin_rest--;
+        return false;
+    }
+    uint64_t end = fsi_monotonic_ns() + cu->ready_spin_ns;
+    for (unsigned n = 1;; n++) {
+        if ((int64_t)(fs_fence_load(word) - seq) >= 0) return true;
+        fsi_cpu_relax();
+        if ((n & 63) == 0 && fsi_monotonic_ns() >= end) break;
+    }
+    cu->spin_rest = 64;
+    return false;
+}
+
+/* Orders the use of f's planes after its ready fence: queued on `stream` (`spin`: after a
+ * short poll on the CPU, see spin_for_ready), or waited for on the CPU. A dead producer's
+ * frames are readied here (their writes died with it). */
+static int wait_ready(framesrv_frame *f, void *stream, bool on_stream, bool spin)
 {
     fsi_attachment *a = f->attachment;
     uint64_t *word = &a->cuda->fence[f->slot].ready;
@@ -128,6 +161,7 @@ static int wait_ready(framesrv_frame *f, void *stream, bool on_stream)
         fsi_consumer_cuda_producer_gone(f->consumer, a);
         return FRAMESRV_OK;
     }
+    if (on_stream && spin && spin_for_ready(a->cuda, word, f->info.seq)) return FRAMESRV_OK;
     int rc = on_stream ? fsi_fence_wait(&a->cuda->device, &a->cuda->fences, stream, word, f->info.seq)
                        : fsi_fence_cpu_wait(word, f->info.seq, FSI_FENCE_CPU_WAIT_NS) ? FRAMESRV_OK : FRAMESRV_TIMEOUT;
     if (rc == FRAMESRV_TIMEOUT)
@@ -139,7 +173,7 @@ static int wait_ready(framesrv_frame *f, void *stream, bool on_stream)
 int fsi_consumer_cuda_wait_on(framesrv_frame *f, void *stream)
 {
     if (fsi_forked(f->consumer->opener)) return fsi_consumer_forked(f->consumer);
-    int rc = wait_ready(f, stream, true);   /* its fence came before next returned it: no CPU wait */
+    int rc = wait_ready(f, stream, true, false);   /* any thread: no spin (spin_rest is next's) */
     return rc == FRAMESRV_TIMEOUT ? FRAMESRV_E_BAD_DATA : rc;
 }
 
@@ -149,7 +183,7 @@ int fsi_consumer_next_ready(framesrv_consumer *c, void *stream, bool on_stream, 
     for (;;) {
         int rc = fsi_consumer_next_frame(c, timeout_ms < 0 ? -1 : fsi_remaining_ms(deadline, INT32_MAX), frame);
         if (rc != FRAMESRV_OK || !(*frame)->pool->device) return rc;
-        if ((rc = wait_ready(*frame, stream, on_stream)) == FRAMESRV_OK) return rc;
+        if ((rc = wait_ready(*frame, stream, on_stream, true)) == FRAMESRV_OK) return rc;
         framesrv_frame_release(*frame);   /* nothing of ours uses it: its release fence is stored */
         *frame = NULL;
         if (rc != FRAMESRV_TIMEOUT) return rc;

@@ -38,9 +38,12 @@ static bool reached(const uint64_t *word, uint64_t value) { return (int64_t)(fs_
 
 bool fsi_fence_cpu_wait(const uint64_t *word, uint64_t value, uint64_t timeout_ns)
 {
-    uint64_t deadline = fsi_monotonic_ns() + timeout_ns;
-    while (!reached(word, value)) {
-        if (fsi_monotonic_ns() >= deadline) return false;
+    uint64_t now = fsi_monotonic_ns(), deadline = now + timeout_ns, spin_end = now + FSI_READY_SPIN_NS;
+    for (unsigned n = 1; !reached(word, value); n++) {   /* a spin first: a fence just queued lands in microseconds */
+        fsi_cpu_relax();
+        if ((n & 63) != 0) continue;
+        if ((now = fsi_monotonic_ns()) >= deadline) return false;
+        if (now < spin_end) continue;
         struct timespec ts = { 0, 100000 };
         nanosleep(&ts, NULL);
     }

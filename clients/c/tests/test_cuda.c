@@ -4,8 +4,9 @@
  * its fence table, the headers-only pool, NAME.cuda and its leftover, the refusals of a host
  * consumer meeting a CUDA stream and of a CUDA consumer meeting a host one (one line each, no
  * entry claimed), frames through device planes with their ready and release fences, a
- * producer that waits for a reader's release fence (on a stream and on the CPU), and no
- * mapping left at the end. The driver missing altogether: test_cuda_peers.c.
+ * producer that waits for a reader's release fence (on a stream and on the CPU), a consumer
+ * that polls a ready fence about to land instead of queueing a wait, and no mapping left at
+ * the end. The driver missing altogether: test_cuda_peers.c.
  */
 #include "check.h"
 #include "common.h"
@@ -23,6 +24,7 @@
 
 static char dir[64];
 static size_t (*mapped_bytes)(void);
+static uintptr_t (*last_stream)(int write);
 
 static fs_control *map_ctl(const char *name, size_t *size)
 {
@@ -148,11 +150,11 @@ static void second_stream(framesrv_producer *p, framesrv_consumer *c)
     framesrv_frame_release(r);   /* the producer's own hold */
 }
 
-typedef struct delayed { uint64_t *word, value; } delayed;
+typedef struct delayed { uint64_t *word, value; unsigned us; } delayed;   /* us 0: 200 ms */
 static void *write_later(void *arg)
 {
     delayed *d = arg;
-    usleep(200000);
+    usleep(d->us ? d->us : 200000);
     fs_fence_store(d->word, d->value);
     return NULL;
 }
@@ -164,7 +166,7 @@ static void waits_for_release(framesrv_producer *p, fs_control *ctl, uint32_t sl
     fs_slot_fence *fence = fs_control_fence(ctl, slot);
     fs_fence_store(&fence->release[entry], seq - 1);
     fs_slot_add_reader(fs_control_slot(ctl, slot), 1ull << entry);
-    delayed d = { &fence->release[entry], seq };
+    delayed d = { &fence->release[entry], seq, 0 };
     pthread_t t;
     pthread_create(&t, NULL, write_later, &d);
     uint64_t start = fsi_monotonic_ns();
@@ -227,6 +229,39 @@ static void frames(const char *name, bool memops)
     CHECK(mapped_bytes() == 0, "device memory still mapped after close: %zu bytes", mapped_bytes());
 }
 
+/* next_on's poll of a ready fence not yet written (consumer_cuda.c spin_for_ready): with
+ * $FRAMESRV_READY_SPIN_US `spin_us` (NULL: the default 50 us), a fence that lands `later_ms`
+ * after next_on began is waited for on the stream (the fake's wait records its stream) or not. */
+static void ready_spin(const char *spin_us, unsigned later_ms, bool expect_stream_wait)
+{
+    if (spin_us) setenv("FRAMESRV_READY_SPIN_US", spin_us, 1);
+    framesrv_producer *p = open_producer("spin", FRAMESRV_MEMORY_CUDA);
+    framesrv_consumer *c = NULL;
+    CHECK_STATUS(open_consumer("spin", FRAMESRV_MEMORY_CUDA, &c), FRAMESRV_OK);
+    unsetenv("FRAMESRV_READY_SPIN_US");
+    size_t size;
+    fs_control *ctl = map_ctl("spin", &size);
+    if (!p || !c || !ctl) return;
+    CHECK_STATUS(framesrv_producer_wait_for_consumers(p, 1, 2000), FRAMESRV_OK);
+    publish(p, 1);
+    uint64_t *ready = &fs_control_fence(ctl, (uint32_t)(fs_load_u64(&ctl->latest) & 0xff))->ready;
+    fs_fence_store(ready, 0);   /* as if the producer's stream had not got there yet */
+    delayed d = { ready, 1, later_ms * 1000u };
+    pthread_t t;
+    pthread_create(&t, NULL, write_later, &d);
+    void *stream = (void *)(uintptr_t)(0x100 + later_ms);
+    framesrv_frame *f = NULL;
+    CHECK_STATUS(framesrv_consumer_next_on(c, stream, 5000, &f), FRAMESRV_OK);
+    pthread_join(t, NULL);
+    bool waited_on_stream = last_stream(0) == (uintptr_t)stream;
+    CHECK(waited_on_stream == expect_stream_wait, "spin %s us, the fence %u ms later: a stream wait %s", spin_us ? spin_us : "50",
+          later_ms, waited_on_stream ? "was queued" : "was not queued");
+    if (f) framesrv_frame_release_on(f, stream);
+    munmap(ctl, size);
+    framesrv_consumer_close(c);
+    framesrv_producer_close(p);
+}
+
 /* A NAME.cuda left by a dead producer is replaced. */
 static void leftover(void)
 {
@@ -249,7 +284,8 @@ int main(int argc, char **argv)
     setenv("FRAMESRV_LIBCUDA", lib, 1);
     void *fake = dlopen(lib, RTLD_NOW);
     mapped_bytes = fake ? (size_t (*)(void))dlsym(fake, "fakecuda_mapped_bytes") : NULL;
-    if (!mapped_bytes) {
+    last_stream = fake ? (uintptr_t (*)(int))dlsym(fake, "fakecuda_last_stream") : NULL;
+    if (!mapped_bytes || !last_stream) {
         fprintf(stderr, "test_cuda: cannot load %s\n", lib);
         return 2;
     }
@@ -263,6 +299,9 @@ int main(int argc, char **argv)
     setenv("FRAMESRV_CUDA_NO_MEMOPS", "1", 1);   /* 4.5 step 4: the same through CPU loads and stores */
     frames("cpu", false);
     unsetenv("FRAMESRV_CUDA_NO_MEMOPS");
+    ready_spin("1000000", 20, false);   /* polled until it landed: no wait queued */
+    ready_spin(NULL, 200, true);        /* 50 us of polling missed it: the stream waits */
+    ready_spin("0", 20, true);          /* no polling at all */
     leftover();
     return check_exit("test_cuda");
 }
