@@ -1,7 +1,7 @@
 /// What `framesrv bench` measures: one case per benchmark, with the settings only it takes.
 public enum Benchmark: Equatable, Sendable {
     case transport(TransportBudget), decode, chain, clients(seconds: Double), record(frames: Int, quick: Bool),
-         bridge(frames: Int, quick: Bool), audio(seconds: Int), gpu(seconds: Double)
+         bridge(frames: Int, quick: Bool), audio(seconds: Int), gpu(seconds: Double, sections: Set<Int>)
 }
 
 /// bench transport: each measurement runs `seconds`, or `frames` frames when given;
@@ -51,7 +51,7 @@ public struct Bench {
         case .record(let frames, let quick): try bench.record(frames: frames, rounds: quick ? 1 : 3, quick: quick)
         case .bridge(let frames, let quick): try bench.bridge(frames: frames, rounds: quick ? 1 : 3)
         case .audio(let seconds): try bench.audio(input: settings.input, seconds: seconds)
-        case .gpu(let seconds): try bench.gpu(seconds: seconds, python: settings.python, input: settings.input)
+        case .gpu(let seconds, let sections): try bench.gpu(seconds: seconds, sections: sections, python: settings.python, input: settings.input)
         }
     }
 

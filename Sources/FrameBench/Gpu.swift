@@ -11,7 +11,8 @@ import Glibc
 /// (GpuScript.swift) run by --python (default python3; PYTHONPATH as this process has it).
 /// Without a CUDA device it says so in one line and measures nothing.
 extension Bench {
-    func gpu(seconds: Double, python: String?, input: String?) throws {
+    /// `sections`: 1 (transport), 2 (latency), 3 (NVDEC); empty: all.
+    func gpu(seconds: Double, sections: Set<Int>, python: String?, input: String?) throws {
         if let why = Self.gpuAbsent() {
             print("framesrv bench gpu: skipped: \(why)")
             return
@@ -25,10 +26,10 @@ extension Bench {
         }
         print("framesrv bench gpu: \(probe.dropFirst(4)); python \(runner.python); "
               + "\(ProcessInfo.processInfo.activeProcessorCount) cores; \(formatDouble(seconds, 2)) s per measurement")
-        let c = Self.compileGpuCTransport(in: runner.scratch)
-        try gpuTransport(runner, c: c)
-        try gpuLatency(runner, c: c)
-        try gpuDecode(runner, input: input)
+        let c = Self.compileGpuCTransport(in: runner.scratch), all = sections.isEmpty
+        if all || sections.contains(1) { try gpuTransport(runner, c: c) }
+        if all || sections.contains(2) { try gpuLatency(runner, c: c) }
+        if all || sections.contains(3) { try gpuDecode(runner, input: input) }
     }
 
     /// Why there is no CUDA device to measure on (nvidia-smi missing, or listing no GPU), nil when there is one.

@@ -13,7 +13,7 @@ enum BenchCommand: Command {
            framesrv bench record [--seconds S | --frames N] [--quick]
            framesrv bench bridge [--frames N] [--quick]
            framesrv bench audio [-i FILE] [--seconds S] [--quick]
-           framesrv bench gpu [-i FILE] [--seconds S] [--quick] [--python PATH]
+           framesrv bench gpu [-i FILE] [--seconds S] [--quick] [--section N,M] [--python PATH]
 
     transport: every figure next to its peer, measured in the same run, the systems
     alternated, the median of 3 rounds. Every consumer is a separate process; framesrv's
@@ -52,25 +52,29 @@ enum BenchCommand: Command {
     (--quick: 1) of AAC, 48 kHz stereo, 1024-sample frames (46.9 a second), is generated first.
 
     gpu: CUDA frames (issue 24), on a machine with an NVIDIA GPU, torch and the framesrv package;
-    every process is a Python one run by --python. Without a CUDA device (nvidia-smi lists no GPU,
-    or torch sees none) it prints one line saying so and exits 0.
+    the processes are Python ones run by --python, and framesrv's C rows a program compiled with
+    cc against the bundle's libframesrv (include/ and lib/ beside bin/framesrv; said absent
+    without them). Without a CUDA device (nvidia-smi lists no GPU, or torch sees none) it prints
+    one line saying so and exits 0.
       1. 3840x2160 nv12 between two processes, transport alone: frames/s, CPU per frame (user+sys
-         of both processes) and copies per frame (counted), with the ratios to framesrv's row:
-         a framesrv CUDA stream (reserve and publish on a torch stream, nothing written; a lossless
-         Consumer(device='cuda') taking both planes with torch.from_dlpack, released on its stream);
+         of both processes) and copies per frame (counted), with the ratios to framesrv's first row:
+         a framesrv CUDA stream in C (reserve_on and publish_on, nothing written; a lossless
+         consumer's next_on and release_on, each on its own stream) and in Python (the same on
+         torch streams; Consumer(device='cuda') taking both planes with torch.from_dlpack);
          torch.multiprocessing (8 CUDA tensors through a Queue, each reused after the consumer's
          done token); a host stream whose consumer uploads each plane with .cuda(); and one
          device-to-device copy a frame in one process, the floor of any design that copies.
-         Goal: framesrv at least 10x torch.multiprocessing.
-      2. publish -> ready on the consumer's stream at 60 and 200 fps: the frame's publish_ns to
-         the consumer's stream synchronized after next on it, p50/p99, and the part before next
-         returned (the wake). Goal: p50 at most 50 us.
+         Goal: framesrv at least 10x torch.multiprocessing (each framesrv row's ratio printed).
+      2. publish -> ready on the consumer's stream at 60 and 200 fps, both processes in C and both
+         in Python: the frame's publish_ns to the consumer's stream synchronized after next on it,
+         p50/p99, and the part before next returned (the wake). Goal: p50 at most 50 us.
       3. NVDEC (with an ffmpeg on PATH that lists the cuda hwaccel): 'framesrv produce -i FILE
          --hwaccel cuda' with 1 and with 4 lossless Python CUDA consumers, against 1 and 4
          processes of 'ffmpeg -hwaccel cuda -hwaccel_output_format cuda -i FILE -f null -':
          frames delivered per second, start to last exit, best of 3 interleaved. Without -i, a
          60-second 1080p25 H.264 clip (testsrc2, libx264) is generated first. Goal: 0.95x ffmpeg.
       --seconds S    each measurement's length (default 2; --quick: 0.5)
+      --section N,M  only these sections (1 to 3)
       --python PATH  a python with torch and the framesrv package (default: python3; PYTHONPATH is
                      passed on: after 'scripts/test-gpu --python', PYTHONPATH=clients/c/build-gpu/python)
 

@@ -75,7 +75,7 @@ struct BenchOptions: CommandOptions {
         let seconds = try args.double("--seconds", range: 0.5...600)
         let python = try args.value("--python")
         let cTools = try args.value("--c-tools")
-        let sections = try args.value("--section").map(Self.sections)
+        let sectionText = try args.value("--section")
         settings = BenchSettings(input: input, threads: threads, python: python, cTools: cTools)
         let what = args.positionals()
         try args.finish()
@@ -83,7 +83,10 @@ struct BenchOptions: CommandOptions {
             throw UsageError("--seconds goes with 'bench transport', 'clients', 'record', 'audio' and 'gpu', --python with 'transport', "
                              + "'clients' and 'gpu', --c-tools with 'clients'")
         }
-        guard sections == nil || what == ["transport"] else { throw UsageError("--section goes with 'bench transport'") }
+        guard sectionText == nil || what == ["transport"] || what == ["gpu"] else {
+            throw UsageError("--section goes with 'bench transport' and 'bench gpu'")
+        }
+        let sections = try sectionText.map { text throws(UsageError) in try Self.sections(text, of: what == ["gpu"] ? 3 : 6) }
         switch what {
         case ["decode"], ["chain"]:
             guard !quick, frames == nil else { throw UsageError("--frames and --quick go with 'bench transport'") }
@@ -120,18 +123,19 @@ struct BenchOptions: CommandOptions {
             guard threads == nil, frames == nil, cTools == nil else {
                 throw UsageError("--threads, --frames and --c-tools do not go with 'bench gpu' (it runs for --seconds)")
             }
-            benchmark = .gpu(seconds: seconds ?? (quick ? 0.5 : 2))
+            benchmark = .gpu(seconds: seconds ?? (quick ? 0.5 : 2), sections: sections ?? [])
         default:
             throw UsageError("say what to measure: framesrv bench transport, bench decode, bench chain, bench clients, bench record, bench bridge, bench audio or bench gpu")
         }
     }
 
-    /// `--section 5` or `--section 1,5`: bench transport's sections (1 and 2 run together).
-    private static func sections(_ text: String) throws(UsageError) -> Set<Int> {
+    /// `--section 5` or `--section 1,5`: the benchmark's sections, 1 to `last` (bench
+    /// transport's 1 and 2 run together).
+    private static func sections(_ text: String, of last: Int) throws(UsageError) -> Set<Int> {
         var sections = Set<Int>()
         for part in text.split(separator: ",", omittingEmptySubsequences: false) {
-            guard let n = Int(part), (1...6).contains(n) else {
-                throw UsageError("--section takes bench transport's section numbers, 1 to 6, comma-separated (got '\(text)')")
+            guard let n = Int(part), (1...last).contains(n) else {
+                throw UsageError("--section takes the benchmark's section numbers, 1 to \(last), comma-separated (got '\(text)')")
             }
             sections.insert(n)
         }

@@ -29,10 +29,11 @@ import Testing
         #expect(try BenchOptions(parsing: ["transport", "--quick"]).benchmark == .transport(.init(frames: nil, seconds: 0.25, rounds: 1)))
         #expect(try BenchOptions(parsing: ["transport", "--quick", "--section", "5,1"]).benchmark
                 == .transport(.init(frames: nil, seconds: 0.25, rounds: 1, sections: [1, 5])))
-        for bad in [["transport", "--section", "7"], ["transport", "--section", "5,"], ["clients", "--section", "5"]] {
+        for bad in [["transport", "--section", "7"], ["transport", "--section", "5,"], ["clients", "--section", "5"], ["gpu", "--section", "4"]] {
             #expect(throws: UsageError.self) { try BenchOptions(parsing: bad) }
         }
-        #expect(try BenchOptions(parsing: ["gpu", "--quick"]).benchmark == .gpu(seconds: 0.5))
+        #expect(try BenchOptions(parsing: ["gpu", "--quick"]).benchmark == .gpu(seconds: 0.5, sections: []))
+        #expect(try BenchOptions(parsing: ["gpu", "--section", "2,1"]).benchmark == .gpu(seconds: 2, sections: [1, 2]))
         #expect(try BenchOptions(parsing: ["gpu", "--seconds", "3", "--python", "/p"]).settings.python == "/p")
         #expect(try DemoOptions(parsing: ["-o", "/nonexistent/x.mp4", "--frames", "2"]).frames == 2)
         _ = try ListOptions(parsing: ["--json"])

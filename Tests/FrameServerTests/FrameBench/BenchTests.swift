@@ -88,8 +88,9 @@ import Testing
         if lines.first?.hasPrefix("framesrv bench gpu: skipped: ") == true {
             #expect(lines.count == 1 && bench.stderr.isEmpty, "more than the skip line: \(bench.stdout)\n\(bench.stderr)")
         } else {
-            for section in ["1. 3840x2160 nv12", "2. publish -> ready on the consumer's stream", "  framesrv / torch.multiprocessing",
-                            "  framesrv CUDA stream ", "  60 fps: p50 ", "  200 fps: p50 "] {
+            for section in ["1. 3840x2160 nv12", "2. publish -> ready on the consumer's stream",
+                            "  framesrv CUDA stream, Python + torch / torch.multiprocessing", "  framesrv CUDA stream, C",
+                            "  60 fps, Python: p50 ", "  200 fps, Python: p50 "] {
                 #expect(lines.contains { $0.hasPrefix(section) }, "no '\(section)' in:\n\(bench.stdout)")
             }
         }
@@ -102,6 +103,16 @@ import Testing
         try Data(Bench.gpuScript.utf8).write(to: URL(fileURLWithPath: folder.file("bench_gpu.py")))
         let (status, _, err) = try Spawned.run([try ClientTools.python(), "-m", "py_compile", folder.file("bench_gpu.py")])
         #expect(status == 0, "py_compile: \(err)")
+    }
+
+    /// framesrv's C transport of bench gpu (a Swift string, compiled on the GPU machine against
+    /// the bundle's libframesrv) compiles against this tree's header.
+    @Test func benchGpuCTransportCompiles() throws {
+        let folder = TemporaryFolder("framesrv-bench-gpu-c")
+        try Data(Bench.gpuCTransport.utf8).write(to: URL(fileURLWithPath: folder.file("t.c")))
+        let (status, _, err) = try Spawned.run(["cc", "-fsyntax-only", "-Wall", "-Werror", "-I",
+                                                repositoryRoot.path + "/clients/c/include", folder.file("t.c")])
+        #expect(status == 0, "cc: \(err)")
     }
 
     @Test func benchTransportBadInputGetsOneLine() throws {
