@@ -40,8 +40,10 @@
 extern "C" {
 #endif
 
-#define FRAMESRV_VERSION_MAJOR 1
-#define FRAMESRV_VERSION_MINOR 1
+/* libframesrv's version: the one place it is written (the Makefile's VERSION and soname, and
+ * framesrv_version(), are read from these). */
+#define FRAMESRV_VERSION_MAJOR 2
+#define FRAMESRV_VERSION_MINOR 4
 #define FRAMESRV_VERSION_PATCH 0
 #define FRAMESRV_PROTOCOL_VERSION 5   /* = FS_PROTOCOL_VERSION of the layout header (common.c asserts it) */
 #define FRAMESRV_MAX_PLANES 4
@@ -90,7 +92,8 @@ const char *framesrv_status_name(int status);
  * next failing call in this thread), "" if none. Any thread. */
 const char *framesrv_last_error(void);
 
-/* The library's version, "1.1.0". */
+/* The library's version, "MAJOR.MINOR.PATCH" of the macros above as the library was built
+ * ("2.4.0"). */
 const char *framesrv_version(void);
 
 /* ------------------------------------------------------------------------- */

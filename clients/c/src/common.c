@@ -65,7 +65,12 @@ int fsi_fail_errno(const char *fmt, ...)
 
 const char *framesrv_last_error(void) { return last_error; }
 
-const char *framesrv_version(void) { return "2.0.0"; }
+#define FSI_TEXT(x) #x
+#define FSI_VERSION_TEXT(a, b, c) FSI_TEXT(a) "." FSI_TEXT(b) "." FSI_TEXT(c)
+const char *framesrv_version(void)
+{
+    return FSI_VERSION_TEXT(FRAMESRV_VERSION_MAJOR, FRAMESRV_VERSION_MINOR, FRAMESRV_VERSION_PATCH);
+}
 
 const char *framesrv_status_name(int status)
 {
