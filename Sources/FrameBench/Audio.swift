@@ -79,6 +79,6 @@ extension Bench {
     /// to another, each timed from its write to the end of its read. nil without `cc`.
     func pipePeerLatency(bytes: Int, fps: Double, frames: Int, in scratch: ScratchDirectory) throws -> (p50: Double, p99: Double)? {
         try CPeers.latency("pipe_peer", source: CPeers.pipeSource, arguments: [String(bytes), String(fps), String(frames)],
-                           in: scratch, bench: "audio")
+                           in: scratch, bench: "audio", within: Double(frames) / fps + 60)
     }
 }

@@ -7,10 +7,11 @@ import FrameServer
 /// and the bare futex wake of `bench transport` (CPeers.futexSource), the floor of any wake.
 enum CPeers {
     /// Compiles `source` as `name` in `scratch` and runs it with `arguments`: its p50 and p99,
-    /// nil without `cc`; a run that fails throws (`bench` names the benchmark).
+    /// nil without `cc`; a run that fails, or lasts more than `within` seconds, throws (`bench`
+    /// names the benchmark).
     static func latency(_ name: String, source: String, arguments: [String], in scratch: ScratchDirectory,
-                        bench: String) throws -> (p50: Double, p99: Double)? {
-        try compile(name, source: source, in: scratch).map { try run($0, arguments, bench: bench) }
+                        bench: String, within: Double) throws -> (p50: Double, p99: Double)? {
+        try compile(name, source: source, in: scratch).map { try run($0, arguments, bench: bench, within: within) }
     }
 
     /// `source` compiled as `name` in `scratch` (`flags` after the file: -I, -L, -l): the
@@ -23,13 +24,15 @@ enum CPeers {
         return binary
     }
 
-    /// Runs a compiled peer: the p50 and p99 it prints.
-    static func run(_ binary: String, _ arguments: [String], bench: String) throws -> (p50: Double, p99: Double) {
+    /// Runs a compiled peer: the p50 and p99 it prints. A run still going after `within`
+    /// seconds is stopped and said.
+    static func run(_ binary: String, _ arguments: [String], bench: String, within: Double) throws -> (p50: Double, p99: Double) {
         let peer = try Child(arguments, label: binary, executable: binary)
-        let (status, out) = peer.finish()
+        let (status, out, _, killed) = finish(peer, within: within)
         let numbers = out.split(separator: " ").compactMap { Double($0.trimmed) }
-        guard status == 0, numbers.count == 2 else {
-            throw BenchError.stageFailed(bench: bench, stage: "the C peer \(binary)", status: status, said: out)
+        guard status == 0, !killed, numbers.count == 2 else {
+            let stage = "the C peer \(binary)" + (killed ? " (stopped: still running after \(Int(within)) s)" : "")
+            throw BenchError.stageFailed(bench: bench, stage: stage, status: status, said: out)
         }
         return (numbers[0], numbers[1])
     }
@@ -119,18 +122,22 @@ enum CPeers {
         }
         if (s == MAP_FAILED) return 1;
         pid_t child = fork();
-        if (child == 0) {
+        if (child == 0) {   /* until the last frame: a frame overtaken by the next while we ran is not timed */
             double *lat = calloc((size_t)frames, sizeof *lat);
             uint32_t seen = 0;
+            int timed = 0;
             struct timespec limit = {0, 500000000};
-            for (int i = 0; i < frames; i++) {
-                while (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == seen)
-                    syscall(SYS_futex, &s->seq, FUTEX_WAIT, seen, shm ? &limit : 0, 0, 0);
+            while (seen < (uint32_t)frames) {
+                while (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == seen) {
+                    if (getppid() == 1) return 3;   /* the sender died */
+                    syscall(SYS_futex, &s->seq, FUTEX_WAIT, seen, &limit, 0, 0);
+                }
                 long long woke = now();
                 seen = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
-                lat[i] = (woke - __atomic_load_n(&s->sent, __ATOMIC_ACQUIRE)) / 1000.0;
+                if (seen > (uint32_t)warmup) lat[timed++] = (woke - __atomic_load_n(&s->sent, __ATOMIC_ACQUIRE)) / 1000.0;
             }
-            print_percentiles(lat + warmup, frames - warmup);   /* the first frames: the warm-up */
+            if (timed == 0) return 6;
+            print_percentiles(lat, timed);   /* the first frames (warmup): not timed */
             return 0;
         }
         long long start = now();

@@ -117,9 +117,12 @@ extension Bench {
             let sink = { (poll: Int?) in
                 { try framesrvRun(size, consumers: [.sink(0, pollMicros: poll, warmup: warmup)], rate: rate, budget: latency) }
             }
-            let floor = futex.map { binary in { try CPeers.run(binary, [String(rate), floorFrames, String(warmup)], bench: "transport") } }
+            let within = (Double(floorFrames) ?? 0) / rate + 60
+            let floor = futex.map { binary in
+                { try CPeers.run(binary, [String(rate), floorFrames, String(warmup)], bench: "transport", within: within) }
+            }
             let shmFloor = futex.map { binary in
-                { try CPeers.run(binary, [String(rate), floorFrames, String(warmup), "shm"], bench: "transport") }
+                { try CPeers.run(binary, [String(rate), floorFrames, String(warmup), "shm"], bench: "transport", within: within) }
             }
             let p50 = try alternated(latency, [
                 measure(0) { let r = try sink(0)(); return (r.p50, r.p99) },

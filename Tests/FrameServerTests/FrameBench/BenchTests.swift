@@ -115,6 +115,21 @@ import Testing
         #expect(status == 0, "cc: \(err)")
     }
 
+    /// The bare futex floor of bench transport ends when frames come faster than its receiver
+    /// runs (a frame overtaken by the next is not timed): it used to wait forever for a frame
+    /// it had skipped, and bench transport with it. 100,000 frames/s overtakes on any machine.
+    @Test func futexFloorEndsWhenFramesOvertakeEachOther() throws {
+        let scratch = ScratchDirectory(prefix: "framesrv-test-futex")
+        guard let binary = try CPeers.compile("futex_floor", source: CPeers.futexSource, in: scratch) else {
+            Issue.record("cc could not build the futex floor")
+            return
+        }
+        for extra in [[], ["shm"]] {
+            let r = try CPeers.run(binary, ["100000", "5000", "50"] + extra, bench: "test", within: 30)
+            #expect(r.p50 > 0 && r.p99 >= r.p50, "\(extra): \(r)")
+        }
+    }
+
     @Test func benchTransportBadInputGetsOneLine() throws {
         let scratch = try Scratch()
         for args in [["bench", "transport", "--frames", "1000", "--seconds", "1"], ["bench", "transport", "--c-tools", "/tmp"],
