@@ -128,10 +128,11 @@ void fsi_consumer_cuda_released(framesrv_frame *f)
 }
 
 /* PROTOCOL.md 4.5 step 1: a ready fence that has not landed yet is polled on the CPU for up
- * to ready_spin_ns before a wait is queued: a stream that waits for a word not yet written
- * costs more than the wait (the GPU retries it later), and a frame just published lands in
- * microseconds. A spin that misses (the producer's stream is still writing) has the next 64
- * frames queue their waits at once. Only next's thread calls it (spin_rest is not shared). */
+ * to ready_spin_ns before a wait is queued: a CPU sees a stream's write sooner than another
+ * stream's wait and synchronize end (on an H200, from the write call: 3.8 against 7.6 us back
+ * to back, 25 against 42 us at 60 fps). A spin that misses (the producer's stream is still
+ * writing) has the next 64 frames queue their waits at once. Only next's thread calls it
+ * (spin_rest is not shared). */
 static bool spin_for_ready(fsi_consumer_cuda *cu, const uint64_t *word, uint64_t seq)
 {
     if (cu->ready_spin_ns == 0) return false;
