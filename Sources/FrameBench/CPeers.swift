@@ -102,9 +102,11 @@ enum CPeers {
     #include <limits.h>
     #include <stdint.h>
     #include <linux/futex.h>
+    #include <signal.h>
     #include <sys/mman.h>
+    #include <sys/prctl.h>
     #include <sys/syscall.h>
-    struct shared { uint32_t seq; uint32_t pad; long long sent; };
+    struct shared { uint32_t seq; uint32_t pad; long long sent[256]; };   /* sent[frame % 256]: its own time */
     int main(int argc, char **argv) {
         if (argc != 4 && argc != 5) return 5;
         double fps = atof(argv[1]); int frames = atoi(argv[2]), warmup = atoi(argv[3]), shm = argc == 5;
@@ -121,20 +123,20 @@ enum CPeers {
             s = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         }
         if (s == MAP_FAILED) return 1;
-        pid_t child = fork();
+        pid_t parent = getpid(), child = fork();
         if (child == 0) {   /* until the last frame: a frame overtaken by the next while we ran is not timed */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);   /* the sender died: no frame will come */
+            if (getppid() != parent) return 3;
             double *lat = calloc((size_t)frames, sizeof *lat);
             uint32_t seen = 0;
             int timed = 0;
             struct timespec limit = {0, 500000000};
             while (seen < (uint32_t)frames) {
-                while (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == seen) {
-                    if (getppid() == 1) return 3;   /* the sender died */
-                    syscall(SYS_futex, &s->seq, FUTEX_WAIT, seen, &limit, 0, 0);
-                }
+                while (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == seen)
+                    syscall(SYS_futex, &s->seq, FUTEX_WAIT, seen, shm ? &limit : 0, 0, 0);
                 long long woke = now();
                 seen = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
-                if (seen > (uint32_t)warmup) lat[timed++] = (woke - __atomic_load_n(&s->sent, __ATOMIC_ACQUIRE)) / 1000.0;
+                if (seen > (uint32_t)warmup) lat[timed++] = (woke - __atomic_load_n(&s->sent[seen % 256], __ATOMIC_ACQUIRE)) / 1000.0;
             }
             if (timed == 0) return 6;
             print_percentiles(lat, timed);   /* the first frames (warmup): not timed */
@@ -144,7 +146,7 @@ enum CPeers {
         usleep(20000);   /* the child is asleep in FUTEX_WAIT before the first frame */
         for (int i = 0; i < frames; i++) {
             sleep_until(start + 20000000LL + (long long)(i * 1e9 / fps));
-            __atomic_store_n(&s->sent, now(), __ATOMIC_RELEASE);
+            __atomic_store_n(&s->sent[(i + 1) % 256], now(), __ATOMIC_RELEASE);
             __atomic_store_n(&s->seq, (uint32_t)(i + 1), __ATOMIC_RELEASE);
             syscall(SYS_futex, &s->seq, FUTEX_WAKE, INT_MAX, 0, 0, 0);
         }

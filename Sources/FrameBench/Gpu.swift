@@ -26,7 +26,7 @@ extension Bench {
         }
         print("framesrv bench gpu: \(probe.dropFirst(4)); python \(runner.python); "
               + "\(ProcessInfo.processInfo.activeProcessorCount) cores; \(formatDouble(seconds, 2)) s per measurement")
-        let c = Self.compileGpuCTransport(in: runner.scratch), all = sections.isEmpty
+        let all = sections.isEmpty, c = all || !sections.isDisjoint(with: [1, 2]) ? Self.compileGpuCTransport(in: runner.scratch) : (nil, "")
         if all || sections.contains(1) { try gpuTransport(runner, c: c) }
         if all || sections.contains(2) { try gpuLatency(runner, c: c) }
         if all || sections.contains(3) { try gpuDecode(runner, input: input) }
@@ -186,6 +186,9 @@ struct GpuRunner {
             return try Child(program.map { [$0] + arguments } ?? [python, script] + arguments, label: label, executable: "/usr/bin/env",
                              environment: ["FRAMESRV_DIR": directory], captureErrors: true)
         } catch {
+            if let program {
+                throw BenchError.missingProgram("\(program) (\(error))", remedy: "the C transport bench gpu compiled; run it by hand to see why")
+            }
             throw BenchError.missingProgram("\(python) (\(error))", remedy: "give --python PATH")
         }
     }

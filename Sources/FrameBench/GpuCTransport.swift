@@ -51,7 +51,7 @@ extension Bench {
 
         enum { W = 3840, H = 2160, SLOTS = 8, WARMUP = 16 };
 
-        static int (*sync)(void *);   /* cuStreamSynchronize */
+        static int (*stream_sync)(void *);   /* cuStreamSynchronize */
 
         static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
         static double cpu(void) {
@@ -75,10 +75,10 @@ extension Bench {
             int (*retain)(void **, int) = (int (*)(void **, int))dlsym(cu, "cuDevicePrimaryCtxRetain");
             int (*set)(void *) = (int (*)(void *))dlsym(cu, "cuCtxSetCurrent");
             int (*create)(void **, unsigned) = (int (*)(void **, unsigned))dlsym(cu, "cuStreamCreate");
-            sync = (int (*)(void *))dlsym(cu, "cuStreamSynchronize");
+            stream_sync = (int (*)(void *))dlsym(cu, "cuStreamSynchronize");
             int device = 0;
             void *ctx = NULL, *stream = NULL;
-            if (!init || !get || !retain || !set || !create || !sync || init(0) || get(&device, 0) || retain(&ctx, device) ||
+            if (!init || !get || !retain || !set || !create || !stream_sync || init(0) || get(&device, 0) || retain(&ctx, device) ||
                 set(ctx) || create(&stream, 1 /* CU_STREAM_NON_BLOCKING */)) {
                 fprintf(stderr, "no CUDA stream on device 0\n");
                 exit(2);
@@ -185,7 +185,7 @@ extension Bench {
                 struct timespec t;
                 clock_gettime(CLOCK_MONOTONIC, &t);
                 double woken = t.tv_sec * 1e9 + t.tv_nsec;
-                if (sync(stream)) { fprintf(stderr, "c-lat-consume: cuStreamSynchronize failed\n"); return 2; }
+                if (stream_sync(stream)) { fprintf(stderr, "c-lat-consume: cuStreamSynchronize failed\n"); return 2; }
                 clock_gettime(CLOCK_MONOTONIC, &t);
                 double ready = t.tv_sec * 1e9 + t.tv_nsec, published = (double)framesrv_frame_info_of(f)->publish_ns;
                 if (++n > WARMUP && kept < (1 << 20)) lat[kept] = (ready - published) / 1e3, wake[kept++] = (woken - published) / 1e3;

@@ -25,6 +25,9 @@ static void status_names(void)
     char version[32];
     snprintf(version, sizeof version, "%d.%d.%d", FRAMESRV_VERSION_MAJOR, FRAMESRV_VERSION_MINOR, FRAMESRV_VERSION_PATCH);
     CHECK(!strcmp(framesrv_version(), version) && FRAMESRV_VERSION_MAJOR == 2, "version %s (header: %s)", framesrv_version(), version);
+#ifdef FRAMESRV_MAKE_VERSION   /* the Makefile's VERSION (the .so file's name), read from the header */
+    CHECK(!strcmp(FRAMESRV_MAKE_VERSION, version), "Makefile VERSION %s, header %s", FRAMESRV_MAKE_VERSION, version);
+#endif
     CHECK(framesrv_last_error() != NULL, "last error is never NULL");
 }
 

@@ -150,11 +150,13 @@ static void second_stream(framesrv_producer *p, framesrv_consumer *c)
     framesrv_frame_release(r);   /* the producer's own hold */
 }
 
-typedef struct delayed { uint64_t *word, value; unsigned us; } delayed;   /* us 0: 200 ms */
+/* us 0: 200 ms; after_wait_on: not before a stream wait on it was queued (at most 10 s). */
+typedef struct delayed { uint64_t *word, value; unsigned us; uintptr_t after_wait_on; } delayed;
 static void *write_later(void *arg)
 {
     delayed *d = arg;
     usleep(d->us ? d->us : 200000);
+    for (int i = 0; d->after_wait_on && last_stream(0) != d->after_wait_on && i < 10000; i++) usleep(1000);
     fs_fence_store(d->word, d->value);
     return NULL;
 }
@@ -166,7 +168,7 @@ static void waits_for_release(framesrv_producer *p, fs_control *ctl, uint32_t sl
     fs_slot_fence *fence = fs_control_fence(ctl, slot);
     fs_fence_store(&fence->release[entry], seq - 1);
     fs_slot_add_reader(fs_control_slot(ctl, slot), 1ull << entry);
-    delayed d = { &fence->release[entry], seq, 0 };
+    delayed d = { &fence->release[entry], seq, 0, 0 };
     pthread_t t;
     pthread_create(&t, NULL, write_later, &d);
     uint64_t start = fsi_monotonic_ns();
@@ -231,8 +233,9 @@ static void frames(const char *name, bool memops)
 
 /* next_on's poll of a ready fence not yet written (consumer_cuda.c spin_for_ready): with
  * $FRAMESRV_READY_SPIN_US `spin_us` (NULL: the default 50 us), a fence that lands `later_ms`
- * after next_on began is waited for on the stream (the fake's wait records its stream) or not. */
-static void ready_spin(const char *spin_us, unsigned later_ms, bool expect_stream_wait)
+ * after next_on began is waited for on the stream (the fake's wait records its stream) or not.
+ * Where a wait is expected the fence lands only once it was queued, however late next_on ran. */
+static void ready_spin(const char *spin_us, unsigned later_ms, bool expect_stream_wait, uintptr_t stream_id)
 {
     if (spin_us) setenv("FRAMESRV_READY_SPIN_US", spin_us, 1);
     framesrv_producer *p = open_producer("spin", FRAMESRV_MEMORY_CUDA);
@@ -246,10 +249,10 @@ static void ready_spin(const char *spin_us, unsigned later_ms, bool expect_strea
     publish(p, 1);
     uint64_t *ready = &fs_control_fence(ctl, (uint32_t)(fs_load_u64(&ctl->latest) & 0xff))->ready;
     fs_fence_store(ready, 0);   /* as if the producer's stream had not got there yet */
-    delayed d = { ready, 1, later_ms * 1000u };
+    void *stream = (void *)stream_id;
+    delayed d = { ready, 1, later_ms * 1000u, expect_stream_wait ? stream_id : 0 };
     pthread_t t;
     pthread_create(&t, NULL, write_later, &d);
-    void *stream = (void *)(uintptr_t)(0x100 + later_ms);
     framesrv_frame *f = NULL;
     CHECK_STATUS(framesrv_consumer_next_on(c, stream, 5000, &f), FRAMESRV_OK);
     pthread_join(t, NULL);
@@ -299,9 +302,9 @@ int main(int argc, char **argv)
     setenv("FRAMESRV_CUDA_NO_MEMOPS", "1", 1);   /* 4.5 step 4: the same through CPU loads and stores */
     frames("cpu", false);
     unsetenv("FRAMESRV_CUDA_NO_MEMOPS");
-    ready_spin("1000000", 20, false);   /* polled until it landed: no wait queued */
-    ready_spin(NULL, 200, true);        /* 50 us of polling missed it: the stream waits */
-    ready_spin("0", 20, true);          /* no polling at all */
+    ready_spin("1000000", 20, false, 0x201);   /* polled until it landed: no wait queued */
+    ready_spin(NULL, 200, true, 0x202);        /* 50 us of polling missed it: the stream waits */
+    ready_spin("0", 20, true, 0x203);          /* no polling at all */
     leftover();
     return check_exit("test_cuda");
 }
