@@ -140,12 +140,7 @@ static bool spin_for_ready(fsi_consumer_cuda *cu, const uint64_t *word, uint64_t
         cu->spin_rest--;
         return false;
     }
-    uint64_t end = fsi_monotonic_ns() + cu->ready_spin_ns;
-    for (unsigned n = 1;; n++) {
-        if ((int64_t)(fs_fence_load(word) - seq) >= 0) return true;
-        fsi_cpu_relax();
-        if ((n & 63) == 0 && fsi_monotonic_ns() >= end) break;
-    }
+    if (fsi_fence_spin(word, seq, fsi_monotonic_ns() + cu->ready_spin_ns)) return true;
     cu->spin_rest = 64;
     return false;
 }
@@ -157,7 +152,7 @@ static int wait_ready(framesrv_frame *f, void *stream, bool on_stream, bool spin
 {
     fsi_attachment *a = f->attachment;
     uint64_t *word = &a->cuda->fence[f->slot].ready;
-    if ((int64_t)(fs_fence_load(word) - f->info.seq) >= 0) return FRAMESRV_OK;
+    if (fsi_fence_reached(word, f->info.seq)) return FRAMESRV_OK;
     if (!fsi_pidfd_alive(a->producer_fd)) {
         fsi_consumer_cuda_producer_gone(f->consumer, a);
         return FRAMESRV_OK;

@@ -58,8 +58,16 @@ FSI_HIDDEN void fsi_fences_unregister(const fsi_device *d, fsi_fences *f);
  * stream's wait (consumer_cuda.c; $FRAMESRV_READY_SPIN_US), and a CPU wait spins before it
  * polls every 100 us. */
 #define FSI_READY_SPIN_NS 50000ull
-/* Whether *word reached value (cyclic >=, as the GPU compares) within timeout_ns: spinning
- * for FSI_READY_SPIN_NS, then polling every 100 us. */
+/* Whether *word has reached value (cyclic >=, as the GPU compares; load-acquire). */
+static inline bool fsi_fence_reached(const uint64_t *word, uint64_t value)
+{
+    return (int64_t)(fs_fence_load(word) - value) >= 0;
+}
+/* Whether *word reached value before CLOCK_MONOTONIC `end`, spinning (the clock read every
+ * 64 pauses). */
+FSI_HIDDEN bool fsi_fence_spin(const uint64_t *word, uint64_t value, uint64_t end);
+/* Whether *word reached value within timeout_ns: spinning for FSI_READY_SPIN_NS, then polling
+ * every 100 us. */
 FSI_HIDDEN bool fsi_fence_cpu_wait(const uint64_t *word, uint64_t value, uint64_t timeout_ns);
 /* *word = max(*word, value), for a CPU that writes on behalf of a dead process. */
 FSI_HIDDEN void fsi_fence_raise(uint64_t *word, uint64_t value);

@@ -34,16 +34,22 @@ void fsi_fences_unregister(const fsi_device *d, fsi_fences *f)
     f->registered = false;
 }
 
-static bool reached(const uint64_t *word, uint64_t value) { return (int64_t)(fs_fence_load(word) - value) >= 0; }
+bool fsi_fence_spin(const uint64_t *word, uint64_t value, uint64_t end)
+{
+    for (unsigned n = 1;; n++) {
+        if (fsi_fence_reached(word, value)) return true;
+        fsi_cpu_relax();
+        if ((n & 63) == 0 && fsi_monotonic_ns() >= end) return false;
+    }
+}
 
 bool fsi_fence_cpu_wait(const uint64_t *word, uint64_t value, uint64_t timeout_ns)
 {
-    uint64_t now = fsi_monotonic_ns(), deadline = now + timeout_ns, spin_end = now + FSI_READY_SPIN_NS;
-    for (unsigned n = 1; !reached(word, value); n++) {   /* a spin first: a fence just queued lands in microseconds */
-        fsi_cpu_relax();
-        if ((n & 63) != 0) continue;
-        if ((now = fsi_monotonic_ns()) >= deadline) return false;
-        if (now < spin_end) continue;
+    uint64_t now = fsi_monotonic_ns(), deadline = now + timeout_ns;
+    /* a spin first: a fence just queued lands in microseconds */
+    if (fsi_fence_spin(word, value, now + (timeout_ns < FSI_READY_SPIN_NS ? timeout_ns : FSI_READY_SPIN_NS))) return true;
+    while (!fsi_fence_reached(word, value)) {
+        if (fsi_monotonic_ns() >= deadline) return false;
         struct timespec ts = { 0, 100000 };
         nanosleep(&ts, NULL);
     }
@@ -59,7 +65,7 @@ void fsi_fence_raise(uint64_t *word, uint64_t value)
 
 int fsi_fence_wait(const fsi_device *d, const fsi_fences *f, void *stream, uint64_t *word, uint64_t value)
 {
-    if (reached(word, value)) return FRAMESRV_OK;   /* nothing to order: the write already happened */
+    if (fsi_fence_reached(word, value)) return FRAMESRV_OK;   /* nothing to order: the write already happened */
     if (!d->memops || !f->registered)
         return fsi_fence_cpu_wait(word, value, FSI_FENCE_CPU_WAIT_NS) ? FRAMESRV_OK : FRAMESRV_TIMEOUT;
     int rc = fsi_device_push(d);

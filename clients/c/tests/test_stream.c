@@ -227,6 +227,22 @@ static bool saturate_subscriber(framesrv_producer *p, pid_t peer)
     return kill(peer, SIGSTOP) == 0;
 }
 
+/* The wake tests' producer (32x32 gray, 2 slots) of stream NAME; NULL (and a failed check) if it cannot open. */
+static framesrv_producer *open_wake_producer(const char *name)
+{
+    framesrv_producer_options o = { .width = 32, .height = 32, .pix_fmt = FRAMESRV_PIX_GRAY, .slots = 2 };
+    framesrv_producer *p = NULL;
+    CHECK_STATUS(framesrv_producer_open(&p, name, &o), FRAMESRV_OK);
+    return p;
+}
+
+/* Waits (up to 10 s) until a consumer of p sleeps on frame_wake (its sleepers bit set). */
+static void expect_a_sleeper(framesrv_producer *p)
+{
+    for (int i = 0; i < 1000 && fs_load_u64(&p->ctl->sleepers) == 0; i++) usleep(10000);
+    CHECK(fs_load_u64(&p->ctl->sleepers) != 0, "the consumer sleeps on frame_wake");
+}
+
 /* PROTOCOL.md 11: the producer wakes a sleeping consumer through frame_wake, not ZeroMQ. */
 static void wake_without_doorbell(const char *dir, bool with_subscriber)
 {
@@ -234,17 +250,14 @@ static void wake_without_doorbell(const char *dir, bool with_subscriber)
     pid_t peer = with_subscriber ? stalled_subscriber(dir, name) : 0;
     pid_t consumer = fork();
     if (consumer == 0) _exit(await_last_frame(name));
-    framesrv_producer_options o = { .width = 32, .height = 32, .pix_fmt = FRAMESRV_PIX_GRAY, .slots = 2 };
-    framesrv_producer *p = NULL;
-    CHECK_STATUS(framesrv_producer_open(&p, name, &o), FRAMESRV_OK);
+    framesrv_producer *p = open_wake_producer(name);
     if (p) {
         int hwm = 1;   /* for every pipe from now on: the subscriber's */
         zmq_setsockopt(p->pub, ZMQ_SNDHWM, &hwm, sizeof hwm);
         CHECK_STATUS(framesrv_producer_wait_for_consumers(p, 1, 20000), FRAMESRV_OK);
         if (with_subscriber) CHECK(saturate_subscriber(p, peer), "SIGSTOP the subscriber");
         else CHECK(p->subscribers == 0, "nobody subscribes: nothing is sent");
-        for (int i = 0; i < 1000 && fs_load_u64(&p->ctl->sleepers) == 0; i++) usleep(10000);
-        CHECK(fs_load_u64(&p->ctl->sleepers) != 0, "the consumer sleeps on frame_wake");
+        expect_a_sleeper(p);
         sleep(2);
         publish_frames(p, 1, FRAMESRV_FRAME_END_OF_STREAM);   /* after its sleep began */
         framesrv_producer_close(p);
@@ -285,13 +298,10 @@ static void woken_clears_its_bit(void)
     const char *name = "wake-bit";
     pid_t consumer = fork();
     if (consumer == 0) _exit(hold_first_frame(name));
-    framesrv_producer_options o = { .width = 32, .height = 32, .pix_fmt = FRAMESRV_PIX_GRAY, .slots = 2 };
-    framesrv_producer *p = NULL;
-    CHECK_STATUS(framesrv_producer_open(&p, name, &o), FRAMESRV_OK);
+    framesrv_producer *p = open_wake_producer(name);
     if (p) {
         CHECK_STATUS(framesrv_producer_wait_for_consumers(p, 1, 20000), FRAMESRV_OK);
-        for (int i = 0; i < 1000 && fs_load_u64(&p->ctl->sleepers) == 0; i++) usleep(10000);
-        CHECK(fs_load_u64(&p->ctl->sleepers) != 0, "the consumer sleeps on frame_wake");
+        expect_a_sleeper(p);
         publish_frames(p, 1, 0);
         bool held = false;
         for (int i = 0; i < 1000 && !held; i++, usleep(1000)) held = any_slot_held(p);
