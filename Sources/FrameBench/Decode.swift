@@ -11,6 +11,8 @@ extension Bench {
         var seconds: Double
         /// What the producer's summary says of the path: "N zero-copy, M copied".
         var path = ""
+        /// The decode loop alone, where the run says it (produce's summary, ffmpeg's -benchmark).
+        var loopSeconds: Double?
 
         /// The quicker of the best run so far (nil before the first) and `b`.
         static func best(_ a: DecodeRun?, _ b: DecodeRun) -> DecodeRun { a.map { $0.seconds <= b.seconds ? $0 : b } ?? b }

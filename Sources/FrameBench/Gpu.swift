@@ -97,30 +97,51 @@ extension Bench {
     ]
 
     /// Section 2: publish -> ready on the consumer's stream at 60 and 200 fps, a C consumer's
-    /// (libframesrv) and a Python one's.
+    /// (libframesrv) and a Python one's, asleep between frames and busy-polling (`poll_us`
+    /// 1000). The C rows alternate runs with libframesrv's ready poll and without it
+    /// (`FRAMESRV_READY_SPIN_US=0`), `latencyRounds` of each, and print the medians.
     func gpuLatency(_ runner: GpuRunner, c compiled: (path: String?, why: String)) throws {
         print("2. publish -> ready on the consumer's stream, 3840x2160 nv12 CUDA stream: the producer reserves and publishes on its "
-              + "stream at the rate (nothing written); the consumer, asleep between frames, takes each with next on its stream, "
-              + "synchronizes that stream and reads CLOCK_MONOTONIC: ready - the frame's publish_ns (after 16 warm-up frames). "
-              + "C: both processes on libframesrv; Python: both with framesrv's Python package and torch streams")
+              + "stream at the rate (nothing written); the consumer, asleep between frames or busy-polling up to 1000 us around "
+              + "when each is due (poll_us), takes each with next on its stream, synchronizes that stream and reads "
+              + "CLOCK_MONOTONIC: ready - the frame's publish_ns (after 16 warm-up frames). C: both processes on libframesrv, "
+              + "median of \(Self.latencyRounds) runs, alternated with runs without libframesrv's ready poll "
+              + "(FRAMESRV_READY_SPIN_US=0); Python: both with framesrv's Python package and torch streams, one run. Goal: p50 at most 50 us")
         for fps in [60, 200] {
-            if let program = compiled.path {
-                try latencyLine("C", fps: fps, runner.pair(producer: ["lat-produce", "bench", String(fps), String(runner.seconds)],
-                                                          consumer: ["lat-consume", "bench"], program: program))
+            for poll in [0, 1000] {
+                let producer = ["lat-produce", "bench", String(fps), String(runner.seconds)], consumer = ["lat-consume", "bench", String(poll)]
+                let what = "\(fps) fps, \(poll == 0 ? "asleep" : "polling")"
+                if let program = compiled.path {
+                    var with: [StatsLine] = [], without: [StatsLine] = []
+                    for _ in 0..<Self.latencyRounds {
+                        with.append(try latency(runner.pair(producer: producer, consumer: consumer, program: program), what))
+                        without.append(try latency(runner.pair(producer: producer, consumer: consumer, program: program,
+                                                               environment: ["FRAMESRV_READY_SPIN_US": "0"]), what))
+                    }
+                    print("  \(what), C: \(Self.latencyFigures(with)); without the ready poll: \(Self.latencyFigures(without))")
+                }
+                let python = try latency(runner.pair(producer: producer, consumer: consumer), what)
+                print("  \(what), Python: \(Self.latencyFigures([python]))")
             }
-            try latencyLine("Python", fps: fps, runner.pair(producer: ["lat-produce", "bench", String(fps), String(runner.seconds)],
-                                                           consumer: ["lat-consume", "bench"]))
         }
         if compiled.path == nil { print("  C: not measured: \(compiled.why)") }
     }
 
-    private func latencyLine(_ kind: String, fps: Int, _ lines: [StatsLine]) throws {
-        guard let l = lines.first(where: { $0.role == "latency" }), let p50 = l.p50, let p99 = l.p99 else {
-            throw BenchError.incompleteRun(bench: "gpu", what: "the \(fps) fps \(kind) latency consumer printed no figures", said: "")
+    static let latencyRounds = 3
+
+    private func latency(_ lines: [StatsLine], _ what: String) throws -> StatsLine {
+        guard let l = lines.first(where: { $0.role == "latency" }), l.p50 != nil, l.p99 != nil else {
+            throw BenchError.incompleteRun(bench: "gpu", what: "the \(what) latency consumer printed no figures", said: "")
         }
-        let wake = l.wakeP50.map { ", of which publish -> next returned: p50 \(formatDouble($0, 1)) us" } ?? ""
-        print("  \(fps) fps, \(kind): p50 \(formatDouble(p50, 1)) us, p99 \(formatDouble(p99, 1)) us (\(l.frames ?? 0) frames)\(wake) "
-              + "(goal: p50 at most 50 us)")
+        return l
+    }
+
+    /// "p50 X us, p99 Y us, next returned at p50 Z us (N frames)": the medians of the runs'.
+    static func latencyFigures(_ runs: [StatsLine]) -> String {
+        let median = { (values: [Double]) in values.sorted()[values.count / 2] }
+        let p50 = median(runs.compactMap(\.p50)), p99 = median(runs.compactMap(\.p99))
+        let wake = runs.compactMap(\.wakeP50).isEmpty ? "" : ", next returned at p50 \(formatDouble(median(runs.compactMap(\.wakeP50)), 1)) us"
+        return "p50 \(formatDouble(p50, 1)) us, p99 \(formatDouble(p99, 1)) us\(wake) (\(runs.compactMap(\.frames).reduce(0, +)) frames)"
     }
 }
 
@@ -179,12 +200,13 @@ struct GpuRunner {
         return line
     }
 
-    /// `python script ARGS` (or `program ARGS`), FRAMESRV_DIR=`directory`, the rest of the
-    /// environment (PYTHONPATH) as ours.
-    func start(_ arguments: [String], label: String, directory: String, program: String? = nil) throws -> Child {
+    /// `python script ARGS` (or `program ARGS`), FRAMESRV_DIR=`directory` and `environment`, the
+    /// rest of the environment (PYTHONPATH) as ours.
+    func start(_ arguments: [String], label: String, directory: String, program: String? = nil,
+               environment: [String: String] = [:]) throws -> Child {
         do {
             return try Child(program.map { [$0] + arguments } ?? [python, script] + arguments, label: label, executable: "/usr/bin/env",
-                             environment: ["FRAMESRV_DIR": directory], captureErrors: true)
+                             environment: environment.merging(["FRAMESRV_DIR": directory]) { $1 }, captureErrors: true)
         } catch {
             if let program {
                 throw BenchError.missingProgram("\(program) (\(error))", remedy: "the C transport bench gpu compiled; run it by hand to see why")
@@ -222,12 +244,14 @@ struct GpuRunner {
 
     /// A producer and a consumer process of one stream in a fresh directory: the lines of both
     /// (the first of them to fail is reported, the other killed).
-    func pair(producer: [String], consumer: [String], program: String? = nil) throws -> [StatsLine] {
+    func pair(producer: [String], consumer: [String], program: String? = nil, environment: [String: String] = [:]) throws -> [StatsLine] {
         let run = ScratchDirectory(prefix: "framesrv-bench-gpu")
         defer { withExtendedLifetime(run) {} }
-        let c = try start(consumer, label: "the \(consumer[0]) process", directory: run.path, program: program)
+        let c = try start(consumer, label: "the \(consumer[0]) process", directory: run.path, program: program, environment: environment)
         let p: Child
-        do { p = try start(producer, label: "the \(producer[0]) process", directory: run.path, program: program) } catch {
+        do {
+            p = try start(producer, label: "the \(producer[0]) process", directory: run.path, program: program, environment: environment)
+        } catch {
             c.kill()
             _ = c.finishWithErrors()
             throw error

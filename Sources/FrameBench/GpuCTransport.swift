@@ -38,8 +38,9 @@ extension Bench {
         /* produce NAME SECONDS | consume NAME: 3840x2160 nv12 CUDA stream, 8 slots, lossless; the
          * producer reserves on its stream and publishes on it (nothing written), the consumer
          * takes each frame with next on its stream and releases it on that stream. One JSON line.
-         * lat-produce NAME FPS SECONDS | lat-consume NAME: the same at FPS; the consumer, asleep
-         * between frames, synchronizes its stream after next: ready - the frame's publish_ns. */
+         * lat-produce NAME FPS SECONDS | lat-consume NAME POLL_US: the same at FPS; the consumer,
+         * asleep between frames (POLL_US 0) or busy-polling up to POLL_US around when each is due,
+         * synchronizes its stream after next: ready - the frame's publish_ns. */
         #define _GNU_SOURCE
         #include <framesrv.h>
         #include <dlfcn.h>
@@ -101,8 +102,9 @@ extension Bench {
             return p;
         }
 
-        static framesrv_consumer *open_consumer(const char *name) {
-            framesrv_consumer_options o = { .mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 120000, .memory = FRAMESRV_MEMORY_CUDA };
+        static framesrv_consumer *open_consumer(const char *name, unsigned poll_us) {
+            framesrv_consumer_options o = { .mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 120000, .memory = FRAMESRV_MEMORY_CUDA,
+                                            .poll_us = poll_us };
             framesrv_consumer *c;
             int rc = framesrv_consumer_open(&c, name, &o);
             if (rc) exit(fail("c-consume: open", rc));
@@ -132,7 +134,7 @@ extension Bench {
 
         static int consume(const char *name) {
             void *stream = make_stream();
-            framesrv_consumer *c = open_consumer(name);
+            framesrv_consumer *c = open_consumer(name, 0);
             int rc;
             long frames = 0, n = 0;
             double t0 = 0, c0 = 0, last = 0;
@@ -172,9 +174,9 @@ extension Bench {
 
         static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 
-        static int lat_consume(const char *name) {
+        static int lat_consume(const char *name, unsigned poll_us) {
             void *stream = make_stream();
-            framesrv_consumer *c = open_consumer(name);
+            framesrv_consumer *c = open_consumer(name, poll_us);
             static double lat[1 << 20], wake[1 << 20];
             long n = 0, kept = 0;
             for (;;) {
@@ -202,10 +204,10 @@ extension Bench {
 
         int main(int argc, char **argv) {
             if (argc == 5 && !strcmp(argv[1], "lat-produce")) return lat_produce(argv[2], atoi(argv[3]), atof(argv[4]));
-            if (argc == 3 && !strcmp(argv[1], "lat-consume")) return lat_consume(argv[2]);
+            if (argc == 4 && !strcmp(argv[1], "lat-consume")) return lat_consume(argv[2], (unsigned)atoi(argv[3]));
             if (argc == 4 && !strcmp(argv[1], "produce")) return produce(argv[2], atof(argv[3]));
             if (argc == 3 && !strcmp(argv[1], "consume")) return consume(argv[2]);
-            fprintf(stderr, "usage: %s produce NAME SECONDS | consume NAME | lat-produce NAME FPS SECONDS | lat-consume NAME\n", argv[0]);
+            fprintf(stderr, "usage: %s produce NAME SECONDS | consume NAME | lat-produce NAME FPS SECONDS | lat-consume NAME POLL_US\n", argv[0]);
             return 2;
         }
         """#

@@ -15,7 +15,8 @@ extension Bench {
           mp SECONDS drop|keep            torch.multiprocessing: this process produces, a spawned one consumes
           d2d SECONDS                     one device-to-device copy of a frame per frame, synchronized
           lat-produce NAME FPS SECONDS    framesrv CUDA producer publishing at FPS
-          lat-consume NAME                next on its stream, the stream synchronized: ready - publish_ns
+          lat-consume NAME POLL_US        next on its stream (busy-polling up to POLL_US per frame, 0: asleep),
+                                          the stream synchronized: ready - publish_ns
           count-consume NAME READY        lossless CUDA consumer of any stream (from_dlpack, release on
                                           its stream), READY made once torch is up; counts frames
         """
@@ -270,14 +271,16 @@ extension Bench {
                     p.publish(p.reserve(stream=s), stream=s)
 
 
-        def lat_consume(name):
-            """next on a torch stream (the frame's ready wait queued on it), then the stream
-            synchronized: ready = CLOCK_MONOTONIC then; latency = ready - the frame's publish_ns."""
+        def lat_consume(name, poll_us):
+            """next on a torch stream (the frame's ready wait queued on it; asleep between frames, or
+            busy-polling up to poll_us around when each is due), then the stream synchronized:
+            ready = CLOCK_MONOTONIC then; latency = ready - the frame's publish_ns."""
             import torch
             import framesrv
             stream = torch.cuda.Stream()
             latencies, wakes, n = [], [], 0
-            with framesrv.Consumer(name, device="cuda", mode="lossless", stream=stream, timeout=120) as c:
+            with framesrv.Consumer(name, device="cuda", mode="lossless", stream=stream, timeout=120,
+                                   poll_us=poll_us) as c:
                 for frame in c:
                     woken = time.monotonic_ns()
                     stream.synchronize()
@@ -335,7 +338,7 @@ extension Bench {
             elif role == "lat-produce":
                 lat_produce(argv[1], int(argv[2]), float(argv[3]))
             elif role == "lat-consume":
-                lat_consume(argv[1])
+                lat_consume(argv[1], int(argv[2]))
             elif role == "count-consume":
                 count_consume(argv[1], argv[2])
             else:

@@ -89,14 +89,26 @@ import Testing
             #expect(lines.count == 1 && bench.stderr.isEmpty, "more than the skip line: \(bench.stdout)\n\(bench.stderr)")
         } else {
             for section in ["1. 3840x2160 nv12", "2. publish -> ready on the consumer's stream",
-                            "  framesrv CUDA stream, Python + torch / torch.multiprocessing", "  60 fps, Python: p50 ", "  200 fps, Python: p50 "] {
+                            "  framesrv CUDA stream, Python + torch / torch.multiprocessing", "  60 fps, asleep, Python: p50 ",
+                            "  200 fps, polling, Python: p50 "] {
                 #expect(lines.contains { $0.hasPrefix(section) }, "no '\(section)' in:\n\(bench.stdout)")
             }
             // The C rows, or the one line saying why there are none (no libframesrv beside framesrv).
             let cMeasured = lines.contains { $0.hasPrefix("  framesrv CUDA stream, C / torch.multiprocessing") }
-                && lines.contains { $0.hasPrefix("  60 fps, C: p50 ") }
+                && lines.contains { $0.hasPrefix("  60 fps, asleep, C: p50 ") && $0.contains("; without the ready poll: p50 ") }
             #expect(cMeasured || lines.contains { $0.hasPrefix("  framesrv CUDA stream, C: not measured: ") }, "\(bench.stdout)")
         }
+    }
+
+    /// bench gpu's section 3 reads the decode loop's time from ffmpeg's -benchmark lines, as this
+    /// ffmpeg writes them (rtime, then a maxrss line).
+    @Test func ffmpegBenchmarkLineIsRead() throws {
+        let (status, _, err) = try Spawned.run(["ffmpeg", "-hide_banner", "-nostdin", "-v", "info", "-nostats", "-benchmark", "-f", "lavfi",
+                                                "-i", "testsrc=size=320x240:rate=25", "-t", "2", "-f", "null", "-"])
+        #expect(status == 0, "ffmpeg: \(err)")
+        let seconds = try #require(Bench.benchmarkRealSeconds(err), "no rtime in: \(err)")
+        #expect(seconds > 0 && seconds < 60)
+        #expect(Bench.benchmarkRealSeconds("bench: maxrss=50540kB\n") == nil)
     }
 
     /// The Python side of bench gpu (a Swift string, written out at run time) compiles: the GPU
