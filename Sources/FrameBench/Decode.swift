@@ -13,6 +13,8 @@ extension Bench {
         var path = ""
         /// The decode loop alone, where the run says it (produce's summary, ffmpeg's -benchmark).
         var loopSeconds: Double?
+        /// From the start to the last consumer's end of stream (its own exit not counted).
+        var deliveredSeconds: Double?
 
         /// The quicker of the best run so far (nil before the first) and `b`.
         static func best(_ a: DecodeRun?, _ b: DecodeRun) -> DecodeRun { a.map { $0.seconds <= b.seconds ? $0 : b } ?? b }

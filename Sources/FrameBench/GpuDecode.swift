@@ -20,26 +20,41 @@ extension Bench {
         let file = try benchInput(input, seconds: 60, in: inputScratch, bench: "gpu")
         print("3. NVDEC: \(file) decoded on the GPU; frames delivered per second (every consumer's frames, or every ffmpeg's), "
               + "from the producer's (the ffmpegs') start to the last exit; best of 3 runs, interleaved")
+        var alone: DecodeRun?
+        for _ in 0..<3 { alone = DecodeRun.best(alone, try nvdecFramesrv(runner, file: file, consumers: 0)) }
+        if let alone, let loop = alone.loopSeconds {
+            print("  framesrv produce --hwaccel cuda alone (--no-wait, no consumer): \(alone.frames) frames, start to exit "
+                  + "\(formatDouble(alone.seconds, 3)) s, its decode loop \(formatDouble(loop, 3)) s: start-up and exit "
+                  + "\(formatDouble(alone.seconds - loop, 3)) s")
+        }
         for n in [1, 4] {
             var framesrv: DecodeRun?, ffmpeg: DecodeRun?
-            let best = DecodeRun.best
             for _ in 0..<3 {
-                framesrv = best(framesrv, try nvdecFramesrv(runner, file: file, consumers: n))
-                ffmpeg = best(ffmpeg, try nvdecFFmpeg(file: file, processes: n))
+                framesrv = DecodeRun.best(framesrv, try nvdecFramesrv(runner, file: file, consumers: n))
+                ffmpeg = DecodeRun.best(ffmpeg, try nvdecFFmpeg(file: file, processes: n))
             }
-            guard let framesrv, let ffmpeg else { return }
-            let fps = { (r: DecodeRun) in Double(r.frames) / r.seconds }
-            let who = n == 1 ? "1 CUDA consumer" : "\(n) CUDA consumers of the one stream"
-            print("  framesrv produce --hwaccel cuda + \(who): \(framesrv.frames) frames in \(formatDouble(framesrv.seconds, 3)) s, "
-                  + "\(formatDouble(fps(framesrv), 0)) frames/s (\(framesrv.path))")
-            print("  \(n) x ffmpeg -hwaccel cuda -hwaccel_output_format cuda -i FILE -f null -: \(ffmpeg.frames) frames in "
-                  + "\(formatDouble(ffmpeg.seconds, 3)) s, \(formatDouble(fps(ffmpeg), 0)) frames/s")
-            let loop = { (r: DecodeRun) in r.loopSeconds.map { formatDouble($0, 3) + " s" } ?? "not said" }
-            print("  of those runs, the decode loops alone: framesrv produce's \(loop(framesrv)) (its summary line), "
-                  + "ffmpeg's \(loop(ffmpeg)) (-benchmark rtime\(n == 1 ? "" : ", the slowest")); the rest is start-up and exit")
-            print("  ratio framesrv/ffmpeg (\(n == 1 ? "goal: at least 0.95" : "one decode shared against \(n) decodes")): "
-                  + formatDouble(fps(framesrv) / max(fps(ffmpeg), 1e-9), 2))
+            if let framesrv, let ffmpeg { printNvdec(consumers: n, framesrv, ffmpeg) }
         }
+    }
+
+    /// Section 3's lines for `n` consumers: each side's run, where the time went, the ratio.
+    private func printNvdec(consumers n: Int, _ framesrv: DecodeRun, _ ffmpeg: DecodeRun) {
+        let fps = { (r: DecodeRun) in Double(r.frames) / r.seconds }
+        let who = n == 1 ? "1 CUDA consumer" : "\(n) CUDA consumers of the one stream"
+        print("  framesrv produce --hwaccel cuda + \(who): \(framesrv.frames) frames in \(formatDouble(framesrv.seconds, 3)) s, "
+              + "\(formatDouble(fps(framesrv), 0)) frames/s (\(framesrv.path))")
+        if let delivered = framesrv.deliveredSeconds {
+            print("    to the last consumer's end of stream: \(formatDouble(delivered, 3)) s "
+                  + "(\(formatDouble(Double(framesrv.frames) / delivered, 0)) frames/s); the consumers' exits (torch's teardown) after it: "
+                  + "\(formatDouble(framesrv.seconds - delivered, 3)) s")
+        }
+        print("  \(n) x ffmpeg -hwaccel cuda -hwaccel_output_format cuda -i FILE -f null -: \(ffmpeg.frames) frames in "
+              + "\(formatDouble(ffmpeg.seconds, 3)) s, \(formatDouble(fps(ffmpeg), 0)) frames/s")
+        let loop = { (r: DecodeRun) in r.loopSeconds.map { formatDouble($0, 3) + " s" } ?? "not said" }
+        print("  of those runs, the decode loops alone: framesrv produce's \(loop(framesrv)) (its summary line), "
+              + "ffmpeg's \(loop(ffmpeg)) (-benchmark rtime\(n == 1 ? "" : ", the slowest")); the rest is start-up and exit")
+        print("  ratio framesrv/ffmpeg (\(n == 1 ? "goal: at least 0.95" : "one decode shared against \(n) decodes")): "
+              + formatDouble(fps(framesrv) / max(fps(ffmpeg), 1e-9), 2))
     }
 
     /// Why ffmpeg cannot be the NVDEC peer here (not on PATH, or without the cuda hwaccel), nil when it can.
@@ -53,7 +68,9 @@ extension Bench {
     }
 
     /// `consumers` count-consume processes, each ready (torch imported, its stream made), then
-    /// `framesrv produce -i FILE --hwaccel cuda --wait-for N`, timed from its start to the last exit.
+    /// `framesrv produce -i FILE --hwaccel cuda --wait-for N`, timed from its start to the last exit
+    /// (and to the last consumer's end of stream). No consumer: the producer alone, --no-wait,
+    /// its frames those it published.
     func nvdecFramesrv(_ runner: GpuRunner, file: String, consumers n: Int) throws -> DecodeRun {
         let run = ScratchDirectory(prefix: "framesrv-bench-gpu")
         return try withExtendedLifetime(run) {
@@ -71,26 +88,28 @@ extension Bench {
                 usleep(10_000)
             }
             let start = monotonicNanos()
-            let producer = try Child(["produce", "-i", file, "--out", "nvdec", "--hwaccel", "cuda", "--wait-for", String(n)],
+            let producer = try Child(["produce", "-i", file, "--out", "nvdec", "--hwaccel", "cuda"] + (n == 0 ? ["--no-wait"] : ["--wait-for", String(n)]),
                                      label: "framesrv produce --hwaccel cuda", environment: ["FRAMESRV_DIR": run.path], captureErrors: true)
             let (pStatus, pOut, pErr, pKilled) = finish(producer, within: runner.seconds + 600)
             guard pStatus == 0, !pKilled else {
                 throw BenchError.stageFailed(bench: "gpu", stage: producer.label, status: pStatus, said: GpuRunner.tail(pOut + pErr))
             }
-            let frames = try children.reduce(0) { sum, child in
-                let lines = try runner.lines(of: child)
-                guard let counted = lines.first(where: { $0.role == "counter" })?.frames else {
+            let counters = try children.map { child in
+                guard let counter = try runner.lines(of: child).first(where: { $0.role == "counter" }), counter.frames != nil else {
                     throw BenchError.incompleteRun(bench: "gpu", what: "\(child.label) printed no count", said: "")
                 }
-                return sum + counted
+                return counter
             }
             let seconds = Double(monotonicNanos() - start) / 1e9
-            // The producer's summary: "... (h264, N copied on the device (NVDEC), M uploaded from host memory) ..."
+            // The producer's summary: "produce: nvdec: published N frames of ... (h264, N copied on the device (NVDEC),
+            // M uploaded from host memory) in X s (N fps) ...", X its own loop, from its first decode to its last publish.
             let words = pOut.split(separator: "\n").last { $0.hasPrefix("produce: ") }?.split(separator: " ") ?? []
-            let count = { (word: String) in words.firstIndex { $0 == word }.map { String(words[$0 - 1]) } ?? "?" }
-            let path = "\(count("copied")) copied on the device, \(count("uploaded")) uploaded"
-            // "... in X s (N fps) ...": produce's own loop, from its first decode to its last publish.
-            return DecodeRun(frames: frames, seconds: seconds, path: path, loopSeconds: Double(count("s")))
+            let before = { (word: String) in words.firstIndex { $0 == word }.map { String(words[$0 - 1]) } ?? "?" }
+            let published = words.firstIndex { $0 == "published" }.flatMap { $0 + 1 < words.count ? Int(words[$0 + 1]) : nil }
+            let path = "\(before("copied")) copied on the device, \(before("uploaded")) uploaded"
+            let frames = n == 0 ? published ?? 0 : counters.compactMap(\.frames).reduce(0, +)
+            let ended = counters.compactMap(\.endedNanos).max().map { Double(UInt64($0) &- start) / 1e9 }
+            return DecodeRun(frames: frames, seconds: seconds, path: path, loopSeconds: Double(before("s")), deliveredSeconds: ended)
         }
     }
 

@@ -316,7 +316,9 @@ extension Bench {
                     frame.release(stream=stream)
                     n += 1
             stream.synchronize()
-            print(json.dumps({"role": "counter", "frames": n}), flush=True)
+            # ended_ns: the end of the stream reached and the last frame's work done (CLOCK_MONOTONIC,
+            # as the bench's clock), before this process's own exit (torch's teardown).
+            print(json.dumps({"role": "counter", "frames": n, "ended_ns": time.monotonic_ns()}), flush=True)
 
 
         def main(argv):

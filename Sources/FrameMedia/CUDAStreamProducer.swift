@@ -19,6 +19,13 @@ public struct CUDAStreamError: Error, CustomStringConvertible {
 /// Every frame is one copy per plane into its slot, on the legacy default stream of the
 /// device's primary context: from an NVDEC surface (device to device) or from host memory
 /// (an upload, synchronized before the publish).
+///
+/// The NVDEC copy is the one a zero-copy design cannot avoid here: FFmpeg 5.1 (nvdec.c,
+/// nvdec_retrieve_data) hands out each picture as NVDEC's own output surface, mapped with
+/// cuvidMapVideoFrame (one output surface per frame of its pool), and makes no copy of its
+/// own that a caller-supplied pool could receive (its frames context's pool is a placeholder,
+/// nvdec_alloc_dummy). cuvidMapVideoFrame takes no destination, and the surface is the
+/// driver's memory, which cuMemExportToShareableHandle cannot export (only cuMemCreate's can).
 public final class CUDAStreamProducer {
     public struct Settings: Sendable {
         public var name: String

@@ -43,12 +43,14 @@ static framesrv_producer *open_producer(const char *name, int memory)
     return p;
 }
 
-static int open_consumer(const char *name, int memory, framesrv_consumer **c)
+static int open_polling_consumer(const char *name, int memory, uint32_t poll_us, framesrv_consumer **c)
 {
-    framesrv_consumer_options o = { .mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 2000, .memory = memory };
+    framesrv_consumer_options o = { .mode = FRAMESRV_LOSSLESS, .attach_timeout_ms = 2000, .memory = memory, .poll_us = poll_us };
     *c = NULL;
     return framesrv_consumer_open(c, name, &o);
 }
+
+static int open_consumer(const char *name, int memory, framesrv_consumer **c) { return open_polling_consumer(name, memory, 0, c); }
 
 /* The pattern of framesrv_pattern_fill, through a frame's device planes (fake: host memory). */
 static uint64_t pattern(framesrv_frame *f, bool fill)
@@ -235,12 +237,12 @@ static void frames(const char *name, bool memops)
  * $FRAMESRV_READY_SPIN_US `spin_us` (NULL: the default 50 us), a fence that lands `later_ms`
  * after next_on began is waited for on the stream (the fake's wait records its stream) or not.
  * Where a wait is expected the fence lands only once it was queued, however late next_on ran. */
-static void ready_spin(const char *spin_us, unsigned later_ms, bool expect_stream_wait, uintptr_t stream_id)
+static void ready_spin(const char *spin_us, uint32_t poll_us, unsigned later_ms, bool expect_stream_wait, uintptr_t stream_id)
 {
     if (spin_us) setenv("FRAMESRV_READY_SPIN_US", spin_us, 1);
     framesrv_producer *p = open_producer("spin", FRAMESRV_MEMORY_CUDA);
     framesrv_consumer *c = NULL;
-    CHECK_STATUS(open_consumer("spin", FRAMESRV_MEMORY_CUDA, &c), FRAMESRV_OK);
+    CHECK_STATUS(open_polling_consumer("spin", FRAMESRV_MEMORY_CUDA, poll_us, &c), FRAMESRV_OK);
     unsetenv("FRAMESRV_READY_SPIN_US");
     size_t size;
     fs_control *ctl = map_ctl("spin", &size);
@@ -250,15 +252,18 @@ static void ready_spin(const char *spin_us, unsigned later_ms, bool expect_strea
     uint64_t *ready = &fs_control_fence(ctl, (uint32_t)(fs_load_u64(&ctl->latest) & 0xff))->ready;
     fs_fence_store(ready, 0);   /* as if the producer's stream had not got there yet */
     void *stream = (void *)stream_id;
-    delayed d = { ready, 1, later_ms * 1000u, expect_stream_wait ? stream_id : 0 };
+    /* An expected stream wait lands the fence only once it was queued (no race on a loaded
+     * machine); a busy-polling consumer's lands it `later_ms` later regardless, so that a poll
+     * of the fence (1 s long here) would catch it and queue no wait. */
+    delayed d = { ready, 1, later_ms * 1000u, expect_stream_wait && poll_us == 0 ? stream_id : 0 };
     pthread_t t;
     pthread_create(&t, NULL, write_later, &d);
     framesrv_frame *f = NULL;
     CHECK_STATUS(framesrv_consumer_next_on(c, stream, 5000, &f), FRAMESRV_OK);
     pthread_join(t, NULL);
     bool waited_on_stream = last_stream(0) == (uintptr_t)stream;
-    CHECK(waited_on_stream == expect_stream_wait, "spin %s us, the fence %u ms later: a stream wait %s", spin_us ? spin_us : "50",
-          later_ms, waited_on_stream ? "was queued" : "was not queued");
+    CHECK(waited_on_stream == expect_stream_wait, "spin %s us, poll_us %u, the fence %u ms later: a stream wait %s",
+          spin_us ? spin_us : "50", poll_us, later_ms, waited_on_stream ? "was queued" : "was not queued");
     if (f) framesrv_frame_release_on(f, stream);
     munmap(ctl, size);
     framesrv_consumer_close(c);
@@ -302,9 +307,10 @@ int main(int argc, char **argv)
     setenv("FRAMESRV_CUDA_NO_MEMOPS", "1", 1);   /* 4.5 step 4: the same through CPU loads and stores */
     frames("cpu", false);
     unsetenv("FRAMESRV_CUDA_NO_MEMOPS");
-    ready_spin("1000000", 20, false, 0x201);   /* polled until it landed: no wait queued */
-    ready_spin(NULL, 200, true, 0x202);        /* 50 us of polling missed it: the stream waits */
-    ready_spin("0", 20, true, 0x203);          /* no polling at all */
+    ready_spin("1000000", 0, 20, false, 0x201);    /* polled until it landed: no wait queued */
+    ready_spin(NULL, 0, 200, true, 0x202);         /* 50 us of polling missed it: the stream waits */
+    ready_spin("0", 0, 20, true, 0x203);           /* no polling at all */
+    ready_spin("1000000", 1000, 20, true, 0x204);  /* a consumer busy-polling for frames never polls the fence */
     leftover();
     return check_exit("test_cuda");
 }
