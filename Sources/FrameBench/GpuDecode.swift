@@ -137,8 +137,8 @@ extension Bench {
     }
 
     /// The rtime of ffmpeg's `-benchmark` line ("bench: utime=0.004s stime=0.000s rtime=1.234s"; a
-    /// "bench: maxrss=..." line follows it): its transcode
-    /// loop, decoder opening included, without the process's start, probing and exit.
+    /// "bench: maxrss=..." line follows it): its transcode loop, decoder opening included, without
+    /// the process's start, probing and exit.
     static func benchmarkRealSeconds(_ err: String) -> Double? {
         guard let line = err.split(separator: "\n").last(where: { $0.hasPrefix("bench: ") && $0.contains(" rtime=") }),
               let field = line.split(separator: " ").first(where: { $0.hasPrefix("rtime=") }) else { return nil }
