@@ -95,7 +95,7 @@ import Testing
             }
             // The C rows, or the one line saying why there are none (no libframesrv beside framesrv).
             let cMeasured = lines.contains { $0.hasPrefix("  framesrv CUDA stream, C / torch.multiprocessing") }
-                && lines.contains { $0.hasPrefix("  60 fps, asleep, C: p50 ") && $0.contains("; without the ready poll: p50 ") }
+                && lines.contains { $0.hasPrefix("  60 fps, asleep, C: p50 ") && $0.contains("; with a 50 us ready poll: p50 ") }
             #expect(cMeasured || lines.contains { $0.hasPrefix("  framesrv CUDA stream, C: not measured: ") }, "\(bench.stdout)")
         }
     }

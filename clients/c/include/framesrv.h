@@ -44,7 +44,7 @@ extern "C" {
  * framesrv_version(), are read from these). */
 #define FRAMESRV_VERSION_MAJOR 2
 #define FRAMESRV_VERSION_MINOR 4
-#define FRAMESRV_VERSION_PATCH 1
+#define FRAMESRV_VERSION_PATCH 2
 #define FRAMESRV_PROTOCOL_VERSION 5   /* = FS_PROTOCOL_VERSION of the layout header (common.c asserts it) */
 #define FRAMESRV_MAX_PLANES 4
 
@@ -93,7 +93,7 @@ const char *framesrv_status_name(int status);
 const char *framesrv_last_error(void);
 
 /* The library's version, "MAJOR.MINOR.PATCH" of the macros above as the library was built
- * ("2.4.1"). */
+ * ("2.4.2"). */
 const char *framesrv_version(void);
 
 /* ------------------------------------------------------------------------- */
@@ -390,10 +390,10 @@ int framesrv_consumer_next(framesrv_consumer *consumer, int timeout_ms, framesrv
 
 /* A CUDA consumer's next frame, ordered on `stream`: as framesrv_consumer_next, and before it
  * returns the frame it queues on `stream` a wait for the frame's ready fence, so work queued
- * on `stream` afterwards sees the finished planes (the CPU does not wait; a consumer woken from
- * its sleep first polls a fence not yet written for up to 50 us, $FRAMESRV_READY_SPIN_US
- * (0..1000000, 0: never), so that a frame whose fence lands meanwhile needs no stream wait; one
- * with poll_us never does: it takes frames before their fences land). Release it with
+ * on `stream` afterwards sees the finished planes (the CPU does not wait; with
+ * $FRAMESRV_READY_SPIN_US=N, 0..1000000, a consumer without poll_us first polls a fence not yet
+ * written for up to N us, so that a frame whose fence lands meanwhile needs no stream wait: off by
+ * default, as bench gpu showed no gain). Release it with
  * framesrv_frame_release_on on the stream of the last work that reads it. (framesrv_consumer_next
  * on a CUDA consumer waits on the CPU instead, and framesrv_frame_release then means "no work
  * of mine reads it any more".) A frame whose ready fence does not come (no stream memory

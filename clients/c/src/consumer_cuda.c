@@ -13,20 +13,20 @@
 #include <string.h>
 #include <unistd.h>
 
-/* How long next polls a ready fence not yet written (PROTOCOL.md 4.5 step 1): never for a
- * consumer that busy-polls for frames (poll_us), which takes a frame microseconds after its
- * publish, before the producer's stream has written the fence, so polling it would only move
- * the wait from the GPU to this CPU (measured on an H100 at 60 fps: publish -> ready p50 26 us
- * with the poll, 17 us without; p99 68 and 38 us); else $FRAMESRV_READY_SPIN_US (0..1000000
- * microseconds; 0: never), else FSI_READY_SPIN_NS (a consumer woken from its sleep mostly finds
- * the fence written, and the poll catches the late ones without a stream wait). */
+/* How long next polls a ready fence not yet written before it queues the stream's wait
+ * (PROTOCOL.md 4.5 step 1): $FRAMESRV_READY_SPIN_US (0..1000000 microseconds), else never.
+ * bench gpu's A/B of a 50 us poll, three H100 runs: asleep between frames, publish -> ready p50
+ * moved by -9 to +8 us (within the runs' spread) for up to 50 us of CPU a frame; busy-polling,
+ * it got worse (60 fps: 26 us with it, 17 without; p99 68 and 38 us): such a consumer takes
+ * frames before their fences land, and the poll only moves the wait from the GPU to this CPU.
+ * So it is off by default, and a consumer with poll_us never polls the fence. */
 static uint64_t ready_spin_ns(const framesrv_consumer *c)
 {
     if (c->poll_us > 0) return 0;
     const char *v = getenv("FRAMESRV_READY_SPIN_US");
     char *end;
     long us = v && *v ? strtol(v, &end, 10) : -1;
-    return us >= 0 && us <= 1000000 && *end == '\0' ? (uint64_t)us * 1000u : FSI_READY_SPIN_NS;
+    return us >= 0 && us <= 1000000 && *end == '\0' ? (uint64_t)us * 1000u : 0;
 }
 
 int fsi_consumer_cuda_check(framesrv_consumer *c, fsi_attachment *a)
@@ -135,11 +135,9 @@ void fsi_consumer_cuda_released(framesrv_frame *f)
 }
 
 /* PROTOCOL.md 4.5 step 1: a ready fence that has not landed yet is polled on the CPU for up
- * to ready_spin_ns before a wait is queued: a CPU sees a stream's write sooner than another
- * stream's wait and synchronize end (on an H200, from the write call: 3.8 against 7.6 us back
- * to back, 25 against 42 us at 60 fps). A spin that misses (the producer's stream is still
- * writing) has the next 64 frames queue their waits at once. Only next's thread calls it
- * (spin_rest is not shared). */
+ * to ready_spin_ns (0 unless $FRAMESRV_READY_SPIN_US asks) before a wait is queued. A spin that
+ * misses (the producer's stream is still writing) has the next 64 frames queue their waits at
+ * once. Only next's thread calls it (spin_rest is not shared). */
 static bool spin_for_ready(fsi_consumer_cuda *cu, const uint64_t *word, uint64_t seq)
 {
     if (cu->ready_spin_ns == 0) return false;

@@ -54,9 +54,7 @@ FSI_HIDDEN int fsi_fences_register(const fsi_device *d, fsi_fences *f, void *hos
 FSI_HIDDEN void fsi_fences_unregister(const fsi_device *d, fsi_fences *f);
 /* How long a CPU waits for a fence before the slot counts as damaged (4.5 step 4). */
 #define FSI_FENCE_CPU_WAIT_NS 2000000000ull
-/* How long a consumer's next_on polls a ready fence not yet written before it queues the
- * stream's wait (consumer_cuda.c; $FRAMESRV_READY_SPIN_US), and a CPU wait spins before it
- * polls every 100 us. */
+/* How long a CPU wait for a fence spins before it polls every 100 us (4.5 step 4). */
 #define FSI_READY_SPIN_NS 50000ull
 /* Whether *word has reached value (cyclic >=, as the GPU compares; load-acquire). */
 static inline bool fsi_fence_reached(const uint64_t *word, uint64_t value)

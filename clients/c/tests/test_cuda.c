@@ -233,11 +233,13 @@ static void frames(const char *name, bool memops)
     CHECK(mapped_bytes() == 0, "device memory still mapped after close: %zu bytes", mapped_bytes());
 }
 
-/* next_on's poll of a ready fence not yet written (consumer_cuda.c spin_for_ready): with
- * $FRAMESRV_READY_SPIN_US `spin_us` (NULL: the default 50 us), a fence that lands `later_ms`
- * after next_on began is waited for on the stream (the fake's wait records its stream) or not.
- * Where a wait is expected the fence lands only once it was queued, however late next_on ran. */
-static void ready_spin(const char *spin_us, uint32_t poll_us, unsigned later_ms, bool expect_stream_wait, uintptr_t stream_id)
+/* next_on's poll of a ready fence not yet written (consumer_cuda.c spin_for_ready): a consumer
+ * with $FRAMESRV_READY_SPIN_US `spin_us` (NULL: unset) and `poll_us` takes a frame whose ready
+ * fence lands `later_ms` after next_on began or (`after_wait`) only once a stream wait was
+ * queued, however late next_on ran (no race on a loaded machine); the fence is waited for on
+ * the stream (the fake's wait records its stream) or not. */
+static void ready_spin(const char *spin_us, uint32_t poll_us, unsigned later_ms, bool after_wait, bool expect_stream_wait,
+                       uintptr_t stream_id)
 {
     if (spin_us) setenv("FRAMESRV_READY_SPIN_US", spin_us, 1);
     framesrv_producer *p = open_producer("spin", FRAMESRV_MEMORY_CUDA);
@@ -252,10 +254,7 @@ static void ready_spin(const char *spin_us, uint32_t poll_us, unsigned later_ms,
     uint64_t *ready = &fs_control_fence(ctl, (uint32_t)(fs_load_u64(&ctl->latest) & 0xff))->ready;
     fs_fence_store(ready, 0);   /* as if the producer's stream had not got there yet */
     void *stream = (void *)stream_id;
-    /* An expected stream wait lands the fence only once it was queued (no race on a loaded
-     * machine); a busy-polling consumer's lands it `later_ms` later regardless, so that a poll
-     * of the fence (1 s long here) would catch it and queue no wait. */
-    delayed d = { ready, 1, later_ms * 1000u, expect_stream_wait && poll_us == 0 ? stream_id : 0 };
+    delayed d = { ready, 1, later_ms * 1000u, after_wait ? stream_id : 0 };
     pthread_t t;
     pthread_create(&t, NULL, write_later, &d);
     framesrv_frame *f = NULL;
@@ -263,7 +262,7 @@ static void ready_spin(const char *spin_us, uint32_t poll_us, unsigned later_ms,
     pthread_join(t, NULL);
     bool waited_on_stream = last_stream(0) == (uintptr_t)stream;
     CHECK(waited_on_stream == expect_stream_wait, "spin %s us, poll_us %u, the fence %u ms later: a stream wait %s",
-          spin_us ? spin_us : "50", poll_us, later_ms, waited_on_stream ? "was queued" : "was not queued");
+          spin_us ? spin_us : "(default)", poll_us, later_ms, waited_on_stream ? "was queued" : "was not queued");
     if (f) framesrv_frame_release_on(f, stream);
     munmap(ctl, size);
     framesrv_consumer_close(c);
@@ -307,10 +306,14 @@ int main(int argc, char **argv)
     setenv("FRAMESRV_CUDA_NO_MEMOPS", "1", 1);   /* 4.5 step 4: the same through CPU loads and stores */
     frames("cpu", false);
     unsetenv("FRAMESRV_CUDA_NO_MEMOPS");
-    ready_spin("1000000", 0, 20, false, 0x201);    /* polled until it landed: no wait queued */
-    ready_spin(NULL, 0, 200, true, 0x202);         /* 50 us of polling missed it: the stream waits */
-    ready_spin("0", 0, 20, true, 0x203);           /* no polling at all */
-    ready_spin("1000000", 1000, 20, true, 0x204);  /* a consumer busy-polling for frames never polls the fence */
+    ready_spin("1000000", 0, 20, false, false, 0x201);   /* polled until it landed: no wait queued */
+    ready_spin("50", 0, 200, true, true, 0x202);         /* 50 us of polling missed it: the stream waits */
+    ready_spin("0", 0, 20, true, true, 0x203);           /* no polling at all */
+    /* Without FRAMESRV_READY_SPIN_US no poll (none as long as 20 ms): the fence lands 20 ms later
+     * regardless, and the stream waits for it. */
+    ready_spin(NULL, 0, 20, false, true, 0x204);
+    /* A consumer busy-polling for frames never polls the fence, even with a 1 s window asked for. */
+    ready_spin("1000000", 1000, 20, false, true, 0x205);
     leftover();
     return check_exit("test_cuda");
 }
