@@ -121,11 +121,11 @@ extension Bench {
                         polled.append(try latency(runner.pair(producer: producer, consumer: consumer, program: program,
                                                               environment: ["FRAMESRV_READY_SPIN_US": "50"]), what))
                     }
-                    let ab = polled.isEmpty ? "" : "; with a 50 us ready poll: \(Self.latencyFigures(polled))"
-                    print("  \(what), C: \(Self.latencyFigures(plain))\(ab)")
+                    let ab = polled.isEmpty ? "" : "; with a 50 us ready poll: \(latencyFigures(polled))"
+                    print("  \(what), C: \(latencyFigures(plain))\(ab)")
                 }
                 let python = try latency(runner.pair(producer: producer, consumer: consumer), what)
-                print("  \(what), Python: \(Self.latencyFigures([python]))")
+                print("  \(what), Python: \(latencyFigures([python]))")
             }
         }
         if compiled.path == nil { print("  C: not measured: \(compiled.why)") }
@@ -141,8 +141,7 @@ extension Bench {
     }
 
     /// "p50 X us, p99 Y us, next returned at p50 Z us (N frames)": the medians of the runs'.
-    static func latencyFigures(_ runs: [StatsLine]) -> String {
-        let median = { (values: [Double]) in values.sorted()[values.count / 2] }
+    func latencyFigures(_ runs: [StatsLine]) -> String {
         let p50 = median(runs.compactMap(\.p50)), p99 = median(runs.compactMap(\.p99))
         let wake = runs.compactMap(\.wakeP50).isEmpty ? "" : ", next returned at p50 \(formatDouble(median(runs.compactMap(\.wakeP50)), 1)) us"
         return "p50 \(formatDouble(p50, 1)) us, p99 \(formatDouble(p99, 1)) us\(wake) (\(runs.compactMap(\.frames).reduce(0, +)) frames)"

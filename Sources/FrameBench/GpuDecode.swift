@@ -43,9 +43,10 @@ extension Bench {
         let who = n == 1 ? "1 CUDA consumer" : "\(n) CUDA consumers of the one stream"
         print("  framesrv produce --hwaccel cuda + \(who): \(framesrv.frames) frames in \(formatDouble(framesrv.seconds, 3)) s, "
               + "\(formatDouble(fps(framesrv), 0)) frames/s (\(framesrv.path))")
-        if let delivered = framesrv.deliveredSeconds {
+        let deliveredFps = framesrv.deliveredSeconds.map { Double(framesrv.frames) / $0 }
+        if let delivered = framesrv.deliveredSeconds, let deliveredFps {
             print("    to the last consumer's end of stream: \(formatDouble(delivered, 3)) s "
-                  + "(\(formatDouble(Double(framesrv.frames) / delivered, 0)) frames/s); the consumers' exits (torch's teardown) after it: "
+                  + "(\(formatDouble(deliveredFps, 0)) frames/s); the consumers' exits (torch's teardown) after it: "
                   + "\(formatDouble(framesrv.seconds - delivered, 3)) s")
         }
         print("  \(n) x ffmpeg -hwaccel cuda -hwaccel_output_format cuda -i FILE -f null -: \(ffmpeg.frames) frames in "
@@ -53,8 +54,8 @@ extension Bench {
         let loop = { (r: DecodeRun) in r.loopSeconds.map { formatDouble($0, 3) + " s" } ?? "not said" }
         print("  of those runs, the decode loops alone: framesrv produce's \(loop(framesrv)) (its summary line), "
               + "ffmpeg's \(loop(ffmpeg)) (-benchmark rtime\(n == 1 ? "" : ", the slowest")); the rest is start-up and exit")
-        let delivered = framesrv.deliveredSeconds.map { "; frames delivered by the last consumer's end of stream against "
-            + "ffmpeg's start to exit: " + formatDouble(Double(framesrv.frames) / $0 / max(fps(ffmpeg), 1e-9), 2) } ?? ""
+        let delivered = deliveredFps.map { "; frames delivered by the last consumer's end of stream against "
+            + "ffmpeg's start to exit: " + formatDouble($0 / max(fps(ffmpeg), 1e-9), 2) } ?? ""
         print("  ratio framesrv/ffmpeg (\(n == 1 ? "goal: at least 0.95" : "one decode shared against \(n) decodes")), start to the last exit: "
               + formatDouble(fps(framesrv) / max(fps(ffmpeg), 1e-9), 2) + delivered)
     }
