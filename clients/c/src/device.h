@@ -55,7 +55,7 @@ FSI_HIDDEN void fsi_fences_unregister(const fsi_device *d, fsi_fences *f);
 /* How long a CPU waits for a fence before the slot counts as damaged (4.5 step 4). */
 #define FSI_FENCE_CPU_WAIT_NS 2000000000ull
 /* How long a CPU wait for a fence spins before it polls every 100 us (4.5 step 4). */
-#define FSI_READY_SPIN_NS 50000ull
+#define FSI_FENCE_CPU_SPIN_NS 50000ull
 /* Whether *word has reached value (cyclic >=, as the GPU compares; load-acquire). */
 static inline bool fsi_fence_reached(const uint64_t *word, uint64_t value)
 {
@@ -64,7 +64,7 @@ static inline bool fsi_fence_reached(const uint64_t *word, uint64_t value)
 /* Whether *word reached value before CLOCK_MONOTONIC `end`, spinning (the clock read every
  * 64 pauses). */
 FSI_HIDDEN bool fsi_fence_spin(const uint64_t *word, uint64_t value, uint64_t end);
-/* Whether *word reached value within timeout_ns: spinning for FSI_READY_SPIN_NS, then polling
+/* Whether *word reached value within timeout_ns: spinning for FSI_FENCE_CPU_SPIN_NS, then polling
  * every 100 us. */
 FSI_HIDDEN bool fsi_fence_cpu_wait(const uint64_t *word, uint64_t value, uint64_t timeout_ns);
 /* *word = max(*word, value), for a CPU that writes on behalf of a dead process. */

@@ -47,7 +47,7 @@ bool fsi_fence_cpu_wait(const uint64_t *word, uint64_t value, uint64_t timeout_n
 {
     uint64_t now = fsi_monotonic_ns(), deadline = now + timeout_ns;
     /* a spin first: a fence just queued lands in microseconds */
-    if (fsi_fence_spin(word, value, now + (timeout_ns < FSI_READY_SPIN_NS ? timeout_ns : FSI_READY_SPIN_NS))) return true;
+    if (fsi_fence_spin(word, value, now + (timeout_ns < FSI_FENCE_CPU_SPIN_NS ? timeout_ns : FSI_FENCE_CPU_SPIN_NS))) return true;
     while (!fsi_fence_reached(word, value)) {
         if (fsi_monotonic_ns() >= deadline) return false;
         struct timespec ts = { 0, 100000 };
